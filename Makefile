@@ -1,0 +1,54 @@
+# sandgate: `make run` and `make test` are the contract (see README.md).
+SHELL := /bin/bash
+GO ?= go
+CADDY ?= ./caddy
+STATICCHECK_VERSION ?= v0.8.2
+# Integration tests share one Docker engine and two cores: a few packages at a time.
+TEST_PARALLEL ?= 2
+TEST_TIMEOUT ?= 40m
+BENCHTIME ?= 3x
+
+.PHONY: all build caddy agent images prereqs run test test-unit bench lint fmt clean
+
+all: build
+
+build: caddy
+
+caddy:
+	./xcaddy.sh --output $(CADDY)
+
+agent:
+	CGO_ENABLED=0 $(GO) build -trimpath -o build/sandgate-agent ./agentimage
+
+prereqs:
+	scripts/prereqs.sh docker base-image
+
+images: prereqs
+	scripts/images.sh base browser
+
+# Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost.
+run: build images
+	$(CADDY) run --config Caddyfile.example --adapter caddyfile
+
+# The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine.
+test: images
+	scripts/prereqs.sh chromium pebble
+	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+
+# Unit tests only: no Docker, no browser.
+test-unit:
+	$(GO) test -short -count=1 ./...
+
+bench: images
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m ./bench/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf build $(CADDY)

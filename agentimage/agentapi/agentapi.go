@@ -1,0 +1,40 @@
+// Package agentapi holds what the gateway and the in-sandbox agent agree on: the port, the token's name, the
+// error envelope and the wire types of the agent's HTTP API. It has no dependencies beyond the standard library.
+package agentapi
+
+// DefaultPort is the single port the agent serves everything on (HTTP/1.1 and h2c).
+const DefaultPort = 7777
+
+// Environment the gateway sets on every sandbox.
+const (
+	// EnvToken carries the per-sandbox token the agent requires on every call but GET /health.
+	EnvToken = "SANDGATE_AGENT_TOKEN"
+	// EnvTokenFile names a file holding the token instead (read once at start).
+	EnvTokenFile = "SANDGATE_AGENT_TOKEN_FILE"
+	// EnvAddr overrides the listen address (default ":7777").
+	EnvAddr = "SANDGATE_AGENT_ADDR"
+	// EnvWorkspace is the workspace root (default /workspace).
+	EnvWorkspace = "SANDGATE_WORKSPACE"
+	// EnvCapabilities lists the profile's capabilities, comma separated (the agent starts the browser only if asked).
+	EnvCapabilities = "SANDGATE_CAPABILITIES"
+	// EnvSandboxID is the sandbox's id, for logs and /v1/info.
+	EnvSandboxID = "SANDGATE_SANDBOX_ID"
+)
+
+// TokenHeader is where callers may put the token; "Authorization: Bearer <token>" works too.
+const TokenHeader = "X-Sandgate-Token"
+
+// Health is the body of GET /health.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// Info is the body of GET /v1/info.
+type Info struct {
+	Version       string   `json:"version"`
+	SandboxID     string   `json:"sandbox_id,omitempty"`
+	Capabilities  []string `json:"capabilities"`
+	WorkspaceRoot string   `json:"workspace_root"`
+	UptimeSeconds float64  `json:"uptime_seconds"`
+}

@@ -1,0 +1,131 @@
+// Command sandgate-agent is the agent that runs inside every sandbox: one static binary serving the sandbox's
+// capabilities on one port. `sandgate-agent healthcheck` probes a running agent (the image's HEALTHCHECK).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/internal/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck())
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(logger); err != nil {
+		logger.Error("agent stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(logger *slog.Logger) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	// Children must not inherit the token: code in the sandbox has no business calling its own agent with it.
+	os.Unsetenv(agentapi.EnvToken)
+	if cfg.token == "" {
+		logger.Warn("no agent token configured; every route but /health refuses")
+	}
+	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
+		agentapi.WriteJSON(w, http.StatusOK, agentapi.Info{
+			Version:       version,
+			SandboxID:     os.Getenv(agentapi.EnvSandboxID),
+			Capabilities:  cfg.capabilities,
+			WorkspaceRoot: cfg.workspace,
+			UptimeSeconds: time.Since(srv.Started()).Seconds(),
+		})
+	})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hs := srv.NewHTTPServer(cfg.addr)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving %s: %w", cfg.addr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+type config struct {
+	addr         string
+	token        string
+	workspace    string
+	capabilities []string
+}
+
+func loadConfig() (config, error) {
+	c := config{
+		addr:      envOr(agentapi.EnvAddr, fmt.Sprintf(":%d", agentapi.DefaultPort)),
+		token:     os.Getenv(agentapi.EnvToken),
+		workspace: envOr(agentapi.EnvWorkspace, "/workspace"),
+	}
+	if f := os.Getenv(agentapi.EnvTokenFile); f != "" && c.token == "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return c, fmt.Errorf("reading token file: %w", err)
+		}
+		c.token = strings.TrimSpace(string(b))
+	}
+	for _, cap := range strings.Split(os.Getenv(agentapi.EnvCapabilities), ",") {
+		if cap = strings.TrimSpace(cap); cap != "" {
+			c.capabilities = append(c.capabilities, cap)
+		}
+	}
+	if c.capabilities == nil {
+		c.capabilities = []string{}
+	}
+	return c, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// healthcheck asks the local agent's /health; exit 0 when it answers 200.
+func healthcheck() int {
+	addr := envOr(agentapi.EnvAddr, fmt.Sprintf(":%d", agentapi.DefaultPort))
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get("http://" + addr + "/health")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "healthcheck: status", resp.Status)
+		return 1
+	}
+	return 0
+}

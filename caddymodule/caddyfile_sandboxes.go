@@ -1,0 +1,198 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("sandboxes", parseSandboxesOption)
+}
+
+// parseSandboxesOption reads the global option
+//
+//	sandboxes {
+//	    driver docker { host unix:///var/run/docker.sock }
+//	    namespace     sandgate
+//	    max_sandboxes 50
+//	    max_per_owner 10
+//	    gc_interval   1m
+//	    default_ttl   1h
+//	    on_exit       keep|destroy
+//	    profile <id> {
+//	        image         sandgate/sandbox:base
+//	        description   <text>
+//	        cpus          1
+//	        memory        1g
+//	        pids          512
+//	        disk          256m
+//	        capabilities  shell python filesystem
+//	        env           <NAME> <value>
+//	        idle_timeout  30m
+//	        warm_pool     2
+//	        network       internal|bridge|none|<docker network>
+//	        connect_mode  container_network|host_port
+//	        runtime       runsc
+//	        app_port      3000
+//	    }
+//	}
+func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if prev, ok := existing.(httpcaddyfile.App); ok {
+		// A second `sandboxes` block extends the first.
+		if err := json.Unmarshal(prev.Value, app); err != nil {
+			return nil, d.Errf("merging sandboxes options: %v", err)
+		}
+	}
+	d.Next() // the option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		var err error
+		switch d.Val() {
+		case "driver":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			name := d.Val()
+			d.Prev()
+			unm, uerr := caddyfile.UnmarshalModule(d, "sandboxes.drivers."+name)
+			if uerr != nil {
+				return nil, uerr
+			}
+			app.DriverRaw = caddyconfig.JSONModuleObject(unm, "driver", name, nil)
+		case "namespace":
+			err = oneString(d, &app.Namespace)
+		case "max_sandboxes":
+			err = oneInt(d, &app.MaxSandboxes)
+		case "max_per_owner":
+			err = oneInt(d, &app.MaxPerOwner)
+		case "gc_interval":
+			err = oneCaddyDuration(d, &app.GCInterval)
+		case "default_ttl":
+			err = oneCaddyDuration(d, &app.DefaultTTL)
+		case "on_exit":
+			err = oneString(d, &app.OnExit)
+		case "profile":
+			var p sandboxes.Profile
+			if p, err = parseProfile(d); err == nil {
+				app.Profiles = append(app.Profiles, p)
+			}
+		default:
+			return nil, d.Errf("unknown sandboxes option %q", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return httpcaddyfile.App{Name: "sandboxes", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
+	var p sandboxes.Profile
+	if !d.Args(&p.ID) {
+		return p, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "image":
+			err = oneString(d, &p.Image)
+		case "description":
+			err = oneString(d, &p.Description)
+		case "cpus":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				p.Resources.CPUs, err = strconv.ParseFloat(s, 64)
+			}
+		case "memory":
+			err = oneString(d, &p.Resources.Memory)
+		case "pids":
+			var n int
+			err = oneInt(d, &n)
+			p.Resources.Pids = int64(n)
+		case "disk":
+			err = oneString(d, &p.Resources.Disk)
+		case "capabilities":
+			p.Capabilities = append(p.Capabilities, d.RemainingArgs()...)
+			if len(p.Capabilities) == 0 {
+				return p, d.ArgErr()
+			}
+		case "env":
+			var k, v string
+			if !d.Args(&k, &v) {
+				return p, d.ArgErr()
+			}
+			if p.Env == nil {
+				p.Env = map[string]string{}
+			}
+			p.Env[k] = v
+		case "idle_timeout":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				p.IdleTimeout, err = sandboxes.ParseDuration(s)
+			}
+		case "warm_pool", "warm_pool_size":
+			err = oneInt(d, &p.WarmPoolSize)
+		case "network":
+			err = oneString(d, &p.Network)
+		case "connect_mode":
+			err = oneString(d, &p.ConnectMode)
+		case "runtime":
+			err = oneString(d, &p.Runtime)
+		case "app_port":
+			err = oneInt(d, &p.AppPort)
+		default:
+			return p, d.Errf("unknown profile option %q", d.Val())
+		}
+		if err != nil {
+			return p, d.WrapErr(err)
+		}
+	}
+	return p, nil
+}
+
+func oneString(d *caddyfile.Dispenser, dst *string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func oneInt(d *caddyfile.Dispenser, dst *int) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return d.Errf("%q is not an integer", s)
+	}
+	*dst = n
+	return nil
+}
+
+func oneCaddyDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	v, err := caddy.ParseDuration(s)
+	if err != nil {
+		return d.Errf("%q is not a duration: %v", s, err)
+	}
+	*dst = caddy.Duration(v)
+	return nil
+}

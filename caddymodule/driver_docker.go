@@ -1,0 +1,57 @@
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func init() {
+	caddy.RegisterModule(new(DockerDriver))
+}
+
+// DockerDriver is the `sandboxes.drivers.docker` module: sandboxes are containers on one Docker engine.
+type DockerDriver struct {
+	// Host is the engine endpoint (unix:///var/run/docker.sock, tcp://...); empty means DOCKER_HOST or the default socket.
+	Host string `json:"host,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*DockerDriver) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "sandboxes.drivers.docker", New: func() caddy.Module { return new(DockerDriver) }}
+}
+
+// Endpoint names the engine.
+func (d *DockerDriver) Endpoint() string {
+	if d.Host == "" {
+		return "docker:default"
+	}
+	return "docker:" + d.Host
+}
+
+// UnmarshalCaddyfile reads
+//
+//	driver docker {
+//	    host <endpoint>
+//	}
+func (d *DockerDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+	disp.Next() // the driver name
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	for disp.NextBlock(0) {
+		switch disp.Val() {
+		case "host":
+			if !disp.AllArgs(&d.Host) {
+				return disp.ArgErr()
+			}
+		default:
+			return disp.Errf("unknown docker driver option %q", disp.Val())
+		}
+	}
+	return nil
+}
+
+var (
+	_ Driver                = (*DockerDriver)(nil)
+	_ caddyfile.Unmarshaler = (*DockerDriver)(nil)
+)

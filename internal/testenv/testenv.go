@@ -1,0 +1,105 @@
+// Package testenv gives integration tests the real things they need: a Docker engine, our sandbox images, the
+// repository root. Tests call these instead of assuming; under `go test -short` integration tests skip.
+package testenv
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Image names the sandbox images build under (scripts/images.sh).
+const (
+	ImageBase    = "sandgate/sandbox:base"
+	ImageBrowser = "sandgate/sandbox:browser"
+)
+
+// Integration skips t under -short and otherwise makes sure a Docker engine answers, installing and starting one
+// (scripts/prereqs.sh) where that is possible.
+func Integration(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs without -short")
+	}
+	dockerOnce.Do(func() { dockerErr = runScript("prereqs.sh", "docker", "base-image") })
+	if dockerErr != nil {
+		t.Fatalf("no Docker engine for this integration test: %v", dockerErr)
+	}
+}
+
+var (
+	dockerOnce sync.Once
+	dockerErr  error
+	imageMu    sync.Mutex
+	imageReady = map[string]bool{}
+)
+
+// Image returns the tag of a sandbox image target ("base", "browser"), building it first if this process has not
+// checked it yet. The build script is a no-op when the image is current.
+func Image(t testing.TB, target string) string {
+	t.Helper()
+	Integration(t)
+	imageMu.Lock()
+	defer imageMu.Unlock()
+	tag := "sandgate/sandbox:" + target
+	if !imageReady[target] {
+		if err := runScript("images.sh", target); err != nil {
+			t.Fatalf("building image %s: %v", tag, err)
+		}
+		imageReady[target] = true
+	}
+	return tag
+}
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func runScript(name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "scripts", name), args...)
+	cmd.Dir = RepoRoot()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return &scriptError{name: name, err: err, out: out.String()}
+	}
+	return nil
+}
+
+type scriptError struct {
+	name string
+	err  error
+	out  string
+}
+
+func (e *scriptError) Error() string {
+	out := e.out
+	if len(out) > 4000 {
+		out = "..." + out[len(out)-4000:]
+	}
+	return e.name + ": " + e.err.Error() + "\n" + out
+}
+
+// Unique returns a short name unique to this test run, for labels, namespaces and container names, so parallel
+// test packages sharing one engine never touch each other's sandboxes.
+func Unique(prefix string) string {
+	return prefix + "-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "") + "-" + randHex(3)
+}
+
+// Getenv returns the environment variable or def.
+func Getenv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

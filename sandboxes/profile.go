@@ -1,0 +1,166 @@
+package sandboxes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Capabilities a profile can grant. They gate the API (Bay's `capability_not_supported`) and tell the agent which
+// services to supervise (the browser capability starts Xvfb, Chromium and the VNC server).
+const (
+	CapShell      = "shell"
+	CapPython     = "python"
+	CapFilesystem = "filesystem"
+	CapBrowser    = "browser"
+	CapVNC        = "vnc"
+	CapNode       = "node"
+)
+
+var knownCapabilities = []string{CapShell, CapPython, CapFilesystem, CapBrowser, CapVNC, CapNode}
+
+// Network modes of a profile.
+const (
+	// NetworkInternal puts the sandbox on a Docker network created with `internal: true`: the gateway reaches
+	// the agent, the sandbox reaches nothing outside. The default.
+	NetworkInternal = "internal"
+	// NetworkBridge gives the sandbox outbound access through Docker's default bridge.
+	NetworkBridge = "bridge"
+	// NetworkNone gives the sandbox no network interface but loopback.
+	NetworkNone = "none"
+)
+
+// Connect modes: how the gateway reaches the agent.
+const (
+	ConnectContainerNetwork = "container_network" // the container's address on its network
+	ConnectHostPort         = "host_port"         // a port published on 127.0.0.1
+)
+
+// Resources bounds what one sandbox may use. Field names follow Bay's profile schema (cpus, memory).
+type Resources struct {
+	// CPUs is a fraction of host CPUs (Docker NanoCPUs), e.g. 1.5.
+	CPUs float64 `json:"cpus,omitempty"`
+	// Memory is a byte size with an optional k/m/g suffix ("512m", "1g"); swap is never granted on top of it.
+	Memory string `json:"memory,omitempty"`
+	// Pids caps the number of processes (fork bombs).
+	Pids int64 `json:"pids,omitempty"`
+	// Disk sizes the writable tmpfs mounts (/tmp and $HOME) of the read-only root filesystem.
+	Disk string `json:"disk,omitempty"`
+}
+
+// Profile is a kind of sandbox: an image, its limits, its capabilities and its lifecycle settings. The JSON field
+// names are a superset of Bay's profile schema, so BAY_PROFILES documents can be read as they are.
+type Profile struct {
+	ID           string            `json:"id"`
+	Description  string            `json:"description,omitempty"`
+	Image        string            `json:"image"`
+	Resources    Resources         `json:"resources,omitempty"`
+	Capabilities []string          `json:"capabilities,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	// IdleTimeout stops the container (keeping its workspace) after this long without activity; 0 never does.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// WarmPoolSize is how many ready sandboxes of this profile are kept waiting for a create.
+	WarmPoolSize int `json:"warm_pool_size,omitempty"`
+	// Network is none, bridge or internal (the default), or the name of an existing Docker network.
+	Network string `json:"network,omitempty"`
+	// ConnectMode is container_network (the default) or host_port.
+	ConnectMode string `json:"connect_mode,omitempty"`
+	// Runtime is the OCI runtime (e.g. runsc for gVisor); empty means the engine's default.
+	Runtime string `json:"runtime,omitempty"`
+	// AppPort is the port inside the sandbox that /app routes to.
+	AppPort int `json:"app_port,omitempty"`
+}
+
+var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// Validate reports the first thing wrong with the profile, naming the profile and the field.
+func (p *Profile) Validate() error {
+	if !profileIDPattern.MatchString(p.ID) {
+		return fmt.Errorf("profile %q: id must be lowercase letters, digits, '.', '_' or '-' (at most 63)", p.ID)
+	}
+	if strings.TrimSpace(p.Image) == "" {
+		return fmt.Errorf("profile %q: image is required", p.ID)
+	}
+	if p.Resources.CPUs < 0 {
+		return fmt.Errorf("profile %q: cpus must not be negative", p.ID)
+	}
+	if p.Resources.Memory != "" {
+		if _, err := ParseBytes(p.Resources.Memory); err != nil {
+			return fmt.Errorf("profile %q: memory: %w", p.ID, err)
+		}
+	}
+	if p.Resources.Disk != "" {
+		if _, err := ParseBytes(p.Resources.Disk); err != nil {
+			return fmt.Errorf("profile %q: disk: %w", p.ID, err)
+		}
+	}
+	if p.Resources.Pids < 0 {
+		return fmt.Errorf("profile %q: pids must not be negative", p.ID)
+	}
+	for _, c := range p.Capabilities {
+		if !slices.Contains(knownCapabilities, c) {
+			return fmt.Errorf("profile %q: unknown capability %q (known: %s)", p.ID, c, strings.Join(knownCapabilities, ", "))
+		}
+	}
+	if p.WarmPoolSize < 0 {
+		return fmt.Errorf("profile %q: warm_pool_size must not be negative", p.ID)
+	}
+	switch p.ConnectMode {
+	case "", ConnectContainerNetwork, ConnectHostPort:
+	default:
+		return fmt.Errorf("profile %q: connect_mode must be %s or %s", p.ID, ConnectContainerNetwork, ConnectHostPort)
+	}
+	if p.AppPort < 0 || p.AppPort > 65535 {
+		return fmt.Errorf("profile %q: app_port %d is not a port", p.ID, p.AppPort)
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("profile %q: invalid env name %q", p.ID, k)
+		}
+	}
+	return nil
+}
+
+// HasCapability reports whether the profile grants c.
+func (p *Profile) HasCapability(c string) bool { return slices.Contains(p.Capabilities, c) }
+
+// Hash identifies everything about the profile that shapes a container. Warm-pool members created under another
+// hash are stale and get replaced.
+func (p *Profile) Hash() string {
+	shape := *p
+	shape.Description = ""
+	shape.WarmPoolSize = 0
+	shape.IdleTimeout = 0
+	b, _ := json.Marshal(shape) // a struct of plain fields always marshals
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ParseBytes reads a size such as "512m", "1g", "1.5GiB" or "1048576" into bytes (binary multiples, as Docker does).
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult, t = 1<<10, t[:n-1]
+		case 'm':
+			mult, t = 1<<20, t[:n-1]
+		case 'g':
+			mult, t = 1<<30, t[:n-1]
+		case 't':
+			mult, t = 1<<40, t[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return int64(f * float64(mult)), nil
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Makes sure what `make run` and `make test` need is present, installing it only on Debian as root.
+#   prereqs.sh docker      a Docker engine answers on the socket (installs docker.io and starts dockerd)
+#   prereqs.sh base-image  $BASE_IMAGE exists locally (pulls it, else builds it with debootstrap + docker import)
+#   prereqs.sh chromium    /usr/bin/chromium exists (browser tests)
+#   prereqs.sh pebble      the pebble ACME test server exists (TLS tests)
+# Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
+set -euo pipefail
+
+BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
+STATE_DIR=${SANDGATE_STATE_DIR:-/var/tmp/sandgate}
+
+fail() { echo "prereqs: $*" >&2; exit 1; }
+note() { echo "prereqs: $*" >&2; }
+
+can_install() {
+	[ "$(id -u)" = 0 ] && [ -r /etc/debian_version ] && command -v apt-get >/dev/null
+}
+
+apt_updated=0
+apt_install() {
+	can_install || fail "$1 is missing and this is not Debian as root: install $* yourself."
+	if [ "$apt_updated" = 0 ]; then
+		# An apt list older than a day is refreshed once per run; fresh lists are reused.
+		if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n 1)" ]; then
+			apt-get update -qq >&2
+		fi
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 ||
+		fail "could not install $* with apt-get."
+}
+
+docker_answers() { docker info >/dev/null 2>&1; }
+
+ensure_docker() {
+	docker_answers && return 0
+	if ! command -v dockerd >/dev/null; then
+		note "no Docker engine answers; installing docker.io"
+		apt_install docker.io
+	fi
+	docker_answers && return 0
+	can_install || fail "no Docker engine answers on ${DOCKER_HOST:-/var/run/docker.sock}: start dockerd."
+	mkdir -p "$STATE_DIR"
+	note "starting dockerd (log: $STATE_DIR/dockerd.log)"
+	nohup dockerd >"$STATE_DIR/dockerd.log" 2>&1 &
+	for _ in $(seq 1 60); do
+		docker_answers && return 0
+		sleep 0.5
+	done
+	fail "dockerd did not answer within 30 s; see $STATE_DIR/dockerd.log."
+}
+
+ensure_base_image() {
+	ensure_docker
+	docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 && return 0
+	note "pulling $BASE_IMAGE"
+	if timeout 60 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then return 0; fi
+	# Offline: build the same Debian release from Debian's mirror and import it under the expected tag,
+	# so our Dockerfiles stay unchanged (FROM $BASE_IMAGE).
+	case "$BASE_IMAGE" in
+	debian:bookworm*) ;;
+	*) fail "$BASE_IMAGE cannot be pulled and only debian:bookworm* can be built locally." ;;
+	esac
+	command -v debootstrap >/dev/null || apt_install debootstrap
+	local root
+	root=$(mktemp -d /var/tmp/sandgate-rootfs.XXXXXX)
+	note "building $BASE_IMAGE with debootstrap (about 30 s)"
+	if ! debootstrap --variant=minbase bookworm "$root" >"$STATE_DIR/debootstrap.log" 2>&1; then
+		rm -rf "$root"
+		fail "debootstrap failed; see $STATE_DIR/debootstrap.log."
+	fi
+	# Match the slim image: no apt caches, no docs the image would not ship.
+	rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+	tar -C "$root" -c . | docker import -c 'CMD ["bash"]' - "$BASE_IMAGE" >/dev/null
+	rm -rf "$root"
+}
+
+ensure_chromium() {
+	[ -x /usr/bin/chromium ] && return 0
+	apt_install chromium fonts-liberation
+}
+
+ensure_pebble() {
+	command -v pebble >/dev/null && return 0
+	[ -x /usr/bin/pebble ] && return 0
+	apt_install pebble
+}
+
+mkdir -p "$STATE_DIR"
+for what in "$@"; do
+	case "$what" in
+	docker) ensure_docker ;;
+	base-image) ensure_base_image ;;
+	chromium) ensure_chromium ;;
+	pebble) ensure_pebble ;;
+	*) fail "unknown prerequisite '$what'." ;;
+	esac
+done

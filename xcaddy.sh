@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds ./caddy with the sandgate modules.
+#   ./xcaddy.sh [--version vX.Y.Z] [--with module[@version][=replacement]]... [--output path]
+# With xcaddy on PATH it runs `xcaddy build --with github.com/sandgate/sandgate=.`; otherwise it builds with plain
+# `go build`, in this module (no extra plugins, no version: `go build ./cmd/caddy`) or in a throwaway module that
+# replaces sandgate with this checkout and adds the extra plugins, as xcaddy would. Both paths give the same modules.
+set -euo pipefail
+cd "$(dirname "$0")"
+here=$(pwd)
+
+version="${CADDY_VERSION:-}"
+output=./caddy
+withs=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--version) version=$2; shift 2 ;;
+	--with) withs+=("$2"); shift 2 ;;
+	--output) output=$2; shift 2 ;;
+	-h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+	*) echo "xcaddy.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+case "$output" in /*) ;; *) output="$here/$output" ;; esac
+
+if command -v xcaddy >/dev/null 2>&1 && [ -z "${SANDGATE_NO_XCADDY:-}" ]; then
+	echo "xcaddy.sh: building with xcaddy" >&2
+	args=(build ${version:+"$version"} --output "$output" --with "github.com/sandgate/sandgate=$here")
+	for w in "${withs[@]}"; do args+=(--with "$w"); done
+	exec xcaddy "${args[@]}"
+fi
+
+if [ -z "$version" ] && [ ${#withs[@]} -eq 0 ]; then
+	echo "xcaddy.sh: xcaddy not found; building with go build ./cmd/caddy" >&2
+	exec go build -trimpath -o "$output" ./cmd/caddy
+fi
+
+# Extra plugins or another Caddy version: a throwaway main module, as xcaddy makes one.
+echo "xcaddy.sh: xcaddy not found; building with go build in a temporary module (${version:-caddy from go.mod}${withs[*]:+, with ${withs[*]}})" >&2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+imports=""
+for w in "${withs[@]}"; do
+	mod=${w%%=*}
+	imports+=$'\t_ "'"${mod%%@*}"$'"\n'
+done
+cat >"$tmp/main.go" <<GO
+package main
+
+import (
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	_ "github.com/sandgate/sandgate"
+$imports)
+
+func main() { caddycmd.Main() }
+GO
+(
+	cd "$tmp"
+	go mod init caddy >/dev/null 2>&1
+	go mod edit -replace "github.com/sandgate/sandgate=$here"
+	go mod edit -require "github.com/sandgate/sandgate@v0.0.0"
+	if [ -n "$version" ]; then go get "github.com/caddyserver/caddy/v2@$version"; fi
+	for w in "${withs[@]}"; do
+		mod=${w%%=*}
+		if [ "$mod" != "$w" ]; then
+			repl=${w#*=}
+			case "$repl" in /*) ;; *) repl="$here/$repl" ;; esac
+			go mod edit -replace "${mod%%@*}=$repl"
+			go mod edit -require "${mod%%@*}@v0.0.0"
+		else
+			go get "$mod"
+		fi
+	done
+	go mod tidy
+	go build -trimpath -o "$output" .
+)
