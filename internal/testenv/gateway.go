@@ -1,0 +1,226 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	caddyOnce sync.Once
+	caddyBin  string
+	caddyErr  error
+)
+
+// CaddyBinary builds the gateway binary (go build ./cmd/caddy) once per test process and returns its path.
+func CaddyBinary(t testing.TB) string {
+	t.Helper()
+	caddyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandgate-caddy-")
+		if err != nil {
+			caddyErr = err
+			return
+		}
+		caddyBin = filepath.Join(dir, "caddy")
+		cmd := exec.Command("go", "build", "-o", caddyBin, "./cmd/caddy")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			caddyErr = fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+		}
+	})
+	if caddyErr != nil {
+		t.Fatal(caddyErr)
+	}
+	return caddyBin
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Gateway is a real gateway process (our Caddy binary) run by a test.
+type Gateway struct {
+	t testing.TB
+	// AdminAddr is host:port of Caddy's admin endpoint.
+	AdminAddr string
+	// DataDir is Caddy's data dir (XDG_DATA_HOME/caddy): certificates, the sandbox store.
+	DataDir string
+	// Env is what the process was started with, beyond the inherited environment.
+	Env     []string
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	waitErr chan error
+	xdg     string
+}
+
+// GatewayOptions tunes StartGateway.
+type GatewayOptions struct {
+	// Env adds variables (NAME=value) to the process environment.
+	Env []string
+	// DataHome reuses an XDG_DATA_HOME (a restart test keeps its store); empty makes a fresh one.
+	DataHome string
+}
+
+// StartGateway runs the gateway with a Caddyfile. The Caddyfile should set `admin {$SANDGATE_ADMIN}`; the helper
+// fills SANDGATE_ADMIN with a free port, so parallel tests never collide. It waits until the admin endpoint answers
+// and stops the process when the test ends, printing its log if the test failed.
+func StartGateway(t testing.TB, caddyfile string, opts GatewayOptions) *Gateway {
+	t.Helper()
+	CaddyBinary(t) // build before the clock of the start timeout runs
+	xdg := opts.DataHome
+	if xdg == "" {
+		xdg = t.TempDir()
+	}
+	g := &Gateway{t: t, AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), xdg: xdg, DataDir: filepath.Join(xdg, "caddy")}
+	g.Env = append([]string{"SANDGATE_ADMIN=" + g.AdminAddr, "XDG_DATA_HOME=" + xdg, "XDG_CONFIG_HOME=" + xdg}, opts.Env...)
+	g.start(caddyfile)
+	t.Cleanup(func() {
+		g.Stop()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", g.Logs())
+		}
+	})
+	return g
+}
+
+func (g *Gateway) start(caddyfile string) {
+	g.t.Helper()
+	path := filepath.Join(g.xdg, fmt.Sprintf("Caddyfile-%d", time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+	if g.logs == nil {
+		g.logs = &syncBuffer{}
+	}
+	g.cmd = exec.Command(CaddyBinary(g.t), "run", "--config", path, "--adapter", "caddyfile")
+	g.cmd.Env = append(os.Environ(), g.Env...)
+	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatalf("starting gateway: %v", err)
+	}
+	g.waitErr = make(chan error, 1)
+	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(g.cmd, g.waitErr)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-g.waitErr:
+			g.t.Fatalf("gateway exited at start: %v\n%s", err, g.Logs())
+		default:
+		}
+		resp, err := http.Get("http://" + g.AdminAddr + "/config/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.t.Fatalf("gateway admin endpoint did not answer within 60s\n%s", g.Logs())
+}
+
+// Reload loads a new Caddyfile into the running process through the admin API (a real `caddy reload`).
+func (g *Gateway) Reload(caddyfile string) error {
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.AdminAddr+"/load", strings.NewReader(caddyfile))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("posting config: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return fmt.Errorf("reload answered %s: %s", resp.Status, b.String())
+	}
+	return nil
+}
+
+// Kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (g *Gateway) Kill() {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Kill()
+	<-g.waitErr
+	g.cmd = nil
+}
+
+// Restart starts the process again with the same data dir, environment and admin address.
+func (g *Gateway) Restart(caddyfile string) {
+	g.t.Helper()
+	g.start(caddyfile)
+}
+
+// Stop ends the process gracefully (SIGINT), killing it after 15 s.
+func (g *Gateway) Stop() {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-g.waitErr:
+	case <-time.After(15 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.waitErr
+	}
+	g.cmd = nil
+}
+
+// Logs is everything the process printed so far.
+func (g *Gateway) Logs() string { return g.logs.String() }
+
+// RootCAPath is the internal CA's root certificate, for clients of `tls internal` sites.
+func (g *Gateway) RootCAPath() string {
+	return filepath.Join(g.DataDir, "pki", "authorities", "local", "root.crt")
+}
+
+// WaitRootCA waits for the internal CA to exist and returns its path.
+func (g *Gateway) WaitRootCA(ctx context.Context) (string, error) {
+	for {
+		if _, err := os.Stat(g.RootCAPath()); err == nil {
+			return g.RootCAPath(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("internal CA root not created: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,122 @@
+package sandboxes
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is a sandbox's state as the API reports it (Bay's set), computed on read.
+type Status string
+
+const (
+	StatusIdle     Status = "idle"     // no compute running (not started yet, stopped, or idle-reclaimed); workspace kept
+	StatusStarting Status = "starting" // container starting, agent not ready yet
+	StatusReady    Status = "ready"    // the agent's readiness probe passed
+	StatusFailed   Status = "failed"   // could not start, or its container died
+	StatusExpired  Status = "expired"  // past its TTL
+)
+
+// Sandbox is what callers see of one sandbox.
+type Sandbox struct {
+	ID           string   `json:"id"`
+	Profile      string   `json:"profile"`
+	Owner        string   `json:"owner"`
+	Status       Status   `json:"status"`
+	Capabilities []string `json:"capabilities"`
+	// WorkspaceID names the workspace volume (Bay's cargo).
+	WorkspaceID   string     `json:"workspace_id"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ExpiresAt     *time.Time `json:"expires_at"`      // nil: never expires
+	IdleExpiresAt *time.Time `json:"idle_expires_at"` // nil: no compute running or no idle timeout
+	// LaunchType is "warm" (claimed from the pool) or "cold".
+	LaunchType string `json:"launch_type,omitempty"`
+	// Died explains a failed sandbox whose container died.
+	Died *Death `json:"died,omitempty"`
+}
+
+// Death says why a container stopped without being asked to.
+type Death struct {
+	Reason   string    `json:"reason"` // oom, sigkill, sigsegv, sigterm, exit, removed
+	ExitCode int       `json:"exit_code"`
+	At       time.Time `json:"at"`
+	Message  string    `json:"message"`
+}
+
+// CreateRequest asks for a new sandbox.
+type CreateRequest struct {
+	Profile string
+	Owner   string
+	// TTL is the hard lifetime; 0 means the manager's default, negative means never expire.
+	TTL time.Duration
+	Env map[string]string
+	// WorkspaceID reuses an existing workspace volume instead of creating one.
+	WorkspaceID string
+}
+
+// ListOptions filters List.
+type ListOptions struct {
+	Owner  string // empty: every owner
+	Status Status // empty: any
+	Limit  int
+	Cursor string
+}
+
+// Target is how to reach a sandbox's agent: from memory, no I/O.
+type Target struct {
+	SandboxID string
+	// Addr is host:port of the agent.
+	Addr string
+	// Token is the agent's per-sandbox token.
+	Token   string
+	AppPort int
+}
+
+// Error codes. The API layers map them onto HTTP statuses and their own envelopes.
+const (
+	CodeNotFound         = "not_found"
+	CodeUnknownProfile   = "unknown_profile"
+	CodeQuotaExceeded    = "quota_exceeded"
+	CodeContainerDied    = "container_died"
+	CodeTimeout          = "timeout"
+	CodeExpired          = "sandbox_expired"
+	CodeTTLInfinite      = "sandbox_ttl_infinite"
+	CodeNotReady         = "session_not_ready"
+	CodeInvalid          = "validation_error"
+	CodeEngine           = "engine_error"
+	CodeCapabilityAbsent = "capability_not_supported"
+)
+
+// Error is a typed lifecycle error.
+type Error struct {
+	Code    string
+	Message string
+	// Hint tells a client what to do (e.g. "create a new sandbox; do not re-run the same code").
+	Hint    string
+	Details map[string]any
+	Err     error
+}
+
+func (e *Error) Error() string {
+	msg := e.Code + ": " + e.Message
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a typed error.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode is the code of a typed error anywhere in err's chain, or "".
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
