@@ -63,7 +63,6 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			name := d.Val()
-			d.Prev()
 			unm, uerr := caddyfile.UnmarshalModule(d, "sandboxes.drivers."+name)
 			if uerr != nil {
 				return nil, uerr

@@ -32,7 +32,11 @@ chmod 0755 "$CTX/sandgate-agent"
 
 for t in "${targets[@]}"; do
 	start=$(date +%s)
-	docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" -f agentimage/Dockerfile --target "$t" -t "$REPO:$t" "$CTX" >/dev/null ||
-		{ echo "images: building $REPO:$t failed" >&2; exit 1; }
+	log=build/image-$t.log
+	if ! docker build --build-arg "BASE_IMAGE=$BASE_IMAGE" -f agentimage/Dockerfile --target "$t" -t "$REPO:$t" "$CTX" >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		echo "images: building $REPO:$t failed; the whole log is $log" >&2
+		exit 1
+	fi
 	echo "images: $REPO:$t ready ($(( $(date +%s) - start ))s, $(docker image inspect -f '{{.Size}}' "$REPO:$t" | awk '{printf "%.0f MB", $1/1e6}'))" >&2
 done
