@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
@@ -108,10 +108,10 @@ func TestImageRunsHardened(t *testing.T) {
 		t.Fatalf("removing volume: %v", err)
 	}
 	removed = true
-	if _, err := cli.ContainerInspect(ctx, created.ID); !errdefs.IsNotFound(err) {
+	if _, err := cli.ContainerInspect(ctx, created.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("container still there after removal: %v", err)
 	}
-	if _, err := cli.VolumeInspect(ctx, vol.Name); !errdefs.IsNotFound(err) {
+	if _, err := cli.VolumeInspect(ctx, vol.Name); !cerrdefs.IsNotFound(err) {
 		t.Errorf("volume still there after removal: %v", err)
 	}
 	resp, err := (&http.Client{Timeout: time.Second}).Get(fmt.Sprintf("http://%s:%d/health", ip, agentapi.DefaultPort))
