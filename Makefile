@@ -32,7 +32,8 @@ run: build images
 
 # The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine.
 test: images
-	scripts/prereqs.sh chromium pebble
+	scripts/prereqs.sh chromium pebble node
+	scripts/npm-deps.sh
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests only: no Docker, no browser.

@@ -4,6 +4,7 @@
 #   prereqs.sh base-image  $BASE_IMAGE exists locally (pulls it, else builds it with debootstrap + docker import)
 #   prereqs.sh chromium    /usr/bin/chromium exists (browser tests)
 #   prereqs.sh pebble      the pebble ACME test server exists (TLS tests)
+#   prereqs.sh node        node and npm exist (browser tests drive Playwright)
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -81,6 +82,11 @@ ensure_chromium() {
 	apt_install chromium fonts-liberation
 }
 
+ensure_node() {
+	command -v node >/dev/null && command -v npm >/dev/null && return 0
+	apt_install nodejs npm
+}
+
 ensure_pebble() {
 	command -v pebble >/dev/null && return 0
 	[ -x /usr/bin/pebble ] && return 0
@@ -94,6 +100,7 @@ for what in "$@"; do
 	base-image) ensure_base_image ;;
 	chromium) ensure_chromium ;;
 	pebble) ensure_pebble ;;
+	node) ensure_node ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done
