@@ -97,10 +97,10 @@ type wsMessage struct {
 type eventKind int
 
 const (
-	evClientGone    eventKind = iota // client read or write failed: upstream gets 1000
-	evUpstreamRead                   // upstream read ended: close, too large or lost
-	evUpstreamLost                   // upstream write or ping failed
-	evKeepalive                      // a keepalive call finished
+	evClientGone   eventKind = iota // client read or write failed: upstream gets 1000
+	evUpstreamRead                  // upstream read ended: close, too large or lost
+	evUpstreamLost                  // upstream write or ping failed
+	evKeepalive                     // a keepalive call finished
 )
 
 type event struct {
