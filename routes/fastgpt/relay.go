@@ -393,7 +393,8 @@ func (rl *relay) closeBoth(upstream *websocket.Conn, code websocket.StatusCode, 
 	wg.Wait()
 }
 
-// closeWithin does a close handshake but gives up (dropping the connection) when ctx ends.
+// closeWithin sends a close frame and waits for the peer's answer until ctx ends. A peer that never answers is
+// then left to the relay's context cancellation, which drops the connection.
 func closeWithin(ctx context.Context, c *websocket.Conn, code websocket.StatusCode, reason string) {
 	done := make(chan struct{})
 	go func() {
@@ -403,7 +404,6 @@ func closeWithin(ctx context.Context, c *websocket.Conn, code websocket.StatusCo
 	select {
 	case <-done:
 	case <-ctx.Done():
-		_ = c.CloseNow()
 	}
 }
 
