@@ -150,7 +150,10 @@ func TestPreviewRetry(t *testing.T) {
 	good := previewAgent(t, "fresh-token", got)
 	stale := newFakeAgent(t, "stale-token")
 	var staleHits atomic.Int32
-	stale.preview = func(w http.ResponseWriter, r *http.Request) { staleHits.Add(1); w.WriteHeader(http.StatusServiceUnavailable) }
+	stale.preview = func(w http.ResponseWriter, r *http.Request) {
+		staleHits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
 	key := testSandboxID + ":" + testSessionID
 	e.app.previews[key] = stale
 	get := func() (int, string) {

@@ -5,7 +5,7 @@ import "testing"
 func TestAgentWSURL(t *testing.T) {
 	for _, tc := range []struct {
 		name, url, rewrite, channel, perm, token, want string
-		wantErr                                      error
+		wantErr                                        error
 	}{
 		{"plain host", "10.0.0.5:1318", "", "fs", "read", "tok", "ws://10.0.0.5:1318/fs?token=tok&permission=read", nil},
 		{"trimmed and trailing slash", "  http://sb.example:1318/  ", "", "terminal", "write", "t", "ws://sb.example:1318/terminal?token=t&permission=write", nil},

@@ -69,7 +69,7 @@ func (w *watcher) run(ctx context.Context) {
 		return
 	}
 	defer fw.Close()
-	w.addTree(fw, w.ws.real)
+	w.addTree(fw, w.ws.real, nil)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
@@ -86,7 +86,12 @@ func (w *watcher) run(ctx context.Context) {
 			case ev.Has(fsnotify.Create):
 				kind = "create"
 				if st, err := os.Lstat(ev.Name); err == nil && st.IsDir() {
-					w.addTree(fw, ev.Name)
+					// Whatever was created inside before the watch existed is reported too.
+					w.addTree(fw, ev.Name, func(p string) {
+						if p != ev.Name && !w.excluded(p) {
+							w.note(w.ws.relOf(p), "create")
+						}
+					})
 				}
 			case ev.Has(fsnotify.Remove):
 				kind = "remove"
@@ -136,9 +141,16 @@ func (w *watcher) excluded(p string) bool {
 	return false
 }
 
-func (w *watcher) addTree(fw *fsnotify.Watcher, root string) {
+// addTree watches root and the directories under it, calling found (when set) for every entry it meets.
+func (w *watcher) addTree(fw *fsnotify.Watcher, root string, found func(path string)) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
+		if err != nil {
+			return nil
+		}
+		if found != nil {
+			found(p)
+		}
+		if !d.IsDir() {
 			return nil
 		}
 		if p != w.ws.real {
