@@ -53,12 +53,12 @@ func TestWebSocketAuthStatuses(t *testing.T) {
 			"exp": now.Add(time.Minute).Unix()}).SignedString([]byte(testSecret))
 		return s
 	}
-	fail := func(status int) func(w http.ResponseWriter) bool {
-		return func(w http.ResponseWriter) bool { jsonRes(w, status, nil); return false }
+	fail := func(status int) func(w http.ResponseWriter, _ *http.Request) bool {
+		return func(w http.ResponseWriter, _ *http.Request) bool { jsonRes(w, status, nil); return false }
 	}
 	cases := []struct {
 		name, channel, ticket string
-		verify                func(w http.ResponseWriter) bool
+		verify                func(w http.ResponseWriter, _ *http.Request) bool
 		timeout               bool
 		appDown               bool
 		want                  int
@@ -74,12 +74,12 @@ func TestWebSocketAuthStatuses(t *testing.T) {
 		{name: "terminal with read", channel: "terminal", ticket: good("terminal", "read"), want: 401},
 		{name: "verifyTicket 4xx", channel: "fs", ticket: good("fs", "read"), verify: fail(401), want: 403, wantVerify: true},
 		{name: "verifyTicket 5xx", channel: "fs", ticket: good("fs", "read"), verify: fail(500), want: 403, wantVerify: true},
-		{name: "verifyTicket code not 200", channel: "fs", ticket: good("fs", "read"), verify: func(w http.ResponseWriter) bool {
+		{name: "verifyTicket code not 200", channel: "fs", ticket: good("fs", "read"), verify: func(w http.ResponseWriter, _ *http.Request) bool {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"code":500,"statusText":"x","message":"sandbox error","data":null}`))
 			return false
 		}, want: 403, wantVerify: true},
-		{name: "verifyTicket timeout", channel: "fs", ticket: good("fs", "read"), timeout: true, verify: func(w http.ResponseWriter) bool {
+		{name: "verifyTicket timeout", channel: "fs", ticket: good("fs", "read"), timeout: true, verify: func(w http.ResponseWriter, _ *http.Request) bool {
 			time.Sleep(1500 * time.Millisecond)
 			return true
 		}, want: 403, wantVerify: true},

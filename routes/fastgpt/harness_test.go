@@ -52,7 +52,7 @@ type fakeApp struct {
 	mu      sync.Mutex
 	data    map[string]any // verifyTicket data; nil means point at the fake agent
 	agent   *fakeAgent
-	verify  func(w http.ResponseWriter) bool
+	verify  func(w http.ResponseWriter, r *http.Request) bool
 	keepFn  func(n int) int // HTTP status of the n-th keepalive (1-based)
 	verifyN atomic.Int32
 	keepN   atomic.Int32
@@ -96,7 +96,7 @@ func (a *fakeApp) serveVerify(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	verify, data, agent := a.verify, a.data, a.agent
 	a.mu.Unlock()
-	if verify != nil && !verify(w) {
+	if verify != nil && !verify(w, r) {
 		return
 	}
 	if session := r.Header.Get("X-Sandbox-Preview-Session"); session != "" {

@@ -101,7 +101,7 @@ func TestRelayBadAddress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
 			if tc.data == nil {
-				e.app.verify = func(w http.ResponseWriter) bool { jsonRes(w, 200, nil); return false }
+				e.app.verify = func(w http.ResponseWriter, _ *http.Request) bool { jsonRes(w, 200, nil); return false }
 			} else {
 				e.app.data = tc.data
 			}
