@@ -127,18 +127,38 @@ func (rl *relay) run(addr *sandboxAddress) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
+	events := make(chan event, 4)
+	emit := func(e event) {
+		select {
+		case events <- e:
+		case <-ctx.Done():
+		}
+	}
+	// browser -> agent: until the agent answers, frames go to connect's buffer; then this goroutine writes them
+	// to the agent itself, with no further hop.
 	clientMsgs := make(chan wsMessage)
 	clientErr := make(chan error, 1)
+	ready := make(chan *websocket.Conn, 1)
 	go func() {
+		var up *websocket.Conn
 		for {
 			typ, data, err := rl.client.Read(ctx)
 			if err != nil {
 				clientErr <- err
 				return
 			}
-			select {
-			case clientMsgs <- wsMessage{typ, data}:
-			case <-ctx.Done():
+			m := wsMessage{typ, data}
+			if up == nil {
+				select {
+				case clientMsgs <- m:
+					continue
+				case up = <-ready:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err := writeMessage(ctx, up, m, rl.limits.MaxFrameBytes); err != nil {
+				emit(event{evUpstreamLost, err})
 				return
 			}
 		}
@@ -156,30 +176,7 @@ func (rl *relay) run(addr *sandboxAddress) {
 			return
 		}
 	}
-
-	events := make(chan event, 4)
-	emit := func(e event) {
-		select {
-		case events <- e:
-		case <-ctx.Done():
-		}
-	}
-	go func() { // browser -> agent
-		for {
-			select {
-			case m := <-clientMsgs:
-				if err := writeMessage(ctx, upstream, m, rl.limits.MaxFrameBytes); err != nil {
-					emit(event{evUpstreamLost, err})
-					return
-				}
-			case err := <-clientErr:
-				emit(event{evClientGone, err})
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	ready <- upstream
 	go func() { // agent -> browser
 		for {
 			typ, data, err := upstream.Read(ctx)
@@ -200,59 +197,11 @@ func (rl *relay) run(addr *sandboxAddress) {
 	defer keepalive.Stop()
 	keepaliveBusy, keepaliveFailures := false, 0
 	for {
+		var e event
 		select {
-		case e := <-events:
-			switch e.kind {
-			case evClientGone:
-				code, reason := websocket.StatusNormalClosure, reasonClientClosed
-				var ce websocket.CloseError
-				if errors.As(e.err, &ce) && sendableCode(ce.Code) {
-					code, reason = ce.Code, ce.Reason
-				}
-				rl.log.Info("fastgpt relay: client closed", "code", int(websocket.CloseStatus(e.err)))
-				rl.finish(upstream, upstream, code, reason)
-				return
-			case evUpstreamRead:
-				var ce websocket.CloseError
-				switch {
-				case errors.Is(e.err, websocket.ErrMessageTooBig):
-					rl.log.Warn("fastgpt relay: agent message over the limit", "limit", rl.limits.MaxMessageBytes)
-					rl.closeBoth(upstream, websocket.StatusMessageTooBig, reasonMessageTooLarge)
-				case errors.As(e.err, &ce):
-					code, reason := ce.Code, ce.Reason
-					if !sendableCode(code) {
-						code, reason = websocket.StatusNormalClosure, reasonAgentClosed
-					}
-					rl.log.Info("fastgpt relay: agent closed", "code", int(ce.Code))
-					rl.finish(rl.client, upstream, code, reason)
-				default:
-					rl.log.Warn("fastgpt relay: agent connection lost", "error", e.err.Error())
-					rl.closeBoth(upstream, websocket.StatusInternalError, reasonConnectionLost)
-				}
-				return
-			case evUpstreamLost:
-				rl.log.Warn("fastgpt relay: agent connection lost", "error", e.err.Error())
-				rl.closeBoth(upstream, websocket.StatusInternalError, reasonConnectionLost)
-				return
-			case evKeepalive:
-				keepaliveBusy = false
-				var se *statusError
-				switch {
-				case e.err == nil:
-					keepaliveFailures = 0
-				case errors.As(e.err, &se) && se.clientError():
-					rl.log.Warn("fastgpt relay: keepalive rejected", "error", e.err.Error())
-					rl.closeBoth(upstream, websocket.StatusPolicyViolation, reasonKeepaliveRejected)
-					return
-				default:
-					keepaliveFailures++
-					rl.log.Warn("fastgpt relay: keepalive failed", "error", e.err.Error(), "consecutive", keepaliveFailures)
-					if keepaliveFailures >= t.keepaliveFailures {
-						rl.closeBoth(upstream, websocket.StatusInternalError, reasonKeepaliveFailed)
-						return
-					}
-				}
-			}
+		case err := <-clientErr:
+			e = event{evClientGone, err}
+		case e = <-events:
 		case <-ping.C:
 			go func() {
 				pctx, pcancel := context.WithTimeout(ctx, t.pingInterval)
@@ -262,16 +211,68 @@ func (rl *relay) run(addr *sandboxAddress) {
 					emit(event{evUpstreamLost, err})
 				}
 			}()
+			continue
 		case <-keepalive.C:
-			if keepaliveBusy {
-				continue
+			if !keepaliveBusy {
+				keepaliveBusy = true
+				go func() { emit(event{evKeepalive, rl.p.app.keepalive(ctx, rl.claims)}) }()
 			}
-			keepaliveBusy = true
-			go func() { emit(event{evKeepalive, rl.p.app.keepalive(ctx, rl.claims)}) }()
+			continue
 		case <-rl.stop:
 			rl.log.Info("fastgpt relay: closing for shutdown")
 			rl.closeBoth(upstream, reasonShuttingDownStatus, "")
 			return
+		}
+		switch e.kind {
+		case evClientGone:
+			code, reason := websocket.StatusNormalClosure, reasonClientClosed
+			var ce websocket.CloseError
+			if errors.As(e.err, &ce) && sendableCode(ce.Code) {
+				code, reason = ce.Code, ce.Reason
+			}
+			rl.log.Info("fastgpt relay: client closed", "code", int(websocket.CloseStatus(e.err)))
+			rl.finish(upstream, upstream, code, reason)
+			return
+		case evUpstreamRead:
+			var ce websocket.CloseError
+			switch {
+			case errors.Is(e.err, websocket.ErrMessageTooBig):
+				rl.log.Warn("fastgpt relay: agent message over the limit", "limit", rl.limits.MaxMessageBytes)
+				rl.closeBoth(upstream, websocket.StatusMessageTooBig, reasonMessageTooLarge)
+			case errors.As(e.err, &ce):
+				code, reason := ce.Code, ce.Reason
+				if !sendableCode(code) {
+					code, reason = websocket.StatusNormalClosure, reasonAgentClosed
+				}
+				rl.log.Info("fastgpt relay: agent closed", "code", int(ce.Code))
+				rl.finish(rl.client, upstream, code, reason)
+			default:
+				rl.log.Warn("fastgpt relay: agent connection lost", "error", e.err.Error())
+				rl.closeBoth(upstream, websocket.StatusInternalError, reasonConnectionLost)
+			}
+			return
+		case evUpstreamLost:
+			rl.log.Warn("fastgpt relay: agent connection lost", "error", e.err.Error())
+			rl.closeBoth(upstream, websocket.StatusInternalError, reasonConnectionLost)
+			return
+		case evKeepalive:
+			keepaliveBusy = false
+			var se *statusError
+			switch {
+			case e.err == nil:
+				keepaliveFailures = 0
+			case errors.As(e.err, &se) && se.clientError():
+				rl.log.Warn("fastgpt relay: keepalive rejected", "error", e.err.Error())
+				rl.closeBoth(upstream, websocket.StatusPolicyViolation, reasonKeepaliveRejected)
+				return
+			default:
+				keepaliveFailures++
+				rl.log.Warn("fastgpt relay: keepalive failed", "error", e.err.Error(), "consecutive", keepaliveFailures)
+				if keepaliveFailures >= t.keepaliveFailures {
+					rl.closeBoth(upstream, websocket.StatusInternalError, reasonKeepaliveFailed)
+					return
+				}
+			}
 		}
 	}
 }
