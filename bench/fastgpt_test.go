@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -106,30 +107,44 @@ func (s *fastgptSetup) dial(b *testing.B, viaProxy bool, channel string) *websoc
 	return c
 }
 
-// compare runs op directly against the agent and through the gateway, and prints the ratio.
-func compare(b *testing.B, name string, op func(b *testing.B, viaProxy bool)) {
-	perOp := map[bool]time.Duration{}
-	for _, via := range []bool{false, true} {
-		label := "direct"
-		if via {
-			label = "proxy"
-		}
-		b.Run(label, func(b *testing.B) {
-			op(b, via)
-			perOp[via] = b.Elapsed() / time.Duration(max(b.N, 1))
-		})
+// compare measures one operation directly against the agent and through the gateway, alternating the two in
+// every iteration so both see the same machine load, and reports the medians and their ratio. prepare returns the
+// operation bound to a fresh connection.
+func compare(b *testing.B, name string, prepare func(b *testing.B, viaProxy bool) func()) {
+	direct, proxied := prepare(b, false), prepare(b, true)
+	var dd, pd []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		direct()
+		mid := time.Now()
+		proxied()
+		dd, pd = append(dd, mid.Sub(start)), append(pd, time.Since(mid))
 	}
-	if perOp[false] > 0 && perOp[true] > 0 {
-		fmt.Printf("%s: direct %v/op, through fastgpt_proxy %v/op, ratio %.2fx\n", name, perOp[false], perOp[true],
-			float64(perOp[true])/float64(perOp[false]))
+	b.StopTimer()
+	md, mp := median(dd), median(pd)
+	b.ReportMetric(float64(md.Microseconds()), "direct-µs")
+	b.ReportMetric(float64(mp.Microseconds()), "proxy-µs")
+	b.ReportMetric(float64(mp)/float64(md), "ratio")
+	if b.N > 1 {
+		fmt.Printf("%s (median of %d): direct %v, through fastgpt_proxy %v, ratio %.2fx\n", name, b.N, md, mp, float64(mp)/float64(md))
 	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
 }
 
 // BenchmarkFastGPTReadFile: one fs/read_file JSON-RPC round trip of a 4 KiB file.
 func BenchmarkFastGPTReadFile(b *testing.B) {
 	s := setupFastGPT(b)
 	content := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("sandgate "), 455))
-	compare(b, "fs/read_file 4 KiB", func(b *testing.B, via bool) {
+	compare(b, "fs/read_file 4 KiB round trip", func(b *testing.B, via bool) func() {
 		c := s.dial(b, via, "fs")
 		ctx := context.Background()
 		call := func(id int, method string, params any) {
@@ -152,9 +167,10 @@ func BenchmarkFastGPTReadFile(b *testing.B) {
 		}
 		path := testenv.Unique("bench") + ".txt"
 		call(1, "fs/write_file", map[string]any{"path": path, "content": content})
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			call(i+2, "fs/read_file", map[string]any{"path": path})
+		id := 1
+		return func() {
+			id++
+			call(id, "fs/read_file", map[string]any{"path": path})
 		}
 	})
 }
@@ -162,7 +178,7 @@ func BenchmarkFastGPTReadFile(b *testing.B) {
 // BenchmarkFastGPTTerminalEcho: one keystroke to a raw-mode `cat` on the PTY and its echo back.
 func BenchmarkFastGPTTerminalEcho(b *testing.B) {
 	s := setupFastGPT(b)
-	compare(b, "terminal keystroke echo", func(b *testing.B, via bool) {
+	compare(b, "terminal keystroke echo", func(b *testing.B, via bool) func() {
 		c := s.dial(b, via, "terminal")
 		ctx := context.Background()
 		if err := c.Write(ctx, websocket.MessageBinary, []byte("stty raw -echo; echo READY; exec cat\n")); err != nil {
@@ -177,8 +193,7 @@ func BenchmarkFastGPTTerminalEcho(b *testing.B) {
 			seen.Write(data)
 		}
 		time.Sleep(100 * time.Millisecond) // let cat start reading
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
+		return func() {
 			if err := c.Write(ctx, websocket.MessageBinary, []byte{'k'}); err != nil {
 				b.Fatal(err)
 			}
