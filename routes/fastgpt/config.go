@@ -85,7 +85,7 @@ type timing struct {
 	keepaliveFailures int
 	earlyFrames       int
 	previewConnect    time.Duration
-	closeWait         time.Duration
+	closeWait         time.Duration // how long a close handshake may take (the original drains 500 ms)
 }
 
 func defaultTiming() timing {
@@ -98,7 +98,7 @@ func defaultTiming() timing {
 		keepaliveFailures: 3,
 		earlyFrames:       5,
 		previewConnect:    10 * time.Second,
-		closeWait:         5 * time.Second,
+		closeWait:         500 * time.Millisecond,
 	}
 }
 

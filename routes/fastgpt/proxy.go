@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
@@ -159,5 +158,5 @@ func (p *Proxy) Close(ctx context.Context) error {
 }
 
 func (p *Proxy) closeWaitContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), p.cfg.timing.closeWait+time.Second)
+	return context.WithTimeout(context.Background(), p.cfg.timing.closeWait)
 }
