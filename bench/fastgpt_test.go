@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,10 +31,8 @@ type fastgptSetup struct {
 	proxyWS  string // ws://127.0.0.1:port
 }
 
-var (
-	fastgptOnce sync.Once
-	fastgptEnv  *fastgptSetup
-)
+// fastgptEnv is the setup of the benchmark running now.
+var fastgptEnv *fastgptSetup
 
 func setupFastGPT(b *testing.B) *fastgptSetup {
 	b.Helper()

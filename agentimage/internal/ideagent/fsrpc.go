@@ -27,6 +27,7 @@ const (
 
 const (
 	msgReadOnly        = "Forbidden: read-only sandbox ticket"
+	msgConflict        = "Data Conflict: The file has been modified elsewhere."
 	defaultExecTimeout = 30 * time.Second
 	maxExecTimeout     = 10 * time.Minute
 	maxExecOutput      = 1 << 20
@@ -265,7 +266,7 @@ func success(err error) (any, *rpcError) {
 func toRPCError(err error) *rpcError {
 	switch {
 	case errors.Is(err, errConflict):
-		return &rpcError{Code: codeConflict, Message: errConflict.Error()}
+		return &rpcError{Code: codeConflict, Message: msgConflict}
 	case errors.Is(err, fs.ErrNotExist):
 		return &rpcError{Code: codeInternal, Message: "Internal error: no such file or directory"}
 	}

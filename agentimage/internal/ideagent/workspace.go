@@ -16,7 +16,7 @@ import (
 var (
 	errEscape   = errors.New("path escapes the workspace")
 	errRoot     = errors.New("the workspace root cannot be deleted or moved")
-	errConflict = errors.New("Data Conflict: The file has been modified elsewhere.")
+	errConflict = errors.New("file changed since it was read")
 	errTooLarge = errors.New("file is larger than the IDE agent's limit")
 	errExists   = errors.New("destination already exists")
 )
