@@ -14,20 +14,20 @@ import (
 
 // Close reasons of the original, word for word: the browser's IDE shows some of them.
 const (
-	reasonAgentTokenMissing  = "Agent token is missing"
-	reasonEndpointMissing    = "Sandbox endpoint is missing"
-	reasonEndpointInvalid    = "Invalid sandbox endpoint"
-	reasonConnectFailed      = "Failed to connect sandbox agent"
-	reasonHandshakeBuffer    = "Handshake buffer limit exceeded"
-	reasonMessageTooLarge    = "Sandbox message too large"
-	reasonConnectionLost     = "Sandbox agent connection lost"
-	reasonAgentClosed        = "Sandbox agent closed"
-	reasonClientClosed       = "Client connection closed"
-	reasonKeepaliveRejected  = "Sandbox keepalive rejected"
-	reasonKeepaliveFailed    = "Sandbox keepalive failed"
-	statusUnauthorizedBody   = "Unauthorized"
-	statusForbiddenBody      = "Forbidden"
-	reasonShuttingDownStatus = websocket.StatusGoingAway
+	reasonAgentTokenMissing = "Agent token is missing"
+	reasonEndpointMissing   = "Sandbox endpoint is missing"
+	reasonEndpointInvalid   = "Invalid sandbox endpoint"
+	reasonConnectFailed     = "Failed to connect sandbox agent"
+	reasonHandshakeBuffer   = "Handshake buffer limit exceeded"
+	reasonMessageTooLarge   = "Sandbox message too large"
+	reasonConnectionLost    = "Sandbox agent connection lost"
+	reasonAgentClosed       = "Sandbox agent closed"
+	reasonClientClosed      = "Client connection closed"
+	reasonKeepaliveRejected = "Sandbox keepalive rejected"
+	reasonKeepaliveFailed   = "Sandbox keepalive failed"
+	statusUnauthorizedBody  = "Unauthorized"
+	statusForbiddenBody     = "Forbidden"
+	statusShuttingDown      = websocket.StatusGoingAway
 )
 
 // serveWS authenticates a browser WebSocket, upgrades it and relays it to the sandbox's IDE agent.
@@ -68,7 +68,7 @@ func (p *Proxy) serveWS(w http.ResponseWriter, r *http.Request, channel string) 
 	rl := &relay{p: p, claims: claims, channel: channel, client: client, limits: addr.WSLimits, log: log,
 		stop: make(chan struct{})}
 	if !p.track(rl) {
-		_ = client.Close(reasonShuttingDownStatus, "")
+		_ = client.Close(statusShuttingDown, "")
 		return
 	}
 	defer p.untrack(rl)
@@ -220,7 +220,7 @@ func (rl *relay) run(addr *sandboxAddress) {
 			continue
 		case <-rl.stop:
 			rl.log.Info("fastgpt relay: closing for shutdown")
-			rl.closeBoth(upstream, reasonShuttingDownStatus, "")
+			rl.closeBoth(upstream, statusShuttingDown, "")
 			return
 		}
 		switch e.kind {
@@ -316,7 +316,7 @@ func (rl *relay) connect(ctx context.Context, target, token string, clientMsgs <
 			return nil, nil, false
 		case <-rl.stop:
 			abandon()
-			rl.closeBoth(nil, reasonShuttingDownStatus, "")
+			rl.closeBoth(nil, statusShuttingDown, "")
 			return nil, nil, false
 		case r := <-dialed:
 			if r.err != nil {

@@ -266,3 +266,45 @@ func TestCloseEndsRelays(t *testing.T) {
 		t.Fatalf("%d open relays after Close", n)
 	}
 }
+
+// TestRelayClientLeavesWhileConnecting: a browser that closes before the agent answers ends the attempt: no more
+// dials and the relay is gone.
+func TestRelayClientLeavesWhileConnecting(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.timing.connectInterval = 100 * time.Millisecond })
+	e.agent.refuse.Store(1000)
+	c := e.dial("fs", "read")
+	time.Sleep(150 * time.Millisecond)
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(5 * time.Second)
+	for e.proxy.OpenRelays() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("relay still open after the browser left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	attempts := 1000 - e.agent.refuse.Load()
+	time.Sleep(400 * time.Millisecond)
+	if later := 1000 - e.agent.refuse.Load(); later != attempts || attempts >= 10 {
+		t.Fatalf("dialing went on after the browser left: %d then %d attempts", attempts, later)
+	}
+}
+
+// TestRelayClientMessageTooLarge: a browser message over max_message_bytes is refused with 1009 by the gateway and
+// the agent is told the client went away.
+func TestRelayClientMessageTooLarge(t *testing.T) {
+	e := newEnv(t, nil)
+	e.app.data = map[string]any{"sandbox_url": e.agent.srv.URL, "agent_token": e.agent.token,
+		"ws_limits": map[string]any{"max_message_bytes": 1024}}
+	c := e.dial("fs", "write")
+	echo(t, e.ctx, c, websocket.MessageText, "small")
+	ac := e.agent.nextConn(t)
+	if err := c.Write(e.ctx, websocket.MessageBinary, make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Read(e.ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("browser got %v, want 1009", err)
+	}
+	if err := <-ac.err; websocket.CloseStatus(err) != websocket.StatusNormalClosure || !strings.Contains(err.Error(), "Client connection closed") {
+		t.Fatalf("agent saw %v", err)
+	}
+}
