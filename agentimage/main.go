@@ -55,6 +55,9 @@ func run(logger *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := registerIDE(ctx, logger); err != nil {
+		return err
+	}
 	hs := srv.NewHTTPServer(cfg.addr)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()

@@ -1,0 +1,212 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sandgate/sandgate/routes/fastgpt"
+)
+
+func init() {
+	caddy.RegisterModule(new(FastGPTProxy))
+	httpcaddyfile.RegisterHandlerDirective("fastgpt_proxy", parseFastGPTProxy)
+	// A handler that answers its own paths and passes the rest on: it runs before respond, so a site can end with
+	// a catch-all `respond 404` without an `order` line.
+	httpcaddyfile.RegisterDirectiveOrder("fastgpt_proxy", httpcaddyfile.Before, "respond")
+}
+
+// The environment variables of fastgpt-agent-sandbox-proxy, used as the defaults of the options.
+const (
+	fastgptEnvSecret         = "{env.AGENT_SANDBOX_PROXY_SECRET}"
+	fastgptEnvAppURL         = "{env.FASTGPT_APP_URL}"
+	fastgptEnvRequestTimeout = "{env.FASTGPT_APP_REQUEST_TIMEOUT_SECS}"
+	fastgptEnvRewriteHost    = "{env.AGENT_SANDBOX_PROXY_REWRITE_HOST}"
+	fastgptEnvCacheTTL       = "{env.AGENT_SANDBOX_PROXY_ADDRESS_CACHE_TTL_SECS}"
+)
+
+// FastGPTProxy is a drop-in for FastGPT's fastgpt-agent-sandbox-proxy: /health, the /fs and /terminal WebSockets
+// and /preview/{sandbox_id}/{session_id}/{path}. Other paths go to the next handler. Every option accepts
+// placeholders and defaults to the original's environment variable.
+type FastGPTProxy struct {
+	// Secret is the ticket key and X-Proxy-Token, at least 32 bytes. Default {env.AGENT_SANDBOX_PROXY_SECRET}.
+	Secret string `json:"secret,omitempty"`
+	// AppURL is the FastGPT main service. Default {env.FASTGPT_APP_URL}, then http://localhost:3000.
+	AppURL string `json:"app_url,omitempty"`
+	// RequestTimeout bounds verifyTicket and keepalive calls: a duration or whole seconds. Default
+	// {env.FASTGPT_APP_REQUEST_TIMEOUT_SECS}, then 10 s.
+	RequestTimeout string `json:"request_timeout,omitempty"`
+	// RewriteHost replaces a loopback host in sandbox URLs. Default {env.AGENT_SANDBOX_PROXY_REWRITE_HOST}.
+	RewriteHost string `json:"rewrite_host,omitempty"`
+	// AddressCacheTTL is how long a resolved preview session is reused: a duration or whole seconds. Default
+	// {env.AGENT_SANDBOX_PROXY_ADDRESS_CACHE_TTL_SECS}, then 30 s.
+	AddressCacheTTL string `json:"address_cache_ttl,omitempty"`
+	// Serve is ws (/health, /fs, /terminal), preview (/health, /preview/...) or all (default).
+	Serve string `json:"serve,omitempty"`
+
+	proxy *fastgpt.Proxy
+}
+
+// CaddyModule returns the Caddy module information.
+func (*FastGPTProxy) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.fastgpt_proxy", New: func() caddy.Module { return new(FastGPTProxy) }}
+}
+
+// Provision resolves placeholders and builds the proxy. It does no I/O; a secret under 32 bytes fails the config,
+// as the original refuses to start.
+func (h *FastGPTProxy) Provision(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	get := func(v, def string) string { return strings.TrimSpace(repl.ReplaceAll(orDefault(v, def), "")) }
+	secret := get(h.Secret, fastgptEnvSecret)
+	if secret == "" {
+		return fmt.Errorf("fastgpt_proxy: no secret: set AGENT_SANDBOX_PROXY_SECRET or the secret option")
+	}
+	routes, err := fastgpt.ParseRoutes(get(h.Serve, "all"))
+	if err != nil {
+		return fmt.Errorf("fastgpt_proxy: %w", err)
+	}
+	p, err := fastgpt.New(fastgpt.Config{
+		Secret:          secret,
+		AppURL:          get(h.AppURL, fastgptEnvAppURL),
+		RequestTimeout:  lenientDuration(get(h.RequestTimeout, fastgptEnvRequestTimeout)),
+		RewriteHost:     get(h.RewriteHost, fastgptEnvRewriteHost),
+		AddressCacheTTL: lenientDuration(get(h.AddressCacheTTL, fastgptEnvCacheTTL)),
+		Routes:          routes,
+		Logger:          ctx.Slogger(),
+	})
+	if err != nil {
+		return fmt.Errorf("fastgpt_proxy: %w", err)
+	}
+	h.proxy = p
+	return nil
+}
+
+// ServeHTTP serves the proxy's paths and passes every other request to next.
+func (h *FastGPTProxy) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !h.proxy.Handles(r) {
+		return next.ServeHTTP(w, r)
+	}
+	h.proxy.ServeHTTP(w, r)
+	return nil
+}
+
+// Cleanup closes the open relays with close frames (on reload and stop), as reverse_proxy does with its
+// WebSockets.
+func (h *FastGPTProxy) Cleanup() error {
+	if h.proxy == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return h.proxy.Close(ctx)
+}
+
+// UnmarshalCaddyfile reads
+//
+//	fastgpt_proxy [<matcher>] {
+//	    secret            <secret>
+//	    app_url           <url>
+//	    request_timeout   <duration|seconds>
+//	    rewrite_host      <host>
+//	    address_cache_ttl <duration|seconds>
+//	    serve             ws|preview|all
+//	}
+func (h *FastGPTProxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var v string
+		if err := oneString(d, &v); err != nil {
+			return err
+		}
+		switch opt {
+		case "secret":
+			h.Secret = v
+		case "app_url":
+			h.AppURL = v
+		case "rewrite_host":
+			h.RewriteHost = v
+		case "request_timeout", "address_cache_ttl":
+			if !strings.Contains(v, "{") {
+				if _, err := strictDuration(v); err != nil {
+					return d.Errf("%s: %v", opt, err)
+				}
+			}
+			if opt == "request_timeout" {
+				h.RequestTimeout = v
+			} else {
+				h.AddressCacheTTL = v
+			}
+		case "serve":
+			if !strings.Contains(v, "{") {
+				if _, err := fastgpt.ParseRoutes(v); err != nil {
+					return d.Errf("serve: %v", err)
+				}
+			}
+			h.Serve = v
+		default:
+			return d.Errf("unknown fastgpt_proxy option %q", opt)
+		}
+	}
+	return nil
+}
+
+func parseFastGPTProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(FastGPTProxy)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// strictDuration reads whole seconds (the original's variables) or a Caddy duration.
+func strictDuration(s string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("%q must be positive", s)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := caddy.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither seconds nor a duration", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q must be positive", s)
+	}
+	return d, nil
+}
+
+// lenientDuration is strictDuration with the original's fallback for environment values: empty, unparsable or
+// non-positive means the default (zero here, which the proxy replaces with its default).
+func lenientDuration(s string) time.Duration {
+	d, err := strictDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*FastGPTProxy)(nil)
+	_ caddy.CleanerUpper          = (*FastGPTProxy)(nil)
+	_ caddyhttp.MiddlewareHandler = (*FastGPTProxy)(nil)
+	_ caddyfile.Unmarshaler       = (*FastGPTProxy)(nil)
+)
