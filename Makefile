@@ -8,7 +8,7 @@ TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
 
-.PHONY: all build caddy agent images prereqs run test test-unit bench lint fmt clean
+.PHONY: all build caddy agent images gateway-image prereqs run test test-unit bench lint fmt clean
 
 all: build
 
@@ -25,6 +25,11 @@ prereqs:
 
 images: prereqs
 	scripts/images.sh base browser
+
+# The gateway image (a drop-in for ghcr.io/labring/fastgpt-agent-sandbox-proxy): the Dockerfile copies ./caddy.
+gateway-image: prereqs
+	CGO_ENABLED=0 ./xcaddy.sh --output ./caddy
+	docker build --build-arg BASE_IMAGE=$${BASE_IMAGE:-debian:bookworm-slim} -t $${GATEWAY_IMAGE:-sandgate:latest} .
 
 # Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost.
 run: build images
