@@ -155,7 +155,9 @@ type Cursor struct {
 	Stderr int64
 }
 
-func (c Cursor) String() string { return strconv.FormatInt(c.Stdout, 10) + ":" + strconv.FormatInt(c.Stderr, 10) }
+func (c Cursor) String() string {
+	return strconv.FormatInt(c.Stdout, 10) + ":" + strconv.FormatInt(c.Stderr, 10)
+}
 
 // ParseCursor reads "<stdout>:<stderr>", or a single offset that applies to both streams ("0" is the start).
 func ParseCursor(s string) (Cursor, error) {
