@@ -112,7 +112,11 @@ func TestFiles(t *testing.T) {
 		}
 		// an aborted upload leaves the old file and no temporary file behind
 		pr2, pw2 := io.Pipe()
-		go func() { pw2.Write([]byte("partial")); time.Sleep(200 * time.Millisecond); pw2.CloseWithError(fmt.Errorf("client gave up")) }()
+		go func() {
+			pw2.Write([]byte("partial"))
+			time.Sleep(200 * time.Millisecond)
+			pw2.CloseWithError(fmt.Errorf("client gave up"))
+		}()
 		if _, err := c.Upload(ctx, "atomic.txt", pr2, agentapi.UploadOptions{}); err == nil {
 			t.Fatal("aborted upload succeeded")
 		}
