@@ -123,6 +123,14 @@ func TestPTY(t *testing.T) {
 		if err := p.readUntil(ctx, "40 120"); err != nil {
 			t.Fatalf("%v; output %q", err, p.out.String())
 		}
+		// a signal reaches the terminal's foreground job, not just the shell
+		p.send(ctx, "sleep 100\r")
+		time.Sleep(300 * time.Millisecond)
+		p.control(ctx, agentapi.PTYControl{Type: agentapi.PTYControlSignal, Signal: "INT"})
+		p.send(ctx, "echo after-$((1+1))-int\r")
+		if err := p.readUntil(ctx, "after-2-int"); err != nil {
+			t.Fatalf("%v; output %q", err, p.out.String())
+		}
 		p.control(ctx, agentapi.PTYControl{Type: agentapi.PTYControlPing})
 		p.send(ctx, "echo marker-$((6*7))\r")
 		if err := p.readUntil(ctx, "marker-42"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/ring"
@@ -290,15 +291,24 @@ func (p *Process) WriteStdin(ctx context.Context, data []byte, eof bool) error {
 	return nil
 }
 
-// Signal sends sig to the process's group.
+// Signal sends sig to the process's group; on a terminal, to its foreground group (the job a shell is running,
+// as ^C would).
 func (p *Process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return agentapi.Errorf(agentapi.CodeConflict, "process %s has ended", p.ID)
 	default:
 	}
-	if err := syscall.Kill(-p.PID, sig); err != nil {
-		return fmt.Errorf("signalling process group %d: %w", p.PID, err)
+	pgid := p.PID
+	p.mu.Lock()
+	if p.ptyFile != nil {
+		if fg, err := unix.IoctlGetInt(int(p.ptyFile.Fd()), unix.TIOCGPGRP); err == nil && fg > 0 {
+			pgid = fg
+		}
+	}
+	p.mu.Unlock()
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		return fmt.Errorf("signalling process group %d: %w", pgid, err)
 	}
 	return nil
 }
@@ -325,7 +335,12 @@ func (p *Process) terminate(reason string) {
 	}
 	p.reason = reason
 	p.mu.Unlock()
-	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	// An interactive shell ignores SIGTERM but ends on a hang-up, as when a terminal closes.
+	first := syscall.SIGTERM
+	if p.PTY {
+		first = syscall.SIGHUP
+	}
+	_ = syscall.Kill(-p.PID, first)
 	go func() {
 		select {
 		case <-p.done:
