@@ -26,8 +26,8 @@ func TestKernelCells(t *testing.T) {
 	k := newTestKernel(t)
 	ctx := context.Background()
 	tests := []struct {
-		name, code                   string
-		success                      bool
+		name, code                    string
+		success                       bool
 		result, stdout, stderr, ename string
 	}{
 		{name: "assign", code: "x = 40", success: true},
