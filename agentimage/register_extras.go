@@ -52,4 +52,3 @@ func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) (stop f
 		b.Stop()
 	}
 }
-

@@ -147,4 +147,3 @@ func (s *session) close() {
 	_ = s.conn.Close(websocket.StatusNormalClosure, "")
 	<-s.done
 }
-
