@@ -69,6 +69,19 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 		if ws, _ := created["webSocketDebuggerUrl"].(string); !strings.HasPrefix(ws, "ws://"+strings.TrimPrefix(sb.URL, "http://")+"/cdp/devtools/page/") {
 			t.Fatalf("new: %v", created)
 		}
+		// Old clients GET /json/new; Chromium only takes PUT since 111, so the agent converts.
+		var created2 map[string]any
+		if e := callJSON(t, sb, http.MethodGet, "/cdp/json/new?about:blank", nil, nil, &created2); e != nil || created2["id"] == nil {
+			t.Fatalf("GET new: %v %v", e, created2)
+		}
+		if e := callJSON(t, sb, http.MethodGet, "/cdp/json/close/"+created2["id"].(string), nil, nil, nil); e != nil {
+			t.Fatalf("close: %v", e)
+		}
+		// A target that does not exist is a typed 404, not an accepted-then-dropped WebSocket.
+		_, resp, err := websocket.Dial(ctx, wsURL(sb, "/cdp/devtools/page/NOSUCHTARGET"), &websocket.DialOptions{HTTPHeader: http.Header{agentapi.TokenHeader: {sb.Token}}})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("unknown target: %v %v", err, resp)
+		}
 	})
 
 	t.Run("playwright connectOverCDP", func(t *testing.T) {
@@ -127,6 +140,9 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 		}
 		if e := callJSON(t, sb, http.MethodPost, "/v1/browser/navigate", nil, agentapi.BrowserNavigateRequest{URL: "not a url"}, nil); e == nil || e.Code != agentapi.CodeInvalidRequest {
 			t.Fatalf("bad url: %+v", e)
+		}
+		if e := callJSON(t, sb, http.MethodPost, "/v1/browser/navigate", nil, agentapi.BrowserNavigateRequest{URL: "http://127.0.0.1:9/"}, nil); e == nil || e.Code != agentapi.CodeBrowserError || e.Status() != 422 {
+			t.Fatalf("refused url: %+v", e)
 		}
 	})
 

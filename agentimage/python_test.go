@@ -148,6 +148,14 @@ func TestPythonKernelAndPortProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("no browser here", func(t *testing.T) {
+		for _, path := range []string{"/v1/browser/info", "/cdp/json/version", "/vnc/websockify"} {
+			if e := callJSON(t, sb, http.MethodGet, path, nil, nil, nil); e == nil || e.Code != agentapi.CodeNotSupported || e.Status() != 501 {
+				t.Errorf("%s: %+v", path, e)
+			}
+		}
+	})
+
 	t.Run("round trip", func(t *testing.T) {
 		var d []time.Duration
 		for range 15 {
@@ -190,9 +198,18 @@ func TestPythonKernelAndPortProxy(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		u := strings.Replace(sb.URL, "http://", "ws://", 1) + "/proxy/8001/echo"
-		c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{agentapi.TokenHeader: {sb.Token}}})
-		if err != nil {
-			t.Fatal(err)
+		// The echo server was started in the background: retry until it listens.
+		var c *websocket.Conn
+		for {
+			var err error
+			c, _, err = websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{agentapi.TokenHeader: {sb.Token}}})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		defer c.CloseNow()
 		if err := c.Write(ctx, websocket.MessageText, []byte("ping through the proxy")); err != nil {
