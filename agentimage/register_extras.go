@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,9 +29,7 @@ func (e *extras) AddMCPTools(s *mcp.Server) {
 
 // Close stops the kernel and the browser's processes.
 func (e *extras) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	e.kernel.Close(ctx)
+	e.kernel.Close()
 	e.browser.Stop()
 }
 

@@ -89,7 +89,7 @@ func (b *Browser) serveDevtools(w http.ResponseWriter, r *http.Request) {
 			agentapi.WriteError(w, err)
 			return
 		}
-		b.frontendProxy().ServeHTTP(w, r)
+		b.frontend.ServeHTTP(w, r)
 		return
 	}
 	version, err := b.ready(r.Context())
