@@ -39,10 +39,13 @@ func run(logger *slog.Logger) error {
 	}
 	// Children must not inherit the token: code in the sandbox has no business calling its own agent with it.
 	os.Unsetenv(agentapi.EnvToken)
+	os.Unsetenv(agentapi.EnvTokenFile)
 	if cfg.token == "" {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	ext := registerExtras(srv, cfg, logger)
+	defer ext.Close()
 	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		agentapi.WriteJSON(w, http.StatusOK, agentapi.Info{
 			Version:       version,
@@ -53,7 +56,7 @@ func run(logger *slog.Logger) error {
 		})
 	})
 
-	core, err := registerCore(srv, cfg, logger)
+	core, err := registerCore(srv, cfg, logger, ext.AddMCPTools)
 	if err != nil {
 		return err
 	}

@@ -81,8 +81,6 @@ type PTYControl struct {
 const (
 	// QueryTakeover=1 closes the current holder (code PTYCloseTakenOver) instead of answering 409.
 	QueryTakeover = "takeover"
-	// HeaderWSMaxMessage lets the gateway cap the size of a client message in bytes (close 1009 on excess).
-	HeaderWSMaxMessage = "X-Sandgate-WS-Max-Message"
 	// PTYCloseTakenOver is the close code sent to a client whose session another client took over.
 	PTYCloseTakenOver = 4001
 	// PTYCloseExited is the close code sent after the session's process has ended and its exit frame was sent.

@@ -85,12 +85,10 @@ func (a *API) ptyWebSocket(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	maxMsg := int64(defaultWSMaxMessage)
-	if v := r.Header.Get(agentapi.HeaderWSMaxMessage); v != "" {
-		if maxMsg, err = strconv.ParseInt(v, 10, 64); err != nil || maxMsg <= 0 {
-			agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeInvalidRequest, "%s %q: want a positive byte count", agentapi.HeaderWSMaxMessage, v))
-			return
-		}
+	maxMsg, err := agentapi.WSMaxMessage(r, defaultWSMaxMessage)
+	if err != nil {
+		agentapi.WriteError(w, err)
+		return
 	}
 	takeover := q.Get(agentapi.QueryTakeover) == "1" || q.Get(agentapi.QueryTakeover) == "true"
 	holder, err := s.Attach(takeover)
