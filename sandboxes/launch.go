@@ -209,9 +209,12 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		m.detachLocked(e)
 	}
 	m.mu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
+	// Waiters wake only once the outcome is final (a failed container is removed first, so a retry never meets it).
+	defer func() {
+		if ch != nil {
+			close(ch)
+		}
+	}()
 	if deleted || stopping {
 		return
 	}
@@ -277,6 +280,9 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 }
 
 func (m *Manager) ensureNetwork(ctx context.Context, name string) error {
+	// Docker allows two networks of one name; concurrent first creates must not make both.
+	m.netMu.Lock()
+	defer m.netMu.Unlock()
 	m.mu.RLock()
 	ok := m.networks[name]
 	m.mu.RUnlock()

@@ -214,6 +214,7 @@ type Manager struct {
 	subs     map[int]chan Event
 	nextSub  int
 	networks map[string]bool
+	netMu    sync.Mutex
 	instance string
 
 	started   bool
