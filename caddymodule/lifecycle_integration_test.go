@@ -56,7 +56,10 @@ func removeNamespace(t *testing.T, ns string) {
 		if f := strings.Fields(string(vols)); len(f) > 0 {
 			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, f...)...).Run()
 		}
-		_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
+		nets, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+ns+".managed").Output()
+		if f := strings.Fields(string(nets)); len(f) > 0 {
+			_ = exec.Command("docker", append([]string{"network", "rm"}, f...)...).Run()
+		}
 	})
 }
 
