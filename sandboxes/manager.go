@@ -166,6 +166,15 @@ type Event struct {
 	At         time.Time     `json:"at"`
 }
 
+// Err is the typed error a stream of this sandbox should end with: container_died for a died event, nil for
+// every other event.
+func (ev Event) Err() error {
+	if ev.Type != EventDied || ev.Death == nil {
+		return nil
+	}
+	return diedError(ev.SandboxID, ev.Death)
+}
+
 // Launch types.
 const (
 	LaunchWarm = "warm"
@@ -662,7 +671,11 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			if triggered {
 				msg := e.rec.LastError
 				m.mu.Unlock()
-				return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
+				code := CodeEngine
+				if strings.HasPrefix(msg, CodeTimeout+":") {
+					code = CodeTimeout
+				}
+				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
 			}
 			if !e.launching {
 				e.rec.Phase = PhaseStarting

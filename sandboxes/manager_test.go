@@ -237,7 +237,7 @@ func TestDeathIsReportedWithItsReason(t *testing.T) {
 			t.Fatal("no died event")
 		}
 	}
-	if ev.Reason != "sigsegv" || ev.SandboxID != sb.ID {
+	if ev.Reason != "sigsegv" || ev.SandboxID != sb.ID || ErrorCode(ev.Err()) != CodeContainerDied {
 		t.Fatalf("event %+v", ev)
 	}
 	_, err := m.EnsureRunning(context.Background(), sb.ID)
