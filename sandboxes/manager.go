@@ -302,9 +302,8 @@ func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 		// Starts in flight hold the old semaphore and release into it; new ones use the new bound.
 		m.startSem = make(chan struct{}, cfg.MaxConcurrentStarts)
 	}
-	for hash, l := range m.limiters {
+	for _, l := range m.limiters {
 		l.SetLimit(rate.Limit(cfg.WarmRefillPerSecond))
-		_ = hash
 	}
 	if m.gcTicker != nil && old.GCInterval != cfg.GCInterval {
 		m.gcTicker.Reset(cfg.GCInterval)

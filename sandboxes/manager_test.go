@@ -458,3 +458,35 @@ func TestWarmMembersAreRecycledWhenOldOrStale(t *testing.T) {
 		t.Fatalf("claim after a profile change: %+v %v", sb, err)
 	}
 }
+
+func TestEnsureRunningWaitIsBounded(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, StartTimeout: 100 * time.Millisecond})
+	d.startDelay = time.Second
+	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
+	start := time.Now()
+	_, err := m.EnsureRunning(context.Background(), sb.ID)
+	if ErrorCode(err) != CodeTimeout || time.Since(start) > 900*time.Millisecond {
+		t.Fatalf("ensure running a slow start: %v after %s", err, time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := m.EnsureRunning(ctx, sb.ID); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("ensure running with a short context: %v", err)
+	}
+}
+
+func TestStopDuringStartEndsIdle(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	d.startDelay = 300 * time.Millisecond
+	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
+	time.Sleep(50 * time.Millisecond)
+	if err := m.Stop(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.Get(context.Background(), sb.ID)
+	if got.Status != StatusIdle {
+		t.Fatalf("status after stopping a starting sandbox: %+v", got)
+	}
+	d.startDelay = 0
+	mustReady(t, m, sb.ID)
+}
