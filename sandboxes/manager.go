@@ -144,7 +144,6 @@ const (
 	EventCreated = "created" // a sandbox was created (cold) or claimed (warm)
 	EventReady   = "ready"   // its agent answered /health
 	EventStopped = "stopped" // compute stopped (idle or asked); workspace kept
-	EventStarted = "started" // compute started again after a stop
 	EventDeleted = "deleted" // removed with its workspace (asked, expired or orphaned)
 	EventDied    = "died"    // its container died without being asked to
 	EventOOM     = "oom"     // a process in it was OOM-killed; the container lives on
