@@ -144,6 +144,7 @@ const (
 	EventCreated = "created" // a sandbox was created (cold) or claimed (warm)
 	EventReady   = "ready"   // its agent answered /health
 	EventStopped = "stopped" // compute stopped (idle or asked); workspace kept
+	EventStarted = "started" // compute started again after a stop (followed by ready)
 	EventDeleted = "deleted" // removed with its workspace (asked, expired or orphaned)
 	EventDied    = "died"    // its container died without being asked to
 	EventOOM     = "oom"     // a process in it was OOM-killed; the container lives on
@@ -676,6 +677,9 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
 			}
 			if !e.launching {
+				if e.rec.Phase == PhaseStopped {
+					m.emitLocked(Event{Type: EventStarted, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner})
+				}
 				e.rec.Phase = PhaseStarting
 				e.rec.LastError = ""
 				m.beginLaunchLocked(e)
@@ -936,11 +940,16 @@ func (m *Manager) WarmReady() int {
 }
 
 func (m *Manager) emit(ev Event) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	m.emitLocked(ev)
+}
+
+// emitLocked sends to subscribers; the caller holds m.mu (read or write).
+func (m *Manager) emitLocked(ev Event) {
 	if ev.At.IsZero() {
 		ev.At = time.Now()
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	for _, ch := range m.subs {
 		select {
 		case ch <- ev:

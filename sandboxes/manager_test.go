@@ -453,6 +453,7 @@ func TestWarmMembersAreRecycledWhenOldOrStale(t *testing.T) {
 		}
 		return fresh == 2 && len(d.containers) == 2
 	})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
 	sb, err := m.Create(context.Background(), CreateRequest{Profile: "w"})
 	if err != nil || sb.LaunchType != LaunchWarm {
 		t.Fatalf("claim after a profile change: %+v %v", sb, err)
