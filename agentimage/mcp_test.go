@@ -53,7 +53,8 @@ func TestMCP(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	if strings.Join(names, ",") != "bash,edit,glob,grep,read,write" {
+	// The core tools, plus python_exec from the Python capability; browser_* tools only run with a browser.
+	if strings.Join(names, ",") != "bash,edit,glob,grep,python_exec,read,write" {
 		t.Fatalf("tools: %v", names)
 	}
 
