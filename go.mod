@@ -2,7 +2,11 @@ module github.com/sandgate/sandgate
 
 go 1.26.8
 
-require github.com/caddyserver/caddy/v2 v2.11.9
+require (
+	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+)
 
 require (
 	cel.dev/cel-go v0.32.0 // indirect
