@@ -8,23 +8,18 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// managerHolder is what the `sandboxes` app offers the edge modules.
-type managerHolder interface {
-	Manager() *sandboxes.Manager
-}
-
 // sandboxManager returns the reload-surviving Manager of the `sandboxes` app, loading the app if the config did not
-// name it. The Manager is only used at request time; Provision does no I/O.
+// name it. The edge modules use it only at request time; Provision does no I/O.
 func sandboxManager(ctx caddy.Context) (*sandboxes.Manager, error) {
-	app, err := ctx.App("sandboxes")
+	mod, err := ctx.App("sandboxes")
 	if err != nil {
 		return nil, fmt.Errorf("loading the sandboxes app: %w", err)
 	}
-	h, ok := app.(managerHolder)
+	app, ok := mod.(*App)
 	if !ok {
-		return nil, fmt.Errorf("the sandboxes app (%T) does not expose a Manager", app)
+		return nil, fmt.Errorf("the sandboxes app is a %T, not sandgate's", mod)
 	}
-	m := h.Manager()
+	m := app.Manager()
 	if m == nil {
 		return nil, fmt.Errorf("the sandboxes app has no Manager")
 	}
