@@ -98,6 +98,18 @@ https://localhost:%d {
 	pool.AppendCertsFromPEM(pem)
 	e.client = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	e.base = fmt.Sprintf("https://localhost:%d", httpsPort)
+	// The root CA exists before the site's certificate: wait until a handshake succeeds.
+	for {
+		resp, err := e.client.Get(e.base + "/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no TLS handshake with the gateway: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	e.issuer, err = tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(edgeSecret)})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +281,7 @@ func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
 	id := e.createSandbox(t)
 
 	status, body, _ := e.get(t, e.client, "/sandboxes/"+id+"/app/8000/hello%2Fworld?q=1&ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
-	agentReached(t, status, body, "/proxy/8000/hello%2Fworld")
+	agentReached(t, status, body, "GET /proxy/8000/hello/world") // the agent prints the decoded path
 
 	// No ticket, a client-supplied agent token: refused by the gateway before the agent.
 	status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/", http.Header{"X-Sandgate-Token": {"guess"}})
