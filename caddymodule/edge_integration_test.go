@@ -32,6 +32,7 @@ type edgeGateway struct {
 	issuer    *tickets.Issuer
 	accessLog string
 	ns        string
+	caddyfile string
 }
 
 // startEdge runs the gateway with site as the body of the https://localhost site and, when profile is set, a
@@ -83,6 +84,7 @@ https://localhost:%d {
 %s
 }
 `, httpPort, httpsPort, sb, httpsPort, e.accessLog, site)
+	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
