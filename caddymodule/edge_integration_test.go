@@ -39,17 +39,10 @@ type edgeGateway struct {
 // sandboxes app in a namespace of its own whose containers are removed at the end.
 func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 	t.Helper()
-	testenv.Integration(t)
-	e := &edgeGateway{ns: testenv.Unique("sgedge")}
-	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
-	e.accessLog = filepath.Join(t.TempDir(), "access.log")
-	var sb string
-	if withSandboxes {
-		image := testenv.Image(t, "base")
-		sb = fmt.Sprintf(`
-	sandboxes {
-		namespace %s
-		gc_interval 1s
+	if !withSandboxes {
+		return startEdgeWith(t, site, "")
+	}
+	return startEdgeWith(t, site, fmt.Sprintf(`
 		profile py {
 			image %s
 			cpus 0.5
@@ -59,8 +52,23 @@ func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 			capabilities shell python filesystem
 			app_port 3000
 			idle_timeout 4s
-		}
-	}`, e.ns, image)
+		}`, testenv.Image(t, "base")))
+}
+
+// startEdgeWith runs the gateway with a sandboxes app holding profile (none when empty).
+func startEdgeWith(t *testing.T, site, profile string) *edgeGateway {
+	t.Helper()
+	testenv.Integration(t)
+	e := &edgeGateway{ns: testenv.Unique("sgedge")}
+	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
+	e.accessLog = filepath.Join(t.TempDir(), "access.log")
+	var sb string
+	if profile != "" {
+		sb = fmt.Sprintf(`
+	sandboxes {
+		namespace %s
+		gc_interval 1s%s
+	}`, e.ns, profile)
 		t.Cleanup(func() { removeNamespace(e.ns) })
 	}
 	caddyfile := fmt.Sprintf(`{
