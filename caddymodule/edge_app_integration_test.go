@@ -158,11 +158,10 @@ func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
 // startEdgeBrowser is startEdge with a browser profile (Chromium, Xvfb, VNC).
 func startEdgeBrowser(t *testing.T) *edgeGateway {
 	t.Helper()
-	testenv.Image(t, "browser")
 	return startEdgeWith(t, `	sandbox_ticket /sandboxes/*
 	sandbox_proxy /sandboxes/*`, `
 		profile py {
-			image sandgate/sandbox:browser
+			image `+edgeImage(t, "browser")+`
 			cpus 1
 			memory 1g
 			pids 512

@@ -52,7 +52,7 @@ func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 			capabilities shell python filesystem
 			app_port 3000
 			idle_timeout 4s
-		}`, testenv.Image(t, "base")))
+		}`, edgeImage(t, "base")))
 }
 
 // startEdgeWith runs the gateway with a sandboxes app holding profile (none when empty).

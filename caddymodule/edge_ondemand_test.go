@@ -77,7 +77,7 @@ func startPebble(t *testing.T) (dirURL, rootPath string) {
 func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	testenv.Integration(t)
 	dirURL, pebbleRoot := startPebble(t)
-	image := testenv.Image(t, "base")
+	image := edgeImage(t, "base")
 	ns := testenv.Unique("sgtls")
 	t.Cleanup(func() { removeNamespace(ns) })
 	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
