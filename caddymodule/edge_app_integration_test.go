@@ -111,7 +111,8 @@ func TestEdgeAppReachesServerInSandbox(t *testing.T) {
 		t.Fatalf("app WebSocket: %v", err)
 	}
 	defer c.CloseNow()
-	for _, msg := range []string{"one", strings.Repeat("z", 100000)} {
+	echo := func(msg string) {
+		t.Helper()
 		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +122,16 @@ func TestEdgeAppReachesServerInSandbox(t *testing.T) {
 			t.Fatalf("echo of %d bytes: %d bytes, %v", len(msg), len(got), err)
 		}
 	}
+	echo("one")
+	echo(strings.Repeat("z", 100000))
+
+	// A reload that changes a setting keeps the open WebSocket (stream_close_delay) and the sandbox.
+	if err := e.g.Reload(strings.Replace(e.caddyfile, "grace_period 2s", "grace_period 3s", 1)); err != nil {
+		t.Fatal(err)
+	}
+	echo("after reload")
+	time.Sleep(time.Second)
+	echo("still after reload")
 }
 
 // TestEdgeVNCWebsockifyHandshake: /sandboxes/{id}/vnc/websockify reaches the sandbox's VNC server, which greets
@@ -159,7 +170,9 @@ func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
 func startEdgeBrowser(t *testing.T) *edgeGateway {
 	t.Helper()
 	return startEdgeWith(t, `	sandbox_ticket /sandboxes/*
-	sandbox_proxy /sandboxes/*`, `
+	sandbox_proxy /sandboxes/* {
+		max_message 1MiB
+	}`, `
 		profile py {
 			image `+edgeImage(t, "browser")+`
 			cpus 1
