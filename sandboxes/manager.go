@@ -166,6 +166,15 @@ type Event struct {
 	At         time.Time     `json:"at"`
 }
 
+// Err is the typed error a stream of this sandbox should end with: container_died for a died event, nil for
+// every other event.
+func (ev Event) Err() error {
+	if ev.Type != EventDied || ev.Death == nil {
+		return nil
+	}
+	return diedError(ev.SandboxID, ev.Death)
+}
+
 // Launch types.
 const (
 	LaunchWarm = "warm"
@@ -293,9 +302,8 @@ func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 		// Starts in flight hold the old semaphore and release into it; new ones use the new bound.
 		m.startSem = make(chan struct{}, cfg.MaxConcurrentStarts)
 	}
-	for hash, l := range m.limiters {
+	for _, l := range m.limiters {
 		l.SetLimit(rate.Limit(cfg.WarmRefillPerSecond))
-		_ = hash
 	}
 	if m.gcTicker != nil && old.GCInterval != cfg.GCInterval {
 		m.gcTicker.Reset(cfg.GCInterval)
@@ -648,6 +656,10 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			m.mu.Unlock()
 			return Target{}, err
 		}
+		if m.closed || !m.started {
+			m.mu.Unlock()
+			return Target{}, Errorf(CodeEngine, "the sandbox manager is not running")
+		}
 		switch e.rec.Phase {
 		case PhaseRunning:
 			m.touchLocked(e, now)
@@ -658,7 +670,11 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			if triggered {
 				msg := e.rec.LastError
 				m.mu.Unlock()
-				return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
+				code := CodeEngine
+				if strings.HasPrefix(msg, CodeTimeout+":") {
+					code = CodeTimeout
+				}
+				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
 			}
 			if !e.launching {
 				e.rec.Phase = PhaseStarting
@@ -666,6 +682,16 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 				m.beginLaunchLocked(e)
 			}
 			triggered = true
+		case PhaseCreating, PhaseStarting:
+			if !e.launching {
+				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
+				if triggered {
+					m.mu.Unlock()
+					return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started", id)}
+				}
+				m.beginLaunchLocked(e)
+				triggered = true
+			}
 		}
 		ch := e.ready
 		timeout := m.cfg.StartTimeout
