@@ -46,6 +46,7 @@ type Process struct {
 	stdout, stderr *ring.Ring
 	done           chan struct{}
 	killGrace      time.Duration
+	onEnd          func()
 
 	mu       sync.Mutex
 	stdin    io.WriteCloser // nil once closed or when there is none
@@ -91,6 +92,7 @@ func (m *Manager) Start(spec Spec) (*Process, error) {
 		ID: NewID("proc_"), Tag: spec.Tag, Cmd: spec.Cmd, Argv: spec.Argv, PTY: spec.PTY != nil,
 		started: time.Now(), stdout: m.newRing(), stderr: m.newRing(), done: make(chan struct{}),
 		killGrace: m.cfg.KillGrace, status: agentapi.StatusRunning,
+		onEnd: func() { m.sweep(time.Now()) },
 	}
 	if spec.PTY != nil {
 		err = p.startPTY(cmd, spec, m.cfg.WaitDelay)
@@ -210,6 +212,7 @@ func (p *Process) wait(cmd *exec.Cmd, ptyCopied <-chan struct{}) {
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.done)
+	p.onEnd()
 }
 
 // Done is closed once the process has been reaped and its output is complete.
