@@ -15,6 +15,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/time v0.16.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
 
 require (

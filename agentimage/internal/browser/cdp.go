@@ -180,7 +180,12 @@ func answerBrowserClose(msg []byte) []byte {
 	if err := jsonv2.Unmarshal(msg, &m); err != nil || m.Method != cdpbrowser.CommandClose {
 		return nil
 	}
-	reply, err := jsonv2.Marshal(cdproto.Message{ID: m.ID, SessionID: m.SessionID, Result: jsonv2.Value("{}")})
+	// Built by hand: cdproto.Message would omit an empty result, and clients expect one.
+	reply, err := json.Marshal(struct {
+		ID        int64    `json:"id"`
+		SessionID string   `json:"sessionId,omitempty"`
+		Result    struct{} `json:"result"`
+	}{ID: m.ID, SessionID: string(m.SessionID)})
 	if err != nil {
 		return nil
 	}

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -175,6 +174,7 @@ type process struct {
 	stderr  *capture
 	version string
 	logger  *slog.Logger
+	cells   uint64
 }
 
 type kernelReply struct {
@@ -280,16 +280,9 @@ func (p *process) readReplies(r io.ReadCloser) {
 	}
 }
 
-var nextID struct {
-	sync.Mutex
-	n uint64
-}
-
 func (p *process) run(ctx context.Context, code string, timeout time.Duration) (*agentapi.PythonExecResult, error) {
-	nextID.Lock()
-	nextID.n++
-	id := nextID.n
-	nextID.Unlock()
+	p.cells++ // run is only called with the kernel's turn held
+	id := p.cells
 	marker := newMarker()
 	p.stdout.expect([]byte(marker))
 	p.stderr.expect([]byte(marker))
