@@ -181,7 +181,6 @@ func pct(d []time.Duration, p int) time.Duration {
 	return s[max(0, min(len(s)-1, i-1))]
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (r agentReport) print(w *os.File) {
 	fmt.Fprintf(w, "\nsandgate agent vs docker exec (same container, same run)\n")

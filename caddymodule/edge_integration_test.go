@@ -69,7 +69,7 @@ func startEdgeWith(t *testing.T, site, profile string) *edgeGateway {
 		namespace %s
 		gc_interval 1s%s
 	}`, e.ns, profile)
-		t.Cleanup(func() { removeNamespace(e.ns) })
+		t.Cleanup(func() { removeEdgeNamespace(e.ns) })
 	}
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
@@ -127,7 +127,7 @@ https://localhost:%d {
 	return e
 }
 
-func removeNamespace(ns string) {
+func removeEdgeNamespace(ns string) {
 	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
 	for _, id := range strings.Fields(string(out)) {
 		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()

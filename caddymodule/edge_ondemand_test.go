@@ -79,7 +79,7 @@ func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	dirURL, pebbleRoot := startPebble(t)
 	image := edgeImage(t, "base")
 	ns := testenv.Unique("sgtls")
-	t.Cleanup(func() { removeNamespace(ns) })
+	t.Cleanup(func() { removeEdgeNamespace(ns) })
 	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
