@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ type edgeGateway struct {
 	accessLog string
 	ns        string
 	caddyfile string
+	port      int
 }
 
 // startEdge runs the gateway with site as the body of the https://localhost site and, when profile is set, a
@@ -92,6 +94,10 @@ https://localhost:%d {
 %s
 }
 `, httpPort, httpsPort, sb, httpsPort, e.accessLog, site)
+	if strings.Contains(site, "\n}\n") { // extra site blocks after the first: their port placeholder
+		caddyfile = strings.ReplaceAll(caddyfile, "{EDGE_PORT}", strconv.Itoa(httpsPort))
+	}
+	e.port = httpsPort
 	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
