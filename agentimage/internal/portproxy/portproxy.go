@@ -123,8 +123,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.URL.RawPath = strings.TrimPrefix(raw, prefix)
 		}
 		// The app learns where it lives, so it can build links (X-Forwarded-Prefix as Spring, Grafana and
-		// Jupyter read it), appended to what the gateway already put in front.
-		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.Header.Get("X-Forwarded-Prefix"), "/")+prefix)
+		// Jupyter read it). A gateway in front states the external prefix itself (empty in subdomain form), and
+		// that is the whole truth: /proxy/{port} is our own path, which the gateway's path already stands for.
+		if v, viaGateway := pr.In.Header["X-Forwarded-Prefix"]; viaGateway && len(v) > 0 {
+			pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(v[0], "/"))
+		} else {
+			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+		}
 	}
 	// Keep the gateway's view of the original request; Rewrite drops inbound X-Forwarded-* by default.
 	for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {

@@ -57,12 +57,17 @@ func TestProxy(t *testing.T) {
 
 	tests := []struct {
 		name, path, auth string
+		prefix           []string // X-Forwarded-Prefix from a gateway in front
 		status           int
 		code             string
 		want             map[string]string
 	}{
 		{name: "strip", path: fmt.Sprintf("/proxy/%d/a/b?x=1&access_token=tok", up), auth: "Bearer tok", status: 200,
 			want: map[string]string{"path": "/a/b", "query": "x=1", "prefix": fmt.Sprintf("/proxy/%d", up), "token": "", "auth": "", "host": fmt.Sprintf("127.0.0.1:%d", up)}},
+		{name: "gateway prefix is the whole prefix", path: fmt.Sprintf("/proxy/%d/a", up), prefix: []string{"/sandboxes/sandbox-0123456789ab/app/3000/"}, status: 200,
+			want: map[string]string{"path": "/a", "prefix": "/sandboxes/sandbox-0123456789ab/app/3000"}},
+		{name: "subdomain gateway sends an empty prefix", path: fmt.Sprintf("/proxy/%d/a", up), prefix: []string{""}, status: 200,
+			want: map[string]string{"path": "/a", "prefix": ""}},
 		{name: "app auth kept", path: fmt.Sprintf("/proxy/%d/", up), auth: "Bearer app-secret", status: 200,
 			want: map[string]string{"path": "/", "auth": "Bearer app-secret"}},
 		{name: "absproxy keeps prefix", path: fmt.Sprintf("/absproxy/%d/a", up), status: 200,
@@ -79,6 +84,9 @@ func TestProxy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, front.URL+tc.path, nil)
 			req.Header.Set(agentapi.TokenHeader, "tok")
+			if tc.prefix != nil {
+				req.Header["X-Forwarded-Prefix"] = tc.prefix
+			}
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
 			}
