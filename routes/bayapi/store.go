@@ -103,11 +103,6 @@ type HistoryEntry struct {
 	CreatedAt       time.Time `json:"created_at"`
 }
 
-// historyKey orders entries by time, then id (ids are random).
-func historyKey(e *HistoryEntry) []byte {
-	return []byte(fmt.Sprintf("%020d-%s", e.CreatedAt.UnixNano(), e.ID))
-}
-
 // AddHistory records an execution.
 func (s *Store) AddHistory(e *HistoryEntry) error {
 	b, err := json.Marshal(storedHistory{*e, e.SandboxID})
@@ -119,7 +114,12 @@ func (s *Store) AddHistory(e *HistoryEntry) error {
 		if err != nil {
 			return err
 		}
-		return sb.Put(historyKey(e), b)
+		// A per-sandbox sequence orders entries as they were recorded, even within one clock tick.
+		seq, err := sb.NextSequence()
+		if err != nil {
+			return err
+		}
+		return sb.Put([]byte(fmt.Sprintf("%020d", seq)), b)
 	})
 }
 
