@@ -5,10 +5,9 @@ go 1.26.8
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/docker/docker v28.5.2+incompatible
-	github.com/docker/go-connections v0.8.2
-	github.com/prometheus/client_golang v1.24.1
+	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	go.etcd.io/bbolt v1.5.0
-	go.uber.org/zap v1.28.0
 	golang.org/x/time v0.16.0
 )
 
