@@ -154,7 +154,7 @@ var queryParams = map[string][]any{
 		qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 500, "default": 100}), qp("offset", "integer", map[string]any{"minimum": 0}),
 		qp("tags", "string", nil), qp("has_notes", "boolean", nil), qp("has_description", "boolean", nil)},
 	"GET /v1/cargos": {qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 200}), qp("cursor", "string", nil), qp("managed", "boolean", nil)},
-	"GET " + sbPath + "/processes/{pid}/output": {qp("offset", "integer", map[string]any{"minimum": 0})},
+	"GET " + sbPath + "/processes/{pid}/output": {qp("since", "string", map[string]any{"description": "cursor <stdout>:<stderr> or an event id; Last-Event-ID works too"})},
 }
 
 func obj(required []string, props map[string]any) map[string]any {
@@ -210,7 +210,8 @@ var requestBodies = map[string]any{
 		"timeout": map[string]any{"type": "integer", "minimum": 1, "maximum": 86400, "default": 30}})),
 	"POST " + sbPath + "/processes/{pid}/signal": body(obj(nil, map[string]any{"signal": map[string]any{"type": "string", "enum": signals, "default": "TERM"}})),
 	"POST " + sbPath + "/pty":                    body(obj(nil, map[string]any{"command": str, "cwd": str, "cols": integer, "rows": integer})),
-	"POST " + sbPath + "/tickets":                body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": ticketScopes, "default": "app"}, "ttl": integer})),
+	"POST " + sbPath + "/tickets": body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": ticketScopes, "default": "app"}, "ttl": integer,
+		"permission": map[string]any{"type": "string", "enum": []string{"read", "write"}, "default": "read"}})),
 }
 
 var successSchemas = map[string]any{
