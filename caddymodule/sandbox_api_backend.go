@@ -55,10 +55,12 @@ func (b managerBackend) EnsureRunning(ctx context.Context, id string) (sandboxes
 	return b.m.EnsureRunning(ctx, id)
 }
 
-func (b managerBackend) Stop(ctx context.Context, id string) error      { return b.m.Stop(ctx, id) }
-func (b managerBackend) Keepalive(ctx context.Context, id string) error { return b.m.Keepalive(ctx, id) }
-func (b managerBackend) Delete(ctx context.Context, id string) error    { return b.m.Delete(ctx, id) }
-func (b managerBackend) Profiles() []sandboxes.Profile                  { return b.m.Profiles() }
+func (b managerBackend) Stop(ctx context.Context, id string) error { return b.m.Stop(ctx, id) }
+func (b managerBackend) Keepalive(ctx context.Context, id string) error {
+	return b.m.Keepalive(ctx, id)
+}
+func (b managerBackend) Delete(ctx context.Context, id string) error { return b.m.Delete(ctx, id) }
+func (b managerBackend) Profiles() []sandboxes.Profile               { return b.m.Profiles() }
 
 func (b managerBackend) ExtendTTL(ctx context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
 	sb, err := b.m.ExtendTTL(ctx, id, by)
