@@ -10,10 +10,12 @@ import (
 func (h *Handler) OpenAPI() map[string]any {
 	paths := map[string]any{}
 	for _, rt := range h.routes {
-		item, _ := paths[rt.path].(map[string]any)
+		// OpenAPI path templates have no wildcard: {rest...} is documented as {rest}.
+		key := strings.ReplaceAll(rt.path, "...}", "}")
+		item, _ := paths[key].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[rt.path] = item
+			paths[key] = item
 		}
 		op := map[string]any{
 			"summary":     rt.summary,
@@ -65,10 +67,10 @@ func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ Principal) {
 	writeJSON(w, http.StatusOK, h.OpenAPI())
 }
 
-var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
+var pathParam = regexp.MustCompile(`\{([a-z]+)(?:\.\.\.)?\}`)
 
 func operationID(rt route) string {
-	s := strings.NewReplacer("/v1/", "", "{", "", "}", "", "/", "_").Replace(rt.path)
+	s := strings.NewReplacer("/v1/", "", "{", "", "}", "", "/", "_", "...", "").Replace(rt.path)
 	return strings.ToLower(rt.method) + "_" + strings.Trim(s, "_")
 }
 
