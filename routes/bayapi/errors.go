@@ -50,7 +50,7 @@ var codeStatus = map[string]int{
 	CodeShipError:        http.StatusBadGateway,
 	CodeSessionNotReady:  http.StatusServiceUnavailable,
 	CodeTimeout:          http.StatusGatewayTimeout,
-	CodeContainerDied:    http.StatusBadGateway,
+	CodeContainerDied:    http.StatusGone,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 }
