@@ -52,6 +52,7 @@ type SandboxAPI struct {
 	// MaxUploadBytes caps one upload (default 1 GiB).
 	MaxUploadBytes int64 `json:"max_upload_bytes,omitempty"`
 	// TicketSecret enables POST /v1/sandboxes/{id}/tickets; it must equal the sandbox_ticket verifier's secret.
+	// Default {env.SANDGATE_TICKET_SECRET}, as for sandbox_ticket; with neither, the tickets route is disabled.
 	TicketSecret string `json:"ticket_secret,omitempty"`
 	// TicketBaseURL, when set, makes ticket answers carry a ready-to-open URL (https://gw.example.com).
 	TicketBaseURL string `json:"ticket_base_url,omitempty"`
@@ -103,8 +104,15 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if endpoint == "" {
 		endpoint = env.Endpoint()
 	}
+	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
+	repl := caddy.NewReplacer()
+	extra := make([]bayapi.KeyConfig, 0, len(s.Keys))
+	for _, k := range s.Keys {
+		k.Key = repl.ReplaceKnown(k.Key, "")
+		extra = append(extra, k)
+	}
 	keys, err := bayapi.LoadKeys(context.Background(), st, bayapi.KeySetup{
-		EnvKey: env.APIKey, ConfigKey: s.APIKey, Extra: s.Keys, DataDir: dataDir, Endpoint: endpoint,
+		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
@@ -126,8 +134,12 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		Sandboxes: managerBackend{m: app.Manager()}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
 		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
 	}
-	if s.TicketSecret != "" {
-		iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(s.TicketSecret)})
+	rawSecret := s.TicketSecret
+	if rawSecret == "" {
+		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
+	}
+	if secret := repl.ReplaceKnown(rawSecret, ""); secret != "" {
+		iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
 		}
