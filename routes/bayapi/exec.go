@@ -86,7 +86,7 @@ func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal
 		text += res.Result
 	}
 	errText := res.Error
-	if errText == "" && res.Stderr != "" && res.Error == "" {
+	if errText == "" {
 		// stderr of a successful cell (warnings) is output, as Jupyter shows it; it is not an error.
 		text += res.Stderr
 	}

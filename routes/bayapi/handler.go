@@ -63,7 +63,6 @@ func New(cfg Config) *Handler {
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now)}
 	h.routes = h.table()
 	for _, rt := range h.routes {
-		rt := rt
 		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
 			var p Principal
 			if !rt.public {
@@ -122,7 +121,6 @@ func (h *Handler) table() []route {
 	// client (AstrBot's Neo skill tools) reports why. docs/api.md explains each decision.
 	for _, u := range unsupported {
 		for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
-			u := u
 			rs = append(rs, route{m, u.path, "Not supported by sandgate: " + u.why, false, true,
 				func(w http.ResponseWriter, r *http.Request, _ Principal) {
 					writeError(w, r, errorf(CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
