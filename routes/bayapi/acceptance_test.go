@@ -29,12 +29,13 @@ import (
 // gateway is a real gateway process serving the API, with its own namespace of real containers.
 type gateway struct {
 	*testenv.Gateway
-	url     string
-	dataDir string
-	ns      string
+	url       string
+	dataDir   string
+	ns        string
+	caddyfile string
 }
 
-func startGateway(t *testing.T, apiOptions string, env []string, profiles bool) *gateway {
+func startGateway(t *testing.T, apiOptions string, env []string, profiles bool, edit ...func(string) string) *gateway {
 	t.Helper()
 	testenv.Integration(t)
 	image := testenv.Image(t, "base")
@@ -72,8 +73,11 @@ http://127.0.0.1:%d {
 	}
 }
 `, ns, profileBlock, port, dataDir, apiOptions)
+	for _, e := range edit {
+		caddyfile = e(caddyfile)
+	}
 	g := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: env})
-	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns}
+	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns, caddyfile: caddyfile}
 }
 
 // removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed.
@@ -367,5 +371,38 @@ func TestBayEnvAgainstGateway(t *testing.T) {
 	}
 	if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReloadAndRestartAgainstGateway checks that a config reload and a process restart keep the generated key
+// (stored hashed, not regenerated), the history store and the sandboxes.
+func TestReloadAndRestartAgainstGateway(t *testing.T) {
+	// on_exit keep: a restart must find the sandbox (the test's cleanup removes the namespace).
+	g := startGateway(t, "", nil, true, func(s string) string { return strings.Replace(s, "on_exit destroy", "on_exit keep", 1) })
+	creds := readCredentials(t, g.dataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := client.New(g.url, creds.APIKey)
+	sb, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), sb.ID) })
+	if _, err := c.WaitReady(ctx, sb.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(strings.Replace(g.caddyfile, "max_upload 1m", "max_upload 2m", 1)); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got, err := c.GetSandbox(ctx, sb.ID); err != nil || got.Status != "ready" {
+		t.Fatalf("after reload: %+v %v", got, err)
+	}
+	g.Stop()
+	g.Restart(g.caddyfile)
+	if again := readCredentials(t, g.dataDir); again.APIKey != creds.APIKey {
+		t.Errorf("the key was regenerated on restart")
+	}
+	if got, err := c.GetSandbox(ctx, sb.ID); err != nil || got.ID != sb.ID {
+		t.Fatalf("after restart: %+v %v", got, err)
 	}
 }
