@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -165,5 +166,39 @@ func TestAgentBackend(t *testing.T) {
 	var be *bayapi.Error
 	if !errors.As(err, &be) || be.Code != bayapi.CodeShipError {
 		t.Errorf("unreachable agent: %v", err)
+	}
+}
+
+// TestTicketBackend checks that a ticket from the API opens exactly the route the edge's verifier expects.
+func TestTicketBackend(t *testing.T) {
+	secret := []byte("api-ticket-secret-0123456789abcdef0123")
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ticketBackend{issuer: iss, baseURL: "https://gw.example.com/"}
+	tk, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Owner: "alice", Scope: "vnc", Write: true, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tk.URL, "https://gw.example.com/sandboxes/sandbox-abc/vnc/?ticket=") {
+		t.Errorf("url %q", tk.URL)
+	}
+	if _, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindCDP, Permission: tickets.PermRead}); err == nil {
+		t.Errorf("a vnc ticket opened cdp")
+	}
+	c, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindVNC, Permission: tickets.PermWrite})
+	if err != nil || c.Subject != "alice" {
+		t.Fatalf("verify: %+v %v", c, err)
+	}
+	if _, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindVNC}); err == nil {
+		t.Errorf("a ticket was accepted twice")
+	}
+	if _, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Scope: "root"}); err == nil {
+		t.Errorf("unknown scope accepted")
 	}
 }
