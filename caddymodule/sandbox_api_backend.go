@@ -132,16 +132,6 @@ func (a *agentBackend) Exec(ctx context.Context, t sandboxes.Target, req bayapi.
 	return out, nil
 }
 
-// pythonWire is the agent's POST /v1/python/exec contract.
-type pythonWire struct {
-	Stdout         string   `json:"stdout"`
-	Stderr         string   `json:"stderr"`
-	Result         string   `json:"result"`
-	Error          string   `json:"error"`
-	Images         []string `json:"images"`
-	ExecutionCount int      `json:"execution_count"`
-}
-
 func (a *agentBackend) postJSON(ctx context.Context, t sandboxes.Target, path string, in, out any) error {
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -165,13 +155,32 @@ func (a *agentBackend) postJSON(ctx context.Context, t sandboxes.Target, path st
 }
 
 func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayapi.PythonRequest) (bayapi.PythonResult, error) {
-	var w pythonWire
-	err := a.postJSON(ctx, t, "/v1/python/exec", map[string]any{"code": req.Code, "timeout_ms": req.Timeout.Milliseconds()}, &w)
+	var res agentapi.PythonExecResult
+	err := a.postJSON(ctx, t, "/v1/python/exec", agentapi.PythonExecRequest{Code: req.Code, TimeoutMS: req.Timeout.Milliseconds()}, &res)
 	if err != nil {
 		return bayapi.PythonResult{}, agentErr("running python", err)
 	}
-	return bayapi.PythonResult{Stdout: w.Stdout, Stderr: w.Stderr, Result: w.Result, Error: w.Error, Images: w.Images,
-		ExecutionCount: w.ExecutionCount}, nil
+	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, Images: res.Images, ExecutionCount: res.ExecutionCount}
+	if res.Result != nil {
+		out.Result = *res.Result
+	}
+	switch {
+	case res.Error != nil:
+		// Jupyter's (and Ship's) error text: the traceback, else "EName: value".
+		out.Error = strings.Join(res.Error.Traceback, "\n")
+		if out.Error == "" {
+			out.Error = res.Error.EName + ": " + res.Error.EValue
+		}
+	case !res.Success:
+		out.Error = "the cell failed"
+	}
+	if res.TimedOut && !strings.Contains(out.Error, "timed out") {
+		out.Error = strings.TrimSpace(out.Error + "\nExecution timed out after " + req.Timeout.String() + " (the kernel keeps its state)")
+	}
+	if res.KernelRestarted {
+		out.Stderr = "[kernel restarted: earlier variables are gone]\n" + out.Stderr
+	}
+	return out, nil
 }
 
 // maxReadFile bounds GET filesystem/files, which answers the whole file inside JSON.
@@ -242,38 +251,36 @@ func (a *agentBackend) Download(ctx context.Context, t sandboxes.Target, path, r
 	return &bayapi.Download{Body: d.Body, Status: d.Status, Header: h}, nil
 }
 
-// browserWire is the agent's browser helper contract: POST /v1/browser/{navigate,evaluate,text,title,url,screenshot}.
-type browserWire struct {
-	URL   string          `json:"url"`
-	Title string          `json:"title"`
-	Text  string          `json:"text"`
-	Value json.RawMessage `json:"result"`
-	PNG   string          `json:"png"` // base64
-}
-
+// Browser maps an action onto the agent's REST helpers: POST /v1/browser/{navigate,text,evaluate,screenshot}
+// (title and url come from the text helper's answer).
 func (a *agentBackend) Browser(ctx context.Context, t sandboxes.Target, req bayapi.BrowserRequest) (bayapi.BrowserResult, error) {
-	in := map[string]any{"timeout_ms": req.Timeout.Milliseconds()}
 	switch req.Action {
 	case "navigate":
-		in["url"] = req.URL
+		var res agentapi.BrowserNavigateResult
+		err := a.postJSON(ctx, t, "/v1/browser/navigate", agentapi.BrowserNavigateRequest{URL: req.URL, TimeoutMS: req.Timeout.Milliseconds()}, &res)
+		if err != nil {
+			return bayapi.BrowserResult{}, agentErr("browser navigate", err)
+		}
+		return bayapi.BrowserResult{Value: res.URL}, nil
+	case "text", "title", "url":
+		var res agentapi.BrowserTextResult
+		if err := a.postJSON(ctx, t, "/v1/browser/text", map[string]any{}, &res); err != nil {
+			return bayapi.BrowserResult{}, agentErr("browser text", err)
+		}
+		v := map[string]string{"text": res.Text, "title": res.Title, "url": res.URL}[req.Action]
+		return bayapi.BrowserResult{Value: v}, nil
 	case "evaluate":
-		in["expression"] = req.Script
-	}
-	var w browserWire
-	if err := a.postJSON(ctx, t, "/v1/browser/"+url.PathEscape(req.Action), in, &w); err != nil {
-		return bayapi.BrowserResult{}, agentErr("browser "+req.Action, err)
-	}
-	switch req.Action {
-	case "navigate", "url":
-		return bayapi.BrowserResult{Value: w.URL}, nil
-	case "title":
-		return bayapi.BrowserResult{Value: w.Title}, nil
-	case "text":
-		return bayapi.BrowserResult{Value: w.Text}, nil
-	case "evaluate":
-		return bayapi.BrowserResult{Value: string(w.Value)}, nil
+		var res agentapi.BrowserEvaluateResult
+		if err := a.postJSON(ctx, t, "/v1/browser/evaluate", agentapi.BrowserEvaluateRequest{Expression: req.Script}, &res); err != nil {
+			return bayapi.BrowserResult{}, agentErr("browser evaluate", err)
+		}
+		return bayapi.BrowserResult{Value: string(res.Value)}, nil
 	case "screenshot":
-		png, err := base64.StdEncoding.DecodeString(w.PNG)
+		var res agentapi.BrowserScreenshotResult
+		if err := a.postJSON(ctx, t, "/v1/browser/screenshot", agentapi.BrowserScreenshotRequest{}, &res); err != nil {
+			return bayapi.BrowserResult{}, agentErr("browser screenshot", err)
+		}
+		png, err := base64.StdEncoding.DecodeString(res.Data)
 		if err != nil {
 			return bayapi.BrowserResult{}, agentErr("decoding the screenshot", err)
 		}

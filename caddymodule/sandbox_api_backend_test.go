@@ -75,10 +75,21 @@ func fakeAgentServer(t *testing.T) (sandboxes.Target, *http.Request) {
 		agentapi.WriteJSON(w, 200, map[string]any{})
 	})
 	mux.HandleFunc("POST /v1/python/exec", func(w http.ResponseWriter, r *http.Request) {
-		agentapi.WriteJSON(w, 200, map[string]any{"stdout": "1\n", "result": "2", "images": []string{"AAA="}, "execution_count": 4})
+		var req agentapi.PythonExecRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Code == "boom" {
+			agentapi.WriteJSON(w, 200, agentapi.PythonExecResult{Error: &agentapi.PythonError{EName: "ValueError", EValue: "x",
+				Traceback: []string{"Traceback (most recent call last):", "ValueError: x"}}, ExecutionCount: 5})
+			return
+		}
+		two := "2"
+		agentapi.WriteJSON(w, 200, agentapi.PythonExecResult{Success: true, Stdout: "1\n", Result: &two, Images: []string{"AAA="}, ExecutionCount: 4})
 	})
 	mux.HandleFunc("POST /v1/browser/screenshot", func(w http.ResponseWriter, r *http.Request) {
-		agentapi.WriteJSON(w, 200, map[string]any{"png": base64.StdEncoding.EncodeToString([]byte("PNG"))})
+		agentapi.WriteJSON(w, 200, agentapi.BrowserScreenshotResult{Data: base64.StdEncoding.EncodeToString([]byte("PNG")), Format: "png"})
+	})
+	mux.HandleFunc("POST /v1/browser/text", func(w http.ResponseWriter, r *http.Request) {
+		agentapi.WriteJSON(w, 200, agentapi.BrowserTextResult{URL: "https://example.com/", Title: "Example", Text: "Hello"})
 	})
 	mux.HandleFunc("GET /v1/processes", func(w http.ResponseWriter, r *http.Request) {
 		agentapi.WriteJSON(w, 200, agentapi.ProcessList{Processes: []agentapi.ExecResult{{ID: "p1", Status: "running"}}})
@@ -144,8 +155,16 @@ func TestAgentBackend(t *testing.T) {
 	if err != nil || string(shot.PNG) != "PNG" {
 		t.Errorf("screenshot: %+v %v", shot, err)
 	}
+	if py, _ := a.Python(ctx, target, bayapi.PythonRequest{Code: "boom"}); !strings.Contains(py.Error, "ValueError: x") {
+		t.Errorf("python error: %+v", py)
+	}
+	for action, want := range map[string]string{"title": "Example", "url": "https://example.com/", "text": "Hello"} {
+		if res, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: action}); err != nil || res.Value != want {
+			t.Errorf("browser %s: %+v %v", action, res, err)
+		}
+	}
 	// A route the agent lacks is the agent's typed not_found, which the API reports as ship_error.
-	if _, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: "title"}); !errors.As(err, &ae) || ae.Code != agentapi.CodeNotFound {
+	if _, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: "evaluate"}); !errors.As(err, &ae) || ae.Code != agentapi.CodeNotFound {
 		t.Errorf("missing route: %v", err)
 	}
 	stream, err := a.ExecStream(ctx, target, bayapi.ExecRequest{Command: "x"})
