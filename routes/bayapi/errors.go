@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -181,6 +182,13 @@ func fromAgent(ae *agentapi.Error) *Error {
 // writeError answers with err in Bay's envelope.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := asAPIError(err)
+	if e.status() >= 500 {
+		// Server-side failures are the operator's business: log them with the id the client was given.
+		if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
+			l.Warn("sandbox API error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path,
+				"status", e.status(), "code", e.Code, "error", err)
+		}
+	}
 	details := e.Details
 	if details == nil {
 		details = map[string]any{}

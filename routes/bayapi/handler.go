@@ -140,7 +140,10 @@ var unsupported = []struct{ path, feature, why string }{
 
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota
+	loggerKey
+)
 
 // ServeHTTP echoes or generates X-Request-Id and dispatches; unknown routes get Bay's envelope, not mux text.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +152,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rid = newID("req-")
 	}
 	w.Header().Set("X-Request-Id", rid)
-	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+	ctx := context.WithValue(r.Context(), requestIDKey, rid)
+	r = r.WithContext(context.WithValue(ctx, loggerKey, h.cfg.Logger))
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		// Tell a wrong method from an unknown path, as FastAPI does (405 vs 404).
 		for _, rt := range h.routes {
