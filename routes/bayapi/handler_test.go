@@ -523,6 +523,14 @@ func TestUpload(t *testing.T) {
 	if st, out := send(body, ct); st != 413 || errCode(out) != "payload_too_large" {
 		t.Errorf("oversized: %d %v", st, out)
 	}
+	// Under the Content-Length pre-check but over the cap: stopped while streaming, nothing kept.
+	body, ct = multipartBody(t, false, "mid.bin", bytes.Repeat([]byte("x"), 1<<20+512<<10))
+	if st, out := send(body, ct); st != 413 || errCode(out) != "payload_too_large" {
+		t.Errorf("oversized while streaming: %d %v", st, out)
+	}
+	if _, ok := a.agent.files["mid.bin"]; ok {
+		t.Errorf("a partial upload was kept")
+	}
 	body, ct = multipartBody(t, false, "../x", []byte("a"))
 	if st, out := send(body, ct); st != 400 || errCode(out) != "invalid_path" {
 		t.Errorf("escaping upload: %d %v", st, out)
