@@ -33,7 +33,7 @@ func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "admin.api.sandboxes", New: func() caddy.Module { return new(AdminAPI) }}
 }
 
-// Provision keeps the context; the app is looked up per request, as it changes with every config.
+// Provision keeps the context; the Manager is looked up per request.
 func (a *AdminAPI) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	return nil
@@ -47,16 +47,21 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	}
 }
 
+// manager finds the Manager of the running sandboxes app. The admin endpoint can outlive the config its routes
+// were provisioned with (a reload that fails validation keeps the old apps running but not necessarily the admin
+// server's context), so the lookup goes through the reload-surviving pool: the Manager most recently started.
 func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
-	app, err := a.ctx.AppIfConfigured("sandboxes")
-	if err != nil || app == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not configured")}
+	var best *managerHolder
+	managers.Range(func(_, v any) bool {
+		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
+			best = h
+		}
+		return true
+	})
+	if best == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
 	}
-	mgr := app.(*App).Manager()
-	if mgr == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the sandbox manager is not running")}
-	}
-	return mgr, nil
+	return best.mgr, nil
 }
 
 // createRequest is the body of POST /sandboxes.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -78,10 +79,14 @@ type managerHolder struct {
 	mgr     *sandboxes.Manager
 	metrics *metrics
 	stop    func()
+	// lastStart is when an app using this Manager last started (unix nanoseconds), so the admin API finds the
+	// current one.
+	lastStart atomic.Int64
 }
 
 // Destruct runs when the last config using the Manager is unloaded: background loops stop, containers stay.
 func (h *managerHolder) Destruct() error {
+	h.lastStart.Store(0)
 	if h.stop != nil {
 		h.stop()
 	}
@@ -195,6 +200,7 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting the sandbox manager: %w", err)
 	}
 	a.unwatch = a.forwardEvents(mgr)
+	a.holder.lastStart.Store(time.Now().UnixNano())
 	a.logger.Info("sandboxes ready", zap.String("namespace", a.Namespace), zap.String("engine", a.driver.Endpoint()),
 		zap.Int("profiles", len(a.Profiles)), zap.String("instance", mgr.Instance()))
 	return nil

@@ -170,6 +170,18 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 
 // finishLaunch records the outcome of a launch and wakes its waiters.
 func (m *Manager) finishLaunch(e *entry, addr string, err error) {
+	if err != nil && m.ctx.Err() != nil {
+		// The Manager is closing: leave the sandbox as it is; the next start reconciles and adopts it.
+		m.mu.Lock()
+		e.launching = false
+		e.cancelLaunch = nil
+		ch := e.ready
+		m.mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+		return
+	}
 	now := time.Now()
 	m.mu.Lock()
 	e.launching = false

@@ -275,6 +275,7 @@ func TestWarmClaimUnderConcurrentCreates(t *testing.T) {
 	}
 	// A changed profile shape replaces the stale members.
 	p.Resources.Memory = "200m"
+	p.Image = h.image
 	if err := h.mgr.Apply(context.Background(), sandboxes.Config{Profiles: []sandboxes.Profile{p}, WarmRefillPerSecond: 50}); err != nil {
 		t.Fatal(err)
 	}
