@@ -53,6 +53,12 @@ func run(logger *slog.Logger) error {
 		})
 	})
 
+	core, err := registerCore(srv, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hs := srv.NewHTTPServer(cfg.addr)

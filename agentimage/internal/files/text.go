@@ -142,4 +142,3 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
-

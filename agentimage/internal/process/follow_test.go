@@ -5,7 +5,7 @@ import (
 )
 
 func TestCompleteUTF8(t *testing.T) {
-	euro := []byte("€") // e2 82 ac
+	euro := []byte("€")  // e2 82 ac
 	smile := []byte("😀") // f0 9f 98 80
 	for _, tc := range []struct {
 		name string
