@@ -32,23 +32,17 @@ type edgeGateway struct {
 	issuer    *tickets.Issuer
 	accessLog string
 	ns        string
+	caddyfile string
 }
 
 // startEdge runs the gateway with site as the body of the https://localhost site and, when profile is set, a
 // sandboxes app in a namespace of its own whose containers are removed at the end.
 func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 	t.Helper()
-	testenv.Integration(t)
-	e := &edgeGateway{ns: testenv.Unique("sgedge")}
-	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
-	e.accessLog = filepath.Join(t.TempDir(), "access.log")
-	var sb string
-	if withSandboxes {
-		image := testenv.Image(t, "base")
-		sb = fmt.Sprintf(`
-	sandboxes {
-		namespace %s
-		gc_interval 1s
+	if !withSandboxes {
+		return startEdgeWith(t, site, "")
+	}
+	return startEdgeWith(t, site, fmt.Sprintf(`
 		profile py {
 			image %s
 			cpus 0.5
@@ -58,8 +52,23 @@ func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 			capabilities shell python filesystem
 			app_port 3000
 			idle_timeout 4s
-		}
-	}`, e.ns, image)
+		}`, testenv.Image(t, "base")))
+}
+
+// startEdgeWith runs the gateway with a sandboxes app holding profile (none when empty).
+func startEdgeWith(t *testing.T, site, profile string) *edgeGateway {
+	t.Helper()
+	testenv.Integration(t)
+	e := &edgeGateway{ns: testenv.Unique("sgedge")}
+	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
+	e.accessLog = filepath.Join(t.TempDir(), "access.log")
+	var sb string
+	if profile != "" {
+		sb = fmt.Sprintf(`
+	sandboxes {
+		namespace %s
+		gc_interval 1s%s
+	}`, e.ns, profile)
 		t.Cleanup(func() { removeNamespace(e.ns) })
 	}
 	caddyfile := fmt.Sprintf(`{
@@ -83,6 +92,7 @@ https://localhost:%d {
 %s
 }
 `, httpPort, httpsPort, sb, httpsPort, e.accessLog, site)
+	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -55,13 +55,21 @@ func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) 
 
 	// A ticket in the query wins (it is the freshest credential); then the session cookie; then a bearer ticket.
 	// The cookie comes before the bearer so an app's own Authorization header passes through untouched.
+	// A spent or stale ticket next to a valid session (a reloaded page still has ?ticket= in its URL) is carried by
+	// the session.
 	var grant Grant
 	if tok, ok := QueryParam(r.URL.RawQuery, TicketParam); ok {
 		c, err := g.Verifier.Verify(tok, want)
 		if err != nil {
-			return Grant{}, err
+			sc, serr := g.session(r, want)
+			if serr != nil {
+				return Grant{}, err
+			}
+			c, grant.Via = sc, "session"
+		} else {
+			grant.Via = "query"
 		}
-		grant = Grant{Address: addr, Claims: c, Via: "query"}
+		grant.Address, grant.Claims = addr, c
 	} else if c, err := g.session(r, want); err == nil {
 		grant = Grant{Address: addr, Claims: c, Via: "session"}
 	} else if tok, ok := bearer(r); ok {

@@ -145,12 +145,23 @@ func TestRequiredPermission(t *testing.T) {
 		{tickets.KindCDP, httptest.NewRequest("GET", "/json/version", nil), tickets.PermRead},
 		{tickets.KindFiles, httptest.NewRequest("PUT", "/", nil), tickets.PermWrite},
 		{tickets.KindFiles, httptest.NewRequest("HEAD", "/", nil), tickets.PermRead},
+		{tickets.KindApp, h2ws(), tickets.PermRead},
+		{tickets.KindPTY, h2ws(), tickets.PermWrite},
+		{tickets.KindApp, httptest.NewRequest("CONNECT", "/", nil), tickets.PermWrite},
 	}
 	for i, tc := range tests {
 		if got := RequiredPermission(tc.kind, tc.r); got != tc.want {
 			t.Errorf("%d: %s %s = %s, want %s", i, tc.kind, tc.r.Method, got, tc.want)
 		}
 	}
+}
+
+// h2ws is an HTTP/2 extended CONNECT WebSocket request as Go's server presents it.
+func h2ws() *http.Request {
+	r := httptest.NewRequest("CONNECT", "/", nil)
+	r.ProtoMajor, r.Proto = 2, "HTTP/2.0"
+	r.Header.Set(":protocol", "websocket")
+	return r
 }
 
 func TestQueryHelpers(t *testing.T) {
@@ -226,6 +237,13 @@ func TestGateTicketOnceThenSession(t *testing.T) {
 	r2 := httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/3000/page?ticket="+tok, nil)
 	if _, err := g.Authorize(httptest.NewRecorder(), r2); reasonOf(err) != tickets.ReasonReplayed {
 		t.Fatalf("second use: %v", err)
+	}
+
+	// A reloaded page still carries the spent ticket: its session admits it.
+	r2 = httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/3000/page?ticket="+tok, nil)
+	r2.AddCookie(set[0])
+	if grant, err := g.Authorize(httptest.NewRecorder(), r2); err != nil || grant.Via != "session" || r2.URL.RawQuery != "" {
+		t.Fatalf("reload with spent ticket and session: %+v %v %q", grant, err, r2.URL.RawQuery)
 	}
 
 	// The session cookie admits an asset request, and is removed before proxying; an app Authorization stays.

@@ -15,26 +15,28 @@ import (
 // gateway does not inspect them. An app WebSocket is an ordinary GET to the app; a read ticket lets a viewer load
 // an app that pushes updates (the agent tells the app the permission in X-Sandgate-Permission).
 func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-	default:
-		return tickets.PermWrite
-	}
 	if IsWebSocket(r) {
 		switch kind {
 		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP, tickets.KindVNC:
 			return tickets.PermWrite
 		}
+		return tickets.PermRead
 	}
-	return tickets.PermRead
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return tickets.PermRead
+	}
+	return tickets.PermWrite
 }
 
-// IsWebSocket reports whether r asks to upgrade to a WebSocket (HTTP/1.1 Upgrade or HTTP/2 extended CONNECT).
+// IsWebSocket reports whether r opens a WebSocket: an HTTP/1.1 GET with Upgrade, or an extended CONNECT with
+// :protocol websocket (HTTP/2 carries it as a header, HTTP/3 in r.Proto), as Caddy's reverse_proxy recognises them.
 func IsWebSocket(r *http.Request) bool {
-	if r.Method == http.MethodConnect && r.Proto == "websocket" {
-		return true
+	if r.Method == http.MethodConnect {
+		return r.ProtoMajor == 2 && r.Header.Get(":protocol") == "websocket" || r.ProtoMajor == 3 && r.Proto == "websocket"
 	}
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") && headerHasToken(r.Header, "Connection", "upgrade")
+	return r.Method == http.MethodGet && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		headerHasToken(r.Header, "Connection", "upgrade")
 }
 
 func headerHasToken(h http.Header, name, token string) bool {
