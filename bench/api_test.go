@@ -23,7 +23,7 @@ import (
 	"github.com/sandgate/sandgate/internal/testenv"
 )
 
-const benchKey = "sk-bay-bench"
+const apiBenchKey = "sk-bay-bench"
 
 type apiGateway struct {
 	url string
@@ -41,7 +41,7 @@ func startAPIGateway(b *testing.B) *apiGateway {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { removeNamespace(cli, ns); cli.Close() })
+	b.Cleanup(func() { apiRemoveNamespace(cli, ns); cli.Close() })
 	port := testenv.FreePort(b)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
@@ -69,12 +69,12 @@ http://127.0.0.1:%[3]d {
 		data_dir %[5]s
 	}
 }
-`, ns, image, port, benchKey, b.TempDir())
+`, ns, image, port, apiBenchKey, b.TempDir())
 	testenv.StartGateway(b, caddyfile, testenv.GatewayOptions{})
 	return &apiGateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), ns: ns, cli: cli}
 }
 
-func removeNamespace(cli *docker.Client, ns string) {
+func apiRemoveNamespace(cli *docker.Client, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
@@ -118,7 +118,7 @@ func (g *apiGateway) agentOf(b *testing.B, id string) (addr, token string) {
 	return addr, token
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
+func apiPercentile(d []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := int(float64(len(s)-1) * p)
@@ -130,7 +130,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 func BenchmarkAPIShellExec(b *testing.B) {
 	g := startAPIGateway(b)
 	ctx := context.Background()
-	c := client.New(g.url, benchKey)
+	c := client.New(g.url, apiBenchKey)
 	sb, err := c.CreateSandbox(ctx, "cold", 0)
 	if err != nil {
 		b.Fatal(err)
@@ -177,8 +177,8 @@ func BenchmarkAPIShellExec(b *testing.B) {
 		viaAPI = append(viaAPI, time.Since(t0))
 	}
 	b.StopTimer()
-	a50, a99 := percentile(viaAPI, 0.5), percentile(viaAPI, 0.99)
-	d50, d99 := percentile(viaAgent, 0.5), percentile(viaAgent, 0.99)
+	a50, a99 := apiPercentile(viaAPI, 0.5), apiPercentile(viaAPI, 0.99)
+	d50, d99 := apiPercentile(viaAgent, 0.5), apiPercentile(viaAgent, 0.99)
 	b.ReportMetric(float64(a50.Microseconds()), "api-p50-us")
 	b.ReportMetric(float64(a99.Microseconds()), "api-p99-us")
 	b.ReportMetric(float64(d50.Microseconds()), "agent-p50-us")
@@ -192,7 +192,7 @@ func BenchmarkAPIShellExec(b *testing.B) {
 func BenchmarkAPICreateToReady(b *testing.B) {
 	g := startAPIGateway(b)
 	ctx := context.Background()
-	c := client.New(g.url, benchKey)
+	c := client.New(g.url, apiBenchKey)
 	measure := func(profile string) time.Duration {
 		t0 := time.Now()
 		sb, err := c.CreateSandbox(ctx, profile, 600)
@@ -231,7 +231,7 @@ func BenchmarkAPICreateToReady(b *testing.B) {
 		cold = append(cold, measure("cold"))
 	}
 	b.StopTimer()
-	w50, c50 := percentile(warm, 0.5), percentile(cold, 0.5)
+	w50, c50 := apiPercentile(warm, 0.5), apiPercentile(cold, 0.5)
 	b.ReportMetric(float64(w50.Milliseconds()), "warm-p50-ms")
 	b.ReportMetric(float64(c50.Milliseconds()), "cold-p50-ms")
 	b.Logf("create-to-ready over %d runs: warm p50 %v, cold p50 %v (cold/warm %.1fx)", b.N, w50, c50, float64(c50)/float64(w50))
