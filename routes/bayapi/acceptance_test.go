@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -38,8 +39,8 @@ type gateway struct {
 func startGateway(t *testing.T, apiOptions string, env []string, profiles bool, edit ...func(string) string) *gateway {
 	t.Helper()
 	testenv.Integration(t)
-	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgapi")
+	image := pinImage(t, testenv.Image(t, "base"), ns)
 	removeNamespaceOnCleanup(t, ns)
 	port := testenv.FreePort(t)
 	dataDir := t.TempDir()
@@ -78,6 +79,31 @@ http://127.0.0.1:%d {
 	}
 	g := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: env})
 	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns, caddyfile: caddyfile}
+}
+
+// pinImage gives the image just built from this tree a tag of the test's own: sandgate/sandbox:base is shared by
+// every worktree on the engine, and another engineer's build may retag it while this test runs.
+func pinImage(t *testing.T, built, ns string) string {
+	t.Helper()
+	cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	pinned := "sandgate/sandbox:" + ns
+	if err := cli.ImageTag(context.Background(), built, pinned); err != nil {
+		t.Fatalf("tagging %s: %v", built, err)
+	}
+	t.Cleanup(func() {
+		cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		// Removing a tag the image shares with others only untags it.
+		_, _ = cli.ImageRemove(context.Background(), pinned, image.RemoveOptions{})
+	})
+	return pinned
 }
 
 // removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed.
