@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dockerimage "github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -24,6 +26,13 @@ import (
 )
 
 const apiBenchKey = "sk-bay-bench"
+
+// The id of the image built from this tree, resolved once per process: each run tags it under its own name.
+var (
+	apiPin    sync.Once
+	apiPinned string
+	apiPinErr error
+)
 
 type apiGateway struct {
 	url string
@@ -35,13 +44,31 @@ type apiGateway struct {
 func startAPIGateway(b *testing.B) *apiGateway {
 	b.Helper()
 	testenv.Integration(b)
-	image := testenv.Image(b, "base")
+	built := testenv.Image(b, "base")
 	ns := testenv.Unique("sgbench")
 	cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { apiRemoveNamespace(cli, ns); cli.Close() })
+	// The shared tag may be rebuilt by another worktree meanwhile: pin the image built from this tree once per
+	// process (the benchmark function runs several times) and run that.
+	apiPin.Do(func() {
+		var info dockerimage.InspectResponse
+		info, apiPinErr = cli.ImageInspect(context.Background(), built)
+		apiPinned = info.ID
+	})
+	if apiPinErr != nil {
+		b.Fatal(apiPinErr)
+	}
+	image := "sandgate/sandbox:" + ns
+	if err := cli.ImageTag(context.Background(), apiPinned, image); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		apiRemoveNamespace(cli, ns)
+		_, _ = cli.ImageRemove(context.Background(), image, dockerimage.RemoveOptions{}) // only untags
+		cli.Close()
+	})
 	port := testenv.FreePort(b)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}

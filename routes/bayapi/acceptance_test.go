@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,13 @@ http://127.0.0.1:%d {
 	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns, caddyfile: caddyfile}
 }
 
+// builtID is the id of the image testenv.Image built from this tree, resolved once per test process.
+var (
+	builtOnce sync.Once
+	builtID   string
+	builtErr  error
+)
+
 // pinImage gives the image just built from this tree a tag of the test's own: sandgate/sandbox:base is shared by
 // every worktree on the engine, and another engineer's build may retag it while this test runs.
 func pinImage(t *testing.T, built, ns string) string {
@@ -90,8 +98,16 @@ func pinImage(t *testing.T, built, ns string) string {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	builtOnce.Do(func() {
+		var info image.InspectResponse
+		info, builtErr = cli.ImageInspect(context.Background(), built)
+		builtID = info.ID
+	})
+	if builtErr != nil {
+		t.Fatalf("inspecting %s: %v", built, builtErr)
+	}
 	pinned := "sandgate/sandbox:" + ns
-	if err := cli.ImageTag(context.Background(), built, pinned); err != nil {
+	if err := cli.ImageTag(context.Background(), builtID, pinned); err != nil {
 		t.Fatalf("tagging %s: %v", built, err)
 	}
 	t.Cleanup(func() {
