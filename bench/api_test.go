@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	dockerimage "github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -27,10 +28,12 @@ import (
 
 const apiBenchKey = "sk-bay-bench"
 
-// The id of the image built from this tree, resolved once per process: each run tags it under its own name.
+// apiImageRepo is where the API benchmarks build the sandbox image from this tree: the shared
+// sandgate/sandbox:base may be rebuilt from another worktree while they run.
+const apiImageRepo = "sandgate-bayapi/sandbox"
+
 var (
 	apiPin    sync.Once
-	apiPinned string
 	apiPinErr error
 )
 
@@ -44,29 +47,26 @@ type apiGateway struct {
 func startAPIGateway(b *testing.B) *apiGateway {
 	b.Helper()
 	testenv.Integration(b)
-	built := testenv.Image(b, "base")
 	ns := testenv.Unique("sgbench")
 	cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The shared tag may be rebuilt by another worktree meanwhile: pin the image built from this tree once per
-	// process (the benchmark function runs several times) and run that.
+	// Build the image from this tree under our own repository, once per process (the function runs several times).
 	apiPin.Do(func() {
-		var info dockerimage.InspectResponse
-		info, apiPinErr = cli.ImageInspect(context.Background(), built)
-		apiPinned = info.ID
+		cmd := exec.Command("scripts/images.sh", "base")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+apiImageRepo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			apiPinErr = fmt.Errorf("building %s:base: %v\n%s", apiImageRepo, err, out)
+		}
 	})
 	if apiPinErr != nil {
 		b.Fatal(apiPinErr)
 	}
-	image := "sandgate/sandbox:" + ns
-	if err := cli.ImageTag(context.Background(), apiPinned, image); err != nil {
-		b.Fatal(err)
-	}
+	image := apiImageRepo + ":base"
 	b.Cleanup(func() {
 		apiRemoveNamespace(cli, ns)
-		_, _ = cli.ImageRemove(context.Background(), image, dockerimage.RemoveOptions{}) // only untags
 		cli.Close()
 	})
 	port := testenv.FreePort(b)

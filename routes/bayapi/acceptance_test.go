@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -39,9 +39,8 @@ type gateway struct {
 
 func startGateway(t *testing.T, apiOptions string, env []string, profiles bool, edit ...func(string) string) *gateway {
 	t.Helper()
-	testenv.Integration(t)
+	image := ownImage(t)
 	ns := testenv.Unique("sgapi")
-	image := pinImage(t, testenv.Image(t, "base"), ns)
 	removeNamespaceOnCleanup(t, ns)
 	port := testenv.FreePort(t)
 	dataDir := t.TempDir()
@@ -82,44 +81,36 @@ http://127.0.0.1:%d {
 	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns, caddyfile: caddyfile}
 }
 
-// builtID is the id of the image testenv.Image built from this tree, resolved once per test process.
+// ownImageRepo is where this package builds its sandbox image: sandgate/sandbox:base is shared by every worktree
+// on the engine and another engineer's build may retag it while these tests run.
+const ownImageRepo = "sandgate-bayapi/sandbox"
+
 var (
-	builtOnce sync.Once
-	builtID   string
-	builtErr  error
+	ownImageOnce sync.Once
+	ownImageErr  error
 )
 
-// pinImage gives the image just built from this tree a tag of the test's own: sandgate/sandbox:base is shared by
-// every worktree on the engine, and another engineer's build may retag it while this test runs.
-func pinImage(t *testing.T, built, ns string) string {
+// ownImage builds (a no-op when current) the base image from this tree under ownImageRepo, once per process, and
+// makes sure the shared sandgate/sandbox:base exists too (BAY_PROFILES map Bay's images onto it).
+func ownImage(t *testing.T) string {
 	t.Helper()
-	cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	builtOnce.Do(func() {
-		var info image.InspectResponse
-		info, builtErr = cli.ImageInspect(context.Background(), built)
-		builtID = info.ID
-	})
-	if builtErr != nil {
-		t.Fatalf("inspecting %s: %v", built, builtErr)
-	}
-	pinned := "sandgate/sandbox:" + ns
-	if err := cli.ImageTag(context.Background(), builtID, pinned); err != nil {
-		t.Fatalf("tagging %s: %v", built, err)
-	}
-	t.Cleanup(func() {
-		cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
-		if err != nil {
+	testenv.Integration(t)
+	ownImageOnce.Do(func() {
+		cmd := exec.Command("scripts/images.sh", "base")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+ownImageRepo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			ownImageErr = fmt.Errorf("building %s:base: %v\n%s", ownImageRepo, err, out)
 			return
 		}
-		defer cli.Close()
-		// Removing a tag the image shares with others only untags it.
-		_, _ = cli.ImageRemove(context.Background(), pinned, image.RemoveOptions{})
+		if exec.Command("docker", "image", "inspect", bayapi.SandgateBaseImage).Run() != nil {
+			ownImageErr = exec.Command("docker", "tag", ownImageRepo+":base", bayapi.SandgateBaseImage).Run()
+		}
 	})
-	return pinned
+	if ownImageErr != nil {
+		t.Fatal(ownImageErr)
+	}
+	return ownImageRepo + ":base"
 }
 
 // removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed.
