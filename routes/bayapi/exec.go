@@ -48,7 +48,7 @@ func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed
 		ExecutionTimeMS: elapsed.Milliseconds(), Output: strPtr(output), Error: emptyToNil(errText),
 		Description: m.description, Tags: m.tags, CreatedAt: h.cfg.Now().UTC(),
 	}
-	if err := h.cfg.Store.AddHistory(e); err != nil {
+	if err := h.cfg.Store.AddHistory(e); err != nil { // queued; stored in the background
 		h.cfg.Logger.Warn("recording execution history", "sandbox", sandboxID, "error", err)
 	}
 	return e.ID

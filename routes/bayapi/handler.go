@@ -60,6 +60,9 @@ func New(cfg Config) *Handler {
 	if cfg.Keys == nil {
 		cfg.Keys = &KeyRing{keys: map[string]Principal{}}
 	}
+	if cfg.Store != nil {
+		cfg.Store.SetLogger(cfg.Logger)
+	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now)}
 	h.routes = h.table()
 	for _, rt := range h.routes {
