@@ -439,3 +439,88 @@ func TestReloadAndRestartAgainstGateway(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}
 }
+
+// TestBrowserAgainstGateway drives the supported agent-browser subset against real Chromium in a browser sandbox.
+func TestBrowserAgainstGateway(t *testing.T) {
+	testenv.Integration(t)
+	browserImage := ownBrowserImage(t)
+	g := startGateway(t, "", nil, true, func(s string) string {
+		return strings.Replace(s, "\t\tprofile python-default {", fmt.Sprintf(`		profile browser-python {
+			image %s
+			capabilities filesystem shell python browser
+			memory 1g
+		}
+		profile python-default {`, browserImage), 1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := client.New(g.url, readCredentials(t, g.dataDir).APIKey)
+	sb, err := c.CreateSandbox(ctx, "browser-python", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), sb.ID) })
+	if _, err := c.WaitReady(ctx, sb.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		Cmd      string `json:"cmd"`
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+		ExitCode int    `json:"exit_code"`
+	}
+	var batch struct {
+		Results        []step `json:"results"`
+		Success        bool   `json:"success"`
+		CompletedSteps int    `json:"completed_steps"`
+	}
+	err = c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/browser/exec_batch", map[string]any{"commands": []string{
+		"open data:text/html,<title>Hi</title><p>hello world</p>", "get title", "get text", "eval 1+1", "screenshot shots/a.png",
+	}, "timeout": 120}, &batch)
+	if err != nil || !batch.Success || batch.CompletedSteps != 5 {
+		t.Fatalf("batch: %+v %v", batch, err)
+	}
+	if batch.Results[1].Stdout != "Hi\n" || !strings.Contains(batch.Results[2].Stdout, "hello world") || batch.Results[3].Stdout != "2\n" {
+		t.Errorf("results: %+v", batch.Results)
+	}
+	resp, err := c.Download(ctx, sb.ID, "shots/a.png", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("screenshot is not a PNG (%d bytes)", len(png))
+	}
+	var one struct {
+		Success  bool    `json:"success"`
+		ExitCode int     `json:"exit_code"`
+		Error    *string `json:"error"`
+	}
+	if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/browser/exec", map[string]any{"cmd": "click #nothing"}, &one); err != nil ||
+		one.Success || one.ExitCode != 127 || one.Error == nil {
+		t.Errorf("unsupported command: %+v %v", one, err)
+	}
+}
+
+var (
+	ownBrowserOnce sync.Once
+	ownBrowserErr  error
+)
+
+// ownBrowserImage builds the browser image from this tree under ownImageRepo (see ownImage).
+func ownBrowserImage(t *testing.T) string {
+	t.Helper()
+	ownBrowserOnce.Do(func() {
+		cmd := exec.Command("scripts/images.sh", "browser")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+ownImageRepo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			ownBrowserErr = fmt.Errorf("building %s:browser: %v\n%s", ownImageRepo, err, out)
+		}
+	})
+	if ownBrowserErr != nil {
+		t.Fatal(ownBrowserErr)
+	}
+	return ownImageRepo + ":browser"
+}
