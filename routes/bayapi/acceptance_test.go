@@ -311,6 +311,71 @@ func TestAstrBotAgainstGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("streaming and processes", func(t *testing.T) {
+		stream := func(method, path, body string) (*http.Response, error) {
+			req, _ := http.NewRequestWithContext(ctx, method, g.url+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+creds.APIKey)
+			return http.DefaultClient.Do(req)
+		}
+		resp, err := stream("POST", "/v1/sandboxes/"+sb.ID+"/shell/exec/stream", `{"command":"echo one; echo two >&2"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") ||
+			!strings.Contains(string(b), "event: stdout") || !strings.Contains(string(b), "event: stderr") || !strings.Contains(string(b), "event: end") {
+			t.Fatalf("exec stream: %d %q", resp.StatusCode, b)
+		}
+		// A long command: read its start event for the id, leave, signal it, and find it ended.
+		resp, err = stream("POST", "/v1/sandboxes/"+sb.ID+"/shell/exec/stream", `{"command":"sleep 120","timeout":300}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid string
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var start struct{ ID string }
+				if json.Unmarshal([]byte(data), &start) == nil && start.ID != "" {
+					pid = start.ID
+					break
+				}
+			}
+		}
+		if pid == "" {
+			t.Fatalf("no process id in %q", buf[:n])
+		}
+		var sig map[string]any
+		if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/processes/"+pid+"/signal", map[string]string{"signal": "KILL"}, &sig); err != nil {
+			t.Fatalf("signal: %v", err)
+		}
+		resp, err = stream("GET", "/v1/sandboxes/"+sb.ID+"/processes/"+pid+"/output?since=0", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "event: end") {
+			t.Errorf("resumed output of the killed process: %d %q", resp.StatusCode, b)
+		}
+		var procs struct {
+			Processes []struct{ ID, Status string }
+		}
+		if err := c.Do(ctx, "GET", "/v1/sandboxes/"+sb.ID+"/processes", nil, &procs); err != nil || len(procs.Processes) == 0 {
+			t.Errorf("processes: %+v %v", procs, err)
+		}
+		var pty struct {
+			ID     string `json:"id"`
+			WSPath string `json:"ws_path"`
+		}
+		if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/pty", map[string]any{"cols": 80, "rows": 24}, &pty); err != nil || pty.ID == "" || pty.WSPath == "" {
+			t.Errorf("pty: %+v %v", pty, err)
+		}
+	})
+
 	t.Run("python", func(t *testing.T) {
 		py, err := c.Python(ctx, sb.ID, "x = 41", 30)
 		if agentLacks(err) {
