@@ -21,6 +21,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
@@ -76,7 +77,10 @@ func newLifecycleBench(b *testing.B, profile sandboxes.Profile, maxStarts int) *
 		for _, v := range vols.Volumes {
 			_ = cli.VolumeRemove(ctx, v.Name, true)
 		}
-		_ = cli.NetworkRemove(ctx, lb.ns+"-internal")
+		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range nets {
+			_ = cli.NetworkRemove(ctx, n.ID)
+		}
 		cli.Close()
 	})
 	return lb
@@ -125,7 +129,7 @@ func BenchmarkLifecycleWarmClaim(b *testing.B) {
 	p.WarmPoolSize = 4
 	lb := newLifecycleBench(b, p, 4)
 	const samples = 20
-	var toReady, toExec []time.Duration
+	var toReady, toExec, execOnly []time.Duration
 	for range samples {
 		deadline := time.Now().Add(2 * time.Minute)
 		for lb.mgr.WarmReady() == 0 {
@@ -146,14 +150,21 @@ func BenchmarkLifecycleWarmClaim(b *testing.B) {
 		toReady = append(toReady, time.Since(start))
 		lb.firstExec(sb.ID)
 		toExec = append(toExec, time.Since(start))
+		// Baseline: the same exec again on the now-claimed sandbox, i.e. what the engine's exec costs by itself.
+		again := time.Now()
+		lb.firstExec(sb.ID)
+		execOnly = append(execOnly, time.Since(again))
 		_ = lb.mgr.Delete(context.Background(), sb.ID)
 	}
 	b.ReportMetric(ms(percentile(toReady, .5)), "ready-p50-ms")
 	b.ReportMetric(ms(percentile(toReady, .95)), "ready-p95-ms")
 	b.ReportMetric(ms(percentile(toExec, .5)), "exec-p50-ms")
 	b.ReportMetric(ms(percentile(toExec, .95)), "exec-p95-ms")
-	b.Logf("warm claim to ready: p50 %.2f ms, p95 %.2f ms (target p50 < 50 ms); to first exec: p50 %.1f ms, p95 %.1f ms",
-		ms(percentile(toReady, .5)), ms(percentile(toReady, .95)), ms(percentile(toExec, .5)), ms(percentile(toExec, .95)))
+	b.ReportMetric(ms(percentile(execOnly, .5)), "exec-alone-p50-ms")
+	b.Logf("warm claim to ready: p50 %.2f ms, p95 %.2f ms (target p50 < 50 ms); to first exec: p50 %.1f ms, p95 %.1f ms; "+
+		"the exec alone (Engine API, same sandbox, right after): p50 %.1f ms, p95 %.1f ms",
+		ms(percentile(toReady, .5)), ms(percentile(toReady, .95)), ms(percentile(toExec, .5)), ms(percentile(toExec, .95)),
+		ms(percentile(execOnly, .5)), ms(percentile(execOnly, .95)))
 }
 
 // dockerRunToHealth is the baseline: `docker run` of the same image until its agent answers /health.

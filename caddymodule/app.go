@@ -125,10 +125,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if ev, err := ctx.App("events"); err == nil {
 		a.events, _ = ev.(*caddyevents.App)
 	}
-	a.key = d.Endpoint() + "|" + a.Namespace
+	key := d.Endpoint() + "|" + a.Namespace
 	namespace := a.Namespace
 	slogger := ctx.Slogger()
-	val, _, err := managers.LoadOrNew(a.key, func() (caddy.Destructor, error) {
+	val, _, err := managers.LoadOrNew(key, func() (caddy.Destructor, error) {
 		drv, err := d.NewDriver()
 		if err != nil {
 			return nil, err
@@ -145,6 +145,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
+	// Only a config that holds a reference releases one in Cleanup.
+	a.key = key
 	a.holder = val.(*managerHolder)
 	if err := a.holder.metrics.register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering sandbox metrics: %w", err)

@@ -189,7 +189,10 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	ch := e.ready
 	deleted := e.deleted
 	var ev Event
-	stopping := e.stopRequested && err != nil
+	// A stop that cancelled this launch owns the outcome: it stops the container (even one that just became
+	// ready) and records the phase.
+	stopping := e.stopRequested
+	e.stopRequested = false
 	switch {
 	case deleted:
 	case stopping:
@@ -356,7 +359,6 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	m.mu.Lock()
-	e.stopRequested = false
 	if e.deleted || (e.rec.Phase == PhaseStopped && e.rec.ContainerID == "") {
 		m.mu.Unlock()
 		return nil

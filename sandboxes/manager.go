@@ -144,7 +144,7 @@ const (
 	EventCreated = "created" // a sandbox was created (cold) or claimed (warm)
 	EventReady   = "ready"   // its agent answered /health
 	EventStopped = "stopped" // compute stopped (idle or asked); workspace kept
-	EventStarted = "started" // compute started again after a stop
+	EventStarted = "started" // compute started again after a stop (followed by ready)
 	EventDeleted = "deleted" // removed with its workspace (asked, expired or orphaned)
 	EventDied    = "died"    // its container died without being asked to
 	EventOOM     = "oom"     // a process in it was OOM-killed; the container lives on
@@ -164,6 +164,15 @@ type Event struct {
 	Death      *Death        `json:"death,omitempty"`
 	Duration   time.Duration `json:"duration,omitempty"` // ready: time since create/start; created (warm): claim time
 	At         time.Time     `json:"at"`
+}
+
+// Err is the typed error a stream of this sandbox should end with: container_died for a died event, nil for
+// every other event.
+func (ev Event) Err() error {
+	if ev.Type != EventDied || ev.Death == nil {
+		return nil
+	}
+	return diedError(ev.SandboxID, ev.Death)
 }
 
 // Launch types.
@@ -293,9 +302,8 @@ func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 		// Starts in flight hold the old semaphore and release into it; new ones use the new bound.
 		m.startSem = make(chan struct{}, cfg.MaxConcurrentStarts)
 	}
-	for hash, l := range m.limiters {
+	for _, l := range m.limiters {
 		l.SetLimit(rate.Limit(cfg.WarmRefillPerSecond))
-		_ = hash
 	}
 	if m.gcTicker != nil && old.GCInterval != cfg.GCInterval {
 		m.gcTicker.Reset(cfg.GCInterval)
@@ -648,6 +656,10 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			m.mu.Unlock()
 			return Target{}, err
 		}
+		if m.closed || !m.started {
+			m.mu.Unlock()
+			return Target{}, Errorf(CodeEngine, "the sandbox manager is not running")
+		}
 		switch e.rec.Phase {
 		case PhaseRunning:
 			m.touchLocked(e, now)
@@ -658,14 +670,31 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			if triggered {
 				msg := e.rec.LastError
 				m.mu.Unlock()
-				return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
+				code := CodeEngine
+				if strings.HasPrefix(msg, CodeTimeout+":") {
+					code = CodeTimeout
+				}
+				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
 			}
 			if !e.launching {
+				if e.rec.Phase == PhaseStopped {
+					m.emitLocked(Event{Type: EventStarted, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner})
+				}
 				e.rec.Phase = PhaseStarting
 				e.rec.LastError = ""
 				m.beginLaunchLocked(e)
 			}
 			triggered = true
+		case PhaseCreating, PhaseStarting:
+			if !e.launching {
+				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
+				if triggered {
+					m.mu.Unlock()
+					return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started", id)}
+				}
+				m.beginLaunchLocked(e)
+				triggered = true
+			}
 		}
 		ch := e.ready
 		timeout := m.cfg.StartTimeout
@@ -911,11 +940,16 @@ func (m *Manager) WarmReady() int {
 }
 
 func (m *Manager) emit(ev Event) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	m.emitLocked(ev)
+}
+
+// emitLocked sends to subscribers; the caller holds m.mu (read or write).
+func (m *Manager) emitLocked(ev Event) {
 	if ev.At.IsZero() {
 		ev.At = time.Now()
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	for _, ch := range m.subs {
 		select {
 		case ch <- ev:

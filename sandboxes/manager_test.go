@@ -237,7 +237,7 @@ func TestDeathIsReportedWithItsReason(t *testing.T) {
 			t.Fatal("no died event")
 		}
 	}
-	if ev.Reason != "sigsegv" || ev.SandboxID != sb.ID {
+	if ev.Reason != "sigsegv" || ev.SandboxID != sb.ID || ErrorCode(ev.Err()) != CodeContainerDied {
 		t.Fatalf("event %+v", ev)
 	}
 	_, err := m.EnsureRunning(context.Background(), sb.ID)
@@ -426,4 +426,68 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func TestWarmMembersAreRecycledWhenOldOrStale(t *testing.T) {
+	p := testProfile("w")
+	p.WarmPoolSize = 2
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}, WarmMaxAge: 200 * time.Millisecond, WarmRefillPerSecond: 100, GCInterval: time.Hour})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	time.Sleep(250 * time.Millisecond)
+	if rep := m.CollectGarbage(context.Background()); rep.WarmRecycled != 2 {
+		t.Fatalf("old members: %+v", rep)
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	p.Resources.Memory = "300m"
+	if err := m.Apply(context.Background(), Config{Profiles: []Profile{p}, WarmRefillPerSecond: 100, GCInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		fresh := 0
+		for _, c := range d.containers {
+			if c.spec.Profile.Resources.Memory == "300m" && c.state.Running {
+				fresh++
+			}
+		}
+		return fresh == 2 && len(d.containers) == 2
+	})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	sb, err := m.Create(context.Background(), CreateRequest{Profile: "w"})
+	if err != nil || sb.LaunchType != LaunchWarm {
+		t.Fatalf("claim after a profile change: %+v %v", sb, err)
+	}
+}
+
+func TestEnsureRunningWaitIsBounded(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, StartTimeout: 100 * time.Millisecond})
+	d.startDelay = time.Second
+	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
+	start := time.Now()
+	_, err := m.EnsureRunning(context.Background(), sb.ID)
+	if ErrorCode(err) != CodeTimeout || time.Since(start) > 900*time.Millisecond {
+		t.Fatalf("ensure running a slow start: %v after %s", err, time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := m.EnsureRunning(ctx, sb.ID); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("ensure running with a short context: %v", err)
+	}
+}
+
+func TestStopDuringStartEndsIdle(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	d.startDelay = 300 * time.Millisecond
+	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
+	time.Sleep(50 * time.Millisecond)
+	if err := m.Stop(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.Get(context.Background(), sb.ID)
+	if got.Status != StatusIdle {
+		t.Fatalf("status after stopping a starting sandbox: %+v", got)
+	}
+	d.startDelay = 0
+	mustReady(t, m, sb.ID)
 }
