@@ -33,7 +33,8 @@ func (c *core) Close() {
 }
 
 // registerCore builds the core services and routes them on srv, /mcp included. tools add MCP tools of other
-// capabilities. SANDGATE_MAX_FILE_BYTES caps one written file.
+// capabilities (e.g. registerCore(srv, cfg, logger, extras.AddMCPTools)). SANDGATE_MAX_FILE_BYTES caps one written
+// file.
 func registerCore(srv *server.Server, cfg config, logger *slog.Logger, tools ...mcptools.Registrar) (*core, error) {
 	if err := os.MkdirAll(cfg.workspace, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.workspace, err)
@@ -54,7 +55,7 @@ func registerCore(srv *server.Server, cfg config, logger *slog.Logger, tools ...
 	api.Register(srv, api.Deps{Root: root, Procs: c.Procs, PTYs: c.PTYs, Files: c.Files, Logger: logger})
 	c.MCP = mcptools.New(mcptools.Deps{Procs: c.Procs, Files: c.Files, Version: version, Logger: logger})
 	for _, add := range tools {
-		add(c.MCP)
+		add(c.MCP.MCP())
 	}
 	srv.Handle("/mcp", c.MCP.Handler())
 	return c, nil

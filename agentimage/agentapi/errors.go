@@ -54,9 +54,12 @@ type Error struct {
 	HTTPStatus int `json:"-"`
 }
 
-// Errorf builds an Error with a formatted message.
+// retryableCodes are the codes a caller may retry unchanged and hope for a different answer.
+var retryableCodes = map[string]bool{CodeTimeout: true, CodeUnavailable: true}
+
+// Errorf builds an Error with a formatted message; Retryable follows the code.
 func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryableCodes[code]}
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

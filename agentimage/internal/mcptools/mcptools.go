@@ -32,8 +32,9 @@ type Server struct {
 	handler http.Handler
 }
 
-// Registrar adds tools to a server (how optional capabilities plug in).
-type Registrar func(*Server)
+// Registrar adds tools to the MCP server (how optional capabilities plug in: a method value such as
+// kernel.AddMCPTools fits).
+type Registrar func(*mcp.Server)
 
 // New returns a server with the core tools registered.
 func New(d Deps) *Server {

@@ -145,7 +145,8 @@ func CompleteUTF8(b []byte) int {
 	return len(b)
 }
 
-// Result is the process's record with up to maxOutput bytes of each stream's tail (0: no output).
+// Result is the process's record with up to maxOutput bytes of each stream's tail (0: no output, as in the
+// start and end events of a stream, whose chunks carried it).
 func (p *Process) Result(maxOutput int) agentapi.ExecResult {
 	st := p.State()
 	r := agentapi.ExecResult{
@@ -165,8 +166,6 @@ func (p *Process) Result(maxOutput int) agentapi.ExecResult {
 		r.Stdout, r.StdoutEncoding, tOut = tail(p.stdout, maxOutput)
 		r.Stderr, r.StderrEncoding, tErr = tail(p.stderr, maxOutput)
 		r.Truncated = tOut || tErr
-	} else {
-		r.Truncated = r.StdoutOffset > 0 || r.StderrOffset > 0
 	}
 	return r
 }

@@ -27,6 +27,9 @@ type Config struct {
 	Retention time.Duration
 	// MaxEnded caps how many ended processes are kept, oldest dropped first (default 256).
 	MaxEnded int
+	// MaxEndedBytes caps the output kept for ended processes, oldest dropped first (default 64 MiB), so a burst of
+	// chatty commands cannot hold the sandbox's memory for the whole retention period.
+	MaxEndedBytes int64
 	// KillGrace is how long a process group has between SIGTERM and SIGKILL (default 2s).
 	KillGrace time.Duration
 	// WaitDelay is how long after the process exits its output pipes may stay open (held by a background child)
@@ -56,6 +59,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	if cfg.MaxEnded <= 0 {
 		cfg.MaxEnded = 256
+	}
+	if cfg.MaxEndedBytes <= 0 {
+		cfg.MaxEndedBytes = 64 << 20
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 2 * time.Second
@@ -123,7 +129,8 @@ func (m *Manager) janitor() {
 	}
 }
 
-// sweep forgets processes ended longer than Retention ago, and the oldest ended ones beyond MaxEnded.
+// sweep forgets processes ended longer than Retention ago, and the oldest ended ones beyond MaxEnded or
+// MaxEndedBytes of output.
 func (m *Manager) sweep(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -139,13 +146,15 @@ func (m *Manager) sweep(now time.Time) {
 		}
 		ended = append(ended, p)
 	}
-	if len(ended) > m.cfg.MaxEnded {
-		sort.Slice(ended, func(i, j int) bool {
-			a, _ := ended[i].endedAt()
-			b, _ := ended[j].endedAt()
-			return a.Before(b)
-		})
-		for _, p := range ended[:len(ended)-m.cfg.MaxEnded] {
+	sort.Slice(ended, func(i, j int) bool { // newest first
+		a, _ := ended[i].endedAt()
+		b, _ := ended[j].endedAt()
+		return a.After(b)
+	})
+	var held int64
+	for i, p := range ended {
+		held += p.stdout.Held() + p.stderr.Held()
+		if i >= m.cfg.MaxEnded || (i > 0 && held > m.cfg.MaxEndedBytes) {
 			delete(m.procs, p.ID)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/ring"
@@ -46,6 +47,7 @@ type Process struct {
 	stdout, stderr *ring.Ring
 	done           chan struct{}
 	killGrace      time.Duration
+	onEnd          func()
 
 	mu       sync.Mutex
 	stdin    io.WriteCloser // nil once closed or when there is none
@@ -91,6 +93,7 @@ func (m *Manager) Start(spec Spec) (*Process, error) {
 		ID: NewID("proc_"), Tag: spec.Tag, Cmd: spec.Cmd, Argv: spec.Argv, PTY: spec.PTY != nil,
 		started: time.Now(), stdout: m.newRing(), stderr: m.newRing(), done: make(chan struct{}),
 		killGrace: m.cfg.KillGrace, status: agentapi.StatusRunning,
+		onEnd: func() { m.sweep(time.Now()) },
 	}
 	if spec.PTY != nil {
 		err = p.startPTY(cmd, spec, m.cfg.WaitDelay)
@@ -210,6 +213,7 @@ func (p *Process) wait(cmd *exec.Cmd, ptyCopied <-chan struct{}) {
 	p.stdout.Close()
 	p.stderr.Close()
 	close(p.done)
+	p.onEnd()
 }
 
 // Done is closed once the process has been reaped and its output is complete.
@@ -287,15 +291,24 @@ func (p *Process) WriteStdin(ctx context.Context, data []byte, eof bool) error {
 	return nil
 }
 
-// Signal sends sig to the process's group.
+// Signal sends sig to the process's group; on a terminal, to its foreground group (the job a shell is running,
+// as ^C would).
 func (p *Process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return agentapi.Errorf(agentapi.CodeConflict, "process %s has ended", p.ID)
 	default:
 	}
-	if err := syscall.Kill(-p.PID, sig); err != nil {
-		return fmt.Errorf("signalling process group %d: %w", p.PID, err)
+	pgid := p.PID
+	p.mu.Lock()
+	if p.ptyFile != nil {
+		if fg, err := unix.IoctlGetInt(int(p.ptyFile.Fd()), unix.TIOCGPGRP); err == nil && fg > 0 {
+			pgid = fg
+		}
+	}
+	p.mu.Unlock()
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		return fmt.Errorf("signalling process group %d: %w", pgid, err)
 	}
 	return nil
 }
@@ -322,7 +335,12 @@ func (p *Process) terminate(reason string) {
 	}
 	p.reason = reason
 	p.mu.Unlock()
-	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	// An interactive shell ignores SIGTERM but ends on a hang-up, as when a terminal closes.
+	first := syscall.SIGTERM
+	if p.PTY {
+		first = syscall.SIGHUP
+	}
+	_ = syscall.Kill(-p.PID, first)
 	go func() {
 		select {
 		case <-p.done:

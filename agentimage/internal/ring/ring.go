@@ -126,6 +126,13 @@ func (r *Ring) copyLocked(dst []byte, off int64) {
 	}
 }
 
+// Held is how many bytes the ring holds now.
+func (r *Ring) Held() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.end - r.oldestLocked()
+}
+
 // Tail returns the last at most max bytes held and the offset of the first of them.
 func (r *Ring) Tail(max int) ([]byte, int64) {
 	r.mu.Lock()

@@ -16,7 +16,8 @@ import (
 
 // Root is a workspace root. Its zero value is unusable; use New.
 type Root struct {
-	dir string // absolute, symlinks resolved
+	dir   string // absolute, symlinks resolved
+	given string // absolute as configured (differs from dir when the root is reached through a symlink)
 }
 
 // New returns the root for dir, which must exist.
@@ -25,11 +26,11 @@ func New(dir string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
-	return &Root{dir: real}, nil
+	return &Root{dir: resolved, given: filepath.Clean(abs)}, nil
 }
 
 // Dir is the root's absolute, symlink-free path.
@@ -79,6 +80,10 @@ func (r *Root) lexical(p string) (string, error) {
 	var abs string
 	if filepath.IsAbs(p) {
 		abs = filepath.Clean(p)
+		if r.given != r.dir && within(r.given, abs) {
+			// the root's configured name, e.g. /workspace -> /data/ws: same place
+			abs = filepath.Join(r.dir, strings.TrimPrefix(abs, r.given))
+		}
 	} else {
 		abs = filepath.Join(r.dir, p)
 	}
@@ -88,12 +93,15 @@ func (r *Root) lexical(p string) (string, error) {
 	return abs, nil
 }
 
-// contains is a separator-aware prefix check: /workspace2 is not inside /workspace.
-func (r *Root) contains(abs string) bool {
-	if abs == r.dir {
+// contains reports whether abs is the root or below it.
+func (r *Root) contains(abs string) bool { return within(r.dir, abs) }
+
+// within is a separator-aware prefix check: /workspace2 is not inside /workspace.
+func within(dir, abs string) bool {
+	if abs == dir {
 		return true
 	}
-	prefix := r.dir
+	prefix := dir
 	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
 		prefix += string(filepath.Separator)
 	}
@@ -104,11 +112,11 @@ func (r *Root) contains(abs string) bool {
 func (r *Root) resolveExisting(orig, abs string) (string, error) {
 	existing, rest := abs, ""
 	for {
-		real, err := filepath.EvalSymlinks(existing)
+		resolved, err := filepath.EvalSymlinks(existing)
 		if err == nil {
-			full := real
+			full := resolved
 			if rest != "" {
-				full = filepath.Join(real, rest)
+				full = filepath.Join(resolved, rest)
 			}
 			if !r.contains(full) {
 				return "", invalid(orig, "path leaves the workspace through a symlink")

@@ -66,6 +66,28 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestResolveRootThroughSymlink: a root configured through a symlink accepts absolute paths under either name.
+func TestResolveRootThroughSymlink(t *testing.T) {
+	base := t.TempDir()
+	resolved := filepath.Join(base, "data", "ws")
+	must(t, os.MkdirAll(resolved, 0o755))
+	link := filepath.Join(base, "workspace")
+	must(t, os.Symlink(resolved, link))
+	r, err := New(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link + "/a/b", resolved + "/a/b", "a/b"} {
+		got, err := r.Resolve(p)
+		if err != nil || got != filepath.Join(resolved, "a/b") {
+			t.Fatalf("Resolve(%q) = %q, %v", p, got, err)
+		}
+	}
+	if _, err := r.Resolve(link + "x/a"); err == nil {
+		t.Fatal("sibling of the configured name accepted")
+	}
+}
+
 func TestResolveParentKeepsLink(t *testing.T) {
 	root := t.TempDir()
 	must(t, os.Symlink("/etc", filepath.Join(root, "etc-link")))
