@@ -4,10 +4,9 @@ go 1.26.8
 
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/chromedp/cdproto v0.159.2
 	github.com/coder/websocket v1.8.15
-	github.com/creack/pty v1.1.24
 	github.com/modelcontextprotocol/go-sdk v1.8.0
-	golang.org/x/sys v0.48.0
 )
 
 require (

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strconv"
-	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/internal/browser"
 	"github.com/sandgate/sandgate/agentimage/internal/portproxy"
@@ -15,9 +15,27 @@ import (
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 )
 
+// extras are the agent's optional capabilities: the Python kernel, the browser and the port proxy.
+type extras struct {
+	kernel  *pykernel.Kernel
+	browser *browser.Browser
+}
+
+// AddMCPTools registers python_exec and, with a browser, the browser_* tools on the agent's MCP server.
+func (e *extras) AddMCPTools(s *mcp.Server) {
+	e.kernel.AddMCPTools(s)
+	e.browser.AddMCPTools(s)
+}
+
+// Close stops the kernel and the browser's processes.
+func (e *extras) Close() {
+	e.kernel.Close()
+	e.browser.Stop()
+}
+
 // registerExtras adds the Python kernel, the browser (CDP, VNC, REST helpers) and the port proxy to srv, starting
-// the browser's processes when the profile asks for them. The returned func stops what it started.
-func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) (stop func()) {
+// the browser's processes when the profile asks for them.
+func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras {
 	dir := cfg.workspace
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		dir = ""
@@ -45,10 +63,5 @@ func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) (stop f
 	}
 	portproxy.New(portproxy.Config{Reserved: reserved, Token: cfg.token, Logger: logger.With("component", "proxy")}).Register(srv)
 
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		kernel.Close(ctx)
-		b.Stop()
-	}
+	return &extras{kernel: kernel, browser: b}
 }

@@ -52,6 +52,8 @@ type Browser struct {
 	wg     sync.WaitGroup
 
 	xvfb, vnc, chromium *supervised
+	// frontend serves Chromium's bundled DevTools pages under /cdp/devtools/.
+	frontend http.Handler
 
 	page pageTarget
 }
@@ -83,6 +85,7 @@ func New(cfg Config) *Browser {
 		cfg.Home = writableHome()
 	}
 	b := &Browser{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}}
+	b.frontend = b.frontendProxy()
 	env := append(append([]string{}, cfg.Env...), "DISPLAY="+cfg.Display)
 	if cfg.Browser || cfg.VNC {
 		b.xvfb = newSupervised(procSpec{

@@ -89,7 +89,7 @@ func (b *Browser) serveDevtools(w http.ResponseWriter, r *http.Request) {
 			agentapi.WriteError(w, err)
 			return
 		}
-		b.frontendProxy().ServeHTTP(w, r)
+		b.frontend.ServeHTTP(w, r)
 		return
 	}
 	version, err := b.ready(r.Context())
@@ -124,7 +124,8 @@ func (b *Browser) serveDevtools(w http.ResponseWriter, r *http.Request) {
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		if status == http.StatusNotFound || status == http.StatusBadRequest {
+		// Chromium answers an unknown target id with "500 No such target id".
+		if status == http.StatusNotFound || status == http.StatusBadRequest || status == http.StatusInternalServerError {
 			agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeNotFound, "no DevTools target at %s", path))
 			return
 		}

@@ -180,23 +180,19 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-func (b *Browser) serveNavigate(w http.ResponseWriter, r *http.Request) {
-	var req agentapi.BrowserNavigateRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
+// Navigate loads a URL in the persistent page and waits for its load event (default 30 s).
+func (b *Browser) Navigate(ctx context.Context, req agentapi.BrowserNavigateRequest) (agentapi.BrowserNavigateResult, error) {
+	var out agentapi.BrowserNavigateResult
 	u, err := url.Parse(req.URL)
 	if err != nil || u.Scheme == "" {
-		agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeInvalidRequest, "url %q is not an absolute URL", req.URL))
-		return
+		return out, agentapi.Errorf(agentapi.CodeInvalidRequest, "url %q is not an absolute URL", req.URL)
 	}
 	timeout := 30 * time.Second
 	if req.TimeoutMS > 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
-	var out agentapi.BrowserNavigateResult
-	err = b.withPage(r.Context(), func(s *session) error {
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	err = b.withPage(ctx, func(s *session) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		loads, stop := s.Subscribe(page.LoadEventFired.Method)
 		defer stop()
@@ -225,6 +221,72 @@ func (b *Browser) serveNavigate(w http.ResponseWriter, r *http.Request) {
 		out.Title, err = evaluateString(ctx, s, "document.title")
 		return err
 	})
+	return out, err
+}
+
+// Screenshot captures the persistent page as PNG; fullPage captures the whole scrollable page.
+func (b *Browser) Screenshot(ctx context.Context, fullPage bool) ([]byte, error) {
+	var data []byte
+	err := b.withPage(ctx, func(s *session) error {
+		params := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
+		if fullPage {
+			m, err := cdp.Call(ctx, s, page.GetLayoutMetrics, cdp.Empty{})
+			if err != nil {
+				return browserError("measuring the page: %v", err)
+			}
+			if m.CSSContentSize != nil {
+				yes := true
+				params.CaptureBeyondViewport = &yes
+				params.Clip = &page.Viewport{Width: math.Ceil(m.CSSContentSize.Width), Height: math.Ceil(m.CSSContentSize.Height), Scale: 1}
+			}
+		}
+		res, err := cdp.Call(ctx, s, page.CaptureScreenshot, params)
+		if err != nil {
+			return browserError("taking a screenshot: %v", err)
+		}
+		data = res.Data
+		return nil
+	})
+	return data, err
+}
+
+// Evaluate runs JavaScript in the persistent page (promises awaited) and returns its value as JSON.
+func (b *Browser) Evaluate(ctx context.Context, expression string) (json.RawMessage, error) {
+	if expression == "" {
+		return nil, agentapi.Errorf(agentapi.CodeInvalidRequest, "expression is empty")
+	}
+	var v jsonv2.Value
+	err := b.withPage(ctx, func(s *session) error {
+		var err error
+		v, err = evaluate(ctx, s, expression)
+		return err
+	})
+	return json.RawMessage(v), err
+}
+
+// Text returns the persistent page's URL, title and document.body.innerText.
+func (b *Browser) Text(ctx context.Context) (agentapi.BrowserTextResult, error) {
+	var out agentapi.BrowserTextResult
+	err := b.withPage(ctx, func(s *session) error {
+		var err error
+		if out.URL, err = evaluateString(ctx, s, "location.href"); err != nil {
+			return err
+		}
+		if out.Title, err = evaluateString(ctx, s, "document.title"); err != nil {
+			return err
+		}
+		out.Text, err = evaluateString(ctx, s, "document.body ? document.body.innerText : ''")
+		return err
+	})
+	return out, err
+}
+
+func (b *Browser) serveNavigate(w http.ResponseWriter, r *http.Request) {
+	var req agentapi.BrowserNavigateRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	out, err := b.Navigate(r.Context(), req)
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return
@@ -237,27 +299,7 @@ func (b *Browser) serveScreenshot(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	var data []byte
-	err := b.withPage(r.Context(), func(s *session) error {
-		params := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
-		if req.FullPage {
-			m, err := cdp.Call(r.Context(), s, page.GetLayoutMetrics, cdp.Empty{})
-			if err != nil {
-				return browserError("measuring the page: %v", err)
-			}
-			if m.CSSContentSize != nil {
-				yes := true
-				params.CaptureBeyondViewport = &yes
-				params.Clip = &page.Viewport{Width: math.Ceil(m.CSSContentSize.Width), Height: math.Ceil(m.CSSContentSize.Height), Scale: 1}
-			}
-		}
-		res, err := cdp.Call(r.Context(), s, page.CaptureScreenshot, params)
-		if err != nil {
-			return browserError("taking a screenshot: %v", err)
-		}
-		data = res.Data
-		return nil
-	})
+	data, err := b.Screenshot(r.Context(), req.FullPage)
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return
@@ -270,36 +312,16 @@ func (b *Browser) serveEvaluate(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if req.Expression == "" {
-		agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeInvalidRequest, "expression is empty"))
-		return
-	}
-	var v jsonv2.Value
-	err := b.withPage(r.Context(), func(s *session) error {
-		var err error
-		v, err = evaluate(r.Context(), s, req.Expression)
-		return err
-	})
+	v, err := b.Evaluate(r.Context(), req.Expression)
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return
 	}
-	agentapi.WriteJSON(w, http.StatusOK, agentapi.BrowserEvaluateResult{Value: json.RawMessage(v)})
+	agentapi.WriteJSON(w, http.StatusOK, agentapi.BrowserEvaluateResult{Value: v})
 }
 
 func (b *Browser) serveText(w http.ResponseWriter, r *http.Request) {
-	var out agentapi.BrowserTextResult
-	err := b.withPage(r.Context(), func(s *session) error {
-		var err error
-		if out.URL, err = evaluateString(r.Context(), s, "location.href"); err != nil {
-			return err
-		}
-		if out.Title, err = evaluateString(r.Context(), s, "document.title"); err != nil {
-			return err
-		}
-		out.Text, err = evaluateString(r.Context(), s, "document.body ? document.body.innerText : ''")
-		return err
-	})
+	out, err := b.Text(r.Context())
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return

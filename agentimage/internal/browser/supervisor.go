@@ -36,11 +36,10 @@ type supervised struct {
 	starts   int
 	pid      int
 	lastExit string
-	started  chan struct{} // closed and replaced on every start, so waiters learn of restarts
 }
 
 func newSupervised(spec procSpec, logger *slog.Logger) *supervised {
-	return &supervised{spec: spec, logger: logger.With("process", spec.name), started: make(chan struct{})}
+	return &supervised{spec: spec, logger: logger.With("process", spec.name)}
 }
 
 // Status is what /v1/browser/info and logs say about a supervised process.
@@ -93,8 +92,6 @@ func (s *supervised) run(ctx context.Context) {
 		s.mu.Lock()
 		s.starts++
 		s.pid = cmd.Process.Pid
-		close(s.started)
-		s.started = make(chan struct{})
 		s.mu.Unlock()
 		s.logger.Info("started", "pid", cmd.Process.Pid)
 

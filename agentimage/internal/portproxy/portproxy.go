@@ -110,7 +110,11 @@ func (p *Proxy) port(r *http.Request) (int, error) {
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	t := targetFrom(pr.In.Context())
-	prefix := fmt.Sprintf("/%s/%d", map[bool]string{true: "proxy", false: "absproxy"}[t.strip], t.port)
+	route := "absproxy"
+	if t.strip {
+		route = "proxy"
+	}
+	prefix := fmt.Sprintf("/%s/%d", route, t.port)
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = "127.0.0.1:" + strconv.Itoa(t.port)
 	if t.strip {

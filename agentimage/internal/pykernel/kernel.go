@@ -63,7 +63,9 @@ type Kernel struct {
 	// turn serialises cells and restarts; a channel so that waiting for it honours the caller's context.
 	turn chan struct{}
 
-	// Guarded by turn.
+	// mu guards proc and lost. Cells hold turn for their whole run; mu is only held briefly, so Close can kill a
+	// kernel in the middle of a cell.
+	mu   sync.Mutex
 	proc *process
 	// lost is true when a kernel died since the last cell, so the next result reports the restart.
 	lost bool
@@ -111,21 +113,20 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 	}
 	defer k.release()
 
-	restarted := false
-	if k.proc == nil {
-		p, err := k.start(ctx)
-		if err != nil {
-			return nil, err
-		}
-		k.proc, restarted, k.lost = p, k.lost, false
+	p, restarted, err := k.current(ctx)
+	if err != nil {
+		return nil, err
 	}
-	p := k.proc
 	started := time.Now()
 	res, err := p.run(ctx, code, timeout)
 	if err != nil {
 		var e *agentapi.Error
 		if errors.As(err, &e) && e.Code == agentapi.CodeKernelDied {
-			k.proc, k.lost = nil, true
+			k.mu.Lock()
+			if k.proc == p {
+				k.proc, k.lost = nil, true
+			}
+			k.mu.Unlock()
 		}
 		return nil, err
 	}
@@ -134,33 +135,51 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 	return res, nil
 }
 
+// current returns the running kernel, starting one if there is none; restarted reports that an earlier kernel died
+// since the last cell. The caller holds the turn.
+func (k *Kernel) current(ctx context.Context) (p *process, restarted bool, err error) {
+	k.mu.Lock()
+	p, lost := k.proc, k.lost
+	k.mu.Unlock()
+	if p != nil {
+		return p, false, nil
+	}
+	if p, err = k.start(ctx); err != nil {
+		return nil, false, err
+	}
+	k.mu.Lock()
+	k.proc, k.lost = p, false
+	k.mu.Unlock()
+	return p, lost, nil
+}
+
 // Restart replaces the kernel with a fresh one (starting it if none runs) and returns its Python version.
 func (k *Kernel) Restart(ctx context.Context) (*agentapi.PythonRestartResult, error) {
 	if err := k.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer k.release()
-	if k.proc != nil {
-		k.proc.kill()
-		k.proc = nil
-	}
+	k.stop()
 	p, err := k.start(ctx)
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
 	k.proc, k.lost = p, false
+	k.mu.Unlock()
 	return &agentapi.PythonRestartResult{Restarted: true, PythonVersion: p.version}, nil
 }
 
-// Close kills the kernel, waiting for a running cell's turn only as long as ctx allows.
-func (k *Kernel) Close(ctx context.Context) {
-	if k.acquire(ctx) != nil {
-		return
-	}
-	defer k.release()
-	if k.proc != nil {
-		k.proc.kill()
-		k.proc = nil
+// Close kills the kernel, also in the middle of a cell (which then answers kernel_died).
+func (k *Kernel) Close() { k.stop() }
+
+func (k *Kernel) stop() {
+	k.mu.Lock()
+	p := k.proc
+	k.proc = nil
+	k.mu.Unlock()
+	if p != nil {
+		p.kill()
 	}
 }
 
@@ -175,6 +194,7 @@ type process struct {
 	stderr  *capture
 	version string
 	logger  *slog.Logger
+	cells   uint64
 }
 
 type kernelReply struct {
@@ -280,16 +300,9 @@ func (p *process) readReplies(r io.ReadCloser) {
 	}
 }
 
-var nextID struct {
-	sync.Mutex
-	n uint64
-}
-
 func (p *process) run(ctx context.Context, code string, timeout time.Duration) (*agentapi.PythonExecResult, error) {
-	nextID.Lock()
-	nextID.n++
-	id := nextID.n
-	nextID.Unlock()
+	p.cells++ // run is only called with the kernel's turn held
+	id := p.cells
 	marker := newMarker()
 	p.stdout.expect([]byte(marker))
 	p.stderr.expect([]byte(marker))

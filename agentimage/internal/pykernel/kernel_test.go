@@ -18,7 +18,7 @@ func newTestKernel(t *testing.T) *Kernel {
 		t.Skip("python3 not installed")
 	}
 	k := New(Config{Dir: t.TempDir()})
-	t.Cleanup(func() { k.Close(context.Background()) })
+	t.Cleanup(func() { k.Close() })
 	return k
 }
 
