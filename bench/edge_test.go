@@ -46,7 +46,7 @@ type edgeRig struct {
 func newEdgeRig(b *testing.B) *edgeRig {
 	b.Helper()
 	testenv.Integration(b)
-	image := testenv.Image(b, "base")
+	image := benchImage(b, "base")
 	ns := testenv.Unique("sgbench")
 	b.Cleanup(func() { removeNamespace(ns) })
 	r := &edgeRig{}
@@ -434,4 +434,18 @@ func waitTLS(b *testing.B, c *http.Client, u string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// benchImage builds this branch's sandbox image under a tag of its own (the shared sandgate/sandbox tags are rebuilt
+// by every branch's tests) and returns it.
+func benchImage(b *testing.B, target string) string {
+	b.Helper()
+	const repo = "sandgate-edge/sandbox"
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "images.sh"), target)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building %s:%s: %v\n%s", repo, target, err, out)
+	}
+	return repo + ":" + target
 }

@@ -2,6 +2,9 @@ package caddymodule_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,7 +76,15 @@ func startWSEcho(t *testing.T, ctr, port string) {
 // and a WebSocket server too, through wss://.
 func TestEdgeAppReachesServerInSandbox(t *testing.T) {
 	e := startEdge(t, `	sandbox_ticket /sandboxes/*
-	sandbox_proxy /sandboxes/*`, true)
+	sandbox_proxy /sandboxes/*
+}
+
+https://*.sb.localhost:{EDGE_PORT} {
+	tls internal
+	sandbox_ticket app {
+		base_domains sb.localhost
+	}
+	sandbox_proxy app`, true)
 	id := e.createSandbox(t)
 	e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil) // starts it
 	agentURL, token := e.agentOf(t, id)
@@ -102,16 +113,37 @@ func TestEdgeAppReachesServerInSandbox(t *testing.T) {
 		t.Fatalf("app page: %d %q", status, body)
 	}
 
+	// Subdomain form: {port}-{id}.sb.localhost serves the same app at /.
+	sub := e.subdomainClient()
+	host := fmt.Sprintf("https://8000-%s.sb.localhost:%d", id, e.port)
+	resp, err := sub.Get(host + "/index.html?ticket=" + e.ticket(t, id, tickets.KindApp, tickets.PermRead))
+	if err != nil {
+		t.Fatalf("subdomain form: %v", err)
+	}
+	subBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(subBody)) != "hello-from-sandbox" {
+		t.Fatalf("subdomain form: %d %q", resp.StatusCode, subBody)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wss := strings.Replace(e.base, "https://", "wss://", 1)
-	c, _, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/app/9000/ws?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead),
-		&websocket.DialOptions{HTTPClient: e.client})
+	var c *websocket.Conn
+	for { // the echo server may still be starting: the agent answers 502 until it listens
+		c, _, err = websocket.Dial(ctx, wss+"/sandboxes/"+id+"/app/9000/ws?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead),
+			&websocket.DialOptions{HTTPClient: e.client})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatalf("app WebSocket: %v", err)
 	}
 	defer c.CloseNow()
-	for _, msg := range []string{"one", strings.Repeat("z", 100000)} {
+	echo := func(msg string) {
+		t.Helper()
 		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +153,16 @@ func TestEdgeAppReachesServerInSandbox(t *testing.T) {
 			t.Fatalf("echo of %d bytes: %d bytes, %v", len(msg), len(got), err)
 		}
 	}
+	echo("one")
+	echo(strings.Repeat("z", 100000))
+
+	// A reload that changes a setting keeps the open WebSocket (stream_close_delay) and the sandbox.
+	if err := e.g.Reload(strings.Replace(e.caddyfile, "grace_period 2s", "grace_period 3s", 1)); err != nil {
+		t.Fatal(err)
+	}
+	echo("after reload")
+	time.Sleep(time.Second)
+	echo("still after reload")
 }
 
 // TestEdgeVNCWebsockifyHandshake: /sandboxes/{id}/vnc/websockify reaches the sandbox's VNC server, which greets
@@ -158,11 +200,12 @@ func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
 // startEdgeBrowser is startEdge with a browser profile (Chromium, Xvfb, VNC).
 func startEdgeBrowser(t *testing.T) *edgeGateway {
 	t.Helper()
-	testenv.Image(t, "browser")
 	return startEdgeWith(t, `	sandbox_ticket /sandboxes/*
-	sandbox_proxy /sandboxes/*`, `
+	sandbox_proxy /sandboxes/* {
+		max_message 1MiB
+	}`, `
 		profile py {
-			image sandgate/sandbox:browser
+			image `+edgeImage(t, "browser")+`
 			cpus 1
 			memory 1g
 			pids 512
@@ -171,4 +214,14 @@ func startEdgeBrowser(t *testing.T) *edgeGateway {
 			app_port 3000
 			idle_timeout 10m
 		}`)
+}
+
+// subdomainClient resolves every name to the gateway on 127.0.0.1 (no DNS for *.sb.localhost in tests).
+func (e *edgeGateway) subdomainClient() *http.Client {
+	tr := e.client.Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", e.port))
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }

@@ -1,6 +1,7 @@
 package caddymodule_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/routes/tickets"
@@ -93,6 +96,26 @@ func TestEdgePlaywrightOverCDP(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if json.Unmarshal([]byte(lines[len(lines)-1]), &got) != nil || got.Title != "sandgate" || got.Text != "42" {
 			t.Fatalf("playwright run %d printed %s", i, out)
+		}
+	}
+
+	// A message over the route's max_message (1MiB) is closed with 1009 by the agent, on the gateway's word.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(e.base, "https://", "wss://", 1)+"/sandboxes/"+id+"/cdp?ticket="+e.ticket(t, id, tickets.KindCDP, tickets.PermWrite),
+		&websocket.DialOptions{HTTPClient: e.client})
+	if err != nil {
+		t.Fatalf("raw CDP WebSocket: %v", err)
+	}
+	defer c.CloseNow()
+	big := `{"id":1,"method":"Runtime.evaluate","params":{"expression":"'` + strings.Repeat("x", 2<<20) + `'"}}`
+	_ = c.Write(ctx, websocket.MessageText, []byte(big))
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+				t.Fatalf("oversized CDP message: %v, want close 1009", err)
+			}
+			break
 		}
 	}
 }

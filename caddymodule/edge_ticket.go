@@ -135,10 +135,13 @@ func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	grant, err := h.gate.Authorize(w, r)
 	if err != nil {
 		reqID := requestID(repl)
-		if !sandboxroute.IsRefusal(err) {
+		if errors.Is(err, sandboxroute.ErrNotSandboxRoute) {
 			sandboxroute.WriteJSONError(w, http.StatusNotFound, sandboxroute.ErrorDetail{Code: "not_found",
 				Message: "no sandbox route here", RequestID: reqID})
 			return nil
+		}
+		if !sandboxroute.IsRefusal(err) {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}
 		if c := h.logger.Check(zap.InfoLevel, "ticket refused"); c != nil {
 			c.Write(zap.String("reason", reasonOf(err)), zap.String("detail", err.Error()),

@@ -147,4 +147,15 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 			break
 		}
 	}
+
+	// The raw PTY route reaches the same session (the shell survived the disconnect).
+	p, _, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/pty/"+pty+"?takeover=1&ticket="+e.ticket(t, id, tickets.KindPTY, tickets.PermWrite),
+		&websocket.DialOptions{HTTPClient: e.client})
+	if err != nil {
+		t.Fatalf("dialing the pty route: %v", err)
+	}
+	defer p.CloseNow()
+	if err := ptyRun(ctx, p, "echo pty-$((2*21))", "pty-42"); err != nil {
+		t.Fatalf("pty route: %v", err)
+	}
 }

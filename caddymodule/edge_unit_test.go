@@ -1,0 +1,94 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+)
+
+type fakeRegistry map[string]bool
+
+func (f fakeRegistry) Exists(id string) bool { return f[id] }
+
+func TestSandboxPermission(t *testing.T) {
+	p := &SandboxPermission{BaseDomains: []string{"sb.example.com"}, registry: fakeRegistry{"sandbox-1": true}}
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"sandbox-1.sb.example.com", true},
+		{"3000-sandbox-1.sb.example.com", true},
+		{"SANDBOX-1.SB.EXAMPLE.COM", true},
+		{"sandbox-2.sb.example.com", false},
+		{"x.sandbox-1.sb.example.com", false},
+		{"sb.example.com", false},
+		{"sandbox-1.example.com", false},
+		{"www.google.com", false},
+	}
+	for _, tc := range tests {
+		err := p.CertificateAllowed(context.Background(), tc.name)
+		if tc.ok != (err == nil) {
+			t.Errorf("CertificateAllowed(%q) = %v", tc.name, err)
+		}
+		if err != nil && !errors.Is(err, caddytls.ErrPermissionDenied) {
+			t.Errorf("CertificateAllowed(%q) does not wrap ErrPermissionDenied: %v", tc.name, err)
+		}
+	}
+}
+
+func TestSandboxProxyCaddyfileErrors(t *testing.T) {
+	for _, src := range []string{
+		"sandbox_proxy shell",
+		"sandbox_proxy port 0",
+		"sandbox_proxy port x",
+		"sandbox_proxy app extra",
+		"sandbox_proxy app {\n max_message lots\n}",
+		"sandbox_proxy app {\n start_timeout -1s\n}",
+	} {
+		if _, err := readProxyOptions(caddyfile.NewTestDispenser(src)); err == nil {
+			t.Errorf("%q parsed", src)
+		}
+	}
+	opts, err := readProxyOptions(caddyfile.NewTestDispenser("sandbox_proxy port 8080 {\n rewrite_host gw\n allow_browser_close\n header_up X-A b\n}"))
+	if err != nil || opts.port != 8080 || opts.rewriteHost != "gw" || !opts.allowBrowserClose || len(opts.kinds) != 1 {
+		t.Fatalf("opts = %+v, %v", opts, err)
+	}
+}
+
+func TestSandboxTicketSecretRequired(t *testing.T) {
+	for _, secret := range []string{"short", "{env.SANDGATE_EDGE_UNSET_FOR_TEST}"} {
+		h := &SandboxTicket{Secret: secret}
+		err := h.Provision(testContext(t))
+		if err == nil || !strings.Contains(err.Error(), "at least 32") {
+			t.Errorf("secret %q: %v", secret, err)
+		}
+	}
+	h := &SandboxTicket{Secret: strings.Repeat("k", 32), Kind: "app", BaseDomains: []string{".SB.Example.com."}}
+	if err := h.Provision(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Cleanup()
+	if h.gate.BaseDomains[0] != "sb.example.com" || h.gate.SessionLifetime == 0 {
+		t.Fatalf("gate = %+v", h.gate)
+	}
+	// A second handler with the same secret shares the verifier (and its spent nonces).
+	h2 := &SandboxTicket{Secret: strings.Repeat("k", 32)}
+	if err := h2.Provision(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Cleanup()
+	if h2.gate.Verifier != h.gate.Verifier {
+		t.Fatal("handlers with one secret have different verifiers")
+	}
+}
+
+func testContext(t *testing.T) caddy.Context {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	return ctx
+}
