@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -59,6 +60,7 @@ type SandboxAPI struct {
 
 	handler  *bayapi.Handler
 	storeKey string
+	vols     *volumeRemover
 }
 
 // CaddyModule returns the Caddy module information.
@@ -130,8 +132,9 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 
 	agents := newAgentBackend()
+	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
 	cfg := bayapi.Config{
-		Sandboxes: managerBackend{m: app.Manager()}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
+		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
 		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret
@@ -175,13 +178,17 @@ func sandgateVersion() string {
 	return v
 }
 
-// Cleanup releases this config's reference to the shared store.
+// Cleanup releases this config's reference to the shared store and its engine client, if one was made.
 func (s *SandboxAPI) Cleanup() error {
-	if s.storeKey == "" {
-		return nil
+	var errs []error
+	if s.vols != nil {
+		errs = append(errs, s.vols.close())
 	}
-	_, err := apiStores.Delete(s.storeKey)
-	return err
+	if s.storeKey != "" {
+		_, err := apiStores.Delete(s.storeKey)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ServeHTTP serves /health and /v1/...; anything else goes to next.

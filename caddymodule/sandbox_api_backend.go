@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
@@ -21,7 +22,54 @@ import (
 )
 
 // managerBackend adapts the lifecycle Manager to the API's consumer interface.
-type managerBackend struct{ m *sandboxes.Manager }
+type managerBackend struct {
+	m    *sandboxes.Manager
+	vols *volumeRemover
+}
+
+// volumeRemover removes the Docker volume of a deleted cargo. The Manager only removes workspaces it created for
+// one sandbox; a cargo's volume outlives its sandboxes until the cargo itself is deleted. The engine client is
+// made on first use and closed at Cleanup.
+type volumeRemover struct {
+	newDriver func() (sandboxes.Driver, error)
+	mu        sync.Mutex
+	drv       sandboxes.Driver
+}
+
+func (v *volumeRemover) remove(ctx context.Context, name string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.drv == nil {
+		drv, err := v.newDriver()
+		if err != nil {
+			return fmt.Errorf("connecting to the engine: %w", err)
+		}
+		v.drv = drv
+	}
+	if err := v.drv.RemoveVolume(ctx, name); err != nil {
+		return fmt.Errorf("removing volume %s: %w", name, err)
+	}
+	return nil
+}
+
+func (v *volumeRemover) close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.drv == nil {
+		return nil
+	}
+	err := v.drv.Close()
+	v.drv = nil
+	return err
+}
+
+// RemoveWorkspace removes a cargo's volume (bayapi.WorkspaceRemover).
+func (b managerBackend) RemoveWorkspace(ctx context.Context, workspaceID string) error {
+	if b.vols == nil {
+		return nil
+	}
+	return b.vols.remove(ctx, b.m.VolumeName(workspaceID))
+}
 
 func (b managerBackend) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
 	sb, err := b.m.Create(ctx, req)

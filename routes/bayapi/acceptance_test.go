@@ -589,3 +589,66 @@ func ownBrowserImage(t *testing.T) string {
 	}
 	return ownImageRepo + ":browser"
 }
+
+// TestCargoAgainstGateway: a cargo is a workspace volume that outlives its sandboxes until it is deleted.
+func TestCargoAgainstGateway(t *testing.T) {
+	g := startGateway(t, "api_key sk-cargo", nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := client.New(g.url, "sk-cargo")
+	var cargo struct {
+		ID      string `json:"id"`
+		Managed bool   `json:"managed"`
+	}
+	if err := c.Do(ctx, "POST", "/v1/cargos", map[string]any{"size_limit_mb": 64}, &cargo); err != nil || cargo.Managed {
+		t.Fatalf("create cargo: %+v %v", cargo, err)
+	}
+	use := func() string {
+		var sb client.Sandbox
+		if err := c.Do(ctx, "POST", "/v1/sandboxes", map[string]any{"profile": "python-default", "cargo_id": cargo.ID, "ttl": 600}, &sb); err != nil {
+			t.Fatalf("create with cargo: %v", err)
+		}
+		if sb.CargoID == nil || *sb.CargoID != cargo.ID {
+			t.Errorf("cargo_id %v", sb.CargoID)
+		}
+		return sb.ID
+	}
+	first := use()
+	if err := c.WriteFile(ctx, first, "keep.txt", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	var conflict *client.Error
+	err := c.Do(ctx, "DELETE", "/v1/cargos/"+cargo.ID, nil, nil)
+	if !errors.As(err, &conflict) || conflict.Status != 409 || len(conflict.Details["active_sandbox_ids"].([]any)) != 1 {
+		t.Fatalf("delete in use: %v", err)
+	}
+	if err := c.DeleteSandbox(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second := use()
+	if s, err := c.ReadFile(ctx, second, "keep.txt"); err != nil || s != "kept" {
+		t.Errorf("the cargo did not keep the workspace: %q %v", s, err)
+	}
+	if err := c.DeleteSandbox(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	volume := g.ns + "-" + cargo.ID
+	if exec.Command("docker", "volume", "inspect", volume).Run() != nil {
+		t.Fatalf("volume %s missing before the cargo is deleted", volume)
+	}
+	// The deleted sandbox's container may still be going away: retry the 409 briefly.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = c.Do(ctx, "DELETE", "/v1/cargos/"+cargo.ID, nil, nil)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("delete cargo: %v", err)
+	}
+	if exec.Command("docker", "volume", "inspect", volume).Run() == nil {
+		t.Errorf("volume %s still exists after the cargo was deleted", volume)
+	}
+}
