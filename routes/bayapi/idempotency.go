@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// maxIdempotencyEntries bounds the cache: a client sending endless distinct keys evicts the oldest answers
+// rather than growing the gateway's memory.
+const maxIdempotencyEntries = 10000
+
 // idempotencyCache replays the first answer to a keyed request for ttl (Bay: 1 h). The same key with a different
 // body is a 409 conflict. It is per process: a restart forgets keys, as a client retrying across a restart of the
 // gateway gets a fresh operation.
@@ -92,6 +96,9 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p Prin
 		h.withIdempotency(w, r, p, op)
 		return
 	}
+	if len(c.entries) >= maxIdempotencyEntries {
+		c.evictOldestLocked()
+	}
 	e := &idemEntry{bodyHash: bodyHash, done: make(chan struct{})}
 	c.entries[ck] = e
 	c.mu.Unlock()
@@ -114,5 +121,19 @@ func isClosed(ch chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// evictOldestLocked drops the finished entry that expires first (in-flight ones are never dropped).
+func (c *idempotencyCache) evictOldestLocked() {
+	var oldest string
+	var at time.Time
+	for k, e := range c.entries {
+		if isClosed(e.done) && (oldest == "" || e.expires.Before(at)) {
+			oldest, at = k, e.expires
+		}
+	}
+	if oldest != "" {
+		delete(c.entries, oldest)
 	}
 }
