@@ -19,6 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -105,15 +106,36 @@ func apiRemoveNamespace(cli *docker.Client, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
-	list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	for _, c := range list {
-		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	// The gateway may still be tearing containers down: retry until nothing of the namespace is left.
+	for {
+		left := 0
+		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		for _, c := range list {
+			if cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) != nil {
+				left++
+			}
+		}
+		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+		for _, v := range vols.Volumes {
+			if cli.VolumeRemove(ctx, v.Name, true) != nil {
+				left++
+			}
+		}
+		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range nets {
+			if cli.NetworkRemove(ctx, n.ID) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	for _, v := range vols.Volumes {
-		_ = cli.VolumeRemove(ctx, v.Name, true)
-	}
-	_ = cli.NetworkRemove(ctx, ns+"-internal")
 }
 
 // agentOf finds a sandbox's agent address and token the way the gateway knows them: its container's address and

@@ -20,6 +20,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
@@ -113,7 +114,8 @@ func ownImage(t *testing.T) string {
 	return ownImageRepo + ":base"
 }
 
-// removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed.
+// removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed. The
+// gateway may still be tearing containers down when the test ends, so removal is retried until nothing is left.
 func removeNamespaceOnCleanup(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
@@ -122,19 +124,47 @@ func removeNamespaceOnCleanup(t *testing.T, ns string) {
 			return
 		}
 		defer cli.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		f := filters.NewArgs(filters.Arg("label", ns+".managed"))
+		if left := removeNamespace(cli, ns, time.Minute); left != "" {
+			t.Errorf("cleanup of namespace %s left %s", ns, left)
+		}
+	})
+}
+
+// removeNamespace removes the namespace's containers, volumes and network, retrying until they are gone or the
+// timeout passes; it reports what is left.
+func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
+	for {
+		left := 0
 		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 		for _, c := range list {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) != nil {
+				left++
+			}
 		}
 		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 		for _, v := range vols.Volumes {
-			_ = cli.VolumeRemove(ctx, v.Name, true)
+			if cli.VolumeRemove(ctx, v.Name, true) != nil {
+				left++
+			}
 		}
-		_ = cli.NetworkRemove(ctx, ns+"-internal")
-	})
+		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range nets {
+			if cli.NetworkRemove(ctx, n.ID) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("%d containers, volumes or networks", left)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func readCredentials(t *testing.T, dir string) bayapi.Credentials {
