@@ -223,6 +223,19 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 		t.Fatalf("bearer: %d %q", status, body)
 	}
 
+	// A reload that changes the ticket settings keeps the spent nonces: the first ticket stays spent.
+	if err := e.g.Reload(strings.Replace(e.caddyfile, "sandbox_ticket /sandboxes/*", "sandbox_ticket /sandboxes/* {\n\t\tleeway 2s\n\t\treplay_cache 5000\n\t}", 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.client.CloseIdleConnections() // the old server closes its idle keep-alive connections
+	if status, _, _ = e.get(t, e.client, path, nil); status != http.StatusUnauthorized {
+		t.Fatalf("ticket spent before a reload: %d after it", status)
+	}
+	fresh := e.ticket(t, "sandbox-a1", tickets.KindApp, tickets.PermRead)
+	if status, _, _ = e.get(t, e.client, "/sandboxes/sandbox-a1/app/?ticket="+fresh, nil); status != http.StatusOK {
+		t.Fatalf("fresh ticket after the reload: %d", status)
+	}
+
 	// The access log (query filter) holds the requests but not one ticket.
 	deadline := time.Now().Add(5 * time.Second)
 	var logged []byte
@@ -236,7 +249,7 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 	if !bytes.Contains(logged, []byte("/sandboxes/sandbox-a1/app/3000/index.html")) {
 		t.Fatalf("access log lacks the request:\n%s", logged)
 	}
-	for _, secret := range []string{tok, other, cdp, w} {
+	for _, secret := range []string{tok, other, cdp, w, fresh} {
 		if bytes.Contains(logged, []byte(secret)) || bytes.Contains(logged, []byte(strings.Split(secret, ".")[2])) {
 			t.Fatalf("access log contains a ticket:\n%s", logged)
 		}

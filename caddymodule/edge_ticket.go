@@ -34,13 +34,13 @@ const (
 	defaultSecret = "{env." + tickets.EnvSecret + "}"
 )
 
-// verifiers keeps one tickets.Verifier per secret across config reloads: a ticket spent before a reload must stay
-// spent after it. Keyed by a hash of the secret and the verifier's settings, never by the secret itself.
-var verifiers = caddy.NewUsagePool()
+// spentNonces keeps one store of spent ticket nonces per secret across config reloads: a ticket spent before a reload
+// must stay spent after it, whatever else the new config changes. Keyed by a hash of the secret, never the secret.
+var spentNonces = caddy.NewUsagePool()
 
-type pooledVerifier struct{ *tickets.Verifier }
+type pooledNonces struct{ *tickets.SpentNonces }
 
-func (pooledVerifier) Destruct() error { return nil }
+func (pooledNonces) Destruct() error { return nil }
 
 // SandboxTicket is the `http.handlers.sandbox_ticket` handler: it admits a browser request to one sandbox route
 // with a one-time ticket (query `ticket=` or `Authorization: Bearer`) or the session cookie an earlier ticket set,
@@ -98,16 +98,31 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	case session < 0:
 		session = 0
 	}
-	sum := sha256.Sum256([]byte(secret + "\x00" + strconv.FormatInt(int64(h.Leeway), 10) + "\x00" + strconv.Itoa(h.ReplayCache)))
-	h.poolKey = "sandgate.tickets." + hex.EncodeToString(sum[:])
-	v, _, err := verifiers.LoadOrNew(h.poolKey, func() (caddy.Destructor, error) {
-		ver, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret),
-			Leeway: time.Duration(h.Leeway), ReplayCacheSize: h.ReplayCache})
+	size := h.ReplayCache
+	if size <= 0 {
+		size = tickets.DefaultReplayCacheSize
+	}
+	sum := sha256.Sum256([]byte("sandgate ticket secret\x00" + secret))
+	h.poolKey = "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
+	pooled, _, err := spentNonces.LoadOrNew(h.poolKey, func() (caddy.Destructor, error) {
+		s, err := tickets.NewSpentNonces(size, nil)
 		if err != nil {
 			return nil, err
 		}
-		return pooledVerifier{ver}, nil
+		return pooledNonces{s}, nil
 	})
+	if err != nil {
+		return fmt.Errorf("sandbox_ticket: %w", err)
+	}
+	spent := pooled.(pooledNonces).SpentNonces
+	if size > spent.Size() {
+		// Grow only: a smaller setting in a later config must not evict live nonces (it would fail closed, but
+		// refuse good tickets); the store shrinks when the process restarts.
+		if err := spent.Resize(size); err != nil {
+			return fmt.Errorf("sandbox_ticket: %w", err)
+		}
+	}
+	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: time.Duration(h.Leeway), Spent: spent})
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
@@ -117,14 +132,14 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 			bases = append(bases, b)
 		}
 	}
-	h.gate = &sandboxroute.Gate{Verifier: v.(pooledVerifier).Verifier, BaseDomains: bases, Kind: kind, SessionLifetime: session}
+	h.gate = &sandboxroute.Gate{Verifier: v, BaseDomains: bases, Kind: kind, SessionLifetime: session}
 	return nil
 }
 
 // Cleanup releases the shared verifier.
 func (h *SandboxTicket) Cleanup() error {
 	if h.poolKey != "" {
-		_, err := verifiers.Delete(h.poolKey)
+		_, err := spentNonces.Delete(h.poolKey)
 		return err
 	}
 	return nil

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+
+	"github.com/sandgate/sandgate/routes/tickets"
 )
 
 type fakeRegistry map[string]bool
@@ -76,14 +79,25 @@ func TestSandboxTicketSecretRequired(t *testing.T) {
 	if h.gate.BaseDomains[0] != "sb.example.com" || h.gate.SessionLifetime == 0 {
 		t.Fatalf("gate = %+v", h.gate)
 	}
-	// A second handler with the same secret shares the verifier (and its spent nonces).
-	h2 := &SandboxTicket{Secret: strings.Repeat("k", 32)}
+	// A second handler with the same secret (another route, or the next config during a reload) shares the spent
+	// nonces, even with other settings; a larger replay_cache grows the shared store.
+	iss, _ := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(strings.Repeat("k", 32))})
+	tk, _ := iss.Issue(tickets.IssueRequest{SandboxID: "s", Kind: tickets.KindApp})
+	want := tickets.Expect{SandboxID: "s", Kind: tickets.KindApp}
+	if _, err := h.gate.Verifier.Verify(tk.Token, want); err != nil {
+		t.Fatal(err)
+	}
+	h2 := &SandboxTicket{Secret: strings.Repeat("k", 32), Leeway: caddy.Duration(time.Second), ReplayCache: tickets.DefaultReplayCacheSize * 2}
 	if err := h2.Provision(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	defer h2.Cleanup()
-	if h2.gate.Verifier != h.gate.Verifier {
-		t.Fatal("handlers with one secret have different verifiers")
+	if _, err := h2.gate.Verifier.Verify(tk.Token, want); err == nil {
+		t.Fatal("a ticket spent under one handler passed another handler of the same secret")
+	}
+	pooled, ok := spentNonces.References(h.poolKey)
+	if !ok || pooled != 2 {
+		t.Fatalf("pool references = %d, %v", pooled, ok)
 	}
 }
 

@@ -276,3 +276,37 @@ func TestSession(t *testing.T) {
 		t.Fatalf("expired session: %v", err)
 	}
 }
+
+// TestSharedSpentNonces: verifiers of one secret sharing a store (as across a config reload) refuse each other's
+// spent tickets, and shrinking the store fails closed.
+func TestSharedSpentNonces(t *testing.T) {
+	c := &clock{t: time.Now()}
+	spent, err := NewSpentNonces(10, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, _ := NewIssuer(IssuerConfig{Secret: secret, Now: c.now})
+	before, _ := NewVerifier(VerifierConfig{Secret: secret, Spent: spent, Now: c.now})
+	after, _ := NewVerifier(VerifierConfig{Secret: secret, Spent: spent, Now: c.now, Leeway: time.Second})
+	want := Expect{SandboxID: "s", Kind: KindApp}
+	var toks []string
+	for range 3 {
+		tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
+		toks = append(toks, tk.Token)
+		if _, err := before.Verify(tk.Token, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := after.Verify(toks[0], want); reasonOf(err) != ReasonReplayed {
+		t.Fatalf("spent before the reload, replayed after: %v", err)
+	}
+	if err := spent.Resize(1); err != nil || spent.Len() != 1 {
+		t.Fatalf("resize: %v, len %d", err, spent.Len())
+	}
+	if _, err := after.Verify(toks[1], want); reasonOf(err) != ReasonReplayed {
+		t.Fatalf("nonce evicted by a shrink: %v, want replayed", err)
+	}
+	if _, err := NewSpentNonces(0, nil); err == nil {
+		t.Fatal("zero-sized store accepted")
+	}
+}

@@ -17,32 +17,115 @@ type VerifierConfig struct {
 	Secret []byte
 	// Leeway absorbs clock skew on exp, nbf and iat; 0 means DefaultLeeway, negative means none.
 	Leeway time.Duration
-	// ReplayCacheSize is how many spent nonces are remembered; 0 means DefaultReplayCacheSize.
+	// Spent remembers spent nonces. Verifiers of one secret must share one (the Caddy glue keeps it across config
+	// reloads); nil makes a private one of ReplayCacheSize entries.
+	Spent *SpentNonces
+	// ReplayCacheSize sizes a private Spent; 0 means DefaultReplayCacheSize.
 	ReplayCacheSize int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
-// Verifier checks tickets and session cookies. It remembers spent nonces, so one Verifier must serve every route
-// that accepts tickets from the same secret (the Caddy glue keeps it across config reloads). Safe for concurrent use.
+// Verifier checks tickets and session cookies. Safe for concurrent use.
 type Verifier struct {
 	keys   keys
 	leeway time.Duration
 	now    func() time.Time
-	spent  *lru.Cache[string, time.Time] // nonce -> the ticket's expiry
+	spent  *SpentNonces
+}
+
+// SpentNonces is the one-time memory of tickets: an LRU of spent nonces with their tickets' expiry. Safe for
+// concurrent use.
+type SpentNonces struct {
+	cache *lru.Cache[string, time.Time] // nonce -> the ticket's expiry
 
 	// floor is the latest expiry of a nonce that was evicted from the full cache while its ticket was still valid.
 	// Such a ticket could be replayed without the cache noticing, so every ticket expiring at or before the floor
-	// is refused: under a flood of tickets the verifier fails closed instead of open.
+	// is refused: under a flood of tickets (or a shrink) the cache fails closed instead of open.
 	mu    sync.Mutex
 	floor time.Time
+	grace time.Duration // the largest leeway of the verifiers using the store
+	size  int
+	now   func() time.Time
 }
 
-// Expect is what the route being entered requires of a ticket.
-type Expect struct {
-	SandboxID  string
-	Kind       Kind
-	Permission Permission
+// NewSpentNonces returns an empty store for size nonces; now is the clock (nil: time.Now).
+func NewSpentNonces(size int, now func() time.Time) (*SpentNonces, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("replay cache size must be positive, not %d", size)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	s := &SpentNonces{now: now, size: size}
+	var err error
+	if s.cache, err = lru.NewWithEvict(size, s.evicted); err != nil {
+		return nil, fmt.Errorf("creating replay cache: %w", err)
+	}
+	return s, nil
+}
+
+// Resize changes how many nonces are remembered. Shrinking evicts the oldest, raising the floor if they were live.
+func (s *SpentNonces) Resize(size int) error {
+	if size <= 0 {
+		return fmt.Errorf("replay cache size must be positive, not %d", size)
+	}
+	s.cache.Resize(size)
+	s.mu.Lock()
+	s.size = size
+	s.mu.Unlock()
+	return nil
+}
+
+// Size is how many nonces the store can remember.
+func (s *SpentNonces) Size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size
+}
+
+// Len is how many nonces are remembered.
+func (s *SpentNonces) Len() int { return s.cache.Len() }
+
+func (s *SpentNonces) evicted(_ string, exp time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !exp.Add(s.grace).After(s.now()) {
+		return // the ticket is dead anyway: forgetting its nonce is harmless
+	}
+	if exp.After(s.floor) {
+		s.floor = exp
+	}
+}
+
+func (s *SpentNonces) useLeeway(leeway time.Duration) {
+	s.mu.Lock()
+	s.grace = max(s.grace, leeway)
+	s.mu.Unlock()
+}
+
+// spend records nonce as spent; it reports a replay, or a ticket the store cannot prove unspent.
+func (s *SpentNonces) spend(nonce string, exp time.Time, leeway time.Duration) error {
+	s.mu.Lock()
+	floor := s.floor
+	s.mu.Unlock()
+	if !exp.After(floor) {
+		return refuse(ReasonReplayed, "replay cache overflowed while tickets expiring at or before %s were live", floor.Format(time.RFC3339))
+	}
+	// Forget a few of the oldest nonces whose tickets have expired (with the leeway), so entries leave with their
+	// tickets instead of only when the cache is full. An expired ticket fails its exp check before reaching here.
+	now := s.now()
+	for range 4 {
+		_, e, ok := s.cache.GetOldest()
+		if !ok || e.Add(leeway).After(now) {
+			break
+		}
+		s.cache.RemoveOldest()
+	}
+	if seen, _ := s.cache.ContainsOrAdd(nonce, exp); seen {
+		return refuse(ReasonReplayed, "nonce %s already spent", nonce)
+	}
+	return nil
 }
 
 // NewVerifier checks the configuration and returns a Verifier.
@@ -57,32 +140,26 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	case cfg.Leeway < 0:
 		cfg.Leeway = 0
 	}
-	if cfg.ReplayCacheSize == 0 {
-		cfg.ReplayCacheSize = DefaultReplayCacheSize
-	}
-	if cfg.ReplayCacheSize < 0 {
-		return nil, fmt.Errorf("replay cache size must be positive, not %d", cfg.ReplayCacheSize)
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	v := &Verifier{keys: k, leeway: cfg.Leeway, now: cfg.Now}
-	v.spent, err = lru.NewWithEvict(cfg.ReplayCacheSize, v.evicted)
-	if err != nil {
-		return nil, fmt.Errorf("creating replay cache: %w", err)
+	if cfg.Spent == nil {
+		if cfg.ReplayCacheSize == 0 {
+			cfg.ReplayCacheSize = DefaultReplayCacheSize
+		}
+		if cfg.Spent, err = NewSpentNonces(cfg.ReplayCacheSize, cfg.Now); err != nil {
+			return nil, err
+		}
 	}
-	return v, nil
+	cfg.Spent.useLeeway(cfg.Leeway)
+	return &Verifier{keys: k, leeway: cfg.Leeway, now: cfg.Now, spent: cfg.Spent}, nil
 }
 
-func (v *Verifier) evicted(_ string, exp time.Time) {
-	if !exp.Add(v.leeway).After(v.now()) {
-		return // the ticket is dead anyway: forgetting its nonce is harmless
-	}
-	v.mu.Lock()
-	if exp.After(v.floor) {
-		v.floor = exp
-	}
-	v.mu.Unlock()
+// Expect is what the route being entered requires of a ticket.
+type Expect struct {
+	SandboxID  string
+	Kind       Kind
+	Permission Permission
 }
 
 // Verify checks a ticket against the route and spends its nonce. A ticket passes once.
@@ -97,31 +174,10 @@ func (v *Verifier) Verify(token string, want Expect) (*Claims, error) {
 	if c.ID == "" {
 		return nil, refuse(ReasonMalformed, "no jti nonce")
 	}
-	exp := c.ExpiresAt.Time
-	v.mu.Lock()
-	floor := v.floor
-	v.mu.Unlock()
-	if !exp.After(floor) {
-		return nil, refuse(ReasonReplayed, "replay cache overflowed while tickets expiring at or before %s were live", floor.Format(time.RFC3339))
-	}
-	v.dropExpired()
-	if seen, _ := v.spent.ContainsOrAdd(c.ID, exp); seen {
-		return nil, refuse(ReasonReplayed, "nonce %s already spent", c.ID)
+	if err := v.spent.spend(c.ID, c.ExpiresAt.Time, v.leeway); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-// dropExpired forgets a few of the oldest nonces whose tickets have expired, so spent entries leave with their
-// tickets instead of only when the cache is full.
-func (v *Verifier) dropExpired() {
-	now := v.now()
-	for range 4 {
-		_, exp, ok := v.spent.GetOldest()
-		if !ok || exp.Add(v.leeway).After(now) {
-			return
-		}
-		v.spent.RemoveOldest()
-	}
 }
 
 func (v *Verifier) parse(token string, key []byte, audience string) (*Claims, error) {
