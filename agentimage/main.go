@@ -43,6 +43,7 @@ func run(logger *slog.Logger) error {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	defer registerExtras(srv, cfg, logger)()
 	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		agentapi.WriteJSON(w, http.StatusOK, agentapi.Info{
 			Version:       version,
@@ -52,6 +53,12 @@ func run(logger *slog.Logger) error {
 			UptimeSeconds: time.Since(srv.Started()).Seconds(),
 		})
 	})
+
+	core, err := registerCore(srv, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -13,6 +13,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeFileNotFound     = "file_not_found"
 	CodeInvalidPath      = "invalid_path"
+	CodePermissionDenied = "permission_denied"
 	CodeInvalidRequest   = "invalid_request"
 	CodeConflict         = "conflict"
 	CodePreconditionFail = "precondition_failed"
@@ -30,6 +31,7 @@ var codeStatus = map[string]int{
 	CodeNotFound:         http.StatusNotFound,
 	CodeFileNotFound:     http.StatusNotFound,
 	CodeInvalidPath:      http.StatusBadRequest,
+	CodePermissionDenied: http.StatusForbidden,
 	CodeInvalidRequest:   http.StatusBadRequest,
 	CodeConflict:         http.StatusConflict,
 	CodePreconditionFail: http.StatusPreconditionFailed,

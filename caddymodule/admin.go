@@ -1,0 +1,166 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	caddy.RegisterModule(new(AdminAPI))
+}
+
+// AdminAPI is `admin.api.sandboxes`: list, inspect and delete sandboxes on Caddy's admin endpoint (which has no
+// authentication of its own: keep it on localhost or a unix socket).
+//
+//	GET    /sandboxes[?owner=&status=&limit=&cursor=]
+//	POST   /sandboxes {"profile":..., "owner":..., "ttl": seconds or "1h", "env": {...}, "workspace_id": ...}
+//	GET    /sandboxes/{id}
+//	DELETE /sandboxes/{id}
+type AdminAPI struct {
+	ctx caddy.Context
+}
+
+// CaddyModule returns the Caddy module information.
+func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.sandboxes", New: func() caddy.Module { return new(AdminAPI) }}
+}
+
+// Provision keeps the context; the Manager is looked up per request.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	return nil
+}
+
+// Routes returns the admin routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/sandboxes", Handler: caddy.AdminHandlerFunc(a.list)},
+		{Pattern: "/sandboxes/", Handler: caddy.AdminHandlerFunc(a.one)},
+	}
+}
+
+// manager finds the Manager of the running sandboxes app. The admin endpoint can outlive the config its routes
+// were provisioned with (a reload that fails validation keeps the old apps running but not necessarily the admin
+// server's context), so the lookup goes through the reload-surviving pool: the Manager most recently started.
+func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
+	var best *managerHolder
+	managers.Range(func(_, v any) bool {
+		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
+			best = h
+		}
+		return true
+	})
+	if best == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
+	}
+	return best.mgr, nil
+}
+
+// createRequest is the body of POST /sandboxes.
+type createRequest struct {
+	Profile     string             `json:"profile"`
+	Owner       string             `json:"owner"`
+	TTL         sandboxes.Duration `json:"ttl"`
+	Env         map[string]string  `json:"env"`
+	WorkspaceID string             `json:"workspace_id"`
+}
+
+func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
+	if r.Method == http.MethodPost {
+		return a.create(w, r)
+	}
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	items, next, err := mgr.List(r.Context(), sandboxes.ListOptions{Owner: q.Get("owner"), Status: sandboxes.Status(q.Get("status")),
+		Limit: limit, Cursor: q.Get("cursor")})
+	if err != nil {
+		return apiError(err)
+	}
+	return writeJSON(w, map[string]any{"items": items, "next_cursor": next, "stats": mgr.Stats()})
+}
+
+func (a *AdminAPI) create(w http.ResponseWriter, r *http.Request) error {
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	var req createRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", err)}
+	}
+	sb, err := mgr.Create(r.Context(), sandboxes.CreateRequest{Profile: req.Profile, Owner: req.Owner, TTL: req.TTL.Std(),
+		Env: req.Env, WorkspaceID: req.WorkspaceID})
+	if err != nil {
+		return apiError(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	return json.NewEncoder(w).Encode(sb)
+}
+
+func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	id := strings.Trim(strings.TrimPrefix(r.URL.Path, "/sandboxes/"), "/")
+	if id == "" {
+		return a.list(w, r)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		sb, err := mgr.Get(r.Context(), id)
+		if err != nil {
+			return apiError(err)
+		}
+		return writeJSON(w, sb)
+	case http.MethodDelete:
+		if err := mgr.Delete(r.Context(), id); err != nil {
+			return apiError(err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+}
+
+func apiError(err error) error {
+	status := http.StatusInternalServerError
+	switch sandboxes.ErrorCode(err) {
+	case sandboxes.CodeNotFound:
+		status = http.StatusNotFound
+	case sandboxes.CodeInvalid, sandboxes.CodeUnknownProfile:
+		status = http.StatusBadRequest
+	case sandboxes.CodeQuotaExceeded:
+		status = http.StatusTooManyRequests
+	}
+	return caddy.APIError{HTTPStatus: status, Err: err}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+var (
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+)

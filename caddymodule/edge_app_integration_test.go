@@ -1,0 +1,174 @@
+package caddymodule_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+// requireAgentRoute skips the test when the agent does not serve path yet (it answers its typed "no route" 404).
+func requireAgentRoute(t *testing.T, agentURL, token, path, branch string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, agentURL+path, nil)
+	req.Header.Set(agentapi.TokenHeader, token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 512)
+	n, _ := resp.Body.Read(buf)
+	if resp.StatusCode == http.StatusNotFound && strings.Contains(string(buf[:n]), "no route") {
+		t.Skipf("the agent does not serve %s yet (branch %s)", path, branch)
+	}
+}
+
+// containerOf is the running container of a sandbox.
+func (e *edgeGateway) containerOf(t *testing.T, id string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+e.ns+".id="+id).Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("no running container for %s: %v", id, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// startWSEcho builds bench/internal/wsecho, streams it into the sandbox's /tmp and runs it on port.
+func startWSEcho(t *testing.T, ctr, port string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "wsecho")
+	build := exec.Command("go", "build", "-o", bin, "./bench/internal/wsecho")
+	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building wsecho: %v\n%s", err, out)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cp := exec.Command("docker", "exec", "-i", ctr, "sh", "-c", "cat > /tmp/wsecho && chmod +x /tmp/wsecho")
+	cp.Stdin = f
+	if out, err := cp.CombinedOutput(); err != nil {
+		t.Fatalf("copying wsecho: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("docker", "exec", "-d", ctr, "/tmp/wsecho", "-addr", ":"+port).CombinedOutput(); err != nil {
+		t.Fatalf("starting wsecho: %v\n%s", err, out)
+	}
+}
+
+// TestEdgeAppReachesServerInSandbox: /sandboxes/{id}/app/{port}/ reaches an HTTP server started inside the sandbox,
+// and a WebSocket server too, through wss://.
+func TestEdgeAppReachesServerInSandbox(t *testing.T) {
+	e := startEdge(t, `	sandbox_ticket /sandboxes/*
+	sandbox_proxy /sandboxes/*`, true)
+	id := e.createSandbox(t)
+	e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil) // starts it
+	agentURL, token := e.agentOf(t, id)
+	requireAgentRoute(t, agentURL, token, "/proxy/1/", "agent-extras")
+	ctr := e.containerOf(t, id)
+
+	if out, err := exec.Command("docker", "exec", ctr, "sh", "-c", "mkdir -p /tmp/site && echo hello-from-sandbox > /tmp/site/index.html").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, err := exec.Command("docker", "exec", "-d", ctr, "python3", "-m", "http.server", "8000", "-d", "/tmp/site").CombinedOutput(); err != nil {
+		t.Fatalf("starting http.server: %v %s", err, out)
+	}
+	startWSEcho(t, ctr, "9000")
+
+	deadline := time.Now().Add(20 * time.Second)
+	var status int
+	var body string
+	for time.Now().Before(deadline) {
+		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/index.html?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+		if status == http.StatusOK {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if status != http.StatusOK || strings.TrimSpace(body) != "hello-from-sandbox" {
+		t.Fatalf("app page: %d %q", status, body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wss := strings.Replace(e.base, "https://", "wss://", 1)
+	c, _, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/app/9000/ws?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead),
+		&websocket.DialOptions{HTTPClient: e.client})
+	if err != nil {
+		t.Fatalf("app WebSocket: %v", err)
+	}
+	defer c.CloseNow()
+	for _, msg := range []string{"one", strings.Repeat("z", 100000)} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadLimit(1 << 20)
+		_, got, err := c.Read(ctx)
+		if err != nil || string(got) != msg {
+			t.Fatalf("echo of %d bytes: %d bytes, %v", len(msg), len(got), err)
+		}
+	}
+}
+
+// TestEdgeVNCWebsockifyHandshake: /sandboxes/{id}/vnc/websockify reaches the sandbox's VNC server, which greets
+// with the RFB protocol version.
+func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
+	e := startEdgeBrowser(t)
+	id := e.createSandbox(t)
+	e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+	agentURL, token := e.agentOf(t, id)
+	requireAgentRoute(t, agentURL, token, "/vnc/websockify", "agent-extras")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wss := strings.Replace(e.base, "https://", "wss://", 1)
+	var c *websocket.Conn
+	var err error
+	for {
+		c, _, err = websocket.Dial(ctx, wss+"/sandboxes/"+id+"/vnc/websockify?ticket="+e.ticket(t, id, tickets.KindVNC, tickets.PermWrite),
+			&websocket.DialOptions{HTTPClient: e.client, Subprotocols: []string{"binary"}})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second) // the VNC server starts with the desktop
+	}
+	if err != nil {
+		t.Fatalf("websockify: %v", err)
+	}
+	defer c.CloseNow()
+	_, greeting, err := c.Read(ctx)
+	if err != nil || !strings.HasPrefix(string(greeting), "RFB 003.") {
+		t.Fatalf("RFB greeting: %q %v", greeting, err)
+	}
+}
+
+// startEdgeBrowser is startEdge with a browser profile (Chromium, Xvfb, VNC).
+func startEdgeBrowser(t *testing.T) *edgeGateway {
+	t.Helper()
+	testenv.Image(t, "browser")
+	return startEdgeWith(t, `	sandbox_ticket /sandboxes/*
+	sandbox_proxy /sandboxes/*`, `
+		profile py {
+			image sandgate/sandbox:browser
+			cpus 1
+			memory 1g
+			pids 512
+			disk 256m
+			capabilities shell python filesystem browser vnc
+			app_port 3000
+			idle_timeout 10m
+		}`)
+}

@@ -1,0 +1,150 @@
+package caddymodule_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+// agentOf returns a running sandbox's agent URL and token, read from its container (tests only: the gateway never
+// shows them to clients).
+func (e *edgeGateway) agentOf(t *testing.T, id string) (url, token string) {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+e.ns+".id="+id).Output()
+	ctr := strings.TrimSpace(string(out))
+	if err != nil || ctr == "" {
+		t.Fatalf("finding the container of %s: %v", id, err)
+	}
+	ip, err := exec.Command("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", ctr).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := exec.Command("docker", "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", ctr).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(kv, agentapi.EnvToken+"="); ok {
+			token = v
+		}
+	}
+	return fmt.Sprintf("http://%s:%d", strings.TrimSpace(string(ip)), agentapi.DefaultPort), token
+}
+
+// createPTY opens a shell session on the agent, or skips when the agent has no PTY yet.
+func createPTY(t *testing.T, agentURL, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, agentURL+"/v1/pty", strings.NewReader(`{"cmd":"/bin/sh","cols":80,"rows":24}`))
+	req.Header.Set(agentapi.TokenHeader, token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "no route") {
+		t.Skip("the agent has no PTY sessions yet (branch agent-core)")
+	}
+	var s agentapi.PTYSession
+	if resp.StatusCode/100 != 2 || json.Unmarshal(body, &s) != nil || s.ID == "" {
+		t.Fatalf("POST /v1/pty: %s %s", resp.Status, body)
+	}
+	return s.ID
+}
+
+// ptyRun sends a command on the terminal WebSocket and waits for marker in its output.
+func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
+	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{agentapi.PTYChannelStdin}, cmd+"\n"...)); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	var seen bytes.Buffer
+	for {
+		typ, p, err := c.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("reading (seen %q): %w", seen.String(), err)
+		}
+		if typ == websocket.MessageBinary && len(p) > 0 && p[0] == agentapi.PTYChannelStdout {
+			seen.Write(p[1:])
+			if strings.Count(seen.String(), marker) >= 1 && strings.Contains(seen.String(), marker+"\r\n") {
+				return nil
+			}
+		}
+	}
+}
+
+// TestEdgeTerminalOverWSS: a terminal WebSocket through wss:// echoes a command, keeps its sandbox from being
+// idle-stopped while open (lease), survives a config reload, and an oversized message is closed with 1009.
+func TestEdgeTerminalOverWSS(t *testing.T) {
+	site := `	sandbox_ticket /sandboxes/*
+	sandbox_proxy /sandboxes/* {
+		max_message 4KiB
+	}`
+	e := startEdge(t, site, true)
+	id := e.createSandbox(t)
+	// Start it through the gateway, then create a PTY on the agent.
+	status, _, _ := e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+	if status == http.StatusUnauthorized {
+		t.Fatal("ticket refused")
+	}
+	agentURL, token := e.agentOf(t, id)
+	pty := createPTY(t, agentURL, token)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wss := strings.Replace(e.base, "https://", "wss://", 1)
+	// A read ticket cannot open an interactive stream.
+	if _, resp, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/terminal/ws?pty="+pty+"&ticket="+e.ticket(t, id, tickets.KindTerminal, tickets.PermRead),
+		&websocket.DialOptions{HTTPClient: e.client}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("read ticket on the terminal: %v %v", resp, err)
+	}
+	c, _, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/terminal/ws?pty="+pty+"&ticket="+e.ticket(t, id, tickets.KindTerminal, tickets.PermWrite),
+		&websocket.DialOptions{HTTPClient: e.client})
+	if err != nil {
+		t.Fatalf("dialing the terminal: %v", err)
+	}
+	defer c.CloseNow()
+	if err := ptyRun(ctx, c, "echo edge-$((6*7))", "edge-42"); err != nil {
+		t.Fatalf("terminal echo: %v", err)
+	}
+
+	// The profile's idle timeout is 4s; the open stream's lease keeps the sandbox running.
+	time.Sleep(8 * time.Second)
+	if s := e.sandboxStatus(t, id); s != "ready" {
+		t.Fatalf("sandbox with an open terminal went %s", s)
+	}
+
+	// A reload (a changed setting) keeps the stream.
+	if err := e.g.Reload(strings.Replace(e.caddyfile, "grace_period 2s", "grace_period 3s", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ptyRun(ctx, c, "echo after-$((10+5))", "after-15"); err != nil {
+		t.Fatalf("terminal after reload: %v", err)
+	}
+
+	// An oversized message is refused by the agent with 1009, the limit the gateway set.
+	big := append([]byte{agentapi.PTYChannelStdin}, bytes.Repeat([]byte("x"), 8<<10)...)
+	_ = c.Write(ctx, websocket.MessageBinary, big)
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusMessageTooBig {
+				t.Fatalf("oversized message: %v, want close 1009", err)
+			}
+			break
+		}
+	}
+}

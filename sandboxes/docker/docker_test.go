@@ -1,0 +1,79 @@
+package docker
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func TestCheckRunc(t *testing.T) {
+	tests := []struct {
+		commit, version string
+		ok              bool
+		warn            string
+	}{
+		{"v1.1.12-0-g51d5e94", "1.1.12", true, ""},
+		{"v1.2.5-0-g59923ef", "1.2.5", true, ""},
+		{"1.1.5+ds1-1+deb12u1", "1.1.5", true, "CVE-2024-21626"},
+		{"1.1.5+ds1-1+deb12u3", "1.1.5", true, "CVE-2024-21626"},
+		{"1.1.5+ds1-1", "1.1.5", false, ""},
+		{"1.1.5+ds1-1+deb12u0", "1.1.5", false, ""},
+		{"1.0.0~rc93+ds1-5+deb11u3", "", true, "CVE-2024-21626"},
+		{"1.0.0~rc93+ds1-5+deb11u2", "", false, ""},
+		{"v1.1.11-0-gabcdef", "1.1.11", false, ""},
+		{"", "1.1.4", false, ""},
+		{"", "", true, "cannot tell"},
+	}
+	for _, tt := range tests {
+		warn, err := CheckRunc(tt.commit, tt.version)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckRunc(%q, %q): err %v, want ok=%v", tt.commit, tt.version, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "CVE-2024-21626") {
+			t.Errorf("refusal does not name the CVE: %v", err)
+		}
+		if tt.warn != "" && !strings.Contains(warn, tt.warn) || tt.warn == "" && warn != "" {
+			t.Errorf("CheckRunc(%q, %q): warning %q, want %q", tt.commit, tt.version, warn, tt.warn)
+		}
+	}
+}
+
+func TestHostConfigHardening(t *testing.T) {
+	spec := sandboxes.ContainerSpec{Volume: "ns-ws-1", Network: "ns-internal", AgentPort: 7777, Profile: sandboxes.Profile{
+		ID: "p", Image: "img", Runtime: "runsc", Capabilities: []string{sandboxes.CapBrowser},
+		Resources: sandboxes.Resources{CPUs: 1.5, Memory: "512m", Disk: "100m", Pids: 64},
+	}}
+	hc, err := HostConfig(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || !hc.ReadonlyRootfs || hc.Privileged || !*hc.Init || hc.AutoRemove ||
+		hc.Memory != 512<<20 || hc.MemorySwap != hc.Memory || hc.NanoCPUs != 1.5e9 || *hc.PidsLimit != 64 ||
+		hc.Runtime != "runsc" || hc.ShmSize != 256<<20 || string(hc.NetworkMode) != "ns-internal" || len(hc.PortBindings) != 0 {
+		t.Fatalf("host config: %+v", hc)
+	}
+	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || slices.ContainsFunc(hc.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }) {
+		t.Errorf("security opts %v", hc.SecurityOpt)
+	}
+	for _, path := range []string{"/tmp", "/home/sandbox"} {
+		if o := hc.Tmpfs[path]; !strings.Contains(o, "exec") || strings.Contains(o, "noexec") || !strings.Contains(o, "size=104857600") {
+			t.Errorf("tmpfs %s: %q", path, o)
+		}
+	}
+	if len(hc.Mounts) != 1 || hc.Mounts[0].Target != "/workspace" || hc.Mounts[0].Source != "ns-ws-1" {
+		t.Errorf("mounts %+v", hc.Mounts)
+	}
+
+	spec.Profile.ConnectMode, spec.Network = sandboxes.ConnectHostPort, "bridge"
+	spec.HostBinds = []string{"/srv/data:/data:ro"}
+	hc, _ = HostConfig(spec)
+	b := hc.PortBindings["7777/tcp"]
+	if len(b) != 1 || b[0].HostIP != "127.0.0.1" {
+		t.Errorf("host_port must publish on 127.0.0.1 only: %+v", hc.PortBindings)
+	}
+	if len(hc.Mounts) != 2 || !hc.Mounts[1].ReadOnly || hc.Mounts[1].Source != "/srv/data" {
+		t.Errorf("bind mounts %+v", hc.Mounts)
+	}
+}

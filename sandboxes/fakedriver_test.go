@@ -1,0 +1,206 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeDriver is an in-memory engine for unit tests of the Manager's logic: every started container's agent is
+// one healthy test server.
+type fakeDriver struct {
+	mu         sync.Mutex
+	addr       string
+	containers map[string]*fakeContainer
+	volumes    map[string]VolumeInfo
+	networks   map[string]int
+	events     chan ContainerEvent
+	creates    int
+	startDelay time.Duration
+	failCreate bool
+}
+
+type fakeContainer struct {
+	state ContainerState
+	spec  ContainerSpec
+}
+
+func newFakeDriver(t *testing.T) *fakeDriver {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return &fakeDriver{addr: strings.TrimPrefix(srv.URL, "http://"), containers: map[string]*fakeContainer{},
+		volumes: map[string]VolumeInfo{}, networks: map[string]int{}, events: make(chan ContainerEvent, 16)}
+}
+
+func (d *fakeDriver) Check(context.Context) ([]string, error) { return nil, nil }
+func (d *fakeDriver) EnsureNetwork(_ context.Context, name string, _ map[string]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.networks[name]++
+	return nil
+}
+func (d *fakeDriver) CreateVolume(_ context.Context, name string, labels map[string]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.volumes[name]; !ok {
+		d.volumes[name] = VolumeInfo{Name: name, Labels: labels, Created: time.Now()}
+	}
+	return nil
+}
+func (d *fakeDriver) RemoveVolume(_ context.Context, name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.volumes, name)
+	return nil
+}
+func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failCreate {
+		return "", fmt.Errorf("no such image %s", spec.Image)
+	}
+	d.creates++
+	id := fmt.Sprintf("c%04d", d.creates)
+	d.containers[id] = &fakeContainer{spec: spec, state: ContainerState{ID: id, Name: spec.Name, Labels: spec.Labels, Created: time.Now()}}
+	return id, nil
+}
+func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (string, error) {
+	if d.startDelay > 0 {
+		select {
+		case <-time.After(d.startDelay):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.containers[id]
+	if c == nil {
+		return "", ErrContainerNotFound
+	}
+	c.state.Running = true
+	return d.addr, nil
+}
+func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.containers[id]; c != nil {
+		c.state.Running = false
+	}
+	return nil
+}
+func (d *fakeDriver) Remove(_ context.Context, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.containers, id)
+	return nil
+}
+func (d *fakeDriver) Inspect(_ context.Context, id string) (ContainerState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.containers[id]
+	if c == nil {
+		return ContainerState{}, ErrContainerNotFound
+	}
+	return c.state, nil
+}
+func (d *fakeDriver) List(_ context.Context, match map[string]string) ([]ContainerState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ContainerState
+	for _, c := range d.containers {
+		if labelsMatch(c.state.Labels, match) {
+			out = append(out, c.state)
+		}
+	}
+	return out, nil
+}
+func (d *fakeDriver) ListVolumes(_ context.Context, match map[string]string) ([]VolumeInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []VolumeInfo
+	for _, v := range d.volumes {
+		if labelsMatch(v.Labels, match) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+func (d *fakeDriver) Events(ctx context.Context, _, _ string) (<-chan ContainerEvent, <-chan error) {
+	return d.events, make(chan error)
+}
+func (d *fakeDriver) Close() error { return nil }
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || (v != "" && hv != v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *fakeDriver) die(id string, code int, oom bool) {
+	d.mu.Lock()
+	c := d.containers[id]
+	c.state.Running, c.state.ExitCode, c.state.OOMKilled = false, code, oom
+	labels := c.state.Labels
+	d.mu.Unlock()
+	d.events <- ContainerEvent{ContainerID: id, Action: "die", Labels: labels, ExitCode: code, At: time.Now()}
+}
+
+func (d *fakeDriver) count() (containers, volumes int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.containers), len(d.volumes)
+}
+
+func testProfile(id string) Profile {
+	return Profile{ID: id, Image: "img", Capabilities: []string{CapShell}}
+}
+
+func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeDriver, string) {
+	t.Helper()
+	d := newFakeDriver(t)
+	path := t.TempDir() + "/store.db"
+	m := startTestManager(t, d, path, cfg)
+	return m, d, path
+}
+
+func startTestManager(t *testing.T, d *fakeDriver, path string, cfg Config) *Manager {
+	t.Helper()
+	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, NewBoltStore(path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func mustReady(t *testing.T, m *Manager, id string) Target {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tg, err := m.EnsureRunning(ctx, id)
+	if err != nil {
+		t.Fatalf("ensure running %s: %v", id, err)
+	}
+	return tg
+}
