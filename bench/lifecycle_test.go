@@ -21,6 +21,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
@@ -76,7 +77,10 @@ func newLifecycleBench(b *testing.B, profile sandboxes.Profile, maxStarts int) *
 		for _, v := range vols.Volumes {
 			_ = cli.VolumeRemove(ctx, v.Name, true)
 		}
-		_ = cli.NetworkRemove(ctx, lb.ns+"-internal")
+		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range nets {
+			_ = cli.NetworkRemove(ctx, n.ID)
+		}
 		cli.Close()
 	})
 	return lb

@@ -56,7 +56,10 @@ func removeNamespace(t *testing.T, ns string) {
 		if f := strings.Fields(string(vols)); len(f) > 0 {
 			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, f...)...).Run()
 		}
-		_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
+		nets, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+ns+".managed").Output()
+		if f := strings.Fields(string(nets)); len(f) > 0 {
+			_ = exec.Command("docker", append([]string{"network", "rm"}, f...)...).Run()
+		}
 	})
 }
 
@@ -250,5 +253,43 @@ func TestGatewayKillAndRestartAdoptsSandboxes(t *testing.T) {
 	code, body := adminDo(t, g, http.MethodGet, "/sandboxes", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), a.ID) || !strings.Contains(string(body), b.ID) {
 		t.Errorf("list after restart: %d %s", code, body)
+	}
+	code, body = adminDo(t, g, http.MethodGet, "/metrics", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `sandgate_sandboxes_count{status="ready"} 2`) {
+		t.Errorf("metrics: %d\n%s", code, grepLines(string(body), "sandgate_"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestGatewayOnExitDestroy(t *testing.T) {
+	testenv.Image(t, "base")
+	ns := testenv.Unique("sgx")
+	removeNamespace(t, ns)
+	echo := echoServer(t)
+	cfg := strings.Replace(gatewayCaddyfile("256m", "10m"), "gc_interval 1h", "gc_interval 1h\n\t\ton_exit destroy", 1)
+	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{
+		"SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", testenv.FreePort(t)), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
+	}})
+	sb := createSandbox(t, g, "1h")
+	waitStatus(t, g, sb.ID, sandboxes.StatusReady)
+	// A reload is not an exit: the sandbox stays.
+	if err := g.Reload(strings.Replace(cfg, "idle_timeout 10m", "idle_timeout 11m", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, g, sb.ID, sandboxes.StatusReady)
+	g.Stop()
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
+	vols, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
+	if strings.TrimSpace(string(out)) != "" || strings.TrimSpace(string(vols)) != "" {
+		t.Errorf("on_exit destroy left containers %q volumes %q", out, vols)
 	}
 }

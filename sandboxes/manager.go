@@ -648,6 +648,10 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			m.mu.Unlock()
 			return Target{}, err
 		}
+		if m.closed || !m.started {
+			m.mu.Unlock()
+			return Target{}, Errorf(CodeEngine, "the sandbox manager is not running")
+		}
 		switch e.rec.Phase {
 		case PhaseRunning:
 			m.touchLocked(e, now)
@@ -666,6 +670,16 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 				m.beginLaunchLocked(e)
 			}
 			triggered = true
+		case PhaseCreating, PhaseStarting:
+			if !e.launching {
+				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
+				if triggered {
+					m.mu.Unlock()
+					return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started", id)}
+				}
+				m.beginLaunchLocked(e)
+				triggered = true
+			}
 		}
 		ch := e.ready
 		timeout := m.cfg.StartTimeout

@@ -427,3 +427,34 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestWarmMembersAreRecycledWhenOldOrStale(t *testing.T) {
+	p := testProfile("w")
+	p.WarmPoolSize = 2
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}, WarmMaxAge: 200 * time.Millisecond, WarmRefillPerSecond: 100, GCInterval: time.Hour})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	time.Sleep(250 * time.Millisecond)
+	if rep := m.CollectGarbage(context.Background()); rep.WarmRecycled != 2 {
+		t.Fatalf("old members: %+v", rep)
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	p.Resources.Memory = "300m"
+	if err := m.Apply(context.Background(), Config{Profiles: []Profile{p}, WarmRefillPerSecond: 100, GCInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		fresh := 0
+		for _, c := range d.containers {
+			if c.spec.Profile.Resources.Memory == "300m" && c.state.Running {
+				fresh++
+			}
+		}
+		return fresh == 2 && len(d.containers) == 2
+	})
+	sb, err := m.Create(context.Background(), CreateRequest{Profile: "w"})
+	if err != nil || sb.LaunchType != LaunchWarm {
+		t.Fatalf("claim after a profile change: %+v %v", sb, err)
+	}
+}

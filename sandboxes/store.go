@@ -66,9 +66,10 @@ var (
 
 // BoltStore is a Store in one bbolt file. It opens the file on first use, so constructing one does no I/O.
 type BoltStore struct {
-	path string
-	mu   sync.Mutex
-	db   *bolt.DB
+	path   string
+	mu     sync.Mutex
+	db     *bolt.DB
+	closed bool
 }
 
 // NewBoltStore returns a store at path; the file and its directory are created on first use.
@@ -82,6 +83,10 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 	defer s.mu.Unlock()
 	if s.db != nil {
 		return s.db, nil
+	}
+	if s.closed {
+		// A late write after Close must not reopen (and hold the lock on) a file the next Manager will open.
+		return nil, errors.New("sandbox store is closed")
 	}
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory: %w", err)
@@ -176,6 +181,7 @@ func (s *BoltStore) SetMeta(key, value string) error {
 func (s *BoltStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.db == nil {
 		return nil
 	}

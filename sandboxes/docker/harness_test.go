@@ -98,7 +98,10 @@ func (h *harness) removeNamespace() {
 	for _, v := range vols.Volumes {
 		_ = h.cli.VolumeRemove(ctx, v.Name, true)
 	}
-	_ = h.cli.NetworkRemove(ctx, h.ns+"-internal")
+	nets, _ := h.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	for _, n := range nets {
+		_ = h.cli.NetworkRemove(ctx, n.ID)
+	}
 }
 
 // counts is how many containers and volumes of the namespace exist.
