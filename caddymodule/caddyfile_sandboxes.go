@@ -182,7 +182,10 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 				p.Binds = append(p.Binds, b)
 			}
 		default:
-			return p, d.Errf("unknown profile option %q", d.Val())
+			var handled bool
+			if handled, err = parseProfileCustomise(d, &p); !handled { // caddyfile_customise.go
+				return p, d.Errf("unknown profile option %q", d.Val())
+			}
 		}
 		if err != nil {
 			return p, d.WrapErr(err)

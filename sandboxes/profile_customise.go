@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -42,10 +43,12 @@ type Dependencies struct {
 }
 
 // Egress is how a sandbox reaches outside: Proxy becomes HTTP_PROXY/HTTPS_PROXY (and their lowercase forms),
-// NoProxy NO_PROXY.
+// NoProxy NO_PROXY. Allow is the host allow-list sandgate's own proxy (http.handlers.sandbox_egress) applies to
+// this profile's sandboxes: names, *.domains, addresses or CIDR prefixes; private addresses only when named.
 type Egress struct {
 	Proxy   string   `json:"proxy,omitempty"`
 	NoProxy []string `json:"no_proxy,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
 }
 
 var (
@@ -113,6 +116,18 @@ func (d *Dependencies) Merge(other *Dependencies) *Dependencies {
 	return out
 }
 
+var allowName = regexp.MustCompile(`^(\*\.)?([a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}$`)
+
+func validAllowEntry(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return len(s) <= 253 && allowName.MatchString(strings.ToLower(s))
+}
+
 func validHTTPURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && !strings.ContainsAny(s, "\"\n\r \t")
@@ -152,6 +167,11 @@ func (p *Profile) validateCustomise() error {
 	if p.Egress != nil {
 		if p.Egress.Proxy != "" && !validHTTPURL(p.Egress.Proxy) {
 			return fmt.Errorf("profile %q: egress proxy %q is not an http(s) URL", p.ID, p.Egress.Proxy)
+		}
+		for _, a := range p.Egress.Allow {
+			if !validAllowEntry(a) {
+				return fmt.Errorf("profile %q: egress allow entry %q is not a host name, *.domain, address or CIDR prefix", p.ID, a)
+			}
 		}
 		for _, n := range p.Egress.NoProxy {
 			if !noProxyItem.MatchString(n) {
