@@ -43,6 +43,7 @@ func run(logger *slog.Logger) error {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	customise := registerCustomise(srv, cfg, logger) // before the others: it sets the environment their processes inherit
 	defer registerExtras(srv, cfg, logger)()
 	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		agentapi.WriteJSON(w, http.StatusOK, agentapi.Info{
@@ -63,7 +64,7 @@ func run(logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hs := srv.NewHTTPServer(cfg.addr)
-	registerCustomise(ctx, srv, hs, cfg, logger)
+	customise.start(ctx, hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
 	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)

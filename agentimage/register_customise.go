@@ -12,11 +12,16 @@ import (
 	"github.com/sandgate/sandgate/agentimage/internal/startup"
 )
 
-// registerCustomise adds what users customise in a sandbox: the Node.js kernel, and the start-up sequence (package
-// mirrors, dependencies, init commands, supervised services) that GET /health waits for. It runs the sequence in
-// the background; services stop when ctx ends.
-func registerCustomise(ctx context.Context, srv *server.Server, hs *http.Server, cfg config, logger *slog.Logger) {
-	// Dependencies live in the workspace; every process the agent starts from now on finds them.
+// customisation is what users customise in a sandbox: the Node.js kernel, and the start-up sequence (package
+// mirrors, dependencies, init commands, supervised services) that GET /health waits for.
+type customisation struct {
+	st     *startup.Startup
+	kernel *nodekernel.Kernel
+}
+
+// registerCustomise registers the routes and sets the environment every process of the sandbox inherits (the
+// dependency directories on PYTHONPATH, NODE_PATH and PATH): call it before anything snapshots os.Environ.
+func registerCustomise(srv *server.Server, cfg config, logger *slog.Logger) *customisation {
 	paths := startup.PathsFor(cfg.workspace)
 	for k, v := range paths.Environ() {
 		os.Setenv(k, v)
@@ -25,20 +30,27 @@ func registerCustomise(ctx context.Context, srv *server.Server, hs *http.Server,
 	for _, name := range []string{agentapi.EnvInit, agentapi.EnvServices, agentapi.EnvDependencies, agentapi.EnvMirrors} {
 		os.Unsetenv(name)
 	}
-	st := startup.New(scfg, cfgErr, logger.With("component", "startup"))
-
-	kernel := nodekernel.New(nodekernel.Config{Dir: cfg.workspace, Logger: logger.With("component", "nodekernel")})
-	srv.HandleFunc("POST /v1/node/exec", kernel.ServeExec)
+	c := &customisation{
+		st:     startup.New(scfg, cfgErr, logger.With("component", "startup")),
+		kernel: nodekernel.New(nodekernel.Config{Dir: cfg.workspace, Logger: logger.With("component", "nodekernel")}),
+	}
+	srv.HandleFunc("POST /v1/node/exec", c.kernel.ServeExec)
 	srv.HandleFunc("GET /v1/services", func(w http.ResponseWriter, _ *http.Request) {
-		agentapi.WriteJSON(w, http.StatusOK, map[string]any{"services": st.Services()})
+		agentapi.WriteJSON(w, http.StatusOK, map[string]any{"services": c.st.Services()})
 	})
 	srv.HandleFunc("GET /v1/init/log", func(w http.ResponseWriter, _ *http.Request) {
-		agentapi.WriteJSON(w, http.StatusOK, st.Log())
+		agentapi.WriteJSON(w, http.StatusOK, c.st.Log())
 	})
-	hs.Handler = st.GateHealth(hs.Handler, version)
+	return c
+}
+
+// start gates GET /health on the start-up sequence and runs it in the background; services and the kernel stop
+// when ctx ends.
+func (c *customisation) start(ctx context.Context, hs *http.Server) {
+	hs.Handler = c.st.GateHealth(hs.Handler, version)
 	go func() {
-		st.Run(ctx)
+		c.st.Run(ctx)
 		<-ctx.Done()
-		kernel.Close()
+		c.kernel.Close()
 	}()
 }

@@ -20,29 +20,22 @@ type NodeExecRequest struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// ExecError describes an exception raised by code run in a kernel.
-type ExecError struct {
-	Name    string `json:"name"`
-	Message string `json:"message"`
-	Stack   string `json:"stack"`
-}
-
-// NodeExecResult is the answer of POST /v1/node/exec. Output is stdout then the last expression's value, the text
-// a notebook shows; Stdout and Stderr are the captured streams.
+// NodeExecResult is the answer of POST /v1/node/exec: the same shape as PythonExecResult (the error's ename is the
+// JavaScript error's name, evalue its message, traceback its stack's lines; images stay empty).
 type NodeExecResult struct {
-	Success        bool       `json:"success"`
-	Output         string     `json:"output"`
-	Stdout         string     `json:"stdout"`
-	Stderr         string     `json:"stderr"`
-	Result         *string    `json:"result"`
-	Error          *ExecError `json:"error,omitempty"`
-	ExecutionCount int        `json:"execution_count"`
-	ExecutionMS    int64      `json:"execution_time_ms"`
-	TimedOut       bool       `json:"timed_out"`
-	// OutputTruncated says stdout or stderr hit the 1 MiB cap.
-	OutputTruncated bool `json:"output_truncated,omitempty"`
+	Success bool   `json:"success"`
+	Stdout  string `json:"stdout"`
+	Stderr  string `json:"stderr"`
+	// Result is util.inspect() of the cell's last expression (a returned Promise awaited), absent when undefined.
+	Result         *string      `json:"result,omitempty"`
+	Error          *PythonError `json:"error,omitempty"`
+	Images         []string     `json:"images"`
+	ExecutionCount int          `json:"execution_count"`
+	DurationMS     int64        `json:"duration_ms"`
+	TimedOut       bool         `json:"timed_out,omitempty"`
 	// KernelRestarted says the kernel had to be killed and started again: every variable is gone.
 	KernelRestarted bool `json:"kernel_restarted,omitempty"`
+	OutputTruncated bool `json:"output_truncated,omitempty"`
 }
 
 // Restart policies of a user service.

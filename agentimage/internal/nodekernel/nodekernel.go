@@ -79,9 +79,31 @@ type process struct {
 	exited  chan struct{}
 }
 
+// wireResult is a result line of kernel.js.
 type wireResult struct {
-	ID string `json:"id"`
-	agentapi.NodeExecResult
+	ID              string  `json:"id"`
+	Success         bool    `json:"success"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	Result          *string `json:"result"`
+	ExecutionCount  int     `json:"execution_count"`
+	DurationMS      int64   `json:"execution_time_ms"`
+	TimedOut        bool    `json:"timed_out"`
+	OutputTruncated bool    `json:"output_truncated"`
+	Error           *struct {
+		Name    string `json:"name"`
+		Message string `json:"message"`
+		Stack   string `json:"stack"`
+	} `json:"error"`
+}
+
+func (r wireResult) result() agentapi.NodeExecResult {
+	res := agentapi.NodeExecResult{Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, Result: r.Result, Images: []string{},
+		ExecutionCount: r.ExecutionCount, DurationMS: r.DurationMS, TimedOut: r.TimedOut, OutputTruncated: r.OutputTruncated}
+	if r.Error != nil {
+		res.Error = &agentapi.PythonError{EName: r.Error.Name, EValue: r.Error.Message, Traceback: strings.Split(r.Error.Stack, "\n")}
+	}
+	return res
 }
 
 // Exec runs code in the kernel. A timeout of 0 means DefaultTimeout. The returned error is for the agent failing
@@ -138,14 +160,7 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 				k.cfg.Logger.Warn("node kernel: unexpected line", "line", truncate(l, 200))
 				continue
 			}
-			res := r.NodeExecResult
-			res.Output = res.Stdout
-			if res.Result != nil {
-				if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
-					res.Output += "\n"
-				}
-				res.Output += *res.Result
-			}
+			res := r.result()
 			res.KernelRestarted = restarted
 			return res, nil
 		case <-deadline.C:
@@ -158,9 +173,10 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 // lost is the result of an execution that cost the kernel its state.
 func (k *Kernel) lost(msg string, started time.Time, timedOut bool) agentapi.NodeExecResult {
 	return agentapi.NodeExecResult{
-		Error:           &agentapi.ExecError{Name: "KernelError", Message: msg, Stack: msg},
+		Error:           &agentapi.PythonError{EName: "KernelError", EValue: msg, Traceback: []string{msg}},
 		Stderr:          msg + "\n",
-		ExecutionMS:     time.Since(started).Milliseconds(),
+		Images:          []string{},
+		DurationMS:      time.Since(started).Milliseconds(),
 		TimedOut:        timedOut,
 		KernelRestarted: true,
 	}

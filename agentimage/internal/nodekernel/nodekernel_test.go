@@ -70,7 +70,7 @@ func TestKernelSession(t *testing.T) {
 			t.Fatalf("%s: stdout %q stderr %q", s.name, res.Stdout, res.Stderr)
 		}
 		if s.errName != "" {
-			if res.Error == nil || res.Error.Name != s.errName || !strings.Contains(res.Error.Message, s.errContains) || res.Error.Stack == "" {
+			if res.Error == nil || res.Error.EName != s.errName || !strings.Contains(res.Error.EValue, s.errContains) || len(res.Error.Traceback) == 0 {
 				t.Fatalf("%s: error %+v", s.name, res.Error)
 			}
 		} else if res.Error != nil {
@@ -85,7 +85,7 @@ func TestStackNamesTheCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Error == nil || !strings.Contains(res.Error.Stack, "cell-1.js:3") {
+	if res.Error == nil || !strings.Contains(strings.Join(res.Error.Traceback, "\n"), "cell-1.js:3") {
 		t.Fatalf("stack should name cell-1.js:3: %+v", res.Error)
 	}
 }
