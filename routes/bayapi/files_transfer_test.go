@@ -65,3 +65,22 @@ func TestFilesExportImport(t *testing.T) {
 		t.Fatalf("bob exporting alice's: %d %v", st, out)
 	}
 }
+
+func TestCreateWithDependencies(t *testing.T) {
+	a := newTestAPI(t)
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default",
+		"dependencies": map[string]any{"python": map[string]string{"requests": "2.31.0"}, "node": map[string]string{"lodash": "^4"}}})
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, out)
+	}
+	for name, deps := range map[string]any{
+		"bad name": map[string]any{"python": map[string]string{"--extra-index-url=http://x": ""}},
+		"apt":      map[string]any{"apt": []string{"curl"}},
+		"shape":    "numpy",
+	} {
+		st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "dependencies": deps})
+		if st != 422 && st != 400 {
+			t.Fatalf("%s: %d %v", name, st, out)
+		}
+	}
+}
