@@ -244,6 +244,17 @@ func TestCustomisedSandbox(t *testing.T) {
 	if err := testenv.WaitHTTP(context.Background(), appURL, 10*time.Second); err != nil {
 		t.Fatalf("service not reachable after restart: %v", err)
 	}
+	// And through the agent's port proxy, which the gateway's /app route uses.
+	preq, _ := sb.Request(context.Background(), http.MethodGet, "/proxy/8000/init.txt", nil)
+	presp, err := http.DefaultClient.Do(preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbody, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if presp.StatusCode != http.StatusOK || !strings.HasPrefix(string(pbody), "init ran as 65532") {
+		t.Fatalf("through /proxy/8000/: %s %q", presp.Status, pbody)
+	}
 }
 
 // TestBogusDependencyFails: a package the index does not have ends the start-up failed, /health carrying pip's
