@@ -8,7 +8,7 @@ TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
 
-.PHONY: all build caddy agent images prereqs run test test-unit bench lint fmt clean
+.PHONY: all build caddy agent images prereqs run test test-unit bench lint fmt clean profile-images
 
 all: build
 
@@ -25,6 +25,10 @@ prereqs:
 
 images: prereqs
 	scripts/images.sh base browser
+
+# Derived images for profiles with apt dependencies (apt cannot run in a sandbox): make profile-images PROFILES=profiles.json
+profile-images: prereqs
+	scripts/profile-images.sh $(PROFILES)
 
 # Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost.
 run: build images

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +283,33 @@ func TestBogusDependencyFails(t *testing.T) {
 	}
 	if out := sb.Exec(t, "ls", "/workspace"); strings.Contains(out, "should-not-run") {
 		t.Fatal("init ran after the failed install")
+	}
+}
+
+// TestProfileImagesBakeAptPackages: apt dependencies become a derived image (scripts/profile-images.sh), because a
+// running sandbox cannot use apt; the tool is there for the sandbox user.
+func TestProfileImagesBakeAptPackages(t *testing.T) {
+	base := testenv.Image(t, "base")
+	repo := testenv.Unique("sgprofile")
+	profiles := filepath.Join(t.TempDir(), "profiles.json")
+	doc := `[{"id":"aptdemo","image":"` + base + `","dependencies":{"apt":["jq"]}},{"id":"plain","image":"` + base + `"}]`
+	if err := os.WriteFile(profiles, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "profile-images.sh"), profiles)
+	cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo)
+	out, err := cmd.CombinedOutput()
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", repo+":profile-aptdemo").Run() })
+	if err != nil {
+		t.Fatalf("profile-images.sh: %v\n%s", err, out)
+	}
+	got, err := exec.Command("docker", "run", "--rm", "--read-only", "--user", "65532:65532", "--entrypoint", "jq", repo+":profile-aptdemo", "-n", "1+1").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "2" {
+		t.Fatalf("jq in the derived image: %v %s", err, got)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`[{"id":"x","image":"`+base+`","dependencies":{"apt":["-o=APT::Update::Pre-Invoke::=id"]}}]`), 0o644)
+	if out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "profile-images.sh"), bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "bad apt package") {
+		t.Fatalf("option-like package accepted: %v %s", err, out)
 	}
 }
