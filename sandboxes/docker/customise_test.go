@@ -2,6 +2,9 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +33,21 @@ func TestProfileCustomisationThroughManager(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ensure running: %v", err)
 	}
-	if good.AppTarget() != 8000 {
-		t.Fatalf("app target %d", good.AppTarget())
+	if target.AppPort != 8000 {
+		t.Fatalf("target app port %d, want the service's 8000", target.AppPort)
 	}
-	t.Logf("ready at %s", target.Addr)
+	// What /app does: the agent's port proxy to the service, which was listening when the sandbox turned ready.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/proxy/%d/init.txt", target.Addr, target.AppPort), nil)
+	req.Header.Set("X-Sandgate-Token", target.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "from-init\n" {
+		t.Fatalf("service through the app port: %s %q", resp.Status, body)
+	}
 
 	failed, err := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "custom-bad"})
 	if err != nil {
