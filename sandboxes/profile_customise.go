@@ -274,3 +274,24 @@ func agentStartupFailure(resp *http.Response) error {
 	}
 	return &Error{Code: CodeStartupFailed, Message: "sandbox start-up failed: " + body.Error}
 }
+
+// WithEgressDefault returns profiles with the gateway-wide proxy settings filled in where a profile sets no proxy of
+// its own (its allow-list, if any, is kept). The input is not modified.
+func WithEgressDefault(profiles []Profile, def *Egress) []Profile {
+	if def == nil || def.Proxy == "" {
+		return profiles
+	}
+	out := make([]Profile, len(profiles))
+	for i, p := range profiles {
+		if p.Egress == nil || p.Egress.Proxy == "" {
+			e := Egress{Proxy: def.Proxy, NoProxy: def.NoProxy}
+			if p.Egress != nil {
+				e.Allow = p.Egress.Allow
+				e.NoProxy = append(append([]string{}, def.NoProxy...), p.Egress.NoProxy...)
+			}
+			p.Egress = &e
+		}
+		out[i] = p
+	}
+	return out
+}

@@ -85,3 +85,23 @@ func TestAgentStartupFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestWithEgressDefault(t *testing.T) {
+	def := &Egress{Proxy: "http://gw:3128", NoProxy: []string{".corp"}}
+	in := []Profile{
+		{ID: "plain"},
+		{ID: "own", Egress: &Egress{Proxy: "http://mine:8080"}},
+		{ID: "allow-only", Egress: &Egress{Allow: []string{"pypi.org"}, NoProxy: []string{".lan"}}},
+	}
+	out := WithEgressDefault(in, def)
+	if out[0].Egress.Proxy != def.Proxy || out[1].Egress.Proxy != "http://mine:8080" ||
+		out[2].Egress.Proxy != def.Proxy || out[2].Egress.Allow[0] != "pypi.org" || strings.Join(out[2].Egress.NoProxy, ",") != ".corp,.lan" {
+		t.Fatalf("%+v %+v %+v", out[0].Egress, out[1].Egress, out[2].Egress)
+	}
+	if in[0].Egress != nil || in[2].Egress.Proxy != "" {
+		t.Fatal("input modified")
+	}
+	if env := out[0].CustomiseEnv(nil); env["HTTPS_PROXY"] != def.Proxy || env["NO_PROXY"] != "localhost,127.0.0.1,::1,.corp" {
+		t.Fatalf("env %v", env)
+	}
+}
