@@ -112,6 +112,12 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if p, err = parseProfile(d); err == nil {
 				app.Profiles = append(app.Profiles, p)
 			}
+		case "egress_proxy", "no_proxy": // defaults for every profile (caddyfile_customise.go)
+			if app.Egress == nil {
+				app.Egress = &sandboxes.Egress{}
+			}
+			p := sandboxes.Profile{Egress: app.Egress}
+			_, err = parseProfileCustomise(d, &p)
 		default:
 			return nil, d.Errf("unknown sandboxes option %q", d.Val())
 		}
