@@ -19,7 +19,7 @@ func TestCustomiseCreateCost(t *testing.T) {
 		t.Skip("measurement: set SANDGATE_MEASURE=1")
 	}
 	testenv.Integration(t)
-	reg := startRegistries(t)
+	reg := testenv.StartRegistries(t)
 	mirrors := &agentapi.Mirrors{NPMRegistry: reg.URL + "/", PyPIIndexURL: reg.URL + "/simple/"}
 	cases := []struct {
 		name string
@@ -28,8 +28,8 @@ func TestCustomiseCreateCost(t *testing.T) {
 		{"plain", nil},
 		{"mirrors", customEnv(t, nil, nil, nil, mirrors)},
 		{"init (one command)", customEnv(t, []string{"echo hi > /workspace/x"}, nil, nil, nil)},
-		{"python dependency", customEnv(t, nil, nil, &agentapi.Dependencies{Python: map[string]string{pyPackage: "1.0.0"}}, mirrors)},
-		{"node dependency", customEnv(t, nil, nil, &agentapi.Dependencies{Node: map[string]string{nodePackage: "1.0.0"}}, mirrors)},
+		{"python dependency", customEnv(t, nil, nil, &agentapi.Dependencies{Python: map[string]string{testenv.RegistryPyPackage: "1.0.0"}}, mirrors)},
+		{"node dependency", customEnv(t, nil, nil, &agentapi.Dependencies{Node: map[string]string{testenv.RegistryNodePackage: "1.0.0"}}, mirrors)},
 		{"service with port", customEnv(t, nil, []agentapi.ServiceSpec{{Name: "web", Command: "exec python3 -m http.server $PORT", Port: 8000}}, nil, nil)},
 	}
 	const rounds = 3

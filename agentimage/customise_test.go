@@ -164,9 +164,9 @@ func waitHealth(t *testing.T, sb *testenv.Sandbox, limit time.Duration) (int, ma
 // kill -9 comes back and answers on its port.
 func TestCustomisedSandbox(t *testing.T) {
 	testenv.Integration(t)
-	reg := startRegistries(t)
+	reg := testenv.StartRegistries(t)
 	m := &agentapi.Mirrors{NPMRegistry: reg.URL + "/", PyPIIndexURL: reg.URL + "/simple/", AptMirror: "http://deb.example/debian"}
-	deps := &agentapi.Dependencies{Python: map[string]string{pyPackage: "1.0.0"}, Node: map[string]string{nodePackage: "^1.0.0"}}
+	deps := &agentapi.Dependencies{Python: map[string]string{testenv.RegistryPyPackage: "1.0.0"}, Node: map[string]string{testenv.RegistryNodePackage: "^1.0.0"}}
 	env := customEnv(t,
 		[]string{"echo \"init ran as $(id -u)\" > /workspace/init.txt", "python3 -c 'import sgdemo; print(sgdemo.VALUE)' >> /workspace/init.txt"},
 		[]agentapi.ServiceSpec{{Name: "web", Command: "cd /workspace && exec python3 -m http.server $PORT", Port: 8000}},
@@ -179,7 +179,7 @@ func TestCustomisedSandbox(t *testing.T) {
 		getJSON(t, sb, "/v1/init/log", &l)
 		t.Fatalf("health %d %v; init log %+v", code, body, l)
 	}
-	t.Logf("ready after %s (health states %v); registry requests %v", time.Since(began), seen, reg.requests())
+	t.Logf("ready after %s (health states %v); registry requests %v", time.Since(began), seen, reg.Requests())
 
 	// First exec: the init script ran (after the Python dependency, as the sandbox user) and both packages import.
 	res := nodeExec(t, sb, "require('fs').readFileSync('/workspace/init.txt', 'utf8') + require('sg-demo').value", 0)
@@ -264,7 +264,7 @@ func TestCustomisedSandbox(t *testing.T) {
 // own message.
 func TestBogusDependencyFails(t *testing.T) {
 	testenv.Integration(t)
-	reg := startRegistries(t)
+	reg := testenv.StartRegistries(t)
 	env := customEnv(t, []string{"touch /workspace/should-not-run"}, nil,
 		&agentapi.Dependencies{Python: map[string]string{"sgdoesnotexist": "9.9"}},
 		&agentapi.Mirrors{PyPIIndexURL: reg.URL + "/simple/"})

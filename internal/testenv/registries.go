@@ -1,4 +1,4 @@
-package main_test
+package testenv
 
 import (
 	"archive/tar"
@@ -20,26 +20,29 @@ import (
 	"testing"
 )
 
-// registries is a PyPI "simple" index and an npm registry served by the test on the Docker bridge's gateway address,
+// Registries is a PyPI "simple" index and an npm registry served by the test on the Docker bridge's gateway address,
 // each holding one tiny package, so dependency installs need no Internet and exercise the mirror settings.
-type registries struct {
+type Registries struct {
 	URL string // http://gateway:port
 	mu  sync.Mutex
 	log []string
 }
 
+// The one package each registry holds: Python `sgdemo` 1.0.0 (VALUE = 42), npm `sg-demo` 1.0.0 (value: 7).
 const (
-	pyPackage   = "sgdemo"
-	nodePackage = "sg-demo"
+	RegistryPyPackage   = "sgdemo"
+	RegistryNodePackage = "sg-demo"
 )
 
-func (r *registries) requests() []string {
+// Requests lists the requests served so far (method and path).
+func (r *Registries) Requests() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string{}, r.log...)
 }
 
-func bridgeGateway(t *testing.T) string {
+// BridgeGateway is the host's address on Docker's default bridge, which containers on it reach.
+func BridgeGateway(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}").Output()
 	if gw := strings.TrimSpace(string(out)); err == nil && gw != "" {
@@ -60,14 +63,16 @@ func bridgeGateway(t *testing.T) string {
 	return ""
 }
 
-func startRegistries(t *testing.T) *registries {
+// StartRegistries serves both registries on the bridge gateway address until the test ends. Point a sandbox's
+// pypi_index_url at URL+"/simple/" and npm_registry at URL+"/".
+func StartRegistries(t testing.TB) *Registries {
 	t.Helper()
-	ln, err := net.Listen("tcp", bridgeGateway(t)+":0")
+	ln, err := net.Listen("tcp", BridgeGateway(t)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &registries{URL: "http://" + ln.Addr().String()}
-	wheelName := pyPackage + "-1.0.0-py3-none-any.whl"
+	r := &Registries{URL: "http://" + ln.Addr().String()}
+	wheelName := RegistryPyPackage + "-1.0.0-py3-none-any.whl"
 	wheel := buildWheel(t)
 	wheelSum := sha256.Sum256(wheel)
 	tgz := buildNpmTarball(t)
@@ -75,28 +80,28 @@ func startRegistries(t *testing.T) *registries {
 	sha512Sum := sha512.Sum512(tgz)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /simple/{project}/", func(w http.ResponseWriter, req *http.Request) {
-		if req.PathValue("project") != pyPackage {
+		if req.PathValue("project") != RegistryPyPackage {
 			http.NotFound(w, req)
 			return
 		}
 		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n", wheelName, hex.EncodeToString(wheelSum[:]), wheelName)
 	})
 	mux.HandleFunc("GET /files/"+wheelName, func(w http.ResponseWriter, _ *http.Request) { w.Write(wheel) })
-	mux.HandleFunc("GET /"+nodePackage, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /"+RegistryNodePackage, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
-			"name": nodePackage, "dist-tags": map[string]string{"latest": "1.0.0"},
+			"name": RegistryNodePackage, "dist-tags": map[string]string{"latest": "1.0.0"},
 			"versions": map[string]any{"1.0.0": map[string]any{
-				"name": nodePackage, "version": "1.0.0", "main": "index.js",
+				"name": RegistryNodePackage, "version": "1.0.0", "main": "index.js",
 				"dist": map[string]string{
-					"tarball":   r.URL + "/" + nodePackage + "/-/" + nodePackage + "-1.0.0.tgz",
+					"tarball":   r.URL + "/" + RegistryNodePackage + "/-/" + RegistryNodePackage + "-1.0.0.tgz",
 					"shasum":    hex.EncodeToString(sha1Sum[:]),
 					"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512Sum[:]),
 				},
 			}},
 		})
 	})
-	mux.HandleFunc("GET /"+nodePackage+"/-/"+nodePackage+"-1.0.0.tgz", func(w http.ResponseWriter, _ *http.Request) { w.Write(tgz) })
+	mux.HandleFunc("GET /"+RegistryNodePackage+"/-/"+RegistryNodePackage+"-1.0.0.tgz", func(w http.ResponseWriter, _ *http.Request) { w.Write(tgz) })
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.log = append(r.log, req.Method+" "+req.URL.Path)
@@ -108,12 +113,12 @@ func startRegistries(t *testing.T) *registries {
 	return r
 }
 
-func buildWheel(t *testing.T) []byte {
+func buildWheel(t testing.TB) []byte {
 	t.Helper()
 	files := []struct{ name, body string }{
-		{pyPackage + "/__init__.py", "VALUE = 42\n"},
-		{pyPackage + "-1.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + pyPackage + "\nVersion: 1.0.0\n"},
-		{pyPackage + "-1.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: sandgate-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{RegistryPyPackage + "/__init__.py", "VALUE = 42\n"},
+		{RegistryPyPackage + "-1.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + RegistryPyPackage + "\nVersion: 1.0.0\n"},
+		{RegistryPyPackage + "-1.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: sandgate-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
 	}
 	var record strings.Builder
 	var buf bytes.Buffer
@@ -127,7 +132,7 @@ func buildWheel(t *testing.T) []byte {
 		sum := sha256.Sum256([]byte(f.body))
 		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
 	}
-	recordName := pyPackage + "-1.0.0.dist-info/RECORD"
+	recordName := RegistryPyPackage + "-1.0.0.dist-info/RECORD"
 	record.WriteString(recordName + ",,\n")
 	w, _ := zw.Create(recordName)
 	w.Write([]byte(record.String()))
@@ -137,13 +142,13 @@ func buildWheel(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-func buildNpmTarball(t *testing.T) []byte {
+func buildNpmTarball(t testing.TB) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	for _, f := range []struct{ name, body string }{
-		{"package/package.json", `{"name":"` + nodePackage + `","version":"1.0.0","main":"index.js"}`},
+		{"package/package.json", `{"name":"` + RegistryNodePackage + `","version":"1.0.0","main":"index.js"}`},
 		{"package/index.js", "module.exports = { value: 7 };\n"},
 	} {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
