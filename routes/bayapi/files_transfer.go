@@ -94,10 +94,12 @@ func (s *Store) exports(sandboxID string) ([]Export, error) {
 	return out, err
 }
 
-// transferRoutes are the file-transfer operations; handler.go appends them to the route table.
+// transferRoutes are the operations of what users put in a sandbox (file transfer, node/exec); handler.go appends
+// them to the route table.
 func (h *Handler) transferRoutes() []route {
 	S := "/v1/sandboxes/{id}"
 	return []route{
+		{"POST", S + "/node/exec", "Run JavaScript in the sandbox's persistent Node.js kernel (python/exec's shape)", false, false, h.nodeExec},
 		{"POST", S + "/files:export", "Register workspace files another sandbox of the same owner may import (no copy)", false, false, h.exportFiles},
 		{"GET", S + "/files:export", "List the sandbox's exported files", false, false, h.listExports},
 		{"POST", S + "/files:import", "Copy an exported file of another sandbox, or a public URL, into the workspace (streamed)", false, false, h.importFile},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -67,6 +68,20 @@ func TestFilesTransferAgainstGateway(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Equal(got, payload) {
 		t.Fatalf("imported %d bytes differ from the %d exported", len(got), len(payload))
+	}
+
+	// The Node sandbox's kernel reads the imported file; its state persists between calls through the API.
+	var n1, n2 map[string]any
+	if err := alice.Do(ctx, http.MethodPost, "/v1/sandboxes/"+node+"/node/exec",
+		map[string]any{"code": "const buf = require('fs').readFileSync('in/data.bin'); buf.length"}, &n1); err != nil {
+		t.Fatalf("node exec: %v", err)
+	}
+	if err := alice.Do(ctx, http.MethodPost, "/v1/sandboxes/"+node+"/node/exec",
+		map[string]any{"code": "await new Promise(r => setTimeout(() => r(buf[0] + buf[1]), 10))"}, &n2); err != nil {
+		t.Fatalf("node exec: %v", err)
+	}
+	if n1["success"] != true || n1["output"] != "204800" || n2["output"] != fmt.Sprint(int(payload[0])+int(payload[1])) {
+		t.Fatalf("node exec answers: %v / %v", n1, n2)
 	}
 
 	err = bob.Do(ctx, http.MethodPost, "/v1/sandboxes/"+bobs+"/files:import", map[string]any{"from_sandbox": py, "path": "out/data.bin"}, nil)

@@ -84,3 +84,15 @@ func TestCreateWithDependencies(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeExecNeedsTheCapability(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"code": "1+1"})
+	if st != 400 || errCode(out) != CodeCapability {
+		t.Fatalf("%d %v", st, out)
+	}
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"timeout": 5}); st != 422 && st != 400 {
+		t.Fatalf("missing code: %d %v", st, out)
+	}
+}
