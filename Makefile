@@ -8,7 +8,7 @@ TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
 
-.PHONY: all build caddy agent images gateway-image prereqs run test test-unit bench lint fmt clean
+.PHONY: all build caddy agent images gateway-image profile-images prereqs run test test-unit bench lint fmt clean
 
 all: build
 
@@ -30,6 +30,10 @@ images: prereqs
 gateway-image: prereqs
 	CGO_ENABLED=0 ./xcaddy.sh --output ./caddy
 	docker build --build-arg BASE_IMAGE=$${BASE_IMAGE:-debian:bookworm-slim} -t $${GATEWAY_IMAGE:-sandgate:latest} .
+
+# Derived images for profiles with apt dependencies (apt cannot run in a sandbox): make profile-images PROFILES=profiles.json
+profile-images: prereqs
+	scripts/profile-images.sh $(PROFILES)
 
 # Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost.
 run: build images

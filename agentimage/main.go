@@ -44,6 +44,7 @@ func run(logger *slog.Logger) error {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	customise := registerCustomise(srv, cfg, logger) // before the others: it sets the environment their processes inherit
 	ext := registerExtras(srv, cfg, logger)
 	defer ext.Close()
 	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
@@ -69,6 +70,7 @@ func run(logger *slog.Logger) error {
 	}
 	hs := srv.NewHTTPServer(cfg.addr)
 	hs.RegisterOnShutdown(core.Close) // end processes first, so their streams finish with an end event
+	customise.start(ctx, hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
 	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)

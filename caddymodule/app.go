@@ -55,6 +55,8 @@ type App struct {
 	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
 	// a reload never does).
 	OnExit string `json:"on_exit,omitempty"`
+	// Egress is the outbound proxy every profile without its own gets (HTTP(S)_PROXY, NO_PROXY).
+	Egress *sandboxes.Egress `json:"egress,omitempty"`
 
 	driver  Driver
 	key     string
@@ -156,7 +158,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 func (a *App) managerConfig() sandboxes.Config {
 	return sandboxes.Config{
-		Profiles: a.Profiles, MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
+		Profiles: sandboxes.WithEgressDefault(a.Profiles, a.Egress), MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
 		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,

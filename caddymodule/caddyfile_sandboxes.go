@@ -112,6 +112,12 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if p, err = parseProfile(d); err == nil {
 				app.Profiles = append(app.Profiles, p)
 			}
+		case "egress_proxy", "no_proxy": // defaults for every profile (caddyfile_customise.go)
+			if app.Egress == nil {
+				app.Egress = &sandboxes.Egress{}
+			}
+			p := sandboxes.Profile{Egress: app.Egress}
+			_, err = parseProfileCustomise(d, &p)
 		default:
 			return nil, d.Errf("unknown sandboxes option %q", d.Val())
 		}
@@ -182,7 +188,10 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 				p.Binds = append(p.Binds, b)
 			}
 		default:
-			return p, d.Errf("unknown profile option %q", d.Val())
+			var handled bool
+			if handled, err = parseProfileCustomise(d, &p); !handled { // caddyfile_customise.go
+				return p, d.Errf("unknown profile option %q", d.Val())
+			}
 		}
 		if err != nil {
 			return p, d.WrapErr(err)

@@ -46,7 +46,7 @@ http://127.0.0.1:{$SG_PORT} {
 `, memory, idle)
 }
 
-func removeNamespace(t *testing.T, ns string) {
+func removeLifecycleNamespace(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
 		if f := strings.Fields(string(ids)); len(f) > 0 {
@@ -155,7 +155,7 @@ func containerOf(t *testing.T, ns, id string) (containerID, startedAt string, me
 func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
 	testenv.Image(t, "base")
 	ns := testenv.Unique("sgr")
-	removeNamespace(t, ns)
+	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	port := testenv.FreePort(t)
 	g := testenv.StartGateway(t, gatewayCaddyfile("256m", "10m"), testenv.GatewayOptions{Env: []string{
@@ -221,7 +221,7 @@ func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
 func TestGatewayKillAndRestartAdoptsSandboxes(t *testing.T) {
 	testenv.Image(t, "base")
 	ns := testenv.Unique("sgk")
-	removeNamespace(t, ns)
+	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := gatewayCaddyfile("256m", "10m")
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{
@@ -273,7 +273,7 @@ func grepLines(s, sub string) string {
 func TestGatewayOnExitDestroy(t *testing.T) {
 	testenv.Image(t, "base")
 	ns := testenv.Unique("sgx")
-	removeNamespace(t, ns)
+	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := strings.Replace(gatewayCaddyfile("256m", "10m"), "gc_interval 1h", "gc_interval 1h\n\t\ton_exit destroy", 1)
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{

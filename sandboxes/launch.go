@@ -272,9 +272,15 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := m.http.Do(req)
 		if err == nil {
-			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
 				return nil
+			}
+			// An agent whose start-up (dependencies, init commands) failed says so; waiting longer cannot help.
+			failed := agentStartupFailure(resp)
+			resp.Body.Close()
+			if failed != nil {
+				return failed
 			}
 			last = fmt.Errorf("GET /health answered %s", resp.Status)
 		} else {
@@ -327,6 +333,9 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		env[k] = v
 	}
 	for k, v := range rec.Env {
+		env[k] = v
+	}
+	for k, v := range p.CustomiseEnv(rec.Env) { // init, services, dependencies, mirrors, proxy (profile_customise.go)
 		env[k] = v
 	}
 	env["SANDGATE_AGENT_TOKEN"] = rec.Token

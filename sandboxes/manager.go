@@ -1004,7 +1004,7 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 }
 
 func (m *Manager) targetLocked(e *entry) Target {
-	return Target{SandboxID: e.rec.ID, Addr: e.rec.Addr, Token: e.rec.Token, AppPort: e.profile.AppPort}
+	return Target{SandboxID: e.rec.ID, Addr: e.rec.Addr, Token: e.rec.Token, AppPort: e.profile.AppTarget()}
 }
 
 func (m *Manager) touchLocked(e *entry, now time.Time) {

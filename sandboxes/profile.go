@@ -77,6 +77,15 @@ type Profile struct {
 	// Binds are host paths mounted into the sandbox ("/host/path:/container/path[:ro]"). They are refused unless
 	// the configuration sets allow_host_binds, and the Docker socket is refused always.
 	Binds []string `json:"binds,omitempty"`
+
+	// Customisation (profile_customise.go), done by the agent before it reports ready.
+	Init         []string      `json:"init,omitempty"`
+	Services     []Service     `json:"services,omitempty"`
+	Dependencies *Dependencies `json:"dependencies,omitempty"`
+	NPMRegistry  string        `json:"npm_registry,omitempty"`
+	PyPIIndexURL string        `json:"pypi_index_url,omitempty"`
+	AptMirror    string        `json:"apt_mirror,omitempty"`
+	Egress       *Egress       `json:"egress,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -126,7 +135,7 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile %q: invalid env name %q", p.ID, k)
 		}
 	}
-	return nil
+	return p.validateCustomise()
 }
 
 // HasCapability reports whether the profile grants c.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the sandbox images from agentimage/Dockerfile: `images.sh [target...]` (default: base browser).
+# Builds the sandbox images from agentimage/Dockerfile: `images.sh [target...]` (default: base browser; also: node).
 # Tags: ${SANDGATE_IMAGE_REPO:-sandgate/sandbox}:<target>. Docker's layer cache makes a rebuild with unchanged inputs
 # a no-op, and a changed agent rebuilds only its own layer. Concurrent callers (parallel test packages) are
 # serialised with a lock so an image is never built twice at once.

@@ -38,6 +38,9 @@ type SandboxOptions struct {
 	Memory string
 	// NoWorkspaceVolume skips the named workspace volume (use Args to mount something else there).
 	NoWorkspaceVolume bool
+	// NoWait returns without waiting for /health (tests of start-up failures); HealthTimeout overrides the 30 s wait.
+	NoWait        bool
+	HealthTimeout time.Duration
 }
 
 // RunSandbox starts a sandbox container on Docker's default bridge, waits for the agent's /health, and removes the
@@ -87,7 +90,13 @@ func RunSandbox(t testing.TB, opts SandboxOptions) *Sandbox {
 	}
 	s.IP = strings.TrimSpace(string(ipOut))
 	s.URL = fmt.Sprintf("http://%s:%d", s.IP, agentapi.DefaultPort)
-	if err := WaitHTTP(context.Background(), s.URL+"/health", 30*time.Second); err != nil {
+	if opts.NoWait {
+		return s
+	}
+	if opts.HealthTimeout == 0 {
+		opts.HealthTimeout = 30 * time.Second
+	}
+	if err := WaitHTTP(context.Background(), s.URL+"/health", opts.HealthTimeout); err != nil {
 		t.Fatalf("agent in %s did not become healthy: %v", s.Name, err)
 	}
 	return s

@@ -116,6 +116,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 		profile := f.str("profile", false, DefaultProfile)
 		cargoID := f.optStr("cargo_id")
 		ttl := f.integer("ttl", 0, bound(0), nil, false)
+		depsEnv := f.dependencies() // create_customise.go
 		if !decodeOrFail(w, f) {
 			return
 		}
@@ -129,7 +130,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 			writeError(w, r, errorf(CodeValidation, "Invalid profile: %s", profile).with("profile", profile).with("available", known))
 			return
 		}
-		req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1}
+		req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: depsEnv}
 		if ttl > 0 {
 			req.TTL = time.Duration(ttl) * time.Second
 		}

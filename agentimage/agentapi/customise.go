@@ -1,0 +1,105 @@
+package agentapi
+
+// Wire types of what users customise in a sandbox: the Node.js kernel, init hooks, user services, dependencies and
+// package mirrors. The gateway passes the customisation to the agent as JSON in these environment variables.
+const (
+	// EnvInit is a JSON array of shell commands run in order (bash -c) before the agent reports ready.
+	EnvInit = "SANDGATE_INIT"
+	// EnvServices is a JSON array of ServiceSpec the agent supervises.
+	EnvServices = "SANDGATE_SERVICES"
+	// EnvDependencies is a JSON Dependencies document installed before the agent reports ready.
+	EnvDependencies = "SANDGATE_DEPENDENCIES"
+	// EnvMirrors is a JSON Mirrors document written into HOME at start.
+	EnvMirrors = "SANDGATE_MIRRORS"
+)
+
+// NodeExecRequest is the body of POST /v1/node/exec.
+type NodeExecRequest struct {
+	Code string `json:"code"`
+	// TimeoutMS bounds the execution; 0 means 30 s, at most 300 s.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// NodeExecResult is the answer of POST /v1/node/exec: the same shape as PythonExecResult (the error's ename is the
+// JavaScript error's name, evalue its message, traceback its stack's lines; images stay empty).
+type NodeExecResult struct {
+	Success bool   `json:"success"`
+	Stdout  string `json:"stdout"`
+	Stderr  string `json:"stderr"`
+	// Result is util.inspect() of the cell's last expression (a returned Promise awaited), absent when undefined.
+	Result         *string      `json:"result,omitempty"`
+	Error          *PythonError `json:"error,omitempty"`
+	Images         []string     `json:"images"`
+	ExecutionCount int          `json:"execution_count"`
+	DurationMS     int64        `json:"duration_ms"`
+	TimedOut       bool         `json:"timed_out,omitempty"`
+	// KernelRestarted says the kernel had to be killed and started again: every variable is gone.
+	KernelRestarted bool `json:"kernel_restarted,omitempty"`
+	OutputTruncated bool `json:"output_truncated,omitempty"`
+}
+
+// Restart policies of a user service.
+const (
+	RestartAlways    = "always"
+	RestartOnFailure = "on-failure"
+	RestartNever     = "never"
+)
+
+// ServiceSpec is a long-running process the agent supervises.
+type ServiceSpec struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Port    int               `json:"port,omitempty"`
+	Restart string            `json:"restart,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// ServiceStatus is one entry of GET /v1/services.
+type ServiceStatus struct {
+	Name     string   `json:"name"`
+	State    string   `json:"state"` // starting | running | backoff | exited | failed
+	PID      int      `json:"pid,omitempty"`
+	Restarts int      `json:"restarts"`
+	Port     int      `json:"port,omitempty"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+	LastLog  []string `json:"last_log"`
+}
+
+// Dependencies are packages installed when the sandbox starts.
+type Dependencies struct {
+	Python map[string]string `json:"python,omitempty"`
+	Node   map[string]string `json:"node,omitempty"`
+	// Apt packages cannot be installed at runtime (non-root, read-only root): they are built into a derived image.
+	Apt []string `json:"apt,omitempty"`
+}
+
+// Mirrors are package registry settings written into HOME (FastGPT's files).
+type Mirrors struct {
+	NPMRegistry  string `json:"npm_registry,omitempty"`
+	PyPIIndexURL string `json:"pypi_index_url,omitempty"`
+	AptMirror    string `json:"apt_mirror,omitempty"`
+}
+
+// Startup states reported by GET /health and GET /v1/init/log.
+const (
+	StartupStarting = "starting"
+	StartupReady    = "ok"
+	StartupFailed   = "failed"
+)
+
+// InitLog is GET /v1/init/log: what the start-up steps (mirrors, dependencies, init commands) did.
+type InitLog struct {
+	Status string     `json:"status"`
+	Error  string     `json:"error,omitempty"`
+	Steps  []InitStep `json:"steps"`
+}
+
+// InitStep is one start-up step with its kept output.
+type InitStep struct {
+	Name       string `json:"name"`
+	Command    string `json:"command,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+	Output     string `json:"output"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+}

@@ -1,0 +1,142 @@
+package startup
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+)
+
+func TestValidateDependencies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    agentapi.Dependencies
+		ok   bool
+	}{
+		{"plain", agentapi.Dependencies{Python: map[string]string{"requests": "2.31.0", "numpy": "", "pandas": ">=2,<3", "uvicorn[standard]": "*"}, Node: map[string]string{"lodash": "^4.17.21", "@types/node": "20"}}, true},
+		{"option injection", agentapi.Dependencies{Python: map[string]string{"--index-url=http://evil": ""}}, false},
+		{"url as name", agentapi.Dependencies{Python: map[string]string{"git+https://x/y": ""}}, false},
+		{"shell in version", agentapi.Dependencies{Python: map[string]string{"six": "1; rm -rf /"}}, false},
+		{"node path", agentapi.Dependencies{Node: map[string]string{"../x": ""}}, false},
+		{"node file spec", agentapi.Dependencies{Node: map[string]string{"x": "file:/etc"}}, false},
+		{"node uppercase", agentapi.Dependencies{Node: map[string]string{"Lodash": ""}}, false},
+		{"apt ok", agentapi.Dependencies{Apt: []string{"libpq-dev", "g++", "curl=7.88.1-10"}}, true},
+		{"apt option", agentapi.Dependencies{Apt: []string{"-o=APT::x"}}, false},
+	} {
+		if err := ValidateDependencies(tc.d); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	if got := pythonRequirements(map[string]string{"b": "1.0", "a": ">=2", "c": ""}); strings.Join(got, " ") != "a>=2 b==1.0 c" {
+		t.Fatalf("requirements %v", got)
+	}
+	if got := nodePackages(map[string]string{"b": "^1", "a": ""}); strings.Join(got, " ") != "a b@^1" {
+		t.Fatalf("packages %v", got)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv(agentapi.EnvInit, `["echo hi"]`)
+	t.Setenv(agentapi.EnvServices, `[{"name":"web","command":"python3 -m http.server 8000","port":8000}]`)
+	t.Setenv(agentapi.EnvDependencies, `{"python":{"six":"1.16.0"}}`)
+	t.Setenv(agentapi.EnvMirrors, `{"npm_registry":"https://npm.example/"}`)
+	c, err := ConfigFromEnv("/home/x", "/ws")
+	if err != nil || len(c.Init) != 1 || c.Services[0].Restart != agentapi.RestartAlways || c.Dependencies.Python["six"] != "1.16.0" || c.Mirrors.NPMRegistry == "" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for name, bad := range map[string]string{
+		agentapi.EnvInit:         `["ok", "  "]`,
+		agentapi.EnvServices:     `[{"name":"x"}]`,
+		agentapi.EnvDependencies: `{"ruby":{"x":"1"}}`,
+		agentapi.EnvMirrors:      `{"npm_registry":"javascript:alert(1)"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, bad)
+			if _, err := ConfigFromEnv("/home/x", "/ws"); err == nil {
+				t.Fatalf("%s=%s accepted", name, bad)
+			}
+		})
+	}
+}
+
+func health(t *testing.T, s *Startup) (int, HealthBody) {
+	t.Helper()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		agentapi.WriteJSON(w, 200, HealthBody{Status: "ok"})
+	})
+	rec := httptest.NewRecorder()
+	s.GateHealth(ok, "v").ServeHTTP(rec, httptest.NewRequest("GET", "/health", nil))
+	var b HealthBody
+	_ = json.Unmarshal(rec.Body.Bytes(), &b)
+	return rec.Code, b
+}
+
+func TestRunInitAndHealth(t *testing.T) {
+	ws := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	s := New(Config{Home: t.TempDir(), Workspace: ws, Init: []string{"echo one > a.txt", "cat a.txt; echo two >> a.txt"}}, nil, log)
+	if code, b := health(t, s); code != 503 || b.Status != "starting" {
+		t.Fatalf("before run: %d %+v", code, b)
+	}
+	s.Run(context.Background())
+	if code, b := health(t, s); code != 200 || b.Status != "ok" {
+		t.Fatalf("after run: %d %+v", code, b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\ntwo\n" {
+		t.Fatalf("init effect %q", b)
+	}
+	l := s.Log()
+	if len(l.Steps) != 2 || l.Steps[1].Output != "one\n" {
+		t.Fatalf("log %+v", l)
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"init fails", Config{Init: []string{"true", "echo 'no such table' >&2; exit 4", "touch never"}}, "init command 2 (echo 'no such table' >&2; exit 4) failed: exit 4: no such table"},
+		{"apt refused", Config{Dependencies: agentapi.Dependencies{Apt: []string{"curl"}}}, "make profile-images"},
+		{"no npm", Config{Dependencies: agentapi.Dependencies{Node: map[string]string{"lodash": ""}}}, "needs npm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Home, tc.cfg.Workspace = t.TempDir(), t.TempDir()
+			if tc.name == "no npm" {
+				t.Setenv("PATH", t.TempDir())
+			}
+			s := New(tc.cfg, nil, log)
+			s.Run(context.Background())
+			code, b := health(t, s)
+			if code != 503 || b.Status != "failed" || !strings.Contains(b.Error, tc.want) {
+				t.Fatalf("%d %+v, want error containing %q", code, b, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(tc.cfg.Workspace, "never")); err == nil {
+				t.Fatal("a command after the failure ran")
+			}
+		})
+	}
+	// A configuration error fails at once.
+	s := New(Config{}, os.ErrInvalid, log)
+	if code, b := health(t, s); code != 503 || b.Status != "failed" {
+		t.Fatalf("config error: %d %+v", code, b)
+	}
+}
+
+func TestLimitedBufferKeepsTheEnd(t *testing.T) {
+	var b limitedBuffer
+	b.Write([]byte(strings.Repeat("x", outputLimit)))
+	b.Write([]byte("the reason\n"))
+	if s := b.String(); !strings.HasSuffix(s, "the reason\n") || !strings.HasPrefix(s, "[earlier output dropped]") {
+		t.Fatalf("tail lost: %q", s[len(s)-20:])
+	}
+}

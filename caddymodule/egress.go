@@ -1,0 +1,139 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/sandgate/sandgate/routes/egress"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	caddy.RegisterModule(new(SandboxEgress))
+	httpcaddyfile.RegisterHandlerDirective("sandbox_egress", parseSandboxEgress)
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_egress", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// SandboxEgress is the allow-list forward proxy for sandboxes (routes/egress). Serve it on a site the sandboxes
+// reach (the internal network's gateway address) and point their HTTP(S)_PROXY at it with the profile's
+// `egress { proxy ... }`. The sandbox is identified by its source address on the sandbox network; its profile's
+// `egress.allow` list decides.
+type SandboxEgress struct {
+	// DialTimeout bounds connecting upstream; default 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	proxy *egress.Proxy
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxEgress) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_egress", New: func() caddy.Module { return new(SandboxEgress) }}
+}
+
+// Provision links the proxy to the sandbox Manager.
+func (h *SandboxEgress) Provision(ctx caddy.Context) error {
+	mgr, err := sandboxManager(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox_egress: %w", err)
+	}
+	h.proxy = &egress.Proxy{
+		Directory:   managerDirectory{mgr: mgr},
+		Logger:      slog.New(zapslog.NewHandler(ctx.Logger().Core())),
+		DialTimeout: time.Duration(h.DialTimeout),
+	}
+	return nil
+}
+
+func (h *SandboxEgress) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	h.proxy.ServeHTTP(w, r)
+	return nil
+}
+
+// managerDirectory finds a sandbox by the address its agent has on the sandbox network.
+type managerDirectory struct{ mgr *sandboxes.Manager }
+
+func (d managerDirectory) BySourceIP(ip netip.Addr) (egress.Client, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cursor := ""
+	for {
+		list, next, err := d.mgr.List(ctx, sandboxes.ListOptions{Limit: 500, Cursor: cursor})
+		if err != nil {
+			return egress.Client{}, false
+		}
+		for _, sb := range list {
+			t, ok := d.mgr.Resolve(sb.ID)
+			if !ok {
+				continue
+			}
+			host, _, err := net.SplitHostPort(t.Addr)
+			if err != nil {
+				continue
+			}
+			if a, err := netip.ParseAddr(host); err != nil || a.Unmap() != ip {
+				continue
+			}
+			p, _ := d.mgr.Profile(sb.Profile)
+			var pol egress.Policy
+			if p.Egress != nil {
+				pol.Allow = p.Egress.Allow
+			}
+			return egress.Client{SandboxID: sb.ID, Policy: pol}, true
+		}
+		if next == "" {
+			return egress.Client{}, false
+		}
+		cursor = next
+	}
+}
+
+// parseSandboxEgress reads
+//
+//	sandbox_egress [<matcher>] {
+//	    dial_timeout <duration>
+//	}
+func parseSandboxEgress(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(SandboxEgress)
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// UnmarshalCaddyfile reads the directive.
+func (h *SandboxEgress) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "dial_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("dial_timeout: %v", err)
+			}
+			h.DialTimeout = caddy.Duration(dur)
+		default:
+			return d.Errf("sandbox_egress: unknown option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+var (
+	_ caddy.Provisioner           = (*SandboxEgress)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxEgress)(nil)
+	_ caddyfile.Unmarshaler       = (*SandboxEgress)(nil)
+)

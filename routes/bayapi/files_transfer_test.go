@@ -1,0 +1,98 @@
+package bayapi
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestFilesExportImport(t *testing.T) {
+	a := newTestAPI(t)
+	src := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
+	dst := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
+	bobs := a.create(t, keyBob, map[string]any{"profile": "python-default"})
+	payload := []byte{0, 1, 2, 255, 'x', '\n'}
+	a.agent.mu.Lock()
+	a.agent.files["out/data.bin"] = payload
+	a.agent.files["secret.txt"] = []byte("not exported")
+	a.agent.mu.Unlock()
+
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+src+"/files:export", keyAlice, map[string]any{"paths": []string{"./out/data.bin"}})
+	if st != 200 {
+		t.Fatalf("export: %d %v", st, out)
+	}
+	if st, out, _ = a.call(t, "GET", "/v1/sandboxes/"+src+"/files:export", keyAlice, nil); st != 200 || len(out["exports"].([]any)) != 1 {
+		t.Fatalf("list exports: %d %v", st, out)
+	}
+
+	st, out, _ = a.call(t, "POST", "/v1/sandboxes/"+dst+"/files:import", keyAlice,
+		map[string]any{"from_sandbox": src, "path": "out/data.bin", "destination": "in/copy.bin"})
+	if st != 200 || out["size"].(float64) != float64(len(payload)) || out["path"] != "in/copy.bin" {
+		t.Fatalf("import: %d %v", st, out)
+	}
+	a.agent.mu.Lock()
+	got := a.agent.files["in/copy.bin"]
+	a.agent.mu.Unlock()
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("copied %v, want %v", got, payload)
+	}
+
+	for _, tc := range []struct {
+		name, target, key string
+		body              map[string]any
+		status            int
+		code              string
+	}{
+		{"not exported", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "secret.txt"}, 403, CodeForbidden},
+		{"other owner's source", bobs, keyBob, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, CodeNotFound},
+		{"other owner's destination", bobs, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, CodeNotFound},
+		{"path escapes", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "../etc/passwd"}, 400, CodeInvalidPath},
+		{"both sources", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin", "url": "https://example.com/x"}, 400, CodeValidation},
+		{"neither", dst, keyAlice, map[string]any{"destination": "x"}, 400, CodeValidation},
+		{"loopback url", dst, keyAlice, map[string]any{"url": "http://127.0.0.1:1/x"}, 403, CodeForbidden},
+		{"metadata url", dst, keyAlice, map[string]any{"url": "http://169.254.169.254/latest/meta-data/"}, 403, CodeForbidden},
+		{"file url", dst, keyAlice, map[string]any{"url": "file:///etc/passwd"}, 400, CodeValidation},
+		{"unknown field", dst, keyAlice, map[string]any{"from": src}, 400, CodeValidation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+tc.target+"/files:import", tc.key, tc.body)
+			if st != tc.status || errCode(out) != tc.code {
+				t.Fatalf("%d %v, want %d %s", st, out, tc.status, tc.code)
+			}
+		})
+	}
+	// Exporting someone else's sandbox is refused the same way.
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+src+"/files:export", keyBob, map[string]any{"paths": []string{"x"}}); st != 404 {
+		t.Fatalf("bob exporting alice's: %d %v", st, out)
+	}
+}
+
+func TestCreateWithDependencies(t *testing.T) {
+	a := newTestAPI(t)
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default",
+		"dependencies": map[string]any{"python": map[string]string{"requests": "2.31.0"}, "node": map[string]string{"lodash": "^4"}}})
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, out)
+	}
+	for name, deps := range map[string]any{
+		"bad name": map[string]any{"python": map[string]string{"--extra-index-url=http://x": ""}},
+		"apt":      map[string]any{"apt": []string{"curl"}},
+		"shape":    "numpy",
+	} {
+		st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "dependencies": deps})
+		if st != 422 && st != 400 {
+			t.Fatalf("%s: %d %v", name, st, out)
+		}
+	}
+}
+
+func TestNodeExecNeedsTheCapability(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"code": "1+1"})
+	if st != 400 || errCode(out) != CodeCapability {
+		t.Fatalf("%d %v", st, out)
+	}
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"timeout": 5}); st != 422 && st != 400 {
+		t.Fatalf("missing code: %d %v", st, out)
+	}
+}

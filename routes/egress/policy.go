@@ -1,0 +1,140 @@
+// Package egress is an allow-list forward proxy for sandboxes: CONNECT tunnels and absolute-form HTTP requests,
+// each checked against the sandbox's allow-list by name and again by the address actually dialled, so DNS cannot
+// smuggle a private or metadata address past the list. Refusals are logged with the sandbox's id.
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Policy is what one sandbox may reach. Allow entries are host names ("pypi.org"), wildcard domains
+// ("*.example.com", which matches subdomains only), IP addresses or CIDR prefixes. An empty list refuses
+// everything.
+type Policy struct {
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Addresses refused whatever the list says: cloud metadata, loopback, link-local, unspecified and multicast.
+var alwaysBlocked = mustPrefixes("127.0.0.0/8", "::1/128", "169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128",
+	"224.0.0.0/4", "ff00::/8", "fd00:ec2::254/128", "100.100.100.200/32")
+
+// Private ranges are refused unless the list names the address or a prefix holding it (a name that resolves into
+// them is refused: that is how DNS rebinding reaches internal services).
+var private = mustPrefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "198.18.0.0/15")
+
+func mustPrefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
+// Validate checks every entry.
+func (p Policy) Validate() error {
+	for _, a := range p.Allow {
+		a = strings.ToLower(strings.TrimSpace(a))
+		switch {
+		case a == "":
+			return fmt.Errorf("egress allow: empty entry")
+		case strings.Contains(a, "/"):
+			if _, err := netip.ParsePrefix(a); err != nil {
+				return fmt.Errorf("egress allow %q: %w", a, err)
+			}
+		case strings.HasPrefix(a, "*."):
+			if !validName(a[2:]) {
+				return fmt.Errorf("egress allow %q: not a domain", a)
+			}
+		default:
+			if _, err := netip.ParseAddr(a); err != nil && !validName(a) {
+				return fmt.Errorf("egress allow %q: not a host name, address or prefix", a)
+			}
+		}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// AllowsHost reports whether host (a name or an address literal, no port) is on the list, and why not.
+func (p Policy) AllowsHost(host string) (bool, string) {
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.allowsLiteral(ip.Unmap())
+	}
+	for _, a := range p.Allow {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if a == host || (strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:])) {
+			return true, ""
+		}
+	}
+	return false, "host not on the sandbox's egress allow-list"
+}
+
+func (p Policy) allowsLiteral(ip netip.Addr) (bool, string) {
+	if reason := blockedAlways(ip); reason != "" {
+		return false, reason
+	}
+	if p.namesAddr(ip) {
+		return true, ""
+	}
+	return false, "address not on the sandbox's egress allow-list"
+}
+
+// namesAddr reports whether an entry is ip itself or a prefix holding it.
+func (p Policy) namesAddr(ip netip.Addr) bool {
+	for _, a := range p.Allow {
+		a = strings.TrimSpace(a)
+		if pf, err := netip.ParsePrefix(a); err == nil && pf.Contains(ip) {
+			return true
+		}
+		if x, err := netip.ParseAddr(a); err == nil && x.Unmap() == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsDial is the check on the address about to be dialled (after DNS): never an always-blocked address, and a
+// private one only if the list names it.
+func (p Policy) AllowsDial(ip netip.Addr) (bool, string) {
+	ip = ip.Unmap()
+	if reason := blockedAlways(ip); reason != "" {
+		return false, reason
+	}
+	for _, pf := range private {
+		if pf.Contains(ip) && !p.namesAddr(ip) {
+			return false, fmt.Sprintf("%s is a private address not named on the allow-list", ip)
+		}
+	}
+	return true, ""
+}
+
+func blockedAlways(ip netip.Addr) string {
+	for _, pf := range alwaysBlocked {
+		if pf.Contains(ip) {
+			if ip == netip.MustParseAddr("169.254.169.254") || ip == netip.MustParseAddr("fd00:ec2::254") || ip == netip.MustParseAddr("100.100.100.200") {
+				return fmt.Sprintf("%s is a cloud metadata address", ip)
+			}
+			return fmt.Sprintf("%s is in %s, which sandboxes never reach", ip, pf)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,226 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Client is a sandbox using the proxy.
+type Client struct {
+	SandboxID string
+	Policy    Policy
+}
+
+// Directory finds the sandbox behind a source address (its address on the sandbox network).
+type Directory interface {
+	BySourceIP(ip netip.Addr) (Client, bool)
+}
+
+// Proxy is the forward proxy. It is an http.Handler; serve it on an address the sandboxes reach (the internal
+// network's gateway address).
+type Proxy struct {
+	Directory Directory
+	Logger    *slog.Logger
+	// DialTimeout bounds connecting upstream; default 10 s.
+	DialTimeout time.Duration
+	// Resolver resolves names; nil uses net.DefaultResolver.
+	Resolver *net.Resolver
+
+	once      sync.Once
+	transport *http.Transport
+}
+
+// hop-by-hop headers (RFC 9110 7.6.1) plus the proxy's own.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+type policyKey struct{}
+
+func (p *Proxy) init() {
+	p.once.Do(func() {
+		if p.Logger == nil {
+			p.Logger = slog.Default()
+		}
+		if p.DialTimeout == 0 {
+			p.DialTimeout = 10 * time.Second
+		}
+		p.transport = &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				pol, _ := ctx.Value(policyKey{}).(Policy)
+				return p.dial(ctx, pol, addr)
+			},
+			Proxy:                 nil, // never chain to the gateway's own proxy settings
+			MaxIdleConns:          64,
+			IdleConnTimeout:       30 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+			// Connections are per policy (the dial checks it), so they must not be shared between sandboxes.
+			DisableKeepAlives: true,
+		}
+	})
+}
+
+// RefusedError is a request the policy refused.
+type RefusedError struct{ Host, Reason string }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("egress to %s refused: %s", e.Host, e.Reason)
+}
+
+// dial connects to addr, checking every resolved address against pol before it is used.
+func (p *Proxy) dial(ctx context.Context, pol Policy, addr string) (net.Conn, error) {
+	d := net.Dialer{
+		Timeout:  p.DialTimeout,
+		Resolver: p.Resolver,
+		// Control sees the address actually dialled, after resolution: the last word on private and metadata ranges.
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return &RefusedError{Host: address, Reason: "unparseable address"}
+			}
+			if ok, why := pol.AllowsDial(ap.Addr()); !ok {
+				return &RefusedError{Host: address, Reason: why}
+			}
+			return nil
+		},
+	}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.init()
+	src := sourceIP(r)
+	client, ok := p.Directory.BySourceIP(src)
+	if !ok {
+		p.Logger.Warn("egress refused", "source", src.String(), "host", r.Host, "reason", "not a sandbox")
+		http.Error(w, "sandgate egress: the source address is not a sandbox", http.StatusForbidden)
+		return
+	}
+	if r.Method == http.MethodConnect {
+		p.serveConnect(w, r, client)
+		return
+	}
+	if !r.URL.IsAbs() || r.URL.Host == "" || (r.URL.Scheme != "http") {
+		http.Error(w, "sandgate egress: a forward proxy takes CONNECT or absolute http:// URLs", http.StatusBadRequest)
+		return
+	}
+	host := r.URL.Hostname()
+	if ok, why := client.Policy.AllowsHost(host); !ok {
+		p.refuse(w, client, host, why)
+		return
+	}
+	out := r.Clone(context.WithValue(r.Context(), policyKey{}, client.Policy))
+	out.RequestURI = ""
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	resp, err := p.transport.RoundTrip(out)
+	if err != nil {
+		p.upstreamError(w, client, host, err)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, client Client) {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port == "" {
+		http.Error(w, "sandgate egress: CONNECT needs host:port", http.StatusBadRequest)
+		return
+	}
+	if ok, why := client.Policy.AllowsHost(host); !ok {
+		p.refuse(w, client, host, why)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.DialTimeout)
+	upstream, err := p.dial(ctx, client.Policy, r.Host)
+	cancel()
+	if err != nil {
+		p.upstreamError(w, client, host, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	conn, brw, err := rc.Hijack()
+	if err != nil {
+		upstream.Close()
+		http.Error(w, "sandgate egress: cannot take over the connection", http.StatusInternalServerError)
+		return
+	}
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
+		conn.Close()
+		upstream.Close()
+		return
+	}
+	p.Logger.Debug("egress tunnel", "sandbox", client.SandboxID, "host", r.Host)
+	// Bytes the client sent after the CONNECT head are already buffered.
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		if _, err := upstream.Write(b); err != nil {
+			conn.Close()
+			upstream.Close()
+			return
+		}
+	}
+	relay(conn, upstream)
+}
+
+// relay copies both ways until both directions end, half-closing as each side finishes.
+func relay(a, b net.Conn) {
+	var wg sync.WaitGroup
+	cp := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	wg.Add(2)
+	go cp(a, b)
+	go cp(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, client Client, host, why string) {
+	p.Logger.Warn("egress refused", "sandbox", client.SandboxID, "host", host, "reason", why)
+	w.Header().Set("X-Sandgate-Egress", "refused")
+	http.Error(w, fmt.Sprintf("sandgate egress: %s refused for sandbox %s: %s", host, client.SandboxID, why), http.StatusForbidden)
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, client Client, host string, err error) {
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		p.refuse(w, client, host, refused.Reason)
+		return
+	}
+	p.Logger.Info("egress upstream failed", "sandbox", client.SandboxID, "host", host, "error", err)
+	http.Error(w, "sandgate egress: "+strings.TrimSpace(err.Error()), http.StatusBadGateway)
+}
+
+func sourceIP(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}

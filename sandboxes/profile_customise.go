@@ -1,0 +1,297 @@
+package sandboxes
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// What users put in a sandbox beyond its image: commands run at start, supervised services, packages installed
+// before the sandbox is ready, package mirrors and an outbound proxy. The agent does the work; the Manager passes
+// the profile's settings to it as environment (CustomiseEnv).
+
+// Environment names the agent reads (agentimage/agentapi holds the same names; sandboxes stays free of it).
+const (
+	EnvInit         = "SANDGATE_INIT"
+	EnvServices     = "SANDGATE_SERVICES"
+	EnvDependencies = "SANDGATE_DEPENDENCIES"
+	EnvMirrors      = "SANDGATE_MIRRORS"
+)
+
+// Service is a long-running process the agent supervises. Restart is always (default), on-failure or never.
+type Service struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Port    int               `json:"port,omitempty"`
+	Restart string            `json:"restart,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// Dependencies are packages installed at start: python {name: version}, node {name: range}. Apt packages need a
+// derived image (make profile-images): the agent refuses them at runtime.
+type Dependencies struct {
+	Python map[string]string `json:"python,omitempty"`
+	Node   map[string]string `json:"node,omitempty"`
+	Apt    []string          `json:"apt,omitempty"`
+}
+
+// Egress is how a sandbox reaches outside: Proxy becomes HTTP_PROXY/HTTPS_PROXY (and their lowercase forms),
+// NoProxy NO_PROXY. Allow is the host allow-list sandgate's own proxy (http.handlers.sandbox_egress) applies to
+// this profile's sandboxes: names, *.domains, addresses or CIDR prefixes; private addresses only when named.
+type Egress struct {
+	Proxy   string   `json:"proxy,omitempty"`
+	NoProxy []string `json:"no_proxy,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
+}
+
+var (
+	serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+	pyDepName   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?$`)
+	pyDepVer    = regexp.MustCompile(`^((==|>=|<=|~=|!=|<|>)?[0-9A-Za-z.*+!]{1,64})(,(==|>=|<=|~=|!=|<|>)[0-9A-Za-z.*+!]{1,64}){0,4}$`)
+	nodeDepName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]{0,100}/)?[a-z0-9][a-z0-9._-]{0,213}$`)
+	nodeDepVer  = regexp.MustCompile(`^[0-9A-Za-z.^~<>=*+ |-]{1,64}$`)
+	aptDepName  = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,100}(=[A-Za-z0-9.+~:-]{1,64})?$`)
+	noProxyItem = regexp.MustCompile(`^[A-Za-z0-9.*:/\[\]_-]{1,253}$`)
+)
+
+// Validate reports the first invalid name or version. The agent checks again; the API refuses early.
+func (d *Dependencies) Validate() error {
+	if d == nil {
+		return nil
+	}
+	for name, v := range d.Python {
+		if !pyDepName.MatchString(name) {
+			return fmt.Errorf("python dependency %q: not a valid package name", name)
+		}
+		if v != "" && v != "*" && !pyDepVer.MatchString(v) {
+			return fmt.Errorf("python dependency %q: version %q is not a version or specifier", name, v)
+		}
+	}
+	for name, v := range d.Node {
+		if !nodeDepName.MatchString(name) {
+			return fmt.Errorf("node dependency %q: not a valid package name", name)
+		}
+		if v != "" && !nodeDepVer.MatchString(v) {
+			return fmt.Errorf("node dependency %q: version %q is not a version range", name, v)
+		}
+	}
+	for _, name := range d.Apt {
+		if !aptDepName.MatchString(name) {
+			return fmt.Errorf("apt dependency %q: not a valid package name", name)
+		}
+	}
+	return nil
+}
+
+// Merge returns d with other's packages added (other wins on the same name), for a create's dependencies on top of
+// its profile's.
+func (d *Dependencies) Merge(other *Dependencies) *Dependencies {
+	if d == nil && other == nil {
+		return nil
+	}
+	out := &Dependencies{Python: map[string]string{}, Node: map[string]string{}}
+	for _, src := range []*Dependencies{d, other} {
+		if src == nil {
+			continue
+		}
+		for k, v := range src.Python {
+			out.Python[k] = v
+		}
+		for k, v := range src.Node {
+			out.Node[k] = v
+		}
+		for _, a := range src.Apt {
+			if !slices.Contains(out.Apt, a) {
+				out.Apt = append(out.Apt, a)
+			}
+		}
+	}
+	return out
+}
+
+var allowName = regexp.MustCompile(`^(\*\.)?([a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}$`)
+
+func validAllowEntry(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return len(s) <= 253 && allowName.MatchString(strings.ToLower(s))
+}
+
+func validHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && !strings.ContainsAny(s, "\"\n\r \t")
+}
+
+// validateCustomise checks the customisation fields of p.
+func (p *Profile) validateCustomise() error {
+	for i, c := range p.Init {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("profile %q: init command %d is empty", p.ID, i)
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range p.Services {
+		switch {
+		case !serviceName.MatchString(s.Name):
+			return fmt.Errorf("profile %q: service name %q must be lowercase letters, digits, '_' or '-' (at most 32)", p.ID, s.Name)
+		case seen[s.Name]:
+			return fmt.Errorf("profile %q: service %q declared twice", p.ID, s.Name)
+		case strings.TrimSpace(s.Command) == "":
+			return fmt.Errorf("profile %q: service %q has no command", p.ID, s.Name)
+		case s.Port < 0 || s.Port > 65535:
+			return fmt.Errorf("profile %q: service %q port %d is not a port", p.ID, s.Name, s.Port)
+		case s.Restart != "" && s.Restart != "always" && s.Restart != "on-failure" && s.Restart != "never":
+			return fmt.Errorf("profile %q: service %q restart must be always, on-failure or never", p.ID, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	if err := p.Dependencies.Validate(); err != nil {
+		return fmt.Errorf("profile %q: %w", p.ID, err)
+	}
+	for name, v := range map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror} {
+		if v != "" && !validHTTPURL(v) {
+			return fmt.Errorf("profile %q: %s %q is not an http(s) URL", p.ID, name, v)
+		}
+	}
+	if p.Egress != nil {
+		if p.Egress.Proxy != "" && !validHTTPURL(p.Egress.Proxy) {
+			return fmt.Errorf("profile %q: egress proxy %q is not an http(s) URL", p.ID, p.Egress.Proxy)
+		}
+		for _, a := range p.Egress.Allow {
+			if !validAllowEntry(a) {
+				return fmt.Errorf("profile %q: egress allow entry %q is not a host name, *.domain, address or CIDR prefix", p.ID, a)
+			}
+		}
+		for _, n := range p.Egress.NoProxy {
+			if !noProxyItem.MatchString(n) {
+				return fmt.Errorf("profile %q: egress no_proxy entry %q is not a host, domain or CIDR", p.ID, n)
+			}
+		}
+	}
+	return nil
+}
+
+// AppTarget is the port /app routes to: AppPort when set, else the first service that declares a port.
+func (p *Profile) AppTarget() int {
+	if p.AppPort != 0 {
+		return p.AppPort
+	}
+	for _, s := range p.Services {
+		if s.Port != 0 {
+			return s.Port
+		}
+	}
+	return 0
+}
+
+// RequestDependencies reads a create request's dependencies from its environment (EnvDependencies as JSON, the
+// way the API passes them to the Manager); nil when absent.
+func RequestDependencies(requestEnv map[string]string) (*Dependencies, error) {
+	raw, ok := requestEnv[EnvDependencies]
+	if !ok || strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	var d Dependencies
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("dependencies: %w", err)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// CustomiseEnv is the environment that hands p's customisation to the agent. The create request's environment
+// wins over the profile's settings, except dependencies, which are merged (the request's over the profile's).
+func (p *Profile) CustomiseEnv(requestEnv map[string]string) map[string]string {
+	env := map[string]string{}
+	put := func(name string, v any) {
+		b, _ := json.Marshal(v) // plain data always marshals
+		env[name] = string(b)
+	}
+	// A request's malformed dependencies are left as they are: the agent refuses them and the sandbox fails with
+	// that message, instead of the packages being dropped silently.
+	extra, depsErr := RequestDependencies(requestEnv)
+	defer func() {
+		for k := range requestEnv {
+			if k != EnvDependencies || depsErr != nil {
+				delete(env, k)
+			}
+		}
+	}()
+	if len(p.Init) > 0 {
+		put(EnvInit, p.Init)
+	}
+	if len(p.Services) > 0 {
+		put(EnvServices, p.Services)
+	}
+	if deps := p.Dependencies.Merge(extra); depsErr == nil && deps != nil && (len(deps.Python)+len(deps.Node)+len(deps.Apt) > 0) {
+		put(EnvDependencies, deps)
+	}
+	if p.NPMRegistry != "" || p.PyPIIndexURL != "" || p.AptMirror != "" {
+		put(EnvMirrors, map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror})
+	}
+	if p.Egress != nil && p.Egress.Proxy != "" {
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env[k] = p.Egress.Proxy
+		}
+		noProxy := append([]string{"localhost", "127.0.0.1", "::1"}, p.Egress.NoProxy...)
+		sort.Strings(noProxy[3:])
+		env["NO_PROXY"] = strings.Join(noProxy, ",")
+		env["no_proxy"] = env["NO_PROXY"]
+	}
+	return env
+}
+
+// CodeStartupFailed is the error code of a sandbox whose agent could not do its start-up customisation.
+const CodeStartupFailed = "startup_failed"
+
+// agentStartupFailure reads a 503 /health answer; when the agent reports {"status":"failed","error":...} it returns
+// that as the launch's error. It reads at most 64 KiB and leaves closing the body to the caller.
+func agentStartupFailure(resp *http.Response) error {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return nil
+	}
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err != nil || body.Status != "failed" {
+		return nil
+	}
+	return &Error{Code: CodeStartupFailed, Message: "sandbox start-up failed: " + body.Error}
+}
+
+// WithEgressDefault returns profiles with the gateway-wide proxy settings filled in where a profile sets no proxy of
+// its own (its allow-list, if any, is kept). The input is not modified.
+func WithEgressDefault(profiles []Profile, def *Egress) []Profile {
+	if def == nil || def.Proxy == "" {
+		return profiles
+	}
+	out := make([]Profile, len(profiles))
+	for i, p := range profiles {
+		if p.Egress == nil || p.Egress.Proxy == "" {
+			e := Egress{Proxy: def.Proxy, NoProxy: def.NoProxy}
+			if p.Egress != nil {
+				e.Allow = p.Egress.Allow
+				e.NoProxy = append(append([]string{}, def.NoProxy...), p.Egress.NoProxy...)
+			}
+			p.Egress = &e
+		}
+		out[i] = p
+	}
+	return out
+}
