@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 
+	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -120,6 +122,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("module %T is not a sandbox driver", mod)
 	}
 	a.driver = d
+	if err := a.applyBayEnv(); err != nil {
+		return err
+	}
 	a.cfg = a.managerConfig()
 	if err := a.Validate(); err != nil {
 		return err
@@ -272,3 +277,23 @@ var (
 	_ caddy.CleanerUpper = (*App)(nil)
 	_ caddy.Destructor   = (*managerHolder)(nil)
 )
+
+// applyBayEnv gives the app what a Bay deployment expects, so AstrBot's auto-start mode can run our image in place
+// of Bay's: BAY_PROFILES replace or add profiles (environment over configuration, as in Bay), and a gateway with no
+// profile at all gets Bay's python-default.
+func (a *App) applyBayEnv() error {
+	env, err := bayapi.ReadBayEnv(os.Environ())
+	if err != nil {
+		return fmt.Errorf("sandboxes: %w", err)
+	}
+	a.Profiles = bayapi.MergeProfiles(a.Profiles, env.Profiles)
+	if len(a.Profiles) == 0 {
+		idle, _ := sandboxes.ParseDuration("1800") // a constant that parses
+		a.Profiles = []sandboxes.Profile{{
+			ID: bayapi.DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: bayapi.SandgateBaseImage,
+			Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
+			Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}, IdleTimeout: idle,
+		}}
+	}
+	return nil
+}

@@ -83,8 +83,6 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if !ok || app.Manager() == nil {
 		return fmt.Errorf("sandbox_api: the sandboxes app has no Manager")
 	}
-	applyBayProfiles(app, env)
-
 	dataDir, err := bayapi.ResolveDataDir(env, s.DataDir, filepath.Join(caddy.AppDataDir(), "sandgate"))
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
@@ -150,23 +148,6 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	s.handler = bayapi.New(cfg)
 	return nil
-}
-
-// applyBayProfiles gives the sandboxes app what a Bay deployment expects: BAY_PROFILES replace or add profiles
-// (environment over configuration, as in Bay), and a gateway with no profile at all gets Bay's python-default.
-// It runs before the app's Start applies its configuration.
-func applyBayProfiles(app *App, env bayapi.BayEnv) {
-	profiles := bayapi.MergeProfiles(app.Profiles, env.Profiles)
-	if len(profiles) == 0 {
-		idle, _ := sandboxes.ParseDuration("1800")
-		profiles = []sandboxes.Profile{{
-			ID: bayapi.DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: bayapi.SandgateBaseImage,
-			Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
-			Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}, IdleTimeout: idle,
-		}}
-	}
-	app.Profiles = profiles
-	app.cfg = app.managerConfig()
 }
 
 // sandgateVersion is the module version of the build, for /health.
