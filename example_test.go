@@ -4,36 +4,47 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/testenv"
 )
 
-// TestCaddyfileExampleServes runs the real gateway binary on Caddyfile.example, as `make run` does, and fetches
-// https://localhost:<port>/health trusting only Caddy's internal CA.
+// TestCaddyfileExampleServes runs the real gateway binary on Caddyfile.example, as `make run` does: the HTTPS site
+// answers /health trusting only Caddy's internal CA, and AstrBot's path works on Bay's port with the key the
+// gateway generated into credentials.json — profiles, create, ready, an exec, delete.
 func TestCaddyfileExampleServes(t *testing.T) {
 	testenv.Integration(t)
+	testenv.Image(t, "base") // the example's python-default keeps a warm member
 	example, err := os.ReadFile("Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpsPort := testenv.FreePort(t)
+	ns := testenv.Unique("sgexample")
+	t.Cleanup(func() { removeNamespace(ns) })
+	httpsPort, bayPort := testenv.FreePort(t), testenv.FreePort(t)
 	g := testenv.StartGateway(t, string(example), testenv.GatewayOptions{Env: []string{
 		fmt.Sprintf("SANDGATE_HTTP_PORT=%d", testenv.FreePort(t)),
 		fmt.Sprintf("SANDGATE_HTTPS_PORT=%d", httpsPort),
+		fmt.Sprintf("SANDGATE_BAY_PORT=%d", bayPort),
+		"SANDGATE_NAMESPACE=" + ns,
+		"SANDGATE_TICKET_SECRET=example-test-secret-that-is-32-bytes-long",
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := httpsClient(t, ctx, g)
+	https := httpsClient(t, ctx, g)
 	var body string
 	for {
-		resp, err := client.Get(fmt.Sprintf("https://localhost:%d/health", httpsPort))
+		resp, err := https.Get(fmt.Sprintf("https://localhost:%d/health", httpsPort))
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -50,6 +61,50 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	if !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("health body %q", body)
 	}
+
+	var creds struct {
+		APIKey string `json:"api_key"`
+	}
+	b, err := os.ReadFile(filepath.Join(g.DataDir, "sandgate", "credentials.json"))
+	if err != nil {
+		t.Fatalf("credentials.json: %v", err)
+	}
+	if err := json.Unmarshal(b, &creds); err != nil || !strings.HasPrefix(creds.APIKey, "sk-bay-") {
+		t.Fatalf("credentials.json %s: %v", b, err)
+	}
+	bay := client.New(fmt.Sprintf("http://127.0.0.1:%d", bayPort), creds.APIKey)
+	profiles, err := bay.Profiles(ctx)
+	if err != nil || len(profiles) != 2 {
+		t.Fatalf("profiles: %v %+v", err, profiles)
+	}
+	sb, err := bay.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bay.WaitReady(ctx, sb.ID, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bay.Shell(ctx, sb.ID, "echo from-the-example", 30)
+	if err != nil || !strings.Contains(res.Output, "from-the-example") {
+		t.Fatalf("shell/exec: %v %+v", err, res)
+	}
+	if err := bay.DeleteSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// removeNamespace removes whatever a gateway left in its namespace (the example keeps a warm member and sandboxes
+// survive the gateway by design).
+func removeNamespace(ns string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
+	for _, id := range strings.Fields(string(out)) {
+		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
+	}
+	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
+	for _, v := range strings.Fields(string(out)) {
+		_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
+	}
+	_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
 }
 
 // httpsClient trusts only the gateway's internal CA root.
