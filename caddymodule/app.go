@@ -1,10 +1,15 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -12,6 +17,10 @@ import (
 func init() {
 	caddy.RegisterModule(new(App))
 }
+
+// managers keeps each sandbox Manager alive across config reloads, keyed by identity (engine endpoint and label
+// namespace), never by the whole config: a reload that changes a setting reaches the same Manager.
+var managers = caddy.NewUsagePool()
 
 // App is the `sandboxes` Caddy app: it owns the sandbox Manager, which outlives config reloads.
 type App struct {
@@ -26,20 +35,57 @@ type App struct {
 	MaxSandboxes int `json:"max_sandboxes,omitempty"`
 	// MaxPerOwner caps the sandboxes of one API key's owner; 0 means no cap.
 	MaxPerOwner int `json:"max_per_owner,omitempty"`
-	// GCInterval is how often idle, expired and orphaned sandboxes are collected.
+	// GCInterval is how often idle, expired and orphaned sandboxes are collected (default 1m).
 	GCInterval caddy.Duration `json:"gc_interval,omitempty"`
 	// DefaultTTL is the lifetime of a sandbox created without a ttl; 0 means it never expires.
 	DefaultTTL caddy.Duration `json:"default_ttl,omitempty"`
-	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits).
+	// StartTimeout bounds the wait for an agent's readiness (default 60s).
+	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
+	// WarmMaxAge recycles warm-pool members older than this (default 30m).
+	WarmMaxAge caddy.Duration `json:"warm_max_age,omitempty"`
+	// OrphanMinAge spares unowned containers and volumes younger than this from the sweep (default 5m).
+	OrphanMinAge caddy.Duration `json:"orphan_min_age,omitempty"`
+	// MaxConcurrentStarts bounds containers being created and started at once (default 4).
+	MaxConcurrentStarts int `json:"max_concurrent_starts,omitempty"`
+	// WarmRefillRate is warm-pool refills per second per profile (default 2).
+	WarmRefillRate float64 `json:"warm_refill_rate,omitempty"`
+	// AllowHostBinds lets profiles mount host paths (binds); the Docker socket is refused regardless.
+	AllowHostBinds bool `json:"allow_host_binds,omitempty"`
+	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
+	// a reload never does).
 	OnExit string `json:"on_exit,omitempty"`
 
-	driver Driver
+	driver  Driver
+	key     string
+	holder  *managerHolder
+	ctx     caddy.Context
+	logger  *zap.Logger
+	events  *caddyevents.App
+	cfg     sandboxes.Config
+	unwatch func()
 }
 
 // Driver is what a module in the sandboxes.drivers namespace provides.
 type Driver interface {
 	// Endpoint names the engine the driver talks to; with the namespace it keys the reload-surviving Manager.
 	Endpoint() string
+	// NewDriver makes the engine client. It must do no I/O.
+	NewDriver() (sandboxes.Driver, error)
+}
+
+// managerHolder is the pooled value: one Manager and the metrics that outlive reloads with it.
+type managerHolder struct {
+	mgr     *sandboxes.Manager
+	metrics *metrics
+	stop    func()
+}
+
+// Destruct runs when the last config using the Manager is unloaded: background loops stop, containers stay.
+func (h *managerHolder) Destruct() error {
+	if h.stop != nil {
+		h.stop()
+	}
+	return h.mgr.Close()
 }
 
 // CaddyModule returns the Caddy module information.
@@ -47,9 +93,11 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "sandboxes", New: func() caddy.Module { return new(App) }}
 }
 
-// Provision loads the driver and checks the configuration. It does no I/O: a config that fails here never touches
-// the running sandboxes.
+// Provision loads the driver, checks the configuration and gets the Manager from the pool. It does no I/O: a
+// config that fails here never touches the running sandboxes.
 func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
 	if a.Namespace == "" {
 		a.Namespace = "sandgate"
 	}
@@ -65,24 +113,58 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("module %T is not a sandbox driver", mod)
 	}
 	a.driver = d
+	a.cfg = a.managerConfig()
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if ev, err := ctx.App("events"); err == nil {
+		a.events, _ = ev.(*caddyevents.App)
+	}
+	a.key = d.Endpoint() + "|" + a.Namespace
+	namespace := a.Namespace
+	slogger := ctx.Slogger()
+	val, _, err := managers.LoadOrNew(a.key, func() (caddy.Destructor, error) {
+		drv, err := d.NewDriver()
+		if err != nil {
+			return nil, err
+		}
+		store := sandboxes.NewBoltStore(filepath.Join(caddy.AppDataDir(), "sandgate", namespace+".db"))
+		mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace}, drv, store, slogger)
+		if err != nil {
+			return nil, err
+		}
+		h := &managerHolder{mgr: mgr, metrics: newMetrics(mgr)}
+		h.stop = h.metrics.follow(mgr)
+		return h, nil
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox manager: %w", err)
+	}
+	a.holder = val.(*managerHolder)
+	if err := a.holder.metrics.register(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering sandbox metrics: %w", err)
+	}
 	return nil
+}
+
+func (a *App) managerConfig() sandboxes.Config {
+	return sandboxes.Config{
+		Profiles: a.Profiles, MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
+		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval),
+		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
+		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
+		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds,
+	}
 }
 
 // Validate checks the profiles and limits.
 func (a *App) Validate() error {
-	seen := make(map[string]bool, len(a.Profiles))
-	for i := range a.Profiles {
-		p := &a.Profiles[i]
-		if err := p.Validate(); err != nil {
-			return err
-		}
-		if seen[p.ID] {
-			return fmt.Errorf("profile %q is defined twice", p.ID)
-		}
-		seen[p.ID] = true
+	cfg := a.managerConfig()
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
-	if a.MaxSandboxes < 0 || a.MaxPerOwner < 0 {
-		return fmt.Errorf("max_sandboxes and max_per_owner must not be negative")
+	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 {
+		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
 	switch a.OnExit {
 	case "", "keep", "destroy":
@@ -92,15 +174,91 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start applies the configuration.
-func (a *App) Start() error { return nil }
+// Manager is the sandbox Manager; handlers get it with ctx.App("sandboxes").
+func (a *App) Manager() *sandboxes.Manager {
+	if a.holder == nil {
+		return nil
+	}
+	return a.holder.mgr
+}
 
-// Stop never removes containers: Caddy calls it on every reload.
-func (a *App) Stop() error { return nil }
+// Start pings the engine (first start only), applies the new settings (validated in full before anything
+// changes) and starts the Manager's loops once.
+func (a *App) Start() error {
+	mgr := a.holder.mgr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mgr.Apply(ctx, a.cfg); err != nil {
+		return fmt.Errorf("applying sandbox settings: %w", err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("starting the sandbox manager: %w", err)
+	}
+	a.unwatch = a.forwardEvents(mgr)
+	a.logger.Info("sandboxes ready", zap.String("namespace", a.Namespace), zap.String("engine", a.driver.Endpoint()),
+		zap.Int("profiles", len(a.Profiles)), zap.String("instance", mgr.Instance()))
+	return nil
+}
+
+// Stop never removes containers: Caddy calls it on every reload. Only when the process exits and on_exit is
+// destroy are this Manager's sandboxes removed.
+func (a *App) Stop() error {
+	if a.unwatch != nil {
+		a.unwatch()
+		a.unwatch = nil
+	}
+	if a.OnExit == "destroy" && caddy.Exiting() && a.holder != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := a.holder.mgr.DestroyAll(ctx); err != nil {
+			a.logger.Error("destroying sandboxes on exit", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// Cleanup releases this config's reference to the pooled Manager; the last release stops its loops.
+func (a *App) Cleanup() error {
+	if a.holder != nil && a.holder.metrics != nil {
+		a.holder.metrics.unregister(a.ctx.GetMetricsRegistry())
+	}
+	if a.key == "" {
+		return nil
+	}
+	_, err := managers.Delete(a.key)
+	return err
+}
+
+// forwardEvents re-emits lifecycle events on Caddy's events app as sandbox_<type>.
+func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
+	if a.events == nil {
+		return func() {}
+	}
+	ch, unsubscribe := mgr.Subscribe(256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range ch {
+			data := map[string]any{"sandbox_id": ev.SandboxID, "profile": ev.Profile, "owner": ev.Owner, "reason": ev.Reason,
+				"launch_type": ev.LaunchType, "warm": ev.Warm}
+			if ev.Death != nil {
+				data["exit_code"] = ev.Death.ExitCode
+				data["message"] = ev.Death.Message
+			}
+			a.events.Emit(a.ctx, "sandbox_"+ev.Type, data)
+		}
+	}()
+	return func() {
+		unsubscribe()
+		<-done
+	}
+}
 
 // Interface guards.
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Validator   = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.Destructor   = (*managerHolder)(nil)
 )

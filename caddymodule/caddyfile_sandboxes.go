@@ -25,6 +25,12 @@ func init() {
 //	    max_per_owner 10
 //	    gc_interval   1m
 //	    default_ttl   1h
+//	    start_timeout 60s
+//	    warm_max_age  30m
+//	    orphan_min_age 5m
+//	    max_concurrent_starts 4
+//	    warm_refill_rate 2
+//	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    profile <id> {
 //	        image         sandgate/sandbox:base
@@ -41,6 +47,7 @@ func init() {
 //	        connect_mode  container_network|host_port
 //	        runtime       runsc
 //	        app_port      3000
+//	        bind          /host/path:/container/path[:ro]   (needs allow_host_binds)
 //	    }
 //	}
 func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -80,6 +87,26 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			err = oneCaddyDuration(d, &app.DefaultTTL)
 		case "on_exit":
 			err = oneString(d, &app.OnExit)
+		case "start_timeout":
+			err = oneCaddyDuration(d, &app.StartTimeout)
+		case "warm_max_age":
+			err = oneCaddyDuration(d, &app.WarmMaxAge)
+		case "orphan_min_age":
+			err = oneCaddyDuration(d, &app.OrphanMinAge)
+		case "max_concurrent_starts":
+			err = oneInt(d, &app.MaxConcurrentStarts)
+		case "warm_refill_rate":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				if app.WarmRefillRate, err = strconv.ParseFloat(s, 64); err != nil {
+					err = d.Errf("warm_refill_rate %q is not a number", s)
+				}
+			}
+		case "allow_host_binds":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			app.AllowHostBinds = true
 		case "profile":
 			var p sandboxes.Profile
 			if p, err = parseProfile(d); err == nil {
@@ -149,6 +176,11 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			err = oneString(d, &p.Runtime)
 		case "app_port":
 			err = oneInt(d, &p.AppPort)
+		case "bind":
+			var b string
+			if err = oneString(d, &b); err == nil {
+				p.Binds = append(p.Binds, b)
+			}
 		default:
 			return p, d.Errf("unknown profile option %q", d.Val())
 		}

@@ -3,6 +3,9 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
 func init() {
@@ -27,6 +30,10 @@ func (d *DockerDriver) Endpoint() string {
 	}
 	return "docker:" + d.Host
 }
+
+// NewDriver makes the Engine API client (API version negotiated: the engine may be as old as 20.10 / API 1.41).
+// It does no I/O.
+func (d *DockerDriver) NewDriver() (sandboxes.Driver, error) { return docker.New(d.Host) }
 
 // UnmarshalCaddyfile reads
 //

@@ -33,6 +33,8 @@ type Sandbox struct {
 	LaunchType string `json:"launch_type,omitempty"`
 	// Died explains a failed sandbox whose container died.
 	Died *Death `json:"died,omitempty"`
+	// LastError says why the last start failed (a failed status without Died).
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Death says why a container stopped without being asked to.

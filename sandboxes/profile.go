@@ -74,6 +74,9 @@ type Profile struct {
 	Runtime string `json:"runtime,omitempty"`
 	// AppPort is the port inside the sandbox that /app routes to.
 	AppPort int `json:"app_port,omitempty"`
+	// Binds are host paths mounted into the sandbox ("/host/path:/container/path[:ro]"). They are refused unless
+	// the configuration sets allow_host_binds, and the Docker socket is refused always.
+	Binds []string `json:"binds,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)

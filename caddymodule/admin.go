@@ -1,0 +1,125 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	caddy.RegisterModule(new(AdminAPI))
+}
+
+// AdminAPI is `admin.api.sandboxes`: list, inspect and delete sandboxes on Caddy's admin endpoint (which has no
+// authentication of its own: keep it on localhost or a unix socket).
+//
+//	GET    /sandboxes[?owner=&status=&limit=&cursor=]
+//	GET    /sandboxes/{id}
+//	DELETE /sandboxes/{id}
+type AdminAPI struct {
+	ctx caddy.Context
+}
+
+// CaddyModule returns the Caddy module information.
+func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.sandboxes", New: func() caddy.Module { return new(AdminAPI) }}
+}
+
+// Provision keeps the context; the app is looked up per request, as it changes with every config.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	return nil
+}
+
+// Routes returns the admin routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/sandboxes", Handler: caddy.AdminHandlerFunc(a.list)},
+		{Pattern: "/sandboxes/", Handler: caddy.AdminHandlerFunc(a.one)},
+	}
+}
+
+func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
+	app, err := a.ctx.AppIfConfigured("sandboxes")
+	if err != nil || app == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not configured")}
+	}
+	mgr := app.(*App).Manager()
+	if mgr == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the sandbox manager is not running")}
+	}
+	return mgr, nil
+}
+
+func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	items, next, err := mgr.List(r.Context(), sandboxes.ListOptions{Owner: q.Get("owner"), Status: sandboxes.Status(q.Get("status")),
+		Limit: limit, Cursor: q.Get("cursor")})
+	if err != nil {
+		return apiError(err)
+	}
+	return writeJSON(w, map[string]any{"items": items, "next_cursor": next, "stats": mgr.Stats()})
+}
+
+func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	id := strings.Trim(strings.TrimPrefix(r.URL.Path, "/sandboxes/"), "/")
+	if id == "" {
+		return a.list(w, r)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		sb, err := mgr.Get(r.Context(), id)
+		if err != nil {
+			return apiError(err)
+		}
+		return writeJSON(w, sb)
+	case http.MethodDelete:
+		if err := mgr.Delete(r.Context(), id); err != nil {
+			return apiError(err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+}
+
+func apiError(err error) error {
+	status := http.StatusInternalServerError
+	switch sandboxes.ErrorCode(err) {
+	case sandboxes.CodeNotFound:
+		status = http.StatusNotFound
+	case sandboxes.CodeInvalid:
+		status = http.StatusBadRequest
+	}
+	return caddy.APIError{HTTPStatus: status, Err: err}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+var (
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+)

@@ -1,0 +1,101 @@
+package caddymodule
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// metrics live with the pooled Manager, so counters survive reloads; each config registers them in its registry.
+type metrics struct {
+	byStatus   *prometheus.GaugeVec
+	creates    *prometheus.CounterVec
+	claim      prometheus.Histogram
+	coldStart  prometheus.Histogram
+	gc         *prometheus.CounterVec
+	deaths     *prometheus.CounterVec
+	collectors []prometheus.Collector
+	mgr        *sandboxes.Manager
+}
+
+type statusCollector struct{ m *metrics }
+
+func (c statusCollector) Describe(ch chan<- *prometheus.Desc) { c.m.byStatus.Describe(ch) }
+func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.byStatus.Reset()
+	for _, s := range []string{"idle", "starting", "ready", "failed", "expired", "warm"} {
+		c.m.byStatus.WithLabelValues(s).Set(0)
+	}
+	for s, n := range c.m.mgr.Stats() {
+		c.m.byStatus.WithLabelValues(s).Set(float64(n))
+	}
+	c.m.byStatus.Collect(ch)
+}
+
+func newMetrics(mgr *sandboxes.Manager) *metrics {
+	const ns, sub = "sandgate", "sandboxes"
+	m := &metrics{mgr: mgr,
+		byStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "count",
+			Help: "Sandboxes by status (warm: unclaimed warm-pool members)."}, []string{"status"}),
+		creates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "creates_total",
+			Help: "Sandboxes created, by launch type (warm claim or cold create)."}, []string{"launch_type"}),
+		claim: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "warm_claim_seconds",
+			Help: "Time to claim a warm sandbox.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		coldStart: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "cold_start_seconds",
+			Help: "Time from create (or restart) to the agent's readiness.", Buckets: prometheus.ExponentialBuckets(0.05, 1.6, 14)}),
+		gc: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "gc_total",
+			Help: "Things the collector stopped or removed, by reason."}, []string{"reason"}),
+		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deaths_total",
+			Help: "Sandbox containers that died, by reason."}, []string{"reason"}),
+	}
+	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths}
+	return m
+}
+
+// follow updates the counters from the Manager's events until the returned function is called.
+func (m *metrics) follow(mgr *sandboxes.Manager) func() {
+	ch, unsubscribe := mgr.Subscribe(1024)
+	go func() {
+		for ev := range ch {
+			switch ev.Type {
+			case sandboxes.EventCreated:
+				m.creates.WithLabelValues(ev.LaunchType).Inc()
+				if ev.LaunchType == sandboxes.LaunchWarm {
+					m.claim.Observe(ev.Duration.Seconds())
+				}
+			case sandboxes.EventReady:
+				if !ev.Warm {
+					m.coldStart.Observe(ev.Duration.Seconds())
+				}
+			case sandboxes.EventGC:
+				m.gc.WithLabelValues(ev.Reason).Inc()
+			case sandboxes.EventDied:
+				m.deaths.WithLabelValues(ev.Reason).Inc()
+			}
+		}
+	}()
+	return unsubscribe
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		reg.Unregister(c)
+	}
+}

@@ -1,0 +1,233 @@
+package bayapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Our additions to Bay's API, in its style: same auth, envelope, ownership and ensure-running rules.
+
+func (h *Handler) needStreamer(w http.ResponseWriter, r *http.Request) bool {
+	if h.cfg.Streamer == nil {
+		writeError(w, r, errorf(CodeCapability, "streaming, processes and PTY are not available on this gateway").
+			with("capability", "streaming").with("available", []string{}))
+		return false
+	}
+	return true
+}
+
+// relaySSE copies an event stream to the client, flushing every read so events arrive as they happen.
+func relaySSE(w http.ResponseWriter, body io.ReadCloser) {
+	defer body.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return // the client left; closing body stops the agent stream
+			}
+			_ = rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal) {
+	if !h.needStreamer(w, r) {
+		return
+	}
+	f := bodyFields(r, true)
+	command := f.str("command", true, "")
+	timeout := f.integer("timeout", defaultExecTimeout, bound(1), bound(86400), false)
+	cwd := f.optStr("cwd")
+	if !decodeOrFail(w, f) {
+		return
+	}
+	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
+	if cwd != nil && *cwd != "" {
+		c, err := cleanWorkspacePath(*cwd, true)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		req.Cwd = c
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	body, err := h.cfg.Streamer.ExecStream(r.Context(), t, req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	relaySSE(w, body)
+}
+
+func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p Principal) {
+	if !h.needStreamer(w, r) {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	doc, err := h.cfg.Streamer.Processes(r.Context(), t)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+var pidPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Principal) {
+	if !h.needStreamer(w, r) {
+		return
+	}
+	pid := r.PathValue("pid")
+	q := queryFields(r)
+	offset := q.integer("offset", 0, bound(0), nil, false)
+	if !pidPattern.MatchString(pid) {
+		q.issue("string_pattern_mismatch", []any{"path", "pid"}, "String should match pattern '^[A-Za-z0-9_.-]{1,64}$'", pid, nil)
+	}
+	if !decodeOrFail(w, q) {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	body, err := h.cfg.Streamer.ProcessOutput(r.Context(), t, pid, offset)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	relaySSE(w, body)
+}
+
+var signals = []string{"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"}
+
+func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p Principal) {
+	if !h.needStreamer(w, r) {
+		return
+	}
+	pid := r.PathValue("pid")
+	f := bodyFields(r, false)
+	sig := strings.ToUpper(strings.TrimPrefix(strings.ToUpper(f.str("signal", false, "TERM")), "SIG"))
+	valid := false
+	for _, s := range signals {
+		valid = valid || s == sig
+	}
+	if !valid {
+		f.issue("enum", f.loc("signal"), "Input should be one of "+strings.Join(signals, ", "), sig, nil)
+	}
+	if !pidPattern.MatchString(pid) {
+		f.issue("string_pattern_mismatch", []any{"path", "pid"}, "String should match pattern '^[A-Za-z0-9_.-]{1,64}$'", pid, nil)
+	}
+	if !decodeOrFail(w, f) {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Streamer.Signal(r.Context(), t, pid, sig); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal) {
+	if !h.needStreamer(w, r) {
+		return
+	}
+	f := bodyFields(r, false)
+	req := PTYRequest{
+		Command: f.str("command", false, ""),
+		Cols:    int(f.integer("cols", 120, bound(1), bound(1000), false)),
+		Rows:    int(f.integer("rows", 40, bound(1), bound(1000), false)),
+	}
+	cwd := f.str("cwd", false, "")
+	if !decodeOrFail(w, f) {
+		return
+	}
+	if cwd != "" {
+		c, err := cleanWorkspacePath(cwd, true)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		req.Cwd = c
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	doc, err := h.cfg.Streamer.CreatePTY(r.Context(), t, req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, json.RawMessage(doc))
+}
+
+var ticketScopes = []string{"app", "vnc", "terminal", "cdp", "pty"}
+
+func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
+	if h.cfg.Tickets == nil {
+		writeError(w, r, errorf(CodeCapability, "tickets are not configured on this gateway").
+			with("capability", "tickets").with("available", []string{}))
+		return
+	}
+	id := r.PathValue("id")
+	f := bodyFields(r, false)
+	scope := f.str("scope", false, "app")
+	ttl := f.integer("ttl", 60, bound(1), bound(3600), false)
+	valid := false
+	for _, s := range ticketScopes {
+		valid = valid || s == scope
+	}
+	if !valid {
+		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(ticketScopes, ", "), scope, nil)
+	}
+	if !decodeOrFail(w, f) {
+		return
+	}
+	sb, err := h.visible(r.Context(), id, p)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if sb.Status == sandboxes.StatusExpired {
+		writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
+		return
+	}
+	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, TTL: time.Duration(ttl) * time.Second})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"ticket": tk.Ticket, "url": tk.URL, "expires_at": iso(tk.ExpiresAt), "scope": scope})
+}

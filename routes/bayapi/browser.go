@@ -1,0 +1,205 @@
+package bayapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Browser commands follow agent-browser's syntax (Gull passes `cmd` to it), mapped onto the agent's browser
+// capability. The supported subset:
+//
+//	open|goto|navigate <url>   load a page; prints the final URL
+//	get text                   the page's visible text (document.body.innerText)
+//	get title | get url        the page's title or URL
+//	eval <js>                  evaluate a JavaScript expression; prints the JSON result
+//	screenshot [path]          PNG into the workspace (default screenshots/screenshot-<unix ms>.png); prints the path
+//
+// Anything else answers exit_code 127 with a message naming the supported commands, like a missing binary would.
+const browserUsage = "supported browser commands: open|goto|navigate <url>, get text, get title, get url, eval <js>, screenshot [path]"
+
+const exitUnsupported = 127
+
+type browserStep struct {
+	stdout, stderr string
+	exit           int
+}
+
+// runBrowserCommand runs one agent-browser style command; errors of the agent become a non-zero step, except
+// lifecycle errors, which the caller reports as API errors.
+func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd string, timeout time.Duration) (browserStep, error) {
+	fields := strings.Fields(cmd)
+	if len(fields) == 0 {
+		return browserStep{stderr: "empty command; " + browserUsage, exit: exitUnsupported}, nil
+	}
+	verb := strings.ToLower(fields[0])
+	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cmd), fields[0]))
+	var req BrowserRequest
+	req.Timeout = timeout
+	var screenshotPath string
+	switch {
+	case verb == "open" || verb == "goto" || verb == "navigate":
+		if rest == "" {
+			return browserStep{stderr: verb + " needs a URL", exit: 1}, nil
+		}
+		url := rest
+		if !strings.Contains(url, "://") && !strings.HasPrefix(url, "about:") && !strings.HasPrefix(url, "data:") {
+			url = "https://" + url
+		}
+		req.Action, req.URL = "navigate", url
+	case verb == "get" && len(fields) == 2 && strings.EqualFold(fields[1], "text"):
+		req.Action = "text"
+	case verb == "get" && len(fields) == 2 && strings.EqualFold(fields[1], "title"):
+		req.Action = "title"
+	case verb == "get" && len(fields) == 2 && strings.EqualFold(fields[1], "url"):
+		req.Action = "url"
+	case verb == "eval":
+		if rest == "" {
+			return browserStep{stderr: "eval needs a JavaScript expression", exit: 1}, nil
+		}
+		req.Action, req.Script = "evaluate", rest
+	case verb == "screenshot":
+		req.Action = "screenshot"
+		screenshotPath = fmt.Sprintf("screenshots/screenshot-%d.png", h.cfg.Now().UnixMilli())
+		for _, a := range fields[1:] {
+			if !strings.HasPrefix(a, "-") {
+				screenshotPath = strings.TrimPrefix(a, WorkspaceRoot+"/")
+			}
+		}
+		c, err := cleanWorkspacePath(screenshotPath, false)
+		if err != nil {
+			return browserStep{stderr: err.Error(), exit: 1}, nil
+		}
+		screenshotPath = c
+	default:
+		return browserStep{stderr: fmt.Sprintf("unsupported browser command %q; %s", cmd, browserUsage), exit: exitUnsupported}, nil
+	}
+	res, err := h.cfg.Agent.Browser(ctx, t, req)
+	if err != nil {
+		e := asAPIError(err)
+		if e.Code == CodeSandboxExpired || e.Code == CodeNotFound || e.Code == CodeSessionNotReady {
+			return browserStep{}, err
+		}
+		return browserStep{stderr: e.Message, exit: 1}, nil
+	}
+	if req.Action == "screenshot" {
+		if err := h.cfg.Agent.WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
+			return browserStep{stderr: "saving the screenshot: " + asAPIError(err).Message, exit: 1}, nil
+		}
+		return browserStep{stdout: "Screenshot saved to " + WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
+	}
+	out := res.Value
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return browserStep{stdout: out}, nil
+}
+
+func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	f := bodyFields(r, true)
+	cmd := f.str("cmd", true, "")
+	timeout := f.integer("timeout", defaultExecTimeout, bound(1), bound(maxExecTimeout), false)
+	meta := readExecMeta(f)
+	_ = f.boolean("learn", false)
+	_ = f.boolean("include_trace", false)
+	if !decodeOrFail(w, f) {
+		return
+	}
+	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d := time.Duration(timeout) * time.Second
+	ctx, cancel := contextWithTimeout(r, d+agentGrace)
+	defer cancel()
+	start := time.Now()
+	step, err := h.runBrowserCommand(ctx, t, cmd, d)
+	elapsed := time.Since(start)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	eid := h.record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"success":           step.exit == 0,
+		"output":            step.stdout,
+		"error":             emptyToNil(step.stderr),
+		"exit_code":         step.exit,
+		"execution_id":      eid,
+		"execution_time_ms": elapsed.Milliseconds(),
+		"trace_ref":         nil,
+	})
+}
+
+func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	f := bodyFields(r, true)
+	commands := f.strList("commands", 1)
+	timeout := f.integer("timeout", 60, bound(1), bound(600), false)
+	stopOnError := f.boolean("stop_on_error", true)
+	meta := readExecMeta(f)
+	_ = f.boolean("learn", false)
+	_ = f.boolean("include_trace", false)
+	if !decodeOrFail(w, f) {
+		return
+	}
+	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	budget := time.Duration(timeout) * time.Second
+	ctx, cancel := contextWithTimeout(r, budget+agentGrace)
+	defer cancel()
+	start := time.Now()
+	deadline := start.Add(budget)
+	results := []map[string]any{}
+	success := true
+	for i, cmd := range commands {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			results = append(results, map[string]any{"cmd": cmd, "stdout": "", "stderr": "batch timeout exceeded", "exit_code": 124, "step_index": i, "duration_ms": 0})
+			success = false
+			break
+		}
+		stepStart := time.Now()
+		step, err := h.runBrowserCommand(ctx, t, cmd, remaining)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		results = append(results, map[string]any{
+			"cmd": cmd, "stdout": step.stdout, "stderr": step.stderr, "exit_code": step.exit,
+			"step_index": i, "duration_ms": time.Since(stepStart).Milliseconds(),
+		})
+		if step.exit != 0 {
+			success = false
+			if stopOnError {
+				break
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	var out, errs strings.Builder
+	for _, res := range results {
+		out.WriteString(res["stdout"].(string))
+		errs.WriteString(res["stderr"].(string))
+	}
+	eid := h.record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"results":           results,
+		"total_steps":       len(commands),
+		"completed_steps":   len(results),
+		"success":           success,
+		"duration_ms":       elapsed.Milliseconds(),
+		"execution_id":      eid,
+		"execution_time_ms": elapsed.Milliseconds(),
+		"trace_ref":         nil,
+	})
+}

@@ -1,0 +1,294 @@
+package bayapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// fakeManager is an in-memory lifecycle with the Manager's observable behaviour: created sandboxes become ready by
+// themselves, EnsureRunning starts idle ones, typed errors.
+type fakeManager struct {
+	mu       sync.Mutex
+	profiles []sandboxes.Profile
+	boxes    map[string]*sandboxes.Sandbox
+	order    []string
+	ensured  int
+	notReady bool
+	now      func() time.Time
+}
+
+func newFakeManager(now func() time.Time) *fakeManager {
+	return &fakeManager{
+		now:   now,
+		boxes: map[string]*sandboxes.Sandbox{},
+		profiles: []sandboxes.Profile{
+			{ID: "python-default", Image: "sandgate/sandbox:base", Capabilities: []string{"filesystem", "shell", "python"},
+				Resources: sandboxes.Resources{CPUs: 1, Memory: "1g"}, IdleTimeout: sandboxes.Duration(30 * time.Minute)},
+			{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
+		},
+	}
+}
+
+func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var prof *sandboxes.Profile
+	for i := range m.profiles {
+		if m.profiles[i].ID == req.Profile {
+			prof = &m.profiles[i]
+		}
+	}
+	if prof == nil {
+		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
+	}
+	id := newID("sandbox-")
+	ws := req.WorkspaceID
+	if ws == "" {
+		ws = "ws-" + strings.TrimPrefix(id, "sandbox-")
+	}
+	sb := &sandboxes.Sandbox{ID: id, Profile: prof.ID, Owner: req.Owner, Status: sandboxes.StatusStarting,
+		Capabilities: prof.Capabilities, WorkspaceID: ws, CreatedAt: m.now()}
+	if req.TTL > 0 {
+		exp := m.now().Add(req.TTL)
+		sb.ExpiresAt = &exp
+	}
+	m.boxes[id] = sb
+	m.order = append(m.order, id)
+	return *sb, nil
+}
+
+// Get reports a starting sandbox as ready on the next read: it warms up by itself.
+func (m *fakeManager) Get(_ context.Context, id string) (sandboxes.Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.boxes[id]
+	if !ok {
+		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+	}
+	out := *sb
+	if sb.Status == sandboxes.StatusStarting {
+		sb.Status = sandboxes.StatusReady
+	}
+	if sb.ExpiresAt != nil && m.now().After(*sb.ExpiresAt) {
+		sb.Status = sandboxes.StatusExpired
+		out.Status = sandboxes.StatusExpired
+	}
+	return out, nil
+}
+
+func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := slices.Clone(m.order)
+	sort.Strings(ids)
+	var out []sandboxes.Sandbox
+	for _, id := range ids {
+		sb := m.boxes[id]
+		if (o.Owner != "" && sb.Owner != o.Owner) || (o.Status != "" && sb.Status != o.Status) || (o.Cursor != "" && id <= o.Cursor) {
+			continue
+		}
+		if o.Limit > 0 && len(out) == o.Limit {
+			return out, out[len(out)-1].ID, nil
+		}
+		out = append(out, *sb)
+	}
+	return out, "", nil
+}
+
+func (m *fakeManager) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.boxes[id]
+	if !ok {
+		return sandboxes.Target{}, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+	}
+	if m.notReady {
+		return sandboxes.Target{}, sandboxes.Errorf(sandboxes.CodeNotReady, "sandbox %s is starting", id)
+	}
+	m.ensured++
+	sb.Status = sandboxes.StatusReady
+	idle := m.now().Add(30 * time.Minute)
+	sb.IdleExpiresAt = &idle
+	return sandboxes.Target{SandboxID: id, Addr: "agent:7777", Token: "t"}, nil
+}
+
+func (m *fakeManager) Stop(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb, ok := m.boxes[id]; ok {
+		sb.Status = sandboxes.StatusIdle
+		sb.IdleExpiresAt = nil
+		return nil
+	}
+	return sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+}
+
+func (m *fakeManager) Keepalive(_ context.Context, id string) error {
+	if _, err := m.Get(context.Background(), id); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb := m.boxes[id]
+	base := *sb.ExpiresAt
+	if m.now().After(base) {
+		base = m.now()
+	}
+	exp := base.Add(by)
+	sb.ExpiresAt = &exp
+	return *sb, nil
+}
+
+func (m *fakeManager) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.boxes, id)
+	m.order = slices.DeleteFunc(m.order, func(x string) bool { return x == id })
+	return nil
+}
+
+func (m *fakeManager) Profiles() []sandboxes.Profile { return m.profiles }
+
+// fakeAgent keeps a workspace in memory and runs a few shell commands.
+type fakeAgent struct {
+	mu       sync.Mutex
+	files    map[string][]byte
+	lastExec ExecRequest
+	pyCount  int
+	browser  []BrowserRequest
+}
+
+func newFakeAgent() *fakeAgent { return &fakeAgent{files: map[string][]byte{}} }
+
+func (a *fakeAgent) Exec(_ context.Context, _ sandboxes.Target, req ExecRequest) (ExecResult, error) {
+	a.mu.Lock()
+	a.lastExec = req
+	a.mu.Unlock()
+	switch {
+	case req.Command == "true":
+		return ExecResult{}, nil
+	case strings.HasPrefix(req.Command, "echo "):
+		return ExecResult{Stdout: strings.TrimPrefix(req.Command, "echo ") + "\n"}, nil
+	case req.Command == "sleep 999":
+		return ExecResult{ExitCode: -1, TimedOut: true}, nil
+	default:
+		return ExecResult{ExitCode: 127, Stderr: "sh: " + req.Command + ": not found\n"}, nil
+	}
+}
+
+func (a *fakeAgent) Python(_ context.Context, _ sandboxes.Target, req PythonRequest) (PythonResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pyCount++
+	if strings.Contains(req.Code, "raise") {
+		return PythonResult{Error: "Traceback: ValueError", ExecutionCount: a.pyCount}, nil
+	}
+	return PythonResult{Stdout: "hi\n", Result: "42", Images: []string{"iVBORw0KGgo="}, ExecutionCount: a.pyCount}, nil
+}
+
+func (a *fakeAgent) ReadFile(_ context.Context, _ sandboxes.Target, p string) ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b, ok := a.files[p]
+	if !ok {
+		return nil, agentapi.Errorf(agentapi.CodeFileNotFound, "no such file: %s", p)
+	}
+	return b, nil
+}
+
+func (a *fakeAgent) WriteFile(_ context.Context, _ sandboxes.Target, p string, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.files[p] = b
+	return nil
+}
+
+func (a *fakeAgent) ListDir(_ context.Context, _ sandboxes.Target, p string) ([]DirEntry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []DirEntry
+	for name, b := range a.files {
+		if p == "." || strings.HasPrefix(name, p+"/") {
+			out = append(out, DirEntry{Name: name[strings.LastIndex(name, "/")+1:], Path: name, IsFile: true, Size: int64(len(b))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func (a *fakeAgent) Remove(_ context.Context, _ sandboxes.Target, p string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.files[p]; !ok {
+		return agentapi.Errorf(agentapi.CodeFileNotFound, "no such file: %s", p)
+	}
+	delete(a.files, p)
+	return nil
+}
+
+func (a *fakeAgent) Upload(_ context.Context, _ sandboxes.Target, p string, r io.Reader) (int64, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.files[p] = b
+	return int64(len(b)), nil
+}
+
+func (a *fakeAgent) Download(_ context.Context, _ sandboxes.Target, p, rng string) (*Download, error) {
+	a.mu.Lock()
+	b, ok := a.files[p]
+	a.mu.Unlock()
+	if !ok {
+		return nil, agentapi.Errorf(agentapi.CodeFileNotFound, "no such file: %s", p)
+	}
+	h := http.Header{}
+	if rng != "" {
+		var start, end int
+		if _, err := fmt.Sscanf(rng, "bytes=%d-%d", &start, &end); err != nil || end >= len(b) {
+			return nil, agentapi.Errorf(agentapi.CodeInvalidRequest, "bad range")
+		}
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(b)))
+		return &Download{Body: io.NopCloser(bytes.NewReader(b[start : end+1])), Status: http.StatusPartialContent, Header: h}, nil
+	}
+	h.Set("Content-Length", fmt.Sprint(len(b)))
+	return &Download{Body: io.NopCloser(bytes.NewReader(b)), Status: http.StatusOK, Header: h}, nil
+}
+
+func (a *fakeAgent) Browser(_ context.Context, _ sandboxes.Target, req BrowserRequest) (BrowserResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.browser = append(a.browser, req)
+	switch req.Action {
+	case "navigate":
+		return BrowserResult{Value: req.URL}, nil
+	case "title":
+		return BrowserResult{Value: "Example Domain"}, nil
+	case "screenshot":
+		return BrowserResult{PNG: []byte("\x89PNG")}, nil
+	case "evaluate":
+		return BrowserResult{Value: "2"}, nil
+	}
+	return BrowserResult{Value: "text"}, nil
+}

@@ -1,0 +1,291 @@
+package bayapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// queryPath reads the required ?path= (a missing one is FastAPI's 422) and validates it (invalid_path).
+func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot bool) (string, bool) {
+	q := queryFields(r)
+	p := q.str("path", def == "", def)
+	if !decodeOrFail(w, q) {
+		return "", false
+	}
+	c, err := cleanWorkspacePath(p, allowRoot)
+	if err != nil {
+		writeError(w, r, err)
+		return "", false
+	}
+	return c, true
+}
+
+func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) {
+	fp, ok := queryPath(w, r, "", false)
+	if !ok {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	b, err := h.cfg.Agent.ReadFile(r.Context(), t, fp)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+}
+
+func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p Principal) {
+	f := bodyFields(r, true)
+	fp := f.str("path", true, "")
+	content := f.str("content", true, "")
+	if !decodeOrFail(w, f) {
+		return
+	}
+	c, err := cleanWorkspacePath(fp, false)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Agent.WriteFile(r.Context(), t, c, strings.NewReader(content)); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p Principal) {
+	fp, ok := queryPath(w, r, "", false)
+	if !ok {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Agent.Remove(r.Context(), t, fp); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p Principal) {
+	dp, ok := queryPath(w, r, ".", true)
+	if !ok {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	entries, err := h.cfg.Agent.ListDir(r.Context(), t, dp)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if entries == nil {
+		entries = []DirEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+// errTooLarge is what the counting reader fails with once an upload passes the cap.
+var errTooLarge = errors.New("upload exceeds the size limit")
+
+type cappedReader struct {
+	r   io.Reader
+	n   int64
+	max int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.max {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+// upload streams the multipart `file` part to the agent without holding it in memory. Bay's clients send the
+// `path` field before the file (httpx puts data fields first); if the file comes first it is spooled to a
+// temporary file, still bounded by the cap.
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != "multipart/form-data" {
+		writeValidation(w, &validationError{issues: []ValidationIssue{
+			{Type: "missing", Loc: []any{"body", "file"}, Msg: "Field required", Input: nil},
+			{Type: "missing", Loc: []any{"body", "path"}, Msg: "Field required", Input: nil},
+		}})
+		return
+	}
+	if r.ContentLength > 0 && r.ContentLength > h.cfg.MaxUploadBytes+1<<20 {
+		writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+		return
+	}
+	var (
+		dest    *string
+		spooled *os.File
+		written int64
+		done    bool
+	)
+	defer func() {
+		if spooled != nil {
+			spooled.Close()
+			os.Remove(spooled.Name())
+		}
+	}()
+	send := func(body io.Reader) error {
+		c, err := cleanWorkspacePath(*dest, false)
+		if err != nil {
+			return err
+		}
+		t, err := h.running(r.Context(), id, p, sandboxes.CapFilesystem)
+		if err != nil {
+			return err
+		}
+		capped := &cappedReader{r: body, max: h.cfg.MaxUploadBytes}
+		n, err := h.cfg.Agent.Upload(r.Context(), t, c, capped)
+		if capped.n > h.cfg.MaxUploadBytes || errors.Is(err, errTooLarge) {
+			return tooLarge(h.cfg.MaxUploadBytes)
+		}
+		written = n
+		done = err == nil
+		return err
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+				return
+			}
+			writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+			return
+		}
+		switch part.FormName() {
+		case "path":
+			b, err := io.ReadAll(io.LimitReader(part, 4097))
+			if err != nil || len(b) > 4096 {
+				writeError(w, r, errorf(CodeInvalidPath, "the path field is unreadable or too long"))
+				return
+			}
+			s := string(b)
+			dest = &s
+			if spooled != nil && !done {
+				if _, err := spooled.Seek(0, io.SeekStart); err != nil {
+					writeError(w, r, fmt.Errorf("rewinding the spooled upload: %w", err))
+					return
+				}
+				if err := send(spooled); err != nil {
+					writeError(w, r, err)
+					return
+				}
+			}
+		case "file":
+			if done || spooled != nil {
+				writeError(w, r, errorf(CodeValidation, "only one file part is accepted"))
+				return
+			}
+			if dest != nil {
+				if err := send(part); err != nil {
+					writeError(w, r, err)
+					return
+				}
+				continue
+			}
+			spooled, err = os.CreateTemp("", "sandgate-upload-*")
+			if err != nil {
+				writeError(w, r, fmt.Errorf("spooling the upload: %w", err))
+				return
+			}
+			capped := &cappedReader{r: part, max: h.cfg.MaxUploadBytes}
+			if _, err := io.Copy(spooled, capped); err != nil {
+				if errors.Is(err, errTooLarge) {
+					writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+				} else {
+					writeError(w, r, errorf(CodeValidation, "reading the uploaded file: %v", err))
+				}
+				return
+			}
+		default:
+			// Unknown fields are ignored, as FastAPI does.
+			_, _ = io.Copy(io.Discard, part)
+		}
+	}
+	var missing []ValidationIssue
+	if spooled == nil && !done {
+		missing = append(missing, ValidationIssue{Type: "missing", Loc: []any{"body", "file"}, Msg: "Field required"})
+	}
+	if dest == nil {
+		missing = append(missing, ValidationIssue{Type: "missing", Loc: []any{"body", "path"}, Msg: "Field required"})
+	}
+	if len(missing) > 0 {
+		writeValidation(w, &validationError{issues: missing})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": *dest, "size": written})
+}
+
+func tooLarge(max int64) *Error {
+	return errorf(CodePayloadTooLarge, "upload exceeds the limit of %d bytes", max).with("max_bytes", max)
+}
+
+func (h *Handler) download(w http.ResponseWriter, r *http.Request, p Principal) {
+	fp, ok := queryPath(w, r, "", false)
+	if !ok {
+		return
+	}
+	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d, err := h.cfg.Agent.Download(r.Context(), t, fp, r.Header.Get("Range"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer d.Body.Close()
+	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges"} {
+		if v := d.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(fp)}))
+	status := d.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.Copy(w, d.Body) // a failed copy means the client left mid-download
+}

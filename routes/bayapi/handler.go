@@ -1,0 +1,192 @@
+package bayapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Config wires the handler to its collaborators.
+type Config struct {
+	Sandboxes Sandboxes
+	Agent     Agent
+	// Streamer serves streaming exec, processes and PTY; nil answers those routes with capability_not_supported.
+	Streamer Streamer
+	// Tickets issues browser tickets; nil answers the tickets route with capability_not_supported.
+	Tickets TicketIssuer
+	Store   *Store
+	Keys    *KeyRing
+	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
+	AllowAnonymous bool
+	// MaxUploadBytes caps one upload; 0 means 1 GiB.
+	MaxUploadBytes int64
+	Version        string
+	Logger         *slog.Logger
+	Now            func() time.Time
+}
+
+// Handler serves the API.
+type Handler struct {
+	cfg    Config
+	mux    *http.ServeMux
+	routes []route
+	idem   *idempotencyCache
+}
+
+// route is one API operation; the table drives the mux and /v1/openapi.json alike.
+type route struct {
+	method, path string
+	summary      string
+	public       bool // no authentication (Bay: /health and GET /v1/profiles)
+	bay          bool // part of Bay's API (false: our addition)
+	h            func(http.ResponseWriter, *http.Request, Principal)
+}
+
+// New builds the handler.
+func New(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = &KeyRing{keys: map[string]Principal{}}
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now)}
+	h.routes = h.table()
+	for _, rt := range h.routes {
+		rt := rt
+		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			var p Principal
+			if !rt.public {
+				var err error
+				if p, err = h.authenticate(r); err != nil {
+					writeError(w, r, err)
+					return
+				}
+			}
+			rt.h(w, r, p)
+		})
+	}
+	return h
+}
+
+func (h *Handler) table() []route {
+	S := "/v1/sandboxes/{id}"
+	return []route{
+		{"GET", "/health", "Liveness and version", true, true, h.health},
+		{"GET", "/v1/profiles", "List sandbox profiles", true, true, h.listProfiles},
+		{"POST", "/v1/sandboxes", "Create a sandbox (Idempotency-Key honoured)", false, true, h.createSandbox},
+		{"GET", "/v1/sandboxes", "List the caller's sandboxes", false, true, h.listSandboxes},
+		{"GET", S, "Get a sandbox", false, true, h.getSandbox},
+		{"DELETE", S, "Delete a sandbox and its managed cargo (idempotent)", false, true, h.deleteSandbox},
+		{"POST", S + "/stop", "Stop the sandbox's compute, keeping its cargo", false, true, h.stopSandbox},
+		{"POST", S + "/keepalive", "Push the idle deadline without starting compute", false, true, h.keepalive},
+		{"POST", S + "/extend_ttl", "Extend the hard lifetime (Idempotency-Key honoured)", false, true, h.extendTTL},
+		{"POST", S + "/python/exec", "Run Python in the sandbox's persistent kernel", false, true, h.pythonExec},
+		{"POST", S + "/shell/exec", "Run a shell command", false, true, h.shellExec},
+		{"POST", S + "/browser/exec", "Run one browser command", false, true, h.browserExec},
+		{"POST", S + "/browser/exec_batch", "Run browser commands in order", false, true, h.browserBatch},
+		{"GET", S + "/filesystem/files", "Read a text file", false, true, h.readFile},
+		{"PUT", S + "/filesystem/files", "Write a text file", false, true, h.writeFile},
+		{"DELETE", S + "/filesystem/files", "Delete a file or directory", false, true, h.deleteFile},
+		{"GET", S + "/filesystem/directories", "List a directory", false, true, h.listDir},
+		{"POST", S + "/filesystem/upload", "Upload a file (multipart: file, path), streamed", false, true, h.upload},
+		{"GET", S + "/filesystem/download", "Download a file (Range supported)", false, true, h.download},
+		{"GET", S + "/history", "List execution history", false, true, h.listHistory},
+		{"GET", S + "/history/last", "The latest execution", false, true, h.lastHistory},
+		{"GET", S + "/history/{eid}", "One execution", false, true, h.getHistory},
+		{"PATCH", S + "/history/{eid}", "Annotate an execution (description, tags, notes)", false, true, h.patchHistory},
+		{"POST", "/v1/cargos", "Create a cargo (workspace volume; Idempotency-Key honoured)", false, true, h.createCargo},
+		{"GET", "/v1/cargos", "List cargos", false, true, h.listCargos},
+		{"GET", "/v1/cargos/{cid}", "Get a cargo", false, true, h.getCargo},
+		{"DELETE", "/v1/cargos/{cid}", "Delete a cargo (409 while in use)", false, true, h.deleteCargo},
+		// Our additions.
+		{"POST", S + "/shell/exec/stream", "Run a shell command, streaming output as SSE", false, false, h.execStream},
+		{"GET", S + "/processes", "List processes", false, false, h.listProcesses},
+		{"GET", S + "/processes/{pid}/output", "Resume a process's output from an offset (SSE)", false, false, h.processOutput},
+		{"POST", S + "/processes/{pid}/signal", "Signal a process group", false, false, h.signalProcess},
+		{"POST", S + "/pty", "Open a PTY session", false, false, h.createPTY},
+		{"POST", S + "/tickets", "Issue a short-lived one-time ticket for a browser URL", false, false, h.createTicket},
+		{"GET", "/v1/openapi.json", "This API's OpenAPI document", true, false, h.openapi},
+	}
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// ServeHTTP echoes or generates X-Request-Id and dispatches; unknown routes get Bay's envelope, not mux text.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := r.Header.Get("X-Request-Id")
+	if rid == "" || len(rid) > 128 {
+		rid = newID("req-")
+	}
+	w.Header().Set("X-Request-Id", rid)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		// Tell a wrong method from an unknown path, as FastAPI does (405 vs 404).
+		for _, rt := range h.routes {
+			probe := r.Clone(r.Context())
+			probe.Method = rt.method
+			if _, p := h.mux.Handler(probe); p != "" {
+				writeError(w, r, errorf(CodeMethodNotAllowed, "Method Not Allowed"))
+				return
+			}
+		}
+		writeError(w, r, errorf(CodeNotFound, "Not Found: %s", r.URL.Path))
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// Owns reports whether this handler serves the request's path (so the Caddy glue can pass other paths on).
+func (h *Handler) Owns(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/health" || p == "/v1" || strings.HasPrefix(p, "/v1/")
+}
+
+func requestID(r *http.Request) string {
+	if v, ok := r.Context().Value(requestIDKey).(string); ok {
+		return v
+	}
+	return ""
+}
+
+// newID returns prefix + 12 hex digits, Bay's id shape.
+func newID(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return prefix + hex.EncodeToString(b)
+}
+
+func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ Principal) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": h.cfg.Version})
+}
+
+// decodeOrFail reports the fields' issues as FastAPI's 422 and returns false when there are any.
+func decodeOrFail(w http.ResponseWriter, f *fields) bool {
+	if err := f.err(); err != nil {
+		writeValidation(w, err.(*validationError))
+		return false
+	}
+	return true
+}
+
+func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+func isoPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := iso(*t)
+	return &s
+}

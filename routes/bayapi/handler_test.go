@@ -1,0 +1,740 @@
+package bayapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/client"
+)
+
+const (
+	keyAlice = "sk-bay-alice"
+	keyBob   = "sk-bay-bob"
+	keyAdmin = "sk-bay-admin"
+)
+
+type testAPI struct {
+	srv   *httptest.Server
+	h     *Handler
+	mgr   *fakeManager
+	agent *fakeAgent
+	clock *fakeClock
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
+	t.Helper()
+	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	keys, err := LoadKeys(context.Background(), st, KeySetup{ConfigKey: keyAlice, Extra: []KeyConfig{
+		{Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
+	cfg := Config{Sandboxes: mgr, Agent: agent, Store: st, Keys: keys, Version: "test", Now: clock.Now, MaxUploadBytes: 1 << 20}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	h := New(cfg)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &testAPI{srv: srv, h: h, mgr: mgr, agent: agent, clock: clock}
+}
+
+// call sends a raw request and returns status and decoded JSON body.
+func (a *testAPI) call(t *testing.T, method, path, key string, body any, hdr ...string) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, a.srv.URL+path, rd)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			out = map[string]any{"_raw": string(raw)}
+		}
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+func (a *testAPI) create(t *testing.T, key string, body any) string {
+	t.Helper()
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes", key, body)
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, out)
+	}
+	return out["id"].(string)
+}
+
+func errCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// TestAstrBotSequence replays what AstrBot's shipyard_neo booter and tools send, through the Go client.
+func TestAstrBotSequence(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	c := client.New(a.srv.URL, keyAlice)
+
+	if st, v, err := c.Health(ctx); err != nil || st != "ok" || v != "test" {
+		t.Fatalf("health: %q %q %v", st, v, err)
+	}
+	anon := client.New(a.srv.URL, "")
+	profiles, err := anon.Profiles(ctx)
+	if err != nil || len(profiles) != 2 || profiles[0].ID != "python-default" || profiles[0].IdleTimeout != 1800 {
+		t.Fatalf("profiles without auth: %+v %v", profiles, err)
+	}
+
+	// The raw create answer carries exactly Bay's SandboxResponse fields.
+	st, raw, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "ttl": 3600})
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, raw)
+	}
+	want := []string{"id", "status", "profile", "cargo_id", "capabilities", "created_at", "expires_at", "idle_expires_at", "containers"}
+	if len(raw) != len(want) {
+		t.Errorf("SandboxResponse has %d fields, want %d: %v", len(raw), len(want), raw)
+	}
+	for _, k := range want {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("SandboxResponse lacks %q", k)
+		}
+	}
+	id := raw["id"].(string)
+	if !strings.HasPrefix(id, "sandbox-") || raw["expires_at"] == nil {
+		t.Errorf("create answer: %v", raw)
+	}
+
+	sb, err := c.WaitReady(ctx, id, time.Millisecond)
+	if err != nil || sb.Status != "ready" || len(sb.Containers) != 1 {
+		t.Fatalf("wait ready: %+v %v", sb, err)
+	}
+	if a.mgr.ensured != 0 {
+		t.Errorf("readiness needed %d exec-triggered starts; the sandbox must become ready by itself", a.mgr.ensured)
+	}
+
+	if res, err := c.Shell(ctx, id, "echo mkdir -p skills", 30); err != nil || !res.Success || res.ExitCode != 0 ||
+		!strings.HasPrefix(res.ExecutionID, "exec-") || res.Error != nil {
+		t.Fatalf("shell: %+v %v", res, err)
+	}
+	n, err := c.Upload(ctx, id, "skills/skills.zip", strings.NewReader("PK\x03\x04zip"))
+	if err != nil || n != 7 || string(a.agent.files["skills/skills.zip"]) != "PK\x03\x04zip" {
+		t.Fatalf("upload: %d %v", n, err)
+	}
+	res, err := c.Shell(ctx, id, "nonexistent-cmd", 30)
+	if err != nil || res.Success || res.ExitCode != 127 || res.Error == nil || !strings.Contains(*res.Error, "not found") {
+		t.Fatalf("failing shell: %+v %v", res, err)
+	}
+	for i := 1; i <= 2; i++ {
+		py, err := c.Python(ctx, id, "print('hi'); 42", 30)
+		if err != nil || !py.Success || py.Data.ExecutionCount != i || py.Output != "hi\n42" ||
+			len(py.Data.Output.Images) != 1 || py.Data.Output.Images[0]["image/png"] == "" || py.Code != nil {
+			t.Fatalf("python #%d: %+v %v", i, py, err)
+		}
+	}
+	if py, err := c.Python(ctx, id, "raise ValueError()", 30); err != nil || py.Success || py.Error == nil {
+		t.Fatalf("python error: %+v %v", py, err)
+	}
+	if err := c.WriteFile(ctx, id, "notes/a.txt", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.ReadFile(ctx, id, "notes/a.txt"); err != nil || s != "hello" {
+		t.Fatalf("read: %q %v", s, err)
+	}
+	entries, err := c.ListDir(ctx, id, "notes")
+	if err != nil || len(entries) != 1 || entries[0].Name != "a.txt" || !entries[0].IsFile {
+		t.Fatalf("list: %+v %v", entries, err)
+	}
+	resp, err := c.Download(ctx, id, "notes/a.txt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello" || resp.Header.Get("Content-Type") != "application/octet-stream" ||
+		resp.Header.Get("Content-Disposition") != `attachment; filename=a.txt` {
+		t.Errorf("download: %q %v", body, resp.Header)
+	}
+	resp, err = c.Download(ctx, id, "notes/a.txt", "bytes=1-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 206 || string(body) != "ell" || resp.Header.Get("Content-Range") != "bytes 1-3/5" {
+		t.Errorf("range download: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if err := c.DeleteFile(ctx, id, "notes/a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadFile(ctx, id, "notes/a.txt"); apiCode(err) != "file_not_found" {
+		t.Errorf("read after delete: %v", err)
+	}
+	hist, total, err := c.History(ctx, id, nil)
+	if err != nil || total != 5 || hist[0].ExecType != "python" || hist[0].Success {
+		t.Fatalf("history: %d %+v %v", total, hist, err)
+	}
+	if _, total, _ := c.History(ctx, id, url.Values{"exec_type": {"shell"}, "success_only": {"true"}}); total != 1 {
+		t.Errorf("filtered history total %d, want 1", total)
+	}
+	if err := c.DeleteSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSandbox(ctx, id); err != nil {
+		t.Errorf("second delete must be 204 too: %v", err)
+	}
+	if _, err := c.GetSandbox(ctx, id); apiCode(err) != "not_found" {
+		t.Errorf("get after delete: %v", err)
+	}
+}
+
+func apiCode(err error) string {
+	if e, ok := err.(*client.Error); ok {
+		return e.Code
+	}
+	return ""
+}
+
+func TestIdleSandboxStartsWithinTheCall(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"ttl": 3600})
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/stop", keyAlice, nil); st != 200 || out["status"] != "stopped" {
+		t.Fatalf("stop: %d %v", st, out)
+	}
+	if st, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "idle" || out["containers"] != nil {
+		t.Fatalf("after stop: %d %v", st, out)
+	}
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/shell/exec", keyAlice, map[string]any{"command": "true"})
+	if st != 200 || out["success"] != true || a.mgr.ensured != 1 {
+		t.Fatalf("exec on idle: %d %v ensured=%d", st, out, a.mgr.ensured)
+	}
+	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "ready" {
+		t.Errorf("after exec: %v", out)
+	}
+}
+
+func TestBayErrors(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"profile": "python-default", "ttl": 3600})
+	forever := a.create(t, keyAlice, map[string]any{"ttl": 0})
+	S := "/v1/sandboxes/" + id
+	tests := []struct {
+		name, method, path, key string
+		body                    any
+		status                  int
+		code                    string
+	}{
+		{"no key", "GET", "/v1/sandboxes", "", nil, 401, "unauthorized"},
+		{"bad key", "GET", "/v1/sandboxes", "sk-bay-wrong", nil, 401, "unauthorized"},
+		{"other owner's sandbox", "GET", S, keyBob, nil, 404, "not_found"},
+		{"other owner's exec", "POST", S + "/shell/exec", keyBob, map[string]any{"command": "true"}, 404, "not_found"},
+		{"unknown sandbox", "GET", "/v1/sandboxes/sandbox-000000000000", keyAlice, nil, 404, "not_found"},
+		{"unknown profile", "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "nope"}, 400, "validation_error"},
+		{"absolute path", "GET", S + "/filesystem/files?path=/etc/passwd", keyAlice, nil, 400, "invalid_path"},
+		{"workspace absolute", "GET", S + "/filesystem/files?path=/workspace/a", keyAlice, nil, 400, "invalid_path"},
+		{"escaping path", "GET", S + "/filesystem/files?path=a/../../x", keyAlice, nil, 400, "invalid_path"},
+		{"empty path", "PUT", S + "/filesystem/files", keyAlice, map[string]any{"path": "", "content": "x"}, 400, "invalid_path"},
+		{"escaping cwd", "POST", S + "/shell/exec", keyAlice, map[string]any{"command": "true", "cwd": "../"}, 400, "invalid_path"},
+		{"absolute cwd", "POST", S + "/shell/exec", keyAlice, map[string]any{"command": "true", "cwd": "/tmp"}, 400, "invalid_path"},
+		{"missing file", "GET", S + "/filesystem/files?path=nope.txt", keyAlice, nil, 404, "file_not_found"},
+		{"missing download", "GET", S + "/filesystem/download?path=nope.txt", keyAlice, nil, 404, "file_not_found"},
+		{"no browser capability", "POST", S + "/browser/exec", keyAlice, map[string]any{"cmd": "get title"}, 400, "capability_not_supported"},
+		{"infinite ttl", "POST", "/v1/sandboxes/" + forever + "/extend_ttl", keyAlice, map[string]any{"extend_by": 60}, 409, "sandbox_ttl_infinite"},
+		{"unknown route", "GET", "/v1/nothing", keyAlice, nil, 404, "not_found"},
+		{"wrong method", "PATCH", S, keyAlice, nil, 405, "method_not_allowed"},
+		{"unknown cargo", "POST", "/v1/sandboxes", keyAlice, map[string]any{"cargo_id": "ws-000000000000"}, 404, "not_found"},
+		{"no streamer", "GET", S + "/processes", keyAlice, nil, 400, "capability_not_supported"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, out, hdr := a.call(t, tc.method, tc.path, tc.key, tc.body, "X-Request-Id", "rid-"+tc.name)
+			if st != tc.status || errCode(out) != tc.code {
+				t.Fatalf("got %d %v, want %d %s", st, out, tc.status, tc.code)
+			}
+			e := out["error"].(map[string]any)
+			if e["request_id"] != "rid-"+tc.name || hdr.Get("X-Request-Id") != "rid-"+tc.name {
+				t.Errorf("request id not echoed: %v %v", e["request_id"], hdr.Get("X-Request-Id"))
+			}
+			if _, ok := e["details"].(map[string]any); !ok {
+				t.Errorf("details must be an object: %v", e)
+			}
+			if _, ok := e["message"].(string); !ok {
+				t.Errorf("message missing: %v", e)
+			}
+		})
+	}
+	_, out, _ := a.call(t, "POST", S+"/browser/exec", keyAlice, map[string]any{"cmd": "get title"})
+	d := out["error"].(map[string]any)["details"].(map[string]any)
+	if d["capability"] != "browser" || len(d["available"].([]any)) != 3 {
+		t.Errorf("capability details: %v", d)
+	}
+}
+
+func TestFastAPIValidation(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, nil)
+	S := "/v1/sandboxes/" + id
+	tests := []struct {
+		name, method, path string
+		body               any
+		typ                string
+		loc                []any
+	}{
+		{"missing command", "POST", S + "/shell/exec", map[string]any{"timeout": 5}, "missing", []any{"body", "command"}},
+		{"timeout too big", "POST", S + "/shell/exec", map[string]any{"command": "true", "timeout": 301}, "less_than_equal", []any{"body", "timeout"}},
+		{"timeout zero", "POST", S + "/python/exec", map[string]any{"code": "1", "timeout": 0}, "greater_than_equal", []any{"body", "timeout"}},
+		{"code not string", "POST", S + "/python/exec", map[string]any{"code": 5}, "string_type", []any{"body", "code"}},
+		{"no body", "POST", S + "/python/exec", nil, "missing", []any{"body"}},
+		{"bad json", "POST", S + "/shell/exec", "{nope", "json_invalid", []any{"body", float64(0)}},
+		{"limit too big", "GET", "/v1/sandboxes?limit=201", nil, "less_than_equal", []any{"query", "limit"}},
+		{"limit not int", "GET", "/v1/sandboxes?limit=x", nil, "int_parsing", []any{"query", "limit"}},
+		{"missing path", "GET", S + "/filesystem/files", nil, "missing", []any{"query", "path"}},
+		{"extend_by zero", "POST", S + "/extend_ttl", map[string]any{"extend_by": 0}, "greater_than", []any{"body", "extend_by"}},
+		{"extend_by missing", "POST", S + "/extend_ttl", map[string]any{}, "missing", []any{"body", "extend_by"}},
+		{"empty batch", "POST", S + "/browser/exec_batch", map[string]any{"commands": []string{}}, "too_short", []any{"body", "commands"}},
+		{"negative ttl", "POST", "/v1/sandboxes", map[string]any{"ttl": -1}, "greater_than_equal", []any{"body", "ttl"}},
+		{"cargo too big", "POST", "/v1/cargos", map[string]any{"size_limit_mb": 70000}, "less_than_equal", []any{"body", "size_limit_mb"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, out, _ := a.call(t, tc.method, tc.path, keyAlice, tc.body)
+			if st != 422 {
+				t.Fatalf("status %d, want 422: %v", st, out)
+			}
+			detail, ok := out["detail"].([]any)
+			if !ok || len(detail) == 0 {
+				t.Fatalf("no detail list: %v", out)
+			}
+			first := detail[0].(map[string]any)
+			gotLoc, _ := json.Marshal(first["loc"])
+			wantLoc, _ := json.Marshal(tc.loc)
+			if first["type"] != tc.typ || string(gotLoc) != string(wantLoc) || first["msg"] == "" {
+				t.Errorf("detail[0] = %v, want type %s loc %s", first, tc.typ, wantLoc)
+			}
+		})
+	}
+}
+
+func TestShellTimeoutAndCwd(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, nil)
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/shell/exec", keyAlice, map[string]any{"command": "sleep 999", "timeout": 1, "include_code": true})
+	if st != 200 || out["success"] != false || out["exit_code"] != float64(-1) || !strings.Contains(out["error"].(string), "timed out") || out["command"] != "sleep 999" {
+		t.Fatalf("timeout result: %d %v", st, out)
+	}
+	a.call(t, "POST", "/v1/sandboxes/"+id+"/shell/exec", keyAlice, map[string]any{"command": "true", "cwd": "skills/./x/"})
+	if a.agent.lastExec.Cwd != "skills/x" || a.agent.lastExec.Timeout != 30*time.Second {
+		t.Errorf("exec request: %+v", a.agent.lastExec)
+	}
+}
+
+func TestSessionNotReadyAndExpired(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"ttl": 60})
+	a.mgr.notReady = true
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/python/exec", keyAlice, map[string]any{"code": "1"})
+	d, _ := out["error"].(map[string]any)["details"].(map[string]any)
+	if st != 503 || errCode(out) != "session_not_ready" || d["sandbox_id"] != id || d["retry_after_ms"] == nil {
+		t.Fatalf("not ready: %d %v", st, out)
+	}
+	a.mgr.notReady = false
+	a.clock.Advance(2 * time.Minute)
+	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "expired" {
+		t.Fatalf("status after ttl: %v", out)
+	}
+	for _, path := range []string{"/shell/exec", "/extend_ttl"} {
+		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+path, keyAlice, map[string]any{"command": "true", "extend_by": 10})
+		if st != 409 || errCode(out) != "sandbox_expired" {
+			t.Errorf("%s on expired: %d %v", path, st, out)
+		}
+	}
+}
+
+func TestExtendTTLAndIdempotency(t *testing.T) {
+	a := newTestAPI(t)
+	body := map[string]any{"profile": "python-default", "ttl": 600}
+	_, first, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, body, "Idempotency-Key", "k1")
+	st, again, hdr := a.call(t, "POST", "/v1/sandboxes", keyAlice, body, "Idempotency-Key", "k1")
+	if st != 201 || again["id"] != first["id"] || hdr.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %v vs %v", st, again, first)
+	}
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"ttl": 601}, "Idempotency-Key", "k1"); st != 409 || errCode(out) != "conflict" {
+		t.Errorf("same key, other body: %d %v", st, out)
+	}
+	if _, other, _ := a.call(t, "POST", "/v1/sandboxes", keyBob, body, "Idempotency-Key", "k1"); other["id"] == first["id"] {
+		t.Errorf("keys must be scoped per owner")
+	}
+	id := first["id"].(string)
+	old, _ := time.Parse(time.RFC3339, first["expires_at"].(string))
+	_, ext, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/extend_ttl", keyAlice, map[string]any{"extend_by": 60}, "Idempotency-Key", "e1")
+	_, ext2, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/extend_ttl", keyAlice, map[string]any{"extend_by": 60}, "Idempotency-Key", "e1")
+	got, _ := time.Parse(time.RFC3339, ext["expires_at"].(string))
+	if got.Sub(old) != time.Minute || ext2["expires_at"] != ext["expires_at"] {
+		t.Errorf("extend: %v -> %v (replay %v)", old, got, ext2["expires_at"])
+	}
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/keepalive", keyAlice, nil); st != 200 || out["status"] != "ok" {
+		t.Errorf("keepalive: %d %v", st, out)
+	}
+}
+
+func TestListScopingAndPaging(t *testing.T) {
+	a := newTestAPI(t)
+	for range 3 {
+		a.create(t, keyAlice, nil)
+	}
+	bobs := a.create(t, keyBob, nil)
+	_, out, _ := a.call(t, "GET", "/v1/sandboxes?limit=2", keyAlice, nil)
+	items := out["items"].([]any)
+	if len(items) != 2 || out["next_cursor"] == nil {
+		t.Fatalf("page 1: %v", out)
+	}
+	_, out2, _ := a.call(t, "GET", "/v1/sandboxes?limit=2&cursor="+out["next_cursor"].(string), keyAlice, nil)
+	if len(out2["items"].([]any)) != 1 || out2["next_cursor"] != nil {
+		t.Fatalf("page 2: %v", out2)
+	}
+	for _, it := range append(items, out2["items"].([]any)...) {
+		if it.(map[string]any)["id"] == bobs {
+			t.Errorf("alice sees bob's sandbox")
+		}
+	}
+	if _, all, _ := a.call(t, "GET", "/v1/sandboxes", keyAdmin, nil); len(all["items"].([]any)) != 4 {
+		t.Errorf("admin sees %d sandboxes, want 4", len(all["items"].([]any)))
+	}
+	if st, _, _ := a.call(t, "GET", "/v1/sandboxes/"+bobs, keyAdmin, nil); st != 200 {
+		t.Errorf("admin get of bob's sandbox: %d", st)
+	}
+}
+
+func TestAnonymous(t *testing.T) {
+	a := newTestAPI(t, func(c *Config) { c.AllowAnonymous = true })
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes", "", map[string]any{}, "X-Owner", "carol")
+	if st != 201 {
+		t.Fatalf("anonymous create: %d %v", st, out)
+	}
+	id := out["id"].(string)
+	if st, _, _ := a.call(t, "GET", "/v1/sandboxes/"+id, "", nil, "X-Owner", "dave"); st != 404 {
+		t.Errorf("another anonymous owner sees it: %d", st)
+	}
+	if st, _, _ := a.call(t, "GET", "/v1/sandboxes/"+id, "", nil, "X-Owner", "carol"); st != 200 {
+		t.Errorf("owner cannot see it: %d", st)
+	}
+	if st, _, _ := a.call(t, "GET", "/v1/sandboxes", "sk-bay-wrong", nil); st != 401 {
+		t.Errorf("a wrong key must still be refused in anonymous mode: %d", st)
+	}
+}
+
+func multipartBody(t *testing.T, fileFirst bool, path string, content []byte) (*bytes.Buffer, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	writePath := func() { _ = mw.WriteField("path", path) }
+	if !fileFirst {
+		writePath()
+	}
+	fw, _ := mw.CreateFormFile("file", "upload")
+	fw.Write(content)
+	if fileFirst {
+		writePath()
+	}
+	mw.Close()
+	return &buf, mw.FormDataContentType()
+}
+
+func TestUpload(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, nil)
+	u := a.srv.URL + "/v1/sandboxes/" + id + "/filesystem/upload"
+	send := func(body io.Reader, ct string) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", u, body)
+		req.Header.Set("Authorization", "Bearer "+keyAlice)
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	for _, fileFirst := range []bool{false, true} {
+		body, ct := multipartBody(t, fileFirst, "data/x.bin", []byte("abcdef"))
+		st, out := send(body, ct)
+		if st != 200 || out["status"] != "ok" || out["path"] != "data/x.bin" || out["size"] != float64(6) {
+			t.Errorf("fileFirst=%v: %d %v", fileFirst, st, out)
+		}
+	}
+	body, ct := multipartBody(t, false, "big.bin", bytes.Repeat([]byte("x"), 2<<20))
+	if st, out := send(body, ct); st != 413 || errCode(out) != "payload_too_large" {
+		t.Errorf("oversized: %d %v", st, out)
+	}
+	body, ct = multipartBody(t, false, "../x", []byte("a"))
+	if st, out := send(body, ct); st != 400 || errCode(out) != "invalid_path" {
+		t.Errorf("escaping upload: %d %v", st, out)
+	}
+	var onlyPath bytes.Buffer
+	mw := multipart.NewWriter(&onlyPath)
+	mw.WriteField("path", "a")
+	mw.Close()
+	if st, out := send(&onlyPath, mw.FormDataContentType()); st != 422 {
+		t.Errorf("missing file: %d %v", st, out)
+	}
+}
+
+func TestBrowser(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"profile": "browser-python"})
+	S := "/v1/sandboxes/" + id
+	_, out, _ := a.call(t, "POST", S+"/browser/exec", keyAlice, map[string]any{"cmd": "open example.com"})
+	if out["success"] != true || out["output"] != "https://example.com\n" || out["exit_code"] != float64(0) {
+		t.Errorf("open: %v", out)
+	}
+	_, out, _ = a.call(t, "POST", S+"/browser/exec", keyAlice, map[string]any{"cmd": "click #btn"})
+	if out["success"] != false || out["exit_code"] != float64(127) || !strings.Contains(out["error"].(string), "supported browser commands") {
+		t.Errorf("unsupported: %v", out)
+	}
+	_, out, _ = a.call(t, "POST", S+"/browser/exec", keyAlice, map[string]any{"cmd": "screenshot shots/a.png"})
+	if out["success"] != true || string(a.agent.files["shots/a.png"]) != "\x89PNG" {
+		t.Errorf("screenshot: %v", out)
+	}
+	_, out, _ = a.call(t, "POST", S+"/browser/exec_batch", keyAlice, map[string]any{"commands": []string{"get title", "hover x", "get url"}})
+	res := out["results"].([]any)
+	if out["success"] != false || out["total_steps"] != float64(3) || out["completed_steps"] != float64(2) || len(res) != 2 ||
+		res[0].(map[string]any)["stdout"] != "Example Domain\n" {
+		t.Errorf("batch stop_on_error: %v", out)
+	}
+	_, out, _ = a.call(t, "POST", S+"/browser/exec_batch", keyAlice, map[string]any{"commands": []string{"hover x", "eval 1+1"}, "stop_on_error": false})
+	if out["completed_steps"] != float64(2) {
+		t.Errorf("batch continue: %v", out)
+	}
+}
+
+func TestHistoryPatch(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, nil)
+	S := "/v1/sandboxes/" + id
+	if st, out, _ := a.call(t, "GET", S+"/history/last", keyAlice, nil); st != 404 {
+		t.Errorf("last of empty history: %d %v", st, out)
+	}
+	_, ex, _ := a.call(t, "POST", S+"/shell/exec", keyAlice, map[string]any{"command": "echo a", "tags": "x,y", "description": "first"})
+	a.call(t, "POST", S+"/python/exec", keyAlice, map[string]any{"code": "1"})
+	eid := ex["execution_id"].(string)
+	st, out, _ := a.call(t, "PATCH", S+"/history/"+eid, keyAlice, map[string]any{"notes": "worked"})
+	if st != 200 || out["notes"] != "worked" || out["description"] != "first" || out["tags"] != "x,y" {
+		t.Fatalf("patch: %d %v", st, out)
+	}
+	if _, out, _ := a.call(t, "GET", S+"/history/"+eid, keyAlice, nil); out["notes"] != "worked" || out["exec_type"] != "shell" {
+		t.Errorf("get: %v", out)
+	}
+	if _, out, _ := a.call(t, "GET", S+"/history/last", keyAlice, nil); out["exec_type"] != "python" {
+		t.Errorf("last: %v", out)
+	}
+	for q, want := range map[string]float64{"has_notes=true": 1, "tags=y": 1, "has_description=true": 1, "exec_type=python": 1, "limit=1": 2} {
+		_, out, _ := a.call(t, "GET", S+"/history?"+q, keyAlice, nil)
+		if out["total"] != want {
+			t.Errorf("history?%s total %v, want %v", q, out["total"], want)
+		}
+	}
+	if st, _, _ := a.call(t, "GET", S+"/history/exec-000000000000", keyAlice, nil); st != 404 {
+		t.Errorf("unknown entry: %d", st)
+	}
+	if st, _, _ := a.call(t, "GET", S+"/history", keyBob, nil); st != 404 {
+		t.Errorf("bob reads alice's history: %d", st)
+	}
+}
+
+func TestCargos(t *testing.T) {
+	a := newTestAPI(t)
+	st, c, _ := a.call(t, "POST", "/v1/cargos", keyAlice, map[string]any{"size_limit_mb": 256}, "Idempotency-Key", "c1")
+	if st != 201 || !strings.HasPrefix(c["id"].(string), "ws-") || c["managed"] != false || c["size_limit_mb"] != float64(256) {
+		t.Fatalf("create cargo: %d %v", st, c)
+	}
+	cid := c["id"].(string)
+	if _, again, _ := a.call(t, "POST", "/v1/cargos", keyAlice, map[string]any{"size_limit_mb": 256}, "Idempotency-Key", "c1"); again["id"] != cid {
+		t.Errorf("idempotent cargo create: %v", again)
+	}
+	sid := a.create(t, keyAlice, map[string]any{"cargo_id": cid})
+	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+sid, keyAlice, nil); sb["cargo_id"] != cid {
+		t.Errorf("sandbox cargo: %v", sb)
+	}
+	managedSB := a.create(t, keyAlice, nil)
+	if _, list, _ := a.call(t, "GET", "/v1/cargos", keyAlice, nil); len(list["items"].([]any)) != 1 {
+		t.Errorf("default list shows external cargos only: %v", list)
+	}
+	if _, list, _ := a.call(t, "GET", "/v1/cargos?managed=true", keyAlice, nil); len(list["items"].([]any)) != 1 ||
+		list["items"].([]any)[0].(map[string]any)["managed_by_sandbox_id"] != managedSB {
+		t.Errorf("managed list: %v", list)
+	}
+	if st, _, _ := a.call(t, "GET", "/v1/cargos/"+cid, keyBob, nil); st != 404 {
+		t.Errorf("bob sees alice's cargo: %d", st)
+	}
+	st, out, _ := a.call(t, "DELETE", "/v1/cargos/"+cid, keyAlice, nil)
+	ids, _ := out["error"].(map[string]any)["details"].(map[string]any)["active_sandbox_ids"].([]any)
+	if st != 409 || len(ids) != 1 || ids[0] != sid {
+		t.Fatalf("delete in use: %d %v", st, out)
+	}
+	a.call(t, "DELETE", "/v1/sandboxes/"+sid, keyAlice, nil)
+	if st, _, _ := a.call(t, "DELETE", "/v1/cargos/"+cid, keyAlice, nil); st != 204 {
+		t.Errorf("delete unused cargo: %d", st)
+	}
+	if st, _, _ := a.call(t, "GET", "/v1/cargos/"+cid, keyAlice, nil); st != 404 {
+		t.Errorf("deleted cargo still there: %d", st)
+	}
+}
+
+type fakeIssuer struct{ got TicketRequest }
+
+func (f *fakeIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+	f.got = req
+	return Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
+}
+
+func TestTickets(t *testing.T) {
+	iss := &fakeIssuer{}
+	a := newTestAPI(t, func(c *Config) { c.Tickets = iss })
+	id := a.create(t, keyAlice, nil)
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyAlice, map[string]any{"scope": "vnc", "ttl": 30})
+	if st != 201 || out["ticket"] != "tk" || iss.got.Scope != "vnc" || iss.got.TTL != 30*time.Second || iss.got.Owner != "default" {
+		t.Fatalf("ticket: %d %v %+v", st, out, iss.got)
+	}
+	if st, _, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyBob, map[string]any{}); st != 404 {
+		t.Errorf("bob got a ticket for alice's sandbox: %d", st)
+	}
+	if st, _, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyAlice, map[string]any{"scope": "root"}); st != 422 {
+		t.Errorf("bad scope: %d", st)
+	}
+}
+
+// TestOpenAPIMatchesRouter checks that every documented operation is routed and every routed operation is
+// documented, and that Bay's routes AstrBot uses are all present.
+func TestOpenAPIMatchesRouter(t *testing.T) {
+	a := newTestAPI(t)
+	st, doc, _ := a.call(t, "GET", "/v1/openapi.json", "", nil)
+	if st != 200 {
+		t.Fatalf("openapi: %d", st)
+	}
+	paths := doc["paths"].(map[string]any)
+	documented := map[string]bool{}
+	for p, item := range paths {
+		for m := range item.(map[string]any) {
+			documented[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	routed := map[string]bool{}
+	for _, rt := range a.h.routes {
+		routed[rt.method+" "+rt.path] = true
+		// The mux must really dispatch it.
+		req := httptest.NewRequest(rt.method, strings.NewReplacer("{id}", "sandbox-x", "{eid}", "exec-x", "{cid}", "ws-x", "{pid}", "1").Replace(rt.path), nil)
+		if _, pattern := a.h.mux.Handler(req); pattern != rt.method+" "+rt.path {
+			t.Errorf("%s %s dispatches to %q", rt.method, rt.path, pattern)
+		}
+	}
+	for op := range documented {
+		if !routed[op] {
+			t.Errorf("documented but not routed: %s", op)
+		}
+	}
+	for op := range routed {
+		if !documented[op] {
+			t.Errorf("routed but not documented: %s", op)
+		}
+	}
+	bay := []string{
+		"GET /health", "GET /v1/profiles", "POST /v1/sandboxes", "GET /v1/sandboxes", "GET /v1/sandboxes/{id}",
+		"DELETE /v1/sandboxes/{id}", "POST /v1/sandboxes/{id}/stop", "POST /v1/sandboxes/{id}/keepalive",
+		"POST /v1/sandboxes/{id}/extend_ttl", "POST /v1/sandboxes/{id}/python/exec", "POST /v1/sandboxes/{id}/shell/exec",
+		"POST /v1/sandboxes/{id}/browser/exec", "POST /v1/sandboxes/{id}/browser/exec_batch",
+		"GET /v1/sandboxes/{id}/filesystem/files", "PUT /v1/sandboxes/{id}/filesystem/files",
+		"DELETE /v1/sandboxes/{id}/filesystem/files", "GET /v1/sandboxes/{id}/filesystem/directories",
+		"POST /v1/sandboxes/{id}/filesystem/upload", "GET /v1/sandboxes/{id}/filesystem/download",
+		"GET /v1/sandboxes/{id}/history", "GET /v1/sandboxes/{id}/history/last", "GET /v1/sandboxes/{id}/history/{eid}",
+		"PATCH /v1/sandboxes/{id}/history/{eid}", "POST /v1/cargos", "GET /v1/cargos", "GET /v1/cargos/{cid}", "DELETE /v1/cargos/{cid}",
+	}
+	for _, op := range bay {
+		if !routed[op] || !documented[op] {
+			t.Errorf("Bay route %s missing (routed %v, documented %v)", op, routed[op], documented[op])
+		}
+	}
+}
+
+func TestCleanWorkspacePath(t *testing.T) {
+	tests := []struct {
+		in, want  string
+		allowRoot bool
+		ok        bool
+	}{
+		{"a.txt", "a.txt", false, true},
+		{"skills/./x//y", "skills/x/y", false, true},
+		{"a/../b", "b", false, true},
+		{".", ".", true, true},
+		{".", "", false, false},
+		{"", "", true, false},
+		{"   ", "", true, false},
+		{"/abs", "", true, false},
+		{"/workspace/a", "", true, false},
+		{"..", "", true, false},
+		{"a/../../b", "", true, false},
+		{"a\x00b", "", true, false},
+	}
+	for _, tc := range tests {
+		got, err := cleanWorkspacePath(tc.in, tc.allowRoot)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("cleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
+		}
+		if err != nil && asAPIError(err).Code != CodeInvalidPath {
+			t.Errorf("cleanWorkspacePath(%q) code %s", tc.in, asAPIError(err).Code)
+		}
+	}
+}

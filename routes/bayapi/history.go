@@ -1,0 +1,150 @@
+package bayapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+var execTypes = []string{"python", "shell", "browser", "browser_batch"}
+
+func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	q := queryFields(r)
+	execType := q.str("exec_type", false, "")
+	successOnly := q.boolean("success_only", false)
+	limit := q.integer("limit", 100, bound(1), bound(500), false)
+	offset := q.integer("offset", 0, bound(0), nil, false)
+	tags := q.str("tags", false, "")
+	hasNotes := q.boolean("has_notes", false)
+	hasDescription := q.boolean("has_description", false)
+	if execType != "" && !slices.Contains(execTypes, execType) {
+		q.issue("enum", q.loc("exec_type"), "Input should be 'python', 'shell', 'browser' or 'browser_batch'", execType, nil)
+	}
+	if !decodeOrFail(w, q) {
+		return
+	}
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	all, err := h.cfg.Store.History(id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var want []string
+	for _, t := range strings.Split(tags, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			want = append(want, t)
+		}
+	}
+	matched := []*HistoryEntry{}
+	for _, e := range all {
+		if execType != "" && e.ExecType != execType {
+			continue
+		}
+		if successOnly && !e.Success {
+			continue
+		}
+		if hasNotes && (e.Notes == nil || *e.Notes == "") {
+			continue
+		}
+		if hasDescription && (e.Description == nil || *e.Description == "") {
+			continue
+		}
+		if len(want) > 0 && !hasAnyTag(e.Tags, want) {
+			continue
+		}
+		matched = append(matched, e)
+	}
+	total := len(matched)
+	start := min(int(offset), total)
+	end := min(start+int(limit), total)
+	writeJSON(w, http.StatusOK, map[string]any{"entries": matched[start:end], "total": total})
+}
+
+func hasAnyTag(tags *string, want []string) bool {
+	if tags == nil {
+		return false
+	}
+	for _, t := range strings.Split(*tags, ",") {
+		if slices.Contains(want, strings.TrimSpace(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	all, err := h.cfg.Store.History(id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if len(all) == 0 {
+		writeError(w, r, errorf(CodeNotFound, "No execution history for sandbox %s", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, all[0])
+}
+
+func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+	id, eid := r.PathValue("id"), r.PathValue("eid")
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	all, err := h.cfg.Store.History(id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	for _, e := range all {
+		if e.ID == eid {
+			writeJSON(w, http.StatusOK, e)
+			return
+		}
+	}
+	writeError(w, r, errorf(CodeNotFound, "Execution not found: %s", eid))
+}
+
+func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+	id, eid := r.PathValue("id"), r.PathValue("eid")
+	f := bodyFields(r, true)
+	desc := f.optStr("description")
+	tags := f.optStr("tags")
+	notes := f.optStr("notes")
+	if !decodeOrFail(w, f) {
+		return
+	}
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	e, ok, err := h.cfg.Store.UpdateHistory(id, eid, func(e *HistoryEntry) {
+		if desc != nil {
+			e.Description = desc
+		}
+		if tags != nil {
+			e.Tags = tags
+		}
+		if notes != nil {
+			e.Notes = notes
+		}
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if !ok {
+		writeError(w, r, errorf(CodeNotFound, "Execution not found: %s", eid))
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}

@@ -1,0 +1,330 @@
+package bayapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// DefaultProfile is what a create without a profile asks for (Bay's default).
+const DefaultProfile = "python-default"
+
+// SandboxResponse is Bay's SandboxResponse, field for field.
+type SandboxResponse struct {
+	ID            string          `json:"id"`
+	Status        string          `json:"status"`
+	Profile       string          `json:"profile"`
+	CargoID       *string         `json:"cargo_id"`
+	Capabilities  []string        `json:"capabilities"`
+	CreatedAt     string          `json:"created_at"`
+	ExpiresAt     *string         `json:"expires_at"`
+	IdleExpiresAt *string         `json:"idle_expires_at"`
+	Containers    []ContainerInfo `json:"containers"`
+}
+
+// ContainerInfo describes a runtime container of a ready sandbox (Bay fills it on GET-one only).
+type ContainerInfo struct {
+	Name         string   `json:"name"`
+	RuntimeType  string   `json:"runtime_type"`
+	Status       string   `json:"status"`
+	Version      string   `json:"version"`
+	Capabilities []string `json:"capabilities"`
+	Healthy      bool     `json:"healthy"`
+}
+
+func (h *Handler) sandboxResponse(sb sandboxes.Sandbox, withContainers bool) SandboxResponse {
+	caps := sb.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	resp := SandboxResponse{
+		ID: sb.ID, Status: string(sb.Status), Profile: sb.Profile, Capabilities: caps,
+		CreatedAt: iso(sb.CreatedAt), ExpiresAt: isoPtr(sb.ExpiresAt), IdleExpiresAt: isoPtr(sb.IdleExpiresAt),
+	}
+	if sb.WorkspaceID != "" {
+		id := sb.WorkspaceID
+		resp.CargoID = &id
+	}
+	if withContainers && sb.Status == sandboxes.StatusReady {
+		resp.Containers = []ContainerInfo{{
+			Name: "sandgate-agent", RuntimeType: "ship", Status: "running", Version: h.cfg.Version,
+			Capabilities: caps, Healthy: true,
+		}}
+	}
+	return resp
+}
+
+// visible fetches a sandbox the caller may see; another owner's sandbox does not exist for it (Bay scopes queries).
+func (h *Handler) visible(ctx context.Context, id string, p Principal) (sandboxes.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.Get(ctx, id)
+	if err != nil {
+		return sb, err
+	}
+	if !p.Admin && sb.Owner != p.Owner {
+		return sandboxes.Sandbox{}, errorf(CodeNotFound, "Sandbox not found: %s", id)
+	}
+	return sb, nil
+}
+
+func (h *Handler) listProfiles(w http.ResponseWriter, r *http.Request, _ Principal) {
+	q := queryFields(r)
+	detail := q.boolean("detail", false)
+	if !decodeOrFail(w, q) {
+		return
+	}
+	items := []map[string]any{}
+	for _, p := range h.cfg.Sandboxes.Profiles() {
+		caps := p.Capabilities
+		if caps == nil {
+			caps = []string{}
+		}
+		item := map[string]any{
+			"id":           p.ID,
+			"image":        p.Image,
+			"resources":    map[string]any{"cpus": p.Resources.CPUs, "memory": p.Resources.Memory},
+			"capabilities": caps,
+			"idle_timeout": int64(p.IdleTimeout.Std() / time.Second),
+			"description":  nilIfEmpty(p.Description),
+			"containers":   nil,
+		}
+		if detail {
+			item["containers"] = []map[string]any{{
+				"name": "sandgate-agent", "image": p.Image, "runtime_type": "ship",
+				"resources":    map[string]any{"cpus": p.Resources.CPUs, "memory": p.Resources.Memory},
+				"capabilities": caps,
+			}}
+		}
+		items = append(items, item)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
+		f := bodyFields(r, false)
+		profile := f.str("profile", false, DefaultProfile)
+		cargoID := f.optStr("cargo_id")
+		ttl := f.integer("ttl", 0, bound(0), nil, false)
+		if !decodeOrFail(w, f) {
+			return
+		}
+		var known []string
+		found := false
+		for _, pr := range h.cfg.Sandboxes.Profiles() {
+			known = append(known, pr.ID)
+			found = found || pr.ID == profile
+		}
+		if !found {
+			writeError(w, r, errorf(CodeValidation, "Invalid profile: %s", profile).with("profile", profile).with("available", known))
+			return
+		}
+		req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1}
+		if ttl > 0 {
+			req.TTL = time.Duration(ttl) * time.Second
+		}
+		if cargoID != nil {
+			c, err := h.cfg.Store.Cargo(*cargoID)
+			if err != nil {
+				writeError(w, r, err)
+				return
+			}
+			if c == nil || (!p.Admin && c.Owner != p.Owner) {
+				writeError(w, r, errorf(CodeNotFound, "Cargo not found: %s", *cargoID))
+				return
+			}
+			req.WorkspaceID = c.ID
+		}
+		sb, err := h.cfg.Sandboxes.Create(r.Context(), req)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if cargoID == nil && sb.WorkspaceID != "" {
+			now := h.cfg.Now().UTC()
+			sid := sb.ID
+			if err := h.cfg.Store.PutCargo(&Cargo{
+				ID: sb.WorkspaceID, Owner: p.Owner, Managed: true, ManagedBySandboxID: &sid, Backend: cargoBackend,
+				SizeLimitMB: defaultCargoMB, CreatedAt: now, LastAccessedAt: now,
+			}); err != nil {
+				h.cfg.Logger.Warn("recording a managed cargo", "sandbox", sb.ID, "error", err)
+			}
+		}
+		writeJSON(w, http.StatusCreated, h.sandboxResponse(sb, false))
+	})
+}
+
+func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p Principal) {
+	q := queryFields(r)
+	limit := q.integer("limit", 50, bound(1), bound(200), false)
+	cursor := q.str("cursor", false, "")
+	status := q.str("status", false, "")
+	if status != "" && !slices.Contains([]string{"idle", "starting", "ready", "failed", "expired"}, status) {
+		q.issue("enum", q.loc("status"), "Input should be 'idle', 'starting', 'ready', 'failed' or 'expired'", status,
+			map[string]any{"expected": "'idle', 'starting', 'ready', 'failed' or 'expired'"})
+	}
+	if !decodeOrFail(w, q) {
+		return
+	}
+	opts := sandboxes.ListOptions{Status: sandboxes.Status(status), Limit: int(limit), Cursor: cursor}
+	if !p.Admin {
+		opts.Owner = p.Owner
+	}
+	list, next, err := h.cfg.Sandboxes.List(r.Context(), opts)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	items := make([]SandboxResponse, 0, len(list))
+	for _, sb := range list {
+		items = append(items, h.sandboxResponse(sb, false))
+	}
+	var nc *string
+	if next != "" {
+		nc = &next
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": nc})
+}
+
+func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+	sb, err := h.visible(r.Context(), r.PathValue("id"), p)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.sandboxResponse(sb, true))
+}
+
+func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	sb, err := h.visible(r.Context(), id, p)
+	if err != nil {
+		if asAPIError(err).Code == CodeNotFound {
+			w.WriteHeader(http.StatusNoContent) // idempotent: already gone (or never visible to this caller)
+			return
+		}
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil && asAPIError(err).Code != CodeNotFound {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Store.DropHistory(id); err != nil {
+		h.cfg.Logger.Warn("dropping history of a deleted sandbox", "sandbox", id, "error", err)
+	}
+	if sb.WorkspaceID != "" {
+		if c, err := h.cfg.Store.Cargo(sb.WorkspaceID); err == nil && c != nil && c.Managed {
+			if err := h.cfg.Store.DeleteCargo(c.ID); err != nil {
+				h.cfg.Logger.Warn("forgetting a managed cargo", "cargo", c.ID, "error", err)
+			}
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Sandboxes.Stop(r.Context(), id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
+}
+
+func (h *Handler) keepalive(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := h.cfg.Sandboxes.Keepalive(r.Context(), id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		f := bodyFields(r, true)
+		by := f.integer("extend_by", 0, bound(0), nil, true)
+		if _, ok := f.get("extend_by"); !ok && len(f.issues) == 0 {
+			f.issue("missing", f.loc("extend_by"), "Field required", f.input(), nil)
+		}
+		if !decodeOrFail(w, f) {
+			return
+		}
+		sb, err := h.visible(r.Context(), id, p)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if sb.Status == sandboxes.StatusExpired {
+			writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
+			return
+		}
+		if sb.ExpiresAt == nil {
+			writeError(w, r, errorf(CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id))
+			return
+		}
+		sb, err = h.cfg.Sandboxes.ExtendTTL(r.Context(), id, time.Duration(by)*time.Second)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, h.sandboxResponse(sb, false))
+	})
+}
+
+// running resolves a sandbox the caller owns for a capability call: it must not be expired, its profile must grant
+// the capability, and its compute is started within this request when idle (Bay's ensure_running).
+func (h *Handler) running(ctx context.Context, id string, p Principal, capability string) (sandboxes.Target, error) {
+	sb, err := h.visible(ctx, id, p)
+	if err != nil {
+		return sandboxes.Target{}, err
+	}
+	if sb.Status == sandboxes.StatusExpired {
+		return sandboxes.Target{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
+	}
+	if capability != "" && !slices.Contains(sb.Capabilities, capability) {
+		avail := sb.Capabilities
+		if avail == nil {
+			avail = []string{}
+		}
+		return sandboxes.Target{}, errorf(CodeCapability, "Sandbox %s does not support capability %q", id, capability).
+			with("capability", capability).with("available", avail)
+	}
+	t, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
+	if err != nil {
+		var e *sandboxes.Error
+		if errors.As(err, &e) && e.Code == sandboxes.CodeNotReady {
+			if e.Details == nil {
+				e.Details = map[string]any{}
+			}
+			if _, ok := e.Details["sandbox_id"]; !ok {
+				e.Details["sandbox_id"] = id
+			}
+			if _, ok := e.Details["retry_after_ms"]; !ok {
+				e.Details["retry_after_ms"] = 1000
+			}
+		}
+		return sandboxes.Target{}, err
+	}
+	return t, nil
+}

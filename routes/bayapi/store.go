@@ -1,0 +1,251 @@
+package bayapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Store keeps the API's own state in a bbolt file: API key hashes, execution history and cargos. Sandboxes
+// themselves live in the Manager's store.
+type Store struct {
+	db *bolt.DB
+}
+
+var (
+	bucketKeys    = []byte("api_keys")
+	bucketHistory = []byte("history") // nested: one bucket per sandbox id, keyed by created-at order
+	bucketCargos  = []byte("cargos")
+)
+
+// OpenStore opens (creating) the store at path. bbolt locks the file: one process, one open Store per file.
+func OpenStore(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the API store's directory: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening the API store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketKeys, bucketHistory, bucketCargos} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialising the API store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close releases the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// StoredKey is an API key at rest: only its SHA-256.
+type StoredKey struct {
+	Hash      string    `json:"hash"`
+	Owner     string    `json:"owner"`
+	Admin     bool      `json:"admin"`
+	Active    bool      `json:"active"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ActiveKeys returns the stored keys that are active.
+func (s *Store) ActiveKeys() ([]StoredKey, error) {
+	var out []StoredKey
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketKeys).ForEach(func(_, v []byte) error {
+			var k StoredKey
+			if err := json.Unmarshal(v, &k); err != nil {
+				return fmt.Errorf("decoding a stored key: %w", err)
+			}
+			if k.Active {
+				out = append(out, k)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// PutKey stores a key hash.
+func (s *Store) PutKey(k StoredKey) error {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(k.Hash), b) })
+}
+
+// HistoryEntry is one recorded execution, Bay's shape.
+type HistoryEntry struct {
+	ID              string    `json:"id"`
+	SandboxID       string    `json:"-"`
+	SessionID       *string   `json:"session_id"`
+	ExecType        string    `json:"exec_type"`
+	Code            string    `json:"code"`
+	Success         bool      `json:"success"`
+	ExecutionTimeMS int64     `json:"execution_time_ms"`
+	Output          *string   `json:"output"`
+	Error           *string   `json:"error"`
+	Description     *string   `json:"description"`
+	Tags            *string   `json:"tags"`
+	Notes           *string   `json:"notes"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// AddHistory records an execution.
+func (s *Store) AddHistory(e *HistoryEntry) error {
+	b, err := json.Marshal(storedHistory{*e, e.SandboxID})
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		sb, err := tx.Bucket(bucketHistory).CreateBucketIfNotExists([]byte(e.SandboxID))
+		if err != nil {
+			return err
+		}
+		// A per-sandbox sequence orders entries as they were recorded, even within one clock tick.
+		seq, err := sb.NextSequence()
+		if err != nil {
+			return err
+		}
+		return sb.Put([]byte(fmt.Sprintf("%020d", seq)), b)
+	})
+}
+
+type storedHistory struct {
+	HistoryEntry
+	Sandbox string `json:"sandbox_id"`
+}
+
+// History returns a sandbox's entries, newest first.
+func (s *Store) History(sandboxID string) ([]*HistoryEntry, error) {
+	var out []*HistoryEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketHistory).Bucket([]byte(sandboxID))
+		if sb == nil {
+			return nil
+		}
+		c := sb.Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			var h storedHistory
+			if err := json.Unmarshal(v, &h); err != nil {
+				return fmt.Errorf("decoding history entry %s: %w", k, err)
+			}
+			h.HistoryEntry.SandboxID = h.Sandbox
+			e := h.HistoryEntry
+			out = append(out, &e)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// UpdateHistory applies fn to one entry and stores it; it reports false when there is no such entry.
+func (s *Store) UpdateHistory(sandboxID, id string, fn func(*HistoryEntry)) (*HistoryEntry, bool, error) {
+	var found *HistoryEntry
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketHistory).Bucket([]byte(sandboxID))
+		if sb == nil {
+			return nil
+		}
+		c := sb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var h storedHistory
+			if err := json.Unmarshal(v, &h); err != nil {
+				return fmt.Errorf("decoding history entry %s: %w", k, err)
+			}
+			if h.ID != id {
+				continue
+			}
+			h.HistoryEntry.SandboxID = h.Sandbox
+			fn(&h.HistoryEntry)
+			b, err := json.Marshal(h)
+			if err != nil {
+				return err
+			}
+			e := h.HistoryEntry
+			found = &e
+			return sb.Put(append([]byte(nil), k...), b)
+		}
+		return nil
+	})
+	return found, found != nil, err
+}
+
+// DropHistory forgets a deleted sandbox's history.
+func (s *Store) DropHistory(sandboxID string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketHistory).DeleteBucket([]byte(sandboxID))
+		if errors.Is(err, bolt.ErrBucketNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Cargo is a workspace volume as Bay presents it.
+type Cargo struct {
+	ID                 string    `json:"id"`
+	Owner              string    `json:"owner"`
+	Managed            bool      `json:"managed"`
+	ManagedBySandboxID *string   `json:"managed_by_sandbox_id"`
+	Backend            string    `json:"backend"`
+	SizeLimitMB        int       `json:"size_limit_mb"`
+	CreatedAt          time.Time `json:"created_at"`
+	LastAccessedAt     time.Time `json:"last_accessed_at"`
+}
+
+// PutCargo stores a cargo.
+func (s *Store) PutCargo(c *Cargo) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Put([]byte(c.ID), b) })
+}
+
+// Cargo returns one cargo, or nil.
+func (s *Store) Cargo(id string) (*Cargo, error) {
+	var c *Cargo
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketCargos).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		c = new(Cargo)
+		return json.Unmarshal(v, c)
+	})
+	return c, err
+}
+
+// Cargos returns every cargo in id order.
+func (s *Store) Cargos() ([]*Cargo, error) {
+	var out []*Cargo
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketCargos).ForEach(func(_, v []byte) error {
+			c := new(Cargo)
+			if err := json.Unmarshal(v, c); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DeleteCargo forgets a cargo.
+func (s *Store) DeleteCargo(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Delete([]byte(id)) })
+}

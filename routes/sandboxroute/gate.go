@@ -1,0 +1,180 @@
+package sandboxroute
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+// TicketParam is the query parameter carrying a ticket.
+const TicketParam = "ticket"
+
+// SessionCookie is the name of the session cookie.
+const SessionCookie = "sandgate_session"
+
+// GatewayHeaderPrefix starts the headers only the gateway may send to an agent (token, limits, filters). A client's
+// copies are removed.
+const GatewayHeaderPrefix = "X-Sandgate-"
+
+// Gate admits browser requests carrying a ticket or a session cookie.
+type Gate struct {
+	Verifier *tickets.Verifier
+	// BaseDomains enable the subdomain form for hosts under them.
+	BaseDomains []string
+	// Kind, when set, is the only route kind this gate admits.
+	Kind tickets.Kind
+	// SessionLifetime > 0 sets a session cookie after an accepted ticket; 0 disables sessions.
+	SessionLifetime time.Duration
+}
+
+// Grant is an admitted request.
+type Grant struct {
+	Address Address
+	Claims  *tickets.Claims
+	// Via says what was presented: "query", "bearer" or "session".
+	Via string
+}
+
+// Authorize finds the request's address and credential and checks them. On success it removes the credential from
+// the request (the ticket from the query and RequestURI, a bearer ticket's Authorization header, the session cookie)
+// and the client's X-Sandgate-* headers, and sets the session cookie on w when sessions are on. A refusal is a
+// *tickets.Error (for logs; answer with WriteUnauthorized) or ErrNotSandboxRoute.
+func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) {
+	addr, err := FromRequest(r.Host, r.URL.EscapedPath(), g.BaseDomains)
+	if err != nil {
+		return Grant{}, err
+	}
+	if g.Kind != "" && addr.Kind != g.Kind {
+		return Grant{}, fmt.Errorf("%w: this route serves %s, not %s", ErrNotSandboxRoute, g.Kind, addr.Kind)
+	}
+	want := tickets.Expect{SandboxID: addr.SandboxID, Kind: addr.Kind, Permission: RequiredPermission(addr.Kind, r)}
+
+	// A ticket in the query wins (it is the freshest credential); then the session cookie; then a bearer ticket.
+	// The cookie comes before the bearer so an app's own Authorization header passes through untouched.
+	var grant Grant
+	if tok, ok := QueryParam(r.URL.RawQuery, TicketParam); ok {
+		c, err := g.Verifier.Verify(tok, want)
+		if err != nil {
+			return Grant{}, err
+		}
+		grant = Grant{Address: addr, Claims: c, Via: "query"}
+	} else if c, err := g.session(r, want); err == nil {
+		grant = Grant{Address: addr, Claims: c, Via: "session"}
+	} else if tok, ok := bearer(r); ok {
+		c, berr := g.Verifier.Verify(tok, want)
+		if berr != nil {
+			return Grant{}, berr
+		}
+		grant = Grant{Address: addr, Claims: c, Via: "bearer"}
+	} else {
+		return Grant{}, err
+	}
+
+	stripCredentials(r, grant.Via)
+	if grant.Via != "session" && g.SessionLifetime > 0 {
+		if err := g.setSession(w, grant); err != nil {
+			return Grant{}, err
+		}
+	}
+	return grant, nil
+}
+
+func (g *Gate) session(r *http.Request, want tickets.Expect) (*tickets.Claims, error) {
+	var last error = &tickets.Error{Reason: tickets.ReasonMissing}
+	if g.SessionLifetime <= 0 {
+		return nil, last
+	}
+	for _, ck := range r.Cookies() {
+		if ck.Name != SessionCookie {
+			continue
+		}
+		c, err := g.Verifier.VerifySession(ck.Value, want)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func (g *Gate) setSession(w http.ResponseWriter, grant Grant) error {
+	tok, exp, err := g.Verifier.NewSession(grant.Claims, g.SessionLifetime)
+	if err != nil {
+		return err
+	}
+	ck := &http.Cookie{
+		Name:     SessionCookie,
+		Value:    tok,
+		Path:     grant.Address.CookiePath(),
+		Expires:  exp,
+		MaxAge:   int(g.SessionLifetime / time.Second),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteStrictMode,
+	}
+	if err := ck.Valid(); err != nil {
+		return fmt.Errorf("building session cookie: %w", err)
+	}
+	w.Header().Add("Set-Cookie", ck.String())
+	return nil
+}
+
+func bearer(r *http.Request) (string, bool) {
+	a := r.Header.Get("Authorization")
+	if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:]), true
+	}
+	return "", false
+}
+
+// stripCredentials removes what the gateway consumed, so neither the agent nor code in the sandbox sees it.
+func stripCredentials(r *http.Request, via string) {
+	if _, ok := QueryParam(r.URL.RawQuery, TicketParam); ok {
+		r.URL.RawQuery = RemoveQueryParam(r.URL.RawQuery, TicketParam)
+		r.URL.ForceQuery = false
+		r.RequestURI = r.URL.RequestURI()
+	}
+	if via == "bearer" {
+		r.Header.Del("Authorization")
+	}
+	removeCookie(r, SessionCookie)
+	for name := range r.Header {
+		if strings.HasPrefix(name, GatewayHeaderPrefix) {
+			delete(r.Header, name)
+		}
+	}
+}
+
+func removeCookie(r *http.Request, name string) {
+	values := r.Header.Values("Cookie")
+	if len(values) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range values {
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if k, _, _ := strings.Cut(part, "="); strings.TrimSpace(k) == name {
+				continue
+			}
+			kept = append(kept, part)
+		}
+	}
+	r.Header.Del("Cookie")
+	if len(kept) > 0 {
+		r.Header.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+// IsRefusal reports whether err is a refused credential (answer 401) rather than a request that names no route.
+func IsRefusal(err error) bool {
+	var te *tickets.Error
+	return errors.As(err, &te)
+}

@@ -1,0 +1,103 @@
+package sandboxroute
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Starter is what a route needs from the lifecycle: a running sandbox and a lease that keeps it from being
+// idle-stopped while a request or stream is open. The sandboxes.Manager implements it.
+type Starter interface {
+	// EnsureRunning returns the agent's target, starting an idle sandbox first. Errors are *sandboxes.Error.
+	EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error)
+	// Acquire holds the sandbox busy until release is called.
+	Acquire(id string) (release func(), err error)
+}
+
+// Resolver finds a running sandbox's agent from memory, with no I/O.
+type Resolver interface {
+	Resolve(id string) (sandboxes.Target, bool)
+}
+
+// Registry answers whether a sandbox exists (running or idle), from memory.
+type Registry interface {
+	Exists(id string) bool
+}
+
+// DefaultStartTimeout bounds how long a request waits for an idle sandbox to start.
+const DefaultStartTimeout = 60 * time.Second
+
+// Route sends admitted requests of one kind to their sandbox's agent.
+type Route struct {
+	Sandboxes Starter
+	Kind      tickets.Kind
+	// Port fixes the app port (`sandbox_proxy port N`); 0 takes it from the URL, then from the profile.
+	Port int
+	// StartTimeout bounds the wait for an idle sandbox; 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// RequestError is a request this route cannot serve, answered with its status and the error envelope.
+type RequestError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RequestError) Error() string { return e.Code + ": " + e.Message }
+
+// Prepared is a request ready to be proxied. Release must be called when the request or stream ends.
+type Prepared struct {
+	Target  sandboxes.Target
+	Agent   AgentRequest
+	Release func()
+}
+
+// Prepare starts the sandbox if it is idle (bounded by StartTimeout), takes a lease on it and works out the agent
+// request. Errors are *RequestError or the lifecycle's *sandboxes.Error.
+func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Prepared, error) {
+	if addr.Kind != rt.Kind {
+		return Prepared{}, &RequestError{Status: http.StatusNotFound, Code: sandboxes.CodeNotFound,
+			Message: fmt.Sprintf("this route proxies %s, the request is for %s", rt.Kind, addr.Kind)}
+	}
+	timeout := rt.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	startCtx, cancel := context.WithTimeout(ctx, timeout)
+	target, err := rt.Sandboxes.EnsureRunning(startCtx, addr.SandboxID)
+	cancel()
+	if err != nil {
+		return Prepared{}, fmt.Errorf("starting sandbox %s: %w", addr.SandboxID, err)
+	}
+	port := addr.Port
+	if port == 0 {
+		port = rt.Port
+	}
+	if port == 0 {
+		port = target.AppPort
+	}
+	agent, err := AgentPath(addr, port, rawQuery)
+	if err != nil {
+		return Prepared{}, &RequestError{Status: http.StatusNotFound, Code: sandboxes.CodeNotFound, Message: err.Error()}
+	}
+	release, err := rt.Sandboxes.Acquire(addr.SandboxID)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("holding sandbox %s: %w", addr.SandboxID, err)
+	}
+	return Prepared{Target: target, Agent: agent, Release: release}, nil
+}
+
+// WriteError answers err from Authorize's callers or Prepare with the right status and envelope.
+func WriteError(w http.ResponseWriter, err error, requestID string) {
+	if re, ok := err.(*RequestError); ok {
+		WriteJSONError(w, re.Status, ErrorDetail{Code: re.Code, Message: re.Message, RequestID: requestID})
+		return
+	}
+	WriteLifecycleError(w, err, requestID)
+}

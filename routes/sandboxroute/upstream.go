@@ -1,0 +1,149 @@
+package sandboxroute
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+// RequiredPermission is the permission a request needs on its route. Safe methods need read, anything else write.
+// Interactive streams (terminal, pty, cdp, vnc WebSockets) need write: their bytes drive the sandbox and the
+// gateway does not inspect them. An app WebSocket is an ordinary GET to the app; a read ticket lets a viewer load
+// an app that pushes updates (the agent tells the app the permission in X-Sandgate-Permission).
+func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		return tickets.PermWrite
+	}
+	if IsWebSocket(r) {
+		switch kind {
+		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP, tickets.KindVNC:
+			return tickets.PermWrite
+		}
+	}
+	return tickets.PermRead
+}
+
+// IsWebSocket reports whether r asks to upgrade to a WebSocket (HTTP/1.1 Upgrade or HTTP/2 extended CONNECT).
+func IsWebSocket(r *http.Request) bool {
+	if r.Method == http.MethodConnect && r.Proto == "websocket" {
+		return true
+	}
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") && headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AgentRequest is where a browser request goes at the agent.
+type AgentRequest struct {
+	// EscapedPath is the agent path, escaped as the browser escaped it.
+	EscapedPath string
+	// RawQuery is the query to send.
+	RawQuery string
+}
+
+// AgentPath maps an address onto the agent's API:
+//
+//	app       -> /proxy/{port}{rest}        vnc -> /vnc{rest}        cdp -> /cdp{rest}
+//	pty       -> /v1/pty/{pty}/ws           terminal: /ws?pty={pty} -> /v1/pty/{pty}/ws
+//	files     -> /v1/files{rest}
+//
+// port is the app port to use (the caller resolves path, directive and profile defaults).
+func AgentPath(a Address, port int, rawQuery string) (AgentRequest, error) {
+	switch a.Kind {
+	case tickets.KindApp:
+		if port < 1 || port > 65535 {
+			return AgentRequest{}, fmt.Errorf("no app port: name one in the URL (/sandboxes/%s/app/{port}/) or set the profile's app_port", a.SandboxID)
+		}
+		rest := a.Rest
+		if rest == "" {
+			rest = "/"
+		}
+		return AgentRequest{EscapedPath: "/proxy/" + strconv.Itoa(port) + rest, RawQuery: rawQuery}, nil
+	case tickets.KindVNC:
+		return AgentRequest{EscapedPath: "/vnc" + a.Rest, RawQuery: rawQuery}, nil
+	case tickets.KindCDP:
+		return AgentRequest{EscapedPath: "/cdp" + a.Rest, RawQuery: rawQuery}, nil
+	case tickets.KindPTY:
+		return AgentRequest{EscapedPath: "/v1/pty/" + a.PTY + "/ws", RawQuery: rawQuery}, nil
+	case tickets.KindTerminal:
+		if a.Rest != "/ws" {
+			return AgentRequest{}, fmt.Errorf("the terminal stream is /sandboxes/%s/terminal/ws?pty={id}", a.SandboxID)
+		}
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return AgentRequest{}, fmt.Errorf("reading terminal query: %w", err)
+		}
+		pty := q.Get("pty")
+		if !ValidSandboxID(pty) {
+			return AgentRequest{}, fmt.Errorf("the terminal stream needs ?pty={id} naming a PTY session")
+		}
+		return AgentRequest{EscapedPath: "/v1/pty/" + pty + "/ws", RawQuery: RemoveQueryParam(rawQuery, "pty")}, nil
+	case tickets.KindFiles:
+		return AgentRequest{EscapedPath: "/v1/files" + strings.TrimSuffix(a.Rest, "/"), RawQuery: rawQuery}, nil
+	}
+	return AgentRequest{}, fmt.Errorf("unknown route kind %q", a.Kind)
+}
+
+// Apply points r at the agent request, keeping the escaping the client chose.
+func (ar AgentRequest) Apply(r *http.Request) error {
+	p, err := url.PathUnescape(ar.EscapedPath)
+	if err != nil {
+		return fmt.Errorf("unescaping agent path: %w", err)
+	}
+	r.URL.Path = p
+	r.URL.RawPath = ""
+	if (&url.URL{Path: p}).EscapedPath() != ar.EscapedPath {
+		r.URL.RawPath = ar.EscapedPath
+	}
+	r.URL.RawQuery = ar.RawQuery
+	r.RequestURI = r.URL.RequestURI()
+	return nil
+}
+
+// RemoveQueryParam drops every name=value pair for name from a raw query, leaving the others byte for byte.
+func RemoveQueryParam(rawQuery, name string) string {
+	if rawQuery == "" {
+		return ""
+	}
+	parts := strings.Split(rawQuery, "&")
+	kept := parts[:0]
+	for _, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err == nil && uk == name || k == name {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, "&")
+}
+
+// QueryParam returns the first value of name in a raw query, and whether it was there.
+func QueryParam(rawQuery, name string) (string, bool) {
+	for _, p := range strings.Split(rawQuery, "&") {
+		k, v, _ := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+			continue
+		}
+		uv, err := url.QueryUnescape(v)
+		if err != nil {
+			return "", true
+		}
+		return uv, true
+	}
+	return "", false
+}

@@ -1,0 +1,278 @@
+package tickets
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var secret = []byte("0123456789abcdef0123456789abcdef-test")
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newPair(t *testing.T, c *clock, cacheSize int) (*Issuer, *Verifier) {
+	t.Helper()
+	iss, err := NewIssuer(IssuerConfig{Secret: secret, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := NewVerifier(VerifierConfig{Secret: secret, Now: c.now, ReplayCacheSize: cacheSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iss, ver
+}
+
+func reasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+// sign makes a token with arbitrary claims and key, for the forgery cases.
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func validClaims(now time.Time) Claims {
+	return Claims{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermWrite, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: issuerName, Audience: jwt.ClaimStrings{audienceTicket}, ID: "nonce-x",
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Minute)),
+	}}
+}
+
+func TestVerify(t *testing.T) {
+	base := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Expect{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermWrite}
+	tests := []struct {
+		name   string
+		token  func(t *testing.T, iss *Issuer) string
+		expect Expect
+		later  time.Duration // clock advance before verifying
+		reason Reason        // "" means accepted
+	}{
+		{name: "accepted", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermWrite}), expect: want},
+		{name: "read ticket for a read", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindApp}),
+			expect: Expect{SandboxID: "sandbox-1", Kind: KindApp, Permission: PermRead}},
+		{name: "within leeway", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermWrite}),
+			expect: want, later: DefaultLifetime + 3*time.Second},
+		{name: "expired", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermWrite}),
+			expect: want, later: DefaultLifetime + DefaultLeeway + time.Second, reason: ReasonExpired},
+		{name: "wrong sandbox", token: issue(IssueRequest{SandboxID: "sandbox-2", Kind: KindTerminal, Permission: PermWrite}),
+			expect: want, reason: ReasonWrongSandbox},
+		{name: "wrong kind", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindCDP, Permission: PermWrite}),
+			expect: want, reason: ReasonWrongKind},
+		{name: "read-only used for write", token: issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindTerminal, Permission: PermRead}),
+			expect: want, reason: ReasonReadOnly},
+		{name: "forged with another secret", expect: want, reason: ReasonForged, token: func(t *testing.T, _ *Issuer) string {
+			return sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-another"), validClaims(base))
+		}},
+		{name: "tampered payload", expect: want, reason: ReasonForged, token: func(t *testing.T, iss *Issuer) string {
+			tok := issue(IssueRequest{SandboxID: "sandbox-2", Kind: KindTerminal, Permission: PermWrite})(t, iss)
+			other := sign(t, jwt.SigningMethodHS256, secret, validClaims(base))
+			p := strings.Split(tok, ".")
+			q := strings.Split(other, ".")
+			return p[0] + "." + q[1] + "." + p[2] // claims of one, signature of another
+		}},
+		{name: "alg none refused", expect: want, reason: ReasonForged, token: func(t *testing.T, _ *Issuer) string {
+			return sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, validClaims(base))
+		}},
+		{name: "RS256 refused", expect: want, reason: ReasonForged, token: func(t *testing.T, _ *Issuer) string {
+			return sign(t, jwt.SigningMethodRS256, rsaKey, validClaims(base))
+		}},
+		{name: "HS384 refused", expect: want, reason: ReasonForged, token: func(t *testing.T, _ *Issuer) string {
+			return sign(t, jwt.SigningMethodHS384, secret, validClaims(base))
+		}},
+		{name: "no exp refused", expect: want, reason: ReasonMalformed, token: func(t *testing.T, _ *Issuer) string {
+			c := validClaims(base)
+			c.ExpiresAt = nil
+			return sign(t, jwt.SigningMethodHS256, secret, c)
+		}},
+		{name: "no nonce refused", expect: want, reason: ReasonMalformed, token: func(t *testing.T, _ *Issuer) string {
+			c := validClaims(base)
+			c.ID = ""
+			return sign(t, jwt.SigningMethodHS256, secret, c)
+		}},
+		{name: "session token is not a ticket", expect: want, reason: ReasonForged, token: func(t *testing.T, _ *Issuer) string {
+			c := validClaims(base)
+			c.Audience = jwt.ClaimStrings{audienceSession}
+			return sign(t, jwt.SigningMethodHS256, secret, c)
+		}},
+		{name: "garbage", expect: want, reason: ReasonMalformed, token: func(*testing.T, *Issuer) string { return "not.a.jwt" }},
+		{name: "empty", expect: want, reason: ReasonMissing, token: func(*testing.T, *Issuer) string { return "" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: base}
+			iss, ver := newPair(t, c, 0)
+			tok := tc.token(t, iss)
+			c.t = c.t.Add(tc.later)
+			claims, err := ver.Verify(tok, tc.expect)
+			if got := reasonOf(err); got != tc.reason {
+				t.Fatalf("reason = %q (err %v), want %q", got, err, tc.reason)
+			}
+			if tc.reason == "" && (claims == nil || claims.SandboxID != tc.expect.SandboxID) {
+				t.Fatalf("claims = %+v", claims)
+			}
+			if err != nil && strings.Contains(err.Error(), tok) && tok != "" {
+				t.Fatal("error message contains the token")
+			}
+		})
+	}
+}
+
+func issue(req IssueRequest) func(*testing.T, *Issuer) string {
+	return func(t *testing.T, iss *Issuer) string {
+		t.Helper()
+		tk, err := iss.Issue(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.Token
+	}
+}
+
+func TestTicketWorksOnce(t *testing.T) {
+	c := &clock{t: time.Now()}
+	iss, ver := newPair(t, c, 0)
+	tk, err := iss.Issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindPTY, Permission: PermWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Expect{SandboxID: "sandbox-1", Kind: KindPTY, Permission: PermWrite}
+	if _, err := ver.Verify(tk.Token, want); err != nil {
+		t.Fatalf("first use: %v", err)
+	}
+	if _, err := ver.Verify(tk.Token, want); reasonOf(err) != ReasonReplayed {
+		t.Fatalf("second use: %v, want replayed", err)
+	}
+	// A refused presentation (wrong route) does not spend the ticket.
+	tk2, _ := iss.Issue(IssueRequest{SandboxID: "sandbox-1", Kind: KindPTY, Permission: PermWrite})
+	if _, err := ver.Verify(tk2.Token, Expect{SandboxID: "sandbox-1", Kind: KindCDP}); reasonOf(err) != ReasonWrongKind {
+		t.Fatalf("wrong kind: %v", err)
+	}
+	if _, err := ver.Verify(tk2.Token, want); err != nil {
+		t.Fatalf("after a wrong-route presentation: %v", err)
+	}
+}
+
+// TestReplayCacheOverflowFailsClosed fills a tiny cache with live tickets: the evicted nonce must stay refused.
+func TestReplayCacheOverflowFailsClosed(t *testing.T) {
+	c := &clock{t: time.Now()}
+	iss, ver := newPair(t, c, 2)
+	want := Expect{SandboxID: "s", Kind: KindApp}
+	var toks []string
+	for range 3 {
+		tk, err := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tk.Token)
+	}
+	for i, tok := range toks {
+		if _, err := ver.Verify(tok, want); err != nil {
+			t.Fatalf("ticket %d: %v", i, err)
+		}
+	}
+	// toks[0]'s nonce was evicted while live: replaying it must still fail.
+	if _, err := ver.Verify(toks[0], want); reasonOf(err) != ReasonReplayed {
+		t.Fatalf("replay of evicted nonce: %v, want replayed", err)
+	}
+	// Tickets issued after the overflow expire later than the floor and pass.
+	c.t = c.t.Add(2 * time.Second)
+	tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
+	if _, err := ver.Verify(tk.Token, want); err != nil {
+		t.Fatalf("fresh ticket after overflow: %v", err)
+	}
+}
+
+func TestShortSecretRefused(t *testing.T) {
+	for _, s := range [][]byte{nil, []byte("short"), secret[:MinSecretLength-1]} {
+		if _, err := NewIssuer(IssuerConfig{Secret: s}); err == nil {
+			t.Errorf("issuer accepted a %d-byte secret", len(s))
+		}
+		if _, err := NewVerifier(VerifierConfig{Secret: s}); err == nil {
+			t.Errorf("verifier accepted a %d-byte secret", len(s))
+		}
+	}
+	if _, err := NewVerifier(VerifierConfig{Secret: secret[:MinSecretLength]}); err != nil {
+		t.Errorf("verifier refused a %d-byte secret: %v", MinSecretLength, err)
+	}
+}
+
+func TestIssueValidates(t *testing.T) {
+	iss, _ := newPair(t, &clock{t: time.Now()}, 0)
+	bad := []IssueRequest{
+		{Kind: KindApp},
+		{SandboxID: "s", Kind: "shell"},
+		{SandboxID: "s", Kind: KindApp, Permission: "admin"},
+		{SandboxID: "s", Kind: KindApp, Lifetime: -time.Second},
+	}
+	for _, req := range bad {
+		if _, err := iss.Issue(req); err == nil {
+			t.Errorf("Issue(%+v) succeeded", req)
+		}
+	}
+	tk, err := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Lifetime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.ExpiresIn != int(DefaultMaxLifetime/time.Second) {
+		t.Errorf("lifetime not capped: %d s", tk.ExpiresIn)
+	}
+}
+
+func TestSession(t *testing.T) {
+	c := &clock{t: time.Now()}
+	iss, ver := newPair(t, c, 0)
+	tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Permission: PermRead})
+	want := Expect{SandboxID: "s", Kind: KindApp}
+	claims, err := ver.Verify(tk.Token, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := ver.NewSession(claims, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // sessions are reusable
+		if _, err := ver.VerifySession(sess, want); err != nil {
+			t.Fatalf("session: %v", err)
+		}
+	}
+	if _, err := ver.VerifySession(sess, Expect{SandboxID: "s", Kind: KindApp, Permission: PermWrite}); reasonOf(err) != ReasonReadOnly {
+		t.Fatalf("read session for write: %v", err)
+	}
+	if _, err := ver.VerifySession(sess, Expect{SandboxID: "t", Kind: KindApp}); reasonOf(err) != ReasonWrongSandbox {
+		t.Fatalf("session on another sandbox: %v", err)
+	}
+	if _, err := ver.Verify(sess, want); reasonOf(err) != ReasonForged {
+		t.Fatalf("session used as a ticket: %v", err)
+	}
+	tk2, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
+	if _, err := ver.VerifySession(tk2.Token, want); reasonOf(err) != ReasonForged {
+		t.Fatalf("ticket used as a session: %v", err)
+	}
+	c.t = c.t.Add(time.Minute + DefaultLeeway + time.Second)
+	if _, err := ver.VerifySession(sess, want); reasonOf(err) != ReasonExpired {
+		t.Fatalf("expired session: %v", err)
+	}
+}

@@ -1,0 +1,476 @@
+// Package docker is the sandboxes.Driver for one Docker engine, through the Engine API. It applies the hardening
+// every sandbox gets (non-root, no capabilities, no-new-privileges, read-only root with sized tmpfs, memory without
+// swap, CPU and PID limits, init, capped logs) and nothing else: every lifecycle decision belongs to the Manager.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// SandboxUser is the uid:gid every sandbox runs as (the images' `sandbox` user).
+const SandboxUser = "65532:65532"
+
+// Defaults for profiles that leave a resource unset.
+const (
+	DefaultMemory   = 1 << 30
+	DefaultCPUs     = 1.0
+	DefaultPids     = 512
+	DefaultDisk     = 256 << 20
+	browserShmBytes = 256 << 20
+)
+
+// Driver talks to one Docker engine.
+type Driver struct {
+	cli  *client.Client
+	host string
+}
+
+// New makes a driver for host (empty: DOCKER_HOST or the default socket). It does no I/O.
+func New(host string) (*Driver, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Driver{cli: cli, host: host}, nil
+}
+
+// Client is the underlying Engine API client (tests use it to inspect what the driver made).
+func (d *Driver) Client() *client.Client { return d.cli }
+
+// Check pings the engine and refuses runc builds vulnerable to CVE-2024-21626.
+func (d *Driver) Check(ctx context.Context) ([]string, error) {
+	if _, err := d.cli.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("docker engine at %s does not answer: %w", d.cli.DaemonHost(), err)
+	}
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("docker info: %w", err)
+	}
+	runcVersion := ""
+	if v, err := d.cli.ServerVersion(ctx); err == nil {
+		for _, c := range v.Components {
+			if strings.EqualFold(c.Name, "runc") {
+				runcVersion = c.Version
+			}
+		}
+	}
+	warn, err := CheckRunc(info.RuncCommit.ID, runcVersion)
+	if err != nil {
+		return nil, err
+	}
+	var warnings []string
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	return warnings, nil
+}
+
+// patchedDistributionBuilds are distribution runc builds older than 1.1.12 that carry the CVE-2024-21626 fix,
+// as "upstream version + distribution suffix prefix" -> minimum security revision.
+var patchedDistributionBuilds = []struct {
+	prefix  string // what the build id starts with
+	minimum int    // the first fixed revision
+	source  string
+}{
+	{prefix: "1.1.5+ds1-1+deb12u", minimum: 1, source: "Debian 12 (DSA-5615-1)"},
+	{prefix: "1.0.0~rc93+ds1-5+deb11u", minimum: 3, source: "Debian 11 (DSA-5615-1)"},
+}
+
+// CheckRunc decides whether a runc build may run sandboxes. commitID is the engine's RuncCommit.ID
+// ("v1.1.12-0-g51d5e94", "1.1.5+ds1-1+deb12u1"), version the runc component's version. Upstream 1.1.12 and later
+// pass; known distribution builds with the fix backported pass with a warning; anything older is refused.
+func CheckRunc(commitID, version string) (warning string, err error) {
+	id := strings.TrimPrefix(strings.TrimSpace(commitID), "v")
+	for _, b := range patchedDistributionBuilds {
+		if rest, ok := strings.CutPrefix(id, b.prefix); ok {
+			rev := leadingInt(rest)
+			if rev >= b.minimum {
+				return fmt.Sprintf("runc %s is older than 1.1.12 but is a %s build carrying the fix for CVE-2024-21626 (Leaky Vessels); accepted", commitID, b.source), nil
+			}
+			return "", fmt.Errorf("runc %s is a %s build without the fix for CVE-2024-21626 (Leaky Vessels); upgrade runc", commitID, b.source)
+		}
+	}
+	candidates := []string{id, strings.TrimPrefix(strings.TrimSpace(version), "v")}
+	for _, c := range candidates {
+		major, minor, patch, ok := parseVersion(c)
+		if !ok {
+			continue
+		}
+		if major > 1 || (major == 1 && minor > 1) || (major == 1 && minor == 1 && patch >= 12) {
+			return "", nil
+		}
+		return "", fmt.Errorf("runc %s is older than 1.1.12 and vulnerable to CVE-2024-21626 (Leaky Vessels, container escape); upgrade runc before running sandboxes", c)
+	}
+	return fmt.Sprintf("cannot tell the engine's runc version (%q); make sure it is 1.1.12 or later (CVE-2024-21626)", commitID), nil
+}
+
+func leadingInt(s string) int {
+	n := 0
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			break
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}
+
+func parseVersion(s string) (major, minor, patch int, ok bool) {
+	end := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if end >= 0 {
+		s = s[:end]
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	var n [3]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		n[i] = v
+	}
+	return n[0], n[1], n[2], true
+}
+
+// EnsureNetwork creates an internal bridge network (no route out) if name does not exist, and refuses to use an
+// existing network of that name that is not internal.
+func (d *Driver) EnsureNetwork(ctx context.Context, name string, labels map[string]string) error {
+	nw, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err == nil {
+		if !nw.Internal {
+			return fmt.Errorf("network %s exists but is not internal; sandboxes would get egress", name)
+		}
+		return nil
+	}
+	if !errdefs.IsNotFound(err) {
+		return err
+	}
+	_, err = d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: true, Labels: labels})
+	if err != nil && !errdefs.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// CreateVolume creates a named local volume.
+func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	if _, err := d.cli.VolumeInspect(ctx, name); err == nil {
+		return nil
+	}
+	_, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: labels})
+	return err
+}
+
+// RemoveVolume removes a volume; a missing one is fine.
+func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
+	err := d.cli.VolumeRemove(ctx, name, false)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// HostConfig is the hardened host configuration of a sandbox container.
+func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
+	p := spec.Profile
+	mem := int64(DefaultMemory)
+	if p.Resources.Memory != "" {
+		v, err := sandboxes.ParseBytes(p.Resources.Memory)
+		if err != nil {
+			return nil, err
+		}
+		mem = v
+	}
+	disk := int64(DefaultDisk)
+	if p.Resources.Disk != "" {
+		v, err := sandboxes.ParseBytes(p.Resources.Disk)
+		if err != nil {
+			return nil, err
+		}
+		disk = v
+	}
+	cpus := p.Resources.CPUs
+	if cpus == 0 {
+		cpus = DefaultCPUs
+	}
+	pids := p.Resources.Pids
+	if pids == 0 {
+		pids = DefaultPids
+	}
+	yes := true
+	tmpfsOpts := "rw,exec,nosuid,nodev,size=" + strconv.FormatInt(disk, 10)
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(spec.Network),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Privileged:     false,
+		Init:           &yes,
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			"/tmp":          tmpfsOpts + ",mode=1777",
+			"/home/sandbox": tmpfsOpts + ",uid=65532,gid=65532,mode=0700",
+		},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace"}},
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": "10m", "max-file": "1",
+		}},
+		Resources: container.Resources{
+			Memory: mem, MemorySwap: mem, NanoCPUs: int64(cpus * 1e9), PidsLimit: &pids,
+			Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 4096, Hard: 8192}},
+		},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		// AutoRemove stays off: a dead container is kept until its exit state has been read.
+		AutoRemove: false,
+		Runtime:    p.Runtime,
+	}
+	if p.HasCapability(sandboxes.CapBrowser) {
+		hc.ShmSize = browserShmBytes
+	}
+	for _, b := range spec.HostBinds {
+		parts := strings.Split(b, ":")
+		m := mount.Mount{Type: mount.TypeBind, Source: parts[0], Target: parts[1]}
+		if len(parts) == 3 && parts[2] == "ro" {
+			m.ReadOnly = true
+		}
+		hc.Mounts = append(hc.Mounts, m)
+	}
+	if p.ConnectMode == sandboxes.ConnectHostPort {
+		hc.PortBindings = nat.PortMap{agentPort(spec): {{HostIP: "127.0.0.1", HostPort: ""}}}
+	}
+	return hc, nil
+}
+
+func agentPort(spec sandboxes.ContainerSpec) nat.Port {
+	return nat.Port(strconv.Itoa(spec.AgentPort) + "/tcp")
+}
+
+// Create creates the sandbox's container with the hardened host configuration.
+func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (string, error) {
+	hc, err := HostConfig(spec)
+	if err != nil {
+		return "", err
+	}
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	cfg := &container.Config{
+		Image:        spec.Image,
+		User:         SandboxUser,
+		Env:          env,
+		Labels:       spec.Labels,
+		Hostname:     "sandbox",
+		ExposedPorts: nat.PortSet{agentPort(spec): struct{}{}},
+	}
+	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	if err != nil {
+		return "", err
+	}
+	return created.ID, nil
+}
+
+// Start starts the container (a running one is left as it is) and returns the agent's address.
+func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) (string, error) {
+	if err := d.cli.ContainerStart(ctx, containerID, container.StartOptions{}); err != nil {
+		if errdefs.IsNotFound(err) {
+			return "", fmt.Errorf("%w: %v", sandboxes.ErrContainerNotFound, err)
+		}
+		return "", err
+	}
+	info, err := d.cli.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return "", err
+	}
+	if info.State == nil || !info.State.Running {
+		return "", fmt.Errorf("container exited right after start (exit %d)", exitCode(info))
+	}
+	if spec.Profile.ConnectMode == sandboxes.ConnectHostPort {
+		for _, b := range info.NetworkSettings.Ports[agentPort(spec)] {
+			if b.HostPort != "" {
+				return "127.0.0.1:" + b.HostPort, nil
+			}
+		}
+		return "", errors.New("the agent port was not published")
+	}
+	if info.NetworkSettings != nil {
+		if ep := info.NetworkSettings.Networks[spec.Network]; ep != nil && ep.IPAddress != "" {
+			return fmt.Sprintf("%s:%d", ep.IPAddress, spec.AgentPort), nil
+		}
+	}
+	return "", fmt.Errorf("container has no address on network %s", spec.Network)
+}
+
+func exitCode(info container.InspectResponse) int {
+	if info.State == nil {
+		return -1
+	}
+	return info.State.ExitCode
+}
+
+// Stop stops a container within grace, then kills it.
+func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Duration) error {
+	secs := int(grace.Seconds())
+	err := d.cli.ContainerStop(ctx, containerID, container.StopOptions{Timeout: &secs})
+	if err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// Remove force-removes a container and its anonymous volumes (never named ones).
+func (d *Driver) Remove(ctx context.Context, containerID string) error {
+	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !errdefs.IsNotFound(err) {
+		if errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// Inspect reports a container's state.
+func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.ContainerState, error) {
+	info, err := d.cli.ContainerInspect(ctx, containerID)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return sandboxes.ContainerState{}, fmt.Errorf("%w: %s", sandboxes.ErrContainerNotFound, containerID)
+		}
+		return sandboxes.ContainerState{}, err
+	}
+	st := sandboxes.ContainerState{ID: info.ID, Name: strings.TrimPrefix(info.Name, "/")}
+	if info.Config != nil {
+		st.Labels = info.Config.Labels
+	}
+	st.Created, _ = time.Parse(time.RFC3339Nano, info.Created)
+	if s := info.State; s != nil {
+		st.Running = s.Running
+		st.ExitCode = s.ExitCode
+		st.OOMKilled = s.OOMKilled
+		st.Error = s.Error
+		st.FinishedAt, _ = time.Parse(time.RFC3339Nano, s.FinishedAt)
+	}
+	return st, nil
+}
+
+func labelFilters(match map[string]string) filters.Args {
+	args := filters.NewArgs()
+	for k, v := range match {
+		if v == "" {
+			args.Add("label", k)
+		} else {
+			args.Add("label", k+"="+v)
+		}
+	}
+	return args
+}
+
+// List returns every container (running or not) carrying the labels; stopped ones are inspected for their exit.
+func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes.ContainerState, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilters(match)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandboxes.ContainerState, 0, len(list))
+	for _, c := range list {
+		st := sandboxes.ContainerState{ID: c.ID, Labels: c.Labels, Created: time.Unix(c.Created, 0), Running: c.State == container.StateRunning}
+		if len(c.Names) > 0 {
+			st.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if !st.Running {
+			if full, err := d.Inspect(ctx, c.ID); err == nil {
+				st.ExitCode, st.OOMKilled, st.FinishedAt, st.Error = full.ExitCode, full.OOMKilled, full.FinishedAt, full.Error
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// ListVolumes returns the volumes carrying the labels.
+func (d *Driver) ListVolumes(ctx context.Context, match map[string]string) ([]sandboxes.VolumeInfo, error) {
+	resp, err := d.cli.VolumeList(ctx, volume.ListOptions{Filters: labelFilters(match)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandboxes.VolumeInfo, 0, len(resp.Volumes))
+	for _, v := range resp.Volumes {
+		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
+		out = append(out, sandboxes.VolumeInfo{Name: v.Name, Labels: v.Labels, Created: created})
+	}
+	return out, nil
+}
+
+// Events streams die, oom and destroy events of containers labelled key=value.
+func (d *Driver) Events(ctx context.Context, key, value string) (<-chan sandboxes.ContainerEvent, <-chan error) {
+	args := filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("label", key+"="+value),
+		filters.Arg("event", string(events.ActionDie)),
+		filters.Arg("event", string(events.ActionOOM)),
+		filters.Arg("event", string(events.ActionDestroy)),
+	)
+	msgs, errs := d.cli.Events(ctx, events.ListOptions{Filters: args})
+	out := make(chan sandboxes.ContainerEvent, 64)
+	outErr := make(chan error, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case err := <-errs:
+				if err == nil {
+					err = errors.New("event stream closed")
+				}
+				outErr <- err
+				return
+			case msg := <-msgs:
+				ev := sandboxes.ContainerEvent{ContainerID: msg.Actor.ID, Action: string(msg.Action), Labels: msg.Actor.Attributes, ExitCode: -1}
+				if msg.TimeNano != 0 {
+					ev.At = time.Unix(0, msg.TimeNano)
+				} else {
+					ev.At = time.Now()
+				}
+				if c, err := strconv.Atoi(msg.Actor.Attributes["exitCode"]); err == nil {
+					ev.ExitCode = c
+				}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, outErr
+}
+
+// Close closes the client; containers are untouched.
+func (d *Driver) Close() error { return d.cli.Close() }
+
+var _ sandboxes.Driver = (*Driver)(nil)

@@ -1,0 +1,88 @@
+package sandboxes
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Driver is what the Manager needs from a container engine. It is deliberately small: the Manager owns every
+// decision (ids, labels, hardening inputs, state); the driver turns a ContainerSpec into a container and reports
+// what the engine sees. sandboxes/docker implements it.
+type Driver interface {
+	// Check verifies the engine answers and is safe to run sandboxes on. Warnings are logged; an error refuses start.
+	Check(ctx context.Context) (warnings []string, err error)
+	// EnsureNetwork creates the internal (no egress) network name if it does not exist.
+	EnsureNetwork(ctx context.Context, name string, labels map[string]string) error
+	// CreateVolume creates the named volume if it does not exist.
+	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	// RemoveVolume removes a volume; a missing volume is not an error.
+	RemoveVolume(ctx context.Context, name string) error
+	// Create creates (does not start) a container and returns its engine id.
+	Create(ctx context.Context, spec ContainerSpec) (containerID string, err error)
+	// Start starts a created or stopped container and returns the agent's address (host:port) as the gateway
+	// reaches it.
+	Start(ctx context.Context, containerID string, spec ContainerSpec) (addr string, err error)
+	// Stop stops a container, keeping it and its volume. A missing or stopped container is not an error.
+	Stop(ctx context.Context, containerID string, grace time.Duration) error
+	// Remove force-removes a container (not its named volume); a missing container is not an error.
+	Remove(ctx context.Context, containerID string) error
+	// Inspect reports a container's state; ErrContainerNotFound if it does not exist.
+	Inspect(ctx context.Context, containerID string) (ContainerState, error)
+	// List returns the containers carrying every label in match (values "" match any value).
+	List(ctx context.Context, match map[string]string) ([]ContainerState, error)
+	// ListVolumes returns the volumes carrying every label in match.
+	ListVolumes(ctx context.Context, match map[string]string) ([]VolumeInfo, error)
+	// Events streams container events (die, oom, destroy) of containers carrying the label key=value until ctx ends.
+	// The error channel reports why the stream ended; the Manager resubscribes.
+	Events(ctx context.Context, key, value string) (<-chan ContainerEvent, <-chan error)
+	// Close releases the engine client. It never touches containers.
+	Close() error
+}
+
+// ErrContainerNotFound is returned (wrapped) by Driver.Inspect for a container the engine does not know.
+var ErrContainerNotFound = errors.New("container not found")
+
+// ContainerSpec is everything the driver needs to create a sandbox's container.
+type ContainerSpec struct {
+	Name    string
+	Image   string
+	Env     map[string]string
+	Labels  map[string]string
+	Volume  string // mounted at /workspace
+	Profile Profile
+	// Network is the Docker network mode or name, already resolved from the profile ("bridge", "<ns>-internal", ...).
+	Network   string
+	AgentPort int
+	// HostBinds are host paths the configuration allows ("host:container[:ro]").
+	HostBinds []string
+}
+
+// ContainerState is what the engine reports about one container.
+type ContainerState struct {
+	ID         string
+	Name       string
+	Labels     map[string]string
+	Created    time.Time
+	Running    bool
+	ExitCode   int
+	OOMKilled  bool
+	Error      string
+	FinishedAt time.Time
+}
+
+// VolumeInfo is what the engine reports about one volume.
+type VolumeInfo struct {
+	Name    string
+	Labels  map[string]string
+	Created time.Time
+}
+
+// ContainerEvent is one engine event about one of our containers.
+type ContainerEvent struct {
+	ContainerID string
+	Action      string // die, oom, destroy
+	Labels      map[string]string
+	ExitCode    int // for die, from the event's attributes; -1 if absent
+	At          time.Time
+}

@@ -1,0 +1,178 @@
+package sandboxes
+
+import (
+	"context"
+	"time"
+)
+
+func (m *Manager) gcLoop() {
+	defer m.wg.Done()
+	m.mu.RLock()
+	ticker := m.gcTicker
+	m.mu.RUnlock()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-ticker.C:
+		case <-m.gcKick:
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Minute)
+		m.CollectGarbage(ctx)
+		cancel()
+	}
+}
+
+// GCReport counts what one collection did.
+type GCReport struct {
+	IdleStopped      int
+	Expired          int
+	WarmRecycled     int
+	OrphanContainers int
+	OrphanVolumes    int
+	Errors           int
+}
+
+// CollectGarbage runs one collection now: idle sandboxes are stopped; expired ones, stale or old warm members,
+// and orphaned containers and volumes are removed. Sandboxes under a lease are left alone.
+func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
+	var rep GCReport
+	now := time.Now()
+	type job struct {
+		e    *entry
+		kind string
+	}
+	var jobs []job
+	m.mu.Lock()
+	for _, e := range m.entries {
+		if e.deleted {
+			continue
+		}
+		if e.rec.Warm {
+			p, ok := m.profiles[e.rec.Profile]
+			stale := !ok || p.Hash() != e.rec.ProfileHash || p.WarmPoolSize == 0
+			old := now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge
+			if (stale || old || e.rec.Phase == PhaseFailed) && !e.launching {
+				m.detachLocked(e)
+				jobs = append(jobs, job{e, "warm"})
+			}
+			continue
+		}
+		if e.leases > 0 {
+			continue
+		}
+		switch {
+		case expired(e, now):
+			m.detachLocked(e)
+			jobs = append(jobs, job{e, "expired"})
+		case e.rec.Phase == PhaseRunning && e.rec.IdleExpiresAt != nil && now.After(*e.rec.IdleExpiresAt):
+			jobs = append(jobs, job{e, "idle"})
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range jobs {
+		switch j.kind {
+		case "warm":
+			if err := m.destroy(ctx, j.e, "warm member recycled"); err != nil {
+				rep.Errors++
+				m.log.Warn("recycling warm sandbox", "sandbox", j.e.rec.ID, "error", err)
+				continue
+			}
+			rep.WarmRecycled++
+			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Reason: "warm_recycled", Warm: true})
+		case "expired":
+			if err := m.destroy(ctx, j.e, "expired"); err != nil {
+				rep.Errors++
+				m.log.Warn("removing expired sandbox", "sandbox", j.e.rec.ID, "error", err)
+				continue
+			}
+			rep.Expired++
+			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: "expired"})
+		case "idle":
+			// Re-check under the lock: activity or a lease may have arrived since the scan.
+			m.mu.RLock()
+			still := j.e.leases == 0 && j.e.rec.Phase == PhaseRunning && j.e.rec.IdleExpiresAt != nil && time.Now().After(*j.e.rec.IdleExpiresAt)
+			m.mu.RUnlock()
+			if !still {
+				continue
+			}
+			if err := m.stop(ctx, j.e, "idle"); err != nil {
+				rep.Errors++
+				m.log.Warn("stopping idle sandbox", "sandbox", j.e.rec.ID, "error", err)
+				continue
+			}
+			rep.IdleStopped++
+			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: "idle_stopped"})
+		}
+	}
+	m.sweepOrphans(ctx, &rep)
+	m.flushAll()
+	if rep != (GCReport{}) {
+		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
+			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)
+	}
+	kick(m.warmKick)
+	return rep
+}
+
+// sweepOrphans removes containers and volumes of this namespace and instance that no sandbox owns, once they are
+// older than the minimum orphan age (younger ones may belong to a create in flight).
+func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
+	match := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}
+	m.mu.RLock()
+	minAge := m.cfg.OrphanMinAge
+	m.mu.RUnlock()
+	now := time.Now()
+	containers, err := m.driver.List(ctx, match)
+	if err != nil {
+		rep.Errors++
+		m.log.Warn("listing containers for the orphan sweep", "error", err)
+		return
+	}
+	for _, c := range containers {
+		if now.Sub(c.Created) < minAge {
+			continue
+		}
+		id := c.Labels[m.label(labelID)]
+		m.mu.RLock()
+		e := m.entries[id]
+		owned := e != nil && e.rec.ContainerID == c.ID
+		m.mu.RUnlock()
+		if owned {
+			continue
+		}
+		if err := m.driver.Remove(ctx, c.ID); err != nil {
+			rep.Errors++
+			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
+			continue
+		}
+		rep.OrphanContainers++
+		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
+	}
+	volumes, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
+		m.label(labelInstance): m.Instance(), m.label(labelManagedWorkspace): "true"})
+	if err != nil {
+		rep.Errors++
+		m.log.Warn("listing volumes for the orphan sweep", "error", err)
+		return
+	}
+	m.mu.RLock()
+	used := map[string]bool{}
+	for _, e := range m.entries {
+		used[m.VolumeName(e.rec.WorkspaceID)] = true
+	}
+	m.mu.RUnlock()
+	for _, v := range volumes {
+		if used[v.Name] || now.Sub(v.Created) < minAge {
+			continue
+		}
+		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
+			// A volume still mounted by a container (ours or not) refuses removal; the next sweep retries.
+			rep.Errors++
+			m.log.Warn("removing orphan volume", "volume", v.Name, "error", err)
+			continue
+		}
+		rep.OrphanVolumes++
+		m.emit(Event{Type: EventGC, Reason: "orphan_volume"})
+	}
+}

@@ -1,0 +1,479 @@
+package sandboxes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Label keys, under the namespace: "<ns>.id" and so on.
+const (
+	labelManaged    = "managed"
+	labelID         = "id"
+	labelProfile    = "profile"
+	labelOwner      = "owner"
+	labelCreated    = "created"
+	labelInstance   = "instance"
+	labelGeneration = "generation"
+	labelWorkspace  = "workspace"
+
+	labelManagedWorkspace = "managed_workspace"
+)
+
+func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }
+
+// VolumeName is the Docker volume of a workspace id.
+func (m *Manager) VolumeName(workspaceID string) string { return m.mcfg.Namespace + "-" + workspaceID }
+
+// ContainerName is the Docker container name of a sandbox id.
+func (m *Manager) ContainerName(id string) string { return m.mcfg.Namespace + "-" + id }
+
+// InternalNetwork is the name of the namespace's internal (no egress) network.
+func (m *Manager) InternalNetwork() string { return m.mcfg.Namespace + "-internal" }
+
+func (m *Manager) networkFor(p Profile) string {
+	switch p.Network {
+	case "", NetworkInternal:
+		return m.InternalNetwork()
+	default:
+		return p.Network
+	}
+}
+
+// beginLaunchLocked starts the background bring-up of e: create what is missing, start, wait for /health.
+func (m *Manager) beginLaunchLocked(e *entry) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	e.launching = true
+	e.cancelLaunch = cancel
+	e.ready = make(chan struct{})
+	e.startBegan = time.Now()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		m.launch(ctx, e)
+	}()
+}
+
+func (m *Manager) launch(ctx context.Context, e *entry) {
+	m.mu.RLock()
+	sem := m.startSem
+	timeout := m.cfg.StartTimeout
+	m.mu.RUnlock()
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		m.finishLaunch(e, "", ctx.Err())
+		return
+	}
+	e.opMu.Lock()
+	addr, err := m.bringUp(ctx, e, timeout, func() { <-sem })
+	e.opMu.Unlock()
+	m.finishLaunch(e, addr, err)
+}
+
+// bringUp does the engine work of a launch. release frees the start slot once the container runs (waiting for
+// the agent needs no slot).
+func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, release func()) (string, error) {
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	m.mu.RLock()
+	rec := e.rec
+	p := e.profile
+	deleted := e.deleted
+	m.mu.RUnlock()
+	if deleted {
+		return "", errors.New("deleted")
+	}
+	spec := m.specFor(rec, p)
+	if p.Network == "" || p.Network == NetworkInternal {
+		if err := m.ensureNetwork(ctx, spec.Network); err != nil {
+			return "", err
+		}
+	}
+	if rec.ContainerID == "" {
+		if err := m.driver.CreateVolume(ctx, spec.Volume, m.volumeLabels(rec)); err != nil {
+			return "", fmt.Errorf("creating workspace volume: %w", err)
+		}
+		id, err := m.driver.Create(ctx, spec)
+		if err != nil {
+			return "", fmt.Errorf("creating container: %w", err)
+		}
+		m.mu.Lock()
+		e.rec.ContainerID = id
+		if e.rec.Phase == PhaseCreating {
+			e.rec.Phase = PhaseStarting
+		}
+		m.mu.Unlock()
+		m.persist(e)
+		rec.ContainerID = id
+	}
+	addr, err := m.driver.Start(ctx, rec.ContainerID, spec)
+	if errors.Is(err, ErrContainerNotFound) {
+		// The container went away while stopped (someone removed it): shape a new one on the same workspace.
+		m.mu.Lock()
+		e.rec.Generation++
+		rec.Generation = e.rec.Generation
+		m.mu.Unlock()
+		spec = m.specFor(rec, p)
+		id, cerr := m.driver.Create(ctx, spec)
+		if cerr != nil {
+			return "", fmt.Errorf("recreating container: %w", cerr)
+		}
+		m.mu.Lock()
+		e.rec.ContainerID = id
+		m.mu.Unlock()
+		m.persist(e)
+		addr, err = m.driver.Start(ctx, id, spec)
+	}
+	if err != nil {
+		return "", fmt.Errorf("starting container: %w", err)
+	}
+	m.mu.Lock()
+	e.rec.Addr = addr
+	m.mu.Unlock()
+	release()
+	released = true
+	if err := m.waitHealthy(ctx, addr, timeout); err != nil {
+		return "", err
+	}
+	return addr, nil
+}
+
+// finishLaunch records the outcome of a launch and wakes its waiters.
+func (m *Manager) finishLaunch(e *entry, addr string, err error) {
+	now := time.Now()
+	m.mu.Lock()
+	e.launching = false
+	e.cancelLaunch = nil
+	ch := e.ready
+	deleted := e.deleted
+	var ev Event
+	switch {
+	case deleted:
+	case e.rec.Died != nil:
+		// The event watcher already recorded the death.
+	case err != nil:
+		e.rec.Phase = PhaseFailed
+		e.rec.LastError = err.Error()
+		e.rec.IdleExpiresAt = nil
+		ev = Event{Type: EventFailed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Warm: e.rec.Warm, Reason: err.Error()}
+	default:
+		e.rec.Phase = PhaseRunning
+		e.rec.Addr = addr
+		e.rec.LastError = ""
+		if !e.rec.Warm && !(e.adopting && e.rec.IdleExpiresAt != nil) {
+			setIdleDeadline(e, now)
+		}
+		e.adopting = false
+		if e.rec.Warm {
+			m.warm[e.rec.ProfileHash] = append(m.warm[e.rec.ProfileHash], e.rec.ID)
+		}
+		ev = Event{Type: EventReady, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Warm: e.rec.Warm,
+			LaunchType: e.rec.LaunchType, Duration: now.Sub(e.startBegan)}
+	}
+	warmFailed := err != nil && e.rec.Warm && !deleted
+	if warmFailed {
+		m.detachLocked(e)
+	}
+	m.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+	if deleted {
+		return
+	}
+	if warmFailed {
+		m.log.Warn("warm sandbox failed to start", "sandbox", e.rec.ID, "profile", e.rec.Profile, "error", err)
+		m.destroyDetached(e, "warm start failed")
+		m.emit(ev)
+		return
+	}
+	if err != nil && e.rec.ContainerID != "" {
+		// A container that never became ready is removed (its workspace stays for a retry).
+		m.log.Warn("sandbox failed to start", "sandbox", e.rec.ID, "error", err)
+		m.mu.Lock()
+		e.expectStop = true
+		cid := e.rec.ContainerID
+		e.rec.ContainerID = ""
+		m.mu.Unlock()
+		rmCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if rerr := m.driver.Remove(rmCtx, cid); rerr != nil {
+			m.log.Warn("removing a failed container", "container", cid, "error", rerr)
+		}
+		cancel()
+		m.mu.Lock()
+		e.expectStop = false
+		m.mu.Unlock()
+	}
+	m.persist(e)
+	if ev.Type != "" {
+		m.emit(ev)
+	}
+}
+
+func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := "http://" + addr + "/health"
+	delay := 10 * time.Millisecond
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := m.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("GET /health answered %s", resp.Status)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return &Error{Code: CodeTimeout, Message: fmt.Sprintf("the agent did not answer /health within %s", timeout), Err: last}
+			}
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay < 100*time.Millisecond {
+			delay += 10 * time.Millisecond
+		}
+	}
+}
+
+func (m *Manager) ensureNetwork(ctx context.Context, name string) error {
+	m.mu.RLock()
+	ok := m.networks[name]
+	m.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	if err := m.driver.EnsureNetwork(ctx, name, map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}); err != nil {
+		return fmt.Errorf("creating network %s: %w", name, err)
+	}
+	m.mu.Lock()
+	m.networks[name] = true
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) volumeLabels(rec Record) map[string]string {
+	return map[string]string{
+		m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelWorkspace): rec.WorkspaceID,
+		// Only workspaces the Manager made are swept as orphans; one a caller named is theirs to keep.
+		m.label(labelManagedWorkspace): fmt.Sprint(rec.ManagedWorkspace),
+	}
+}
+
+func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
+	env := make(map[string]string, len(p.Env)+len(rec.Env)+3)
+	for k, v := range p.Env {
+		env[k] = v
+	}
+	for k, v := range rec.Env {
+		env[k] = v
+	}
+	env["SANDGATE_AGENT_TOKEN"] = rec.Token
+	env["SANDGATE_SANDBOX_ID"] = rec.ID
+	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
+	labels := map[string]string{
+		m.label(labelManaged):    "true",
+		m.label(labelID):         rec.ID,
+		m.label(labelProfile):    rec.Profile,
+		m.label(labelOwner):      rec.Owner,
+		m.label(labelCreated):    rec.CreatedAt.UTC().Format(time.RFC3339),
+		m.label(labelInstance):   m.Instance(),
+		m.label(labelGeneration): fmt.Sprint(rec.Generation),
+		m.label(labelWorkspace):  rec.WorkspaceID,
+	}
+	return ContainerSpec{
+		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
+		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds,
+	}
+}
+
+// stop stops e's compute, keeping container and workspace.
+func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
+	m.mu.Lock()
+	if e.cancelLaunch != nil {
+		e.cancelLaunch()
+	}
+	m.mu.Unlock()
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	m.mu.Lock()
+	if e.deleted || e.rec.Phase == PhaseStopped {
+		m.mu.Unlock()
+		return nil
+	}
+	cid := e.rec.ContainerID
+	grace := m.cfg.StopGrace
+	e.expectStop = true
+	m.mu.Unlock()
+	var err error
+	if cid != "" {
+		err = m.driver.Stop(ctx, cid, grace)
+	}
+	m.mu.Lock()
+	e.expectStop = false
+	if err == nil {
+		e.rec.Phase = PhaseStopped
+		e.rec.IdleExpiresAt = nil
+		e.rec.Addr = ""
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return &Error{Code: CodeEngine, Message: fmt.Sprintf("stopping sandbox %s", e.rec.ID), Err: err}
+	}
+	m.persist(e)
+	m.emit(Event{Type: EventStopped, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: reason})
+	return nil
+}
+
+// remove deletes a sandbox by id: container, managed workspace volume, record.
+func (m *Manager) remove(ctx context.Context, id, reason string) error {
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil || e.deleted {
+		m.mu.Unlock()
+		return nil
+	}
+	m.detachLocked(e)
+	m.mu.Unlock()
+	return m.destroy(ctx, e, reason)
+}
+
+// detachLocked takes e out of every in-memory index; its engine objects are destroyed next.
+func (m *Manager) detachLocked(e *entry) {
+	e.deleted = true
+	e.expectStop = true
+	if e.cancelLaunch != nil {
+		e.cancelLaunch()
+	}
+	delete(m.entries, e.rec.ID)
+	if ids := m.warm[e.rec.ProfileHash]; len(ids) > 0 {
+		m.warm[e.rec.ProfileHash] = slicesDelete(ids, e.rec.ID)
+	}
+}
+
+func slicesDelete(ids []string, id string) []string {
+	out := ids[:0]
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (m *Manager) destroyDetached(e *entry, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.destroy(ctx, e, reason); err != nil {
+		m.log.Warn("removing sandbox", "sandbox", e.rec.ID, "error", err)
+	}
+}
+
+func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	m.mu.RLock()
+	rec := e.rec
+	m.mu.RUnlock()
+	var errs []error
+	if rec.ContainerID != "" {
+		if err := m.driver.Remove(ctx, rec.ContainerID); err != nil {
+			errs = append(errs, fmt.Errorf("removing container: %w", err))
+		}
+	}
+	if rec.ManagedWorkspace {
+		if err := m.driver.RemoveVolume(ctx, m.VolumeName(rec.WorkspaceID)); err != nil {
+			errs = append(errs, fmt.Errorf("removing workspace volume: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		// Keep the record: the orphan sweep and the next delete retry; meanwhile the sandbox is gone for callers.
+		return &Error{Code: CodeEngine, Message: fmt.Sprintf("removing sandbox %s", rec.ID), Err: errors.Join(errs...)}
+	}
+	e.persistMu.Lock()
+	err := m.store.Delete(rec.ID)
+	e.persistMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("deleting sandbox %s from the store: %w", rec.ID, err)
+	}
+	m.emit(Event{Type: EventDeleted, SandboxID: rec.ID, Profile: rec.Profile, Owner: rec.Owner, Warm: rec.Warm, Reason: reason})
+	return nil
+}
+
+// persist writes e's record; writes of one sandbox never reorder.
+func (m *Manager) persist(e *entry) {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	m.mu.Lock()
+	if e.deleted {
+		m.mu.Unlock()
+		return
+	}
+	rec := e.rec
+	e.lastPersist = time.Now()
+	m.mu.Unlock()
+	if err := m.store.Put(rec); err != nil {
+		m.log.Error("writing the sandbox store", "sandbox", rec.ID, "error", err)
+	}
+}
+
+func (m *Manager) flushAll() {
+	m.mu.RLock()
+	all := make([]*entry, 0, len(m.entries))
+	for _, e := range m.entries {
+		all = append(all, e)
+	}
+	m.mu.RUnlock()
+	for _, e := range all {
+		m.persist(e)
+	}
+}
+
+// claimLocked pops the oldest ready warm member of p's current shape, or returns nil.
+func (m *Manager) claimLocked(p Profile, now time.Time) *entry {
+	hash := p.Hash()
+	for len(m.warm[hash]) > 0 {
+		id := m.warm[hash][0]
+		m.warm[hash] = m.warm[hash][1:]
+		e := m.entries[id]
+		if e == nil || e.deleted || !e.rec.Warm || e.rec.Phase != PhaseRunning || e.rec.Died != nil || e.rec.ProfileHash != hash {
+			continue
+		}
+		if now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge {
+			m.detachLocked(e)
+			go m.destroyDetached(e, "warm member too old")
+			continue
+		}
+		e.profile = p // same hash: only lifecycle settings (idle timeout) can differ
+		spec := p
+		e.rec.Spec = &spec
+		return e
+	}
+	return nil
+}
+
+// warmVictimLocked picks the oldest warm member to make room for a real create, or nil.
+func (m *Manager) warmVictimLocked() *entry {
+	var victim *entry
+	for _, e := range m.entries {
+		if e.rec.Warm && !e.deleted && (victim == nil || e.rec.CreatedAt.Before(victim.rec.CreatedAt)) {
+			victim = e
+		}
+	}
+	return victim
+}

@@ -1,0 +1,92 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// reconcile loads the store and matches it with the engine's containers: what is still there is adopted (running
+// ones wait for their agent again, in the background), what is gone is marked dead (removed). Containers nobody
+// owns are left to the orphan sweep, which respects the minimum age.
+func (m *Manager) reconcile(ctx context.Context) error {
+	recs, err := m.store.Load()
+	if err != nil {
+		return fmt.Errorf("loading the sandbox store: %w", err)
+	}
+	containers, err := m.driver.List(ctx, map[string]string{m.label(labelManaged): "true"})
+	if err != nil {
+		return fmt.Errorf("listing our containers: %w", err)
+	}
+	byID := make(map[string]ContainerState, len(containers))
+	for _, c := range containers {
+		byID[c.ID] = c
+	}
+	now := time.Now()
+	var adopted, dead, dropped int
+	var toPersist, toDestroy []*entry
+	m.mu.Lock()
+	for _, rec := range recs {
+		e := &entry{rec: rec, lastPersist: now}
+		if rec.Spec != nil {
+			e.profile = *rec.Spec
+		} else if p, ok := m.profiles[rec.Profile]; ok {
+			e.profile = p
+		}
+		c, found := byID[rec.ContainerID]
+		if rec.ContainerID == "" {
+			found = false
+		}
+		m.entries[rec.ID] = e
+		switch {
+		case rec.Warm && (!found || !c.Running || rec.Phase == PhaseFailed):
+			m.detachLocked(e)
+			toDestroy = append(toDestroy, e)
+			dropped++
+		case rec.Died != nil:
+			// Already dead before the restart: keep answering container_died.
+		case !found && (rec.Phase == PhaseCreating || rec.ContainerID == ""):
+			// The create never reached the engine (or its container was cleaned up after a failed start).
+			if rec.Phase != PhaseFailed {
+				e.rec.Phase = PhaseStopped
+			}
+			e.rec.IdleExpiresAt = nil
+			toPersist = append(toPersist, e)
+		case !found:
+			e.rec.Phase = PhaseFailed
+			e.rec.Died = &Death{Reason: "removed", ExitCode: -1, At: now, Message: "container removed while the gateway was down"}
+			e.rec.IdleExpiresAt = nil
+			toPersist = append(toPersist, e)
+			dead++
+		case c.Running:
+			// Adopt: the agent is probed again before the sandbox counts as ready; the idle deadline is kept.
+			e.rec.Phase = PhaseStarting
+			e.adopting = true
+			m.beginLaunchLocked(e)
+			adopted++
+		case rec.Phase == PhaseRunning || rec.Phase == PhaseStarting:
+			// It stopped while nobody watched. A signal or OOM is a death; a clean exit (host reboot, engine
+			// restart) is treated like an idle stop: the next use starts it again.
+			if c.OOMKilled || c.ExitCode == 137 || c.ExitCode == 139 {
+				e.rec.Phase = PhaseFailed
+				e.rec.Died = classifyDeath(c.ExitCode, c.OOMKilled, time.Time{}, c.FinishedAt)
+				dead++
+			} else {
+				e.rec.Phase = PhaseStopped
+			}
+			e.rec.IdleExpiresAt = nil
+			toPersist = append(toPersist, e)
+		default:
+			adopted++
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range toPersist {
+		m.persist(e)
+	}
+	for _, e := range toDestroy {
+		m.destroyDetached(e, "warm member lost in restart")
+	}
+	m.log.Info("sandbox store reconciled", "records", len(recs), "adopted", adopted, "dead", dead, "warm_dropped", dropped)
+	return nil
+}

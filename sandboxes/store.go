@@ -1,0 +1,188 @@
+package sandboxes
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Phase is the Manager's own view of a sandbox's compute; Status is derived from it (and from expiry) on read.
+type Phase string
+
+const (
+	PhaseCreating Phase = "creating" // recorded before any engine call, so a failed create can always be cleaned up
+	PhaseStarting Phase = "starting" // container started, agent not ready yet
+	PhaseRunning  Phase = "running"  // agent answered /health
+	PhaseStopped  Phase = "stopped"  // stopped by us (idle or asked); container and workspace kept
+	PhaseFailed   Phase = "failed"   // could not start, or died (Died says why)
+)
+
+// Record is the persistent state of one sandbox. Immutable identity is also on the container's labels.
+type Record struct {
+	ID               string            `json:"id"`
+	Profile          string            `json:"profile"`
+	ProfileHash      string            `json:"profile_hash"`
+	Owner            string            `json:"owner"`
+	ContainerID      string            `json:"container_id,omitempty"`
+	WorkspaceID      string            `json:"workspace_id"`
+	ManagedWorkspace bool              `json:"managed_workspace"`
+	Token            string            `json:"token"`
+	Env              map[string]string `json:"env,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
+	ExpiresAt        *time.Time        `json:"expires_at,omitempty"`
+	IdleExpiresAt    *time.Time        `json:"idle_expires_at,omitempty"`
+	Phase            Phase             `json:"phase"`
+	Generation       int               `json:"generation"`
+	Warm             bool              `json:"warm,omitempty"`
+	LaunchType       string            `json:"launch_type,omitempty"`
+	Died             *Death            `json:"died,omitempty"`
+	LastError        string            `json:"last_error,omitempty"`
+	Addr             string            `json:"addr,omitempty"`
+	// Spec is the profile as it was when the sandbox was made: restarts keep that shape across reloads.
+	Spec *Profile `json:"spec,omitempty"`
+}
+
+// Store keeps Records across restarts. Every method is safe for concurrent use.
+type Store interface {
+	Load() ([]Record, error)
+	Put(r Record) error
+	Delete(id string) error
+	// Meta reads a small named value ("" if absent); SetMeta writes one.
+	Meta(key string) (string, error)
+	SetMeta(key, value string) error
+	Close() error
+}
+
+var (
+	bucketSandboxes = []byte("sandboxes")
+	bucketMeta      = []byte("meta")
+)
+
+// BoltStore is a Store in one bbolt file. It opens the file on first use, so constructing one does no I/O.
+type BoltStore struct {
+	path string
+	mu   sync.Mutex
+	db   *bolt.DB
+}
+
+// NewBoltStore returns a store at path; the file and its directory are created on first use.
+func NewBoltStore(path string) *BoltStore { return &BoltStore{path: path} }
+
+// Path is the store's file.
+func (s *BoltStore) Path() string { return s.path }
+
+func (s *BoltStore) open() (*bolt.DB, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil {
+		return s.db, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating store directory: %w", err)
+	}
+	// The timeout turns "another gateway holds this store" into an error instead of a hang.
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening sandbox store %s: %w", s.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketSandboxes, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialising sandbox store: %w", err)
+	}
+	s.db = db
+	return db, nil
+}
+
+// Load returns every record.
+func (s *BoltStore) Load() ([]Record, error) {
+	db, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).ForEach(func(k, v []byte) error {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %s: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Put writes a record.
+func (s *BoltStore) Put(r Record) error {
+	db, err := s.open()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b) })
+}
+
+// Delete removes a record; a missing one is not an error.
+func (s *BoltStore) Delete(id string) error {
+	db, err := s.open()
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Delete([]byte(id)) })
+}
+
+// Meta reads a named value.
+func (s *BoltStore) Meta(key string) (string, error) {
+	db, err := s.open()
+	if err != nil {
+		return "", err
+	}
+	var v string
+	err = db.View(func(tx *bolt.Tx) error {
+		v = string(tx.Bucket(bucketMeta).Get([]byte(key)))
+		return nil
+	})
+	return v, err
+}
+
+// SetMeta writes a named value.
+func (s *BoltStore) SetMeta(key, value string) error {
+	db, err := s.open()
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value)) })
+}
+
+// Close closes the file if it was opened.
+func (s *BoltStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return nil
+	}
+	return err
+}
