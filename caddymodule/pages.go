@@ -1,0 +1,235 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/pages"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+func init() {
+	caddy.RegisterModule(new(Pages))
+	httpcaddyfile.RegisterHandlerDirective("sandbox_pages", parsePagesDirective)
+	// The pages check their own tickets, so they must see a request before anything that would consume them.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_pages", httpcaddyfile.Before, "basic_auth")
+}
+
+// pagesVerifiers keeps one ticket Verifier per secret across config reloads: its replay cache is what makes a
+// ticket one-time, so it must neither be reset by a reload nor be duplicated between handlers.
+var pagesVerifiers = caddy.NewUsagePool()
+
+type pagesVerifier struct{ v *tickets.Verifier }
+
+func (pagesVerifier) Destruct() error { return nil }
+
+// Pages is the http.handlers.sandbox_pages handler: the terminal and desktop pages of each sandbox, the console
+// and their assets. Requests that are not for a page go to the next handler.
+type Pages struct {
+	// TicketSecret signs and verifies tickets; default {env.SANDGATE_TICKET_SECRET}.
+	TicketSecret string `json:"ticket_secret,omitempty"`
+	// ConsoleKeys are the API keys that may log in to the console; none turns the console off.
+	ConsoleKeys []bayapi.KeyConfig `json:"console_keys,omitempty"`
+	// TicketLifetime of the tickets the console mints (default 60s).
+	TicketLifetime caddy.Duration `json:"ticket_lifetime,omitempty"`
+	// SessionLifetime of the cookie a page ticket buys (default 10m).
+	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
+	// ConsoleSessionTTL is how long a console login lasts (default 30m).
+	ConsoleSessionTTL caddy.Duration `json:"console_session_ttl,omitempty"`
+	// BaseDomains of the subdomain form, as in sandbox_ticket.
+	BaseDomains []string `json:"base_domains,omitempty"`
+
+	handler   *pages.Handler
+	secretKey string
+}
+
+// CaddyModule returns the module information.
+func (*Pages) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_pages", New: func() caddy.Module { return new(Pages) }}
+}
+
+// Provision builds the handler: no I/O, the Manager comes from the sandboxes app.
+func (p *Pages) Provision(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	secret := p.TicketSecret
+	if secret == "" {
+		secret = "{env." + tickets.EnvSecret + "}"
+	}
+	secret = repl.ReplaceAll(secret, "")
+	if len(secret) < tickets.MinSecretLength {
+		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
+			tickets.MinSecretLength, tickets.EnvSecret)
+	}
+	appAny, err := ctx.App("sandboxes")
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: loading the sandboxes app: %w", err)
+	}
+	mgr := appAny.(*App).Manager()
+	if mgr == nil {
+		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
+	}
+	sum := sha256.Sum256([]byte(secret))
+	p.secretKey = hex.EncodeToString(sum[:])
+	shared, _, err := pagesVerifiers.LoadOrNew(p.secretKey, func() (caddy.Destructor, error) {
+		v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret)})
+		return pagesVerifier{v}, err
+	})
+	if err != nil {
+		p.secretKey = ""
+		return fmt.Errorf("sandbox_pages: ticket verifier: %w", err)
+	}
+	issuer, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret), DefaultLifetime: time.Duration(p.TicketLifetime)})
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: ticket issuer: %w", err)
+	}
+	cfg := pages.Config{
+		Verifier:            shared.(pagesVerifier).v,
+		Sandboxes:           mgr,
+		Issuer:              issuer,
+		BaseDomains:         p.BaseDomains,
+		PageSessionLifetime: time.Duration(p.SessionLifetime),
+		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
+	}
+	if len(p.ConsoleKeys) > 0 {
+		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
+		for i, k := range p.ConsoleKeys {
+			k.Key = repl.ReplaceAll(k.Key, "")
+			keys[i] = k
+		}
+		sk, err := pages.NewStaticKeys(keys)
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: %w", err)
+		}
+		cfg.Keys = sk
+	}
+	p.handler, err = pages.New(cfg)
+	return err
+}
+
+// ServeHTTP serves the pages and passes everything else on.
+func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !p.handler.Handles(r) {
+		return next.ServeHTTP(w, r)
+	}
+	p.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// Cleanup ends the console's event streams and releases the shared verifier.
+func (p *Pages) Cleanup() error {
+	if p.handler != nil {
+		p.handler.Close()
+	}
+	if p.secretKey != "" {
+		_, _ = pagesVerifiers.Delete(p.secretKey) // Destruct cannot fail
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile reads:
+//
+//	sandbox_pages {
+//	    ticket_secret <secret>
+//	    console_key <key> [owner <name>] [admin]
+//	    ticket_lifetime <duration>
+//	    session_lifetime <duration>
+//	    console_session_ttl <duration>
+//	    base_domains <domain...>
+//	}
+func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "ticket_secret":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			p.TicketSecret = d.Val()
+		case "console_key":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			k := bayapi.KeyConfig{Key: d.Val()}
+			for d.NextArg() {
+				switch d.Val() {
+				case "admin":
+					k.Admin = true
+				case "owner":
+					if !d.NextArg() {
+						return d.ArgErr()
+					}
+					k.Owner = d.Val()
+				default:
+					return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
+				}
+			}
+			p.ConsoleKeys = append(p.ConsoleKeys, k)
+		case "ticket_lifetime", "session_lifetime", "console_session_ttl":
+			name := d.Val()
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("%s: %q is not a positive duration", name, d.Val())
+			}
+			switch name {
+			case "ticket_lifetime":
+				p.TicketLifetime = caddy.Duration(dur)
+			case "session_lifetime":
+				p.SessionLifetime = caddy.Duration(dur)
+			default:
+				p.ConsoleSessionTTL = caddy.Duration(dur)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "base_domains":
+			p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
+			if len(p.BaseDomains) == 0 {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("sandbox_pages: unknown option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// Validate catches a console key without a value (a typo'd env placeholder is caught at Provision).
+func (p *Pages) Validate() error {
+	for i, k := range p.ConsoleKeys {
+		if strings.TrimSpace(k.Key) == "" {
+			return fmt.Errorf("sandbox_pages: console key %d is empty", i+1)
+		}
+	}
+	return nil
+}
+
+func parsePagesDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	p := new(Pages)
+	err := p.UnmarshalCaddyfile(h.Dispenser)
+	return p, err
+}
+
+var (
+	_ caddy.Provisioner           = (*Pages)(nil)
+	_ caddy.Validator             = (*Pages)(nil)
+	_ caddy.CleanerUpper          = (*Pages)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Pages)(nil)
+	_ caddyfile.Unmarshaler       = (*Pages)(nil)
+)
+
