@@ -232,4 +232,3 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*Pages)(nil)
 	_ caddyfile.Unmarshaler       = (*Pages)(nil)
 )
-

@@ -172,9 +172,15 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 			r.AddCookie(ck)
 			return r
 		}},
-		{"terminal refused", func() *http.Request { return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/", nil) }},
-		{"desktop refused", func() *http.Request { return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/vnc/", nil) }},
-		{"static asset", func() *http.Request { return httptest.NewRequest("GET", "https://gw.test/_sandgate/static/pages.css", nil) }},
+		{"terminal refused", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/", nil)
+		}},
+		{"desktop refused", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/vnc/", nil)
+		}},
+		{"static asset", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/_sandgate/static/pages.css", nil)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
