@@ -21,6 +21,7 @@ func init() {
 // authentication of its own: keep it on localhost or a unix socket).
 //
 //	GET    /sandboxes[?owner=&status=&limit=&cursor=]
+//	POST   /sandboxes {"profile":..., "owner":..., "ttl": seconds or "1h", "env": {...}, "workspace_id": ...}
 //	GET    /sandboxes/{id}
 //	DELETE /sandboxes/{id}
 type AdminAPI struct {
@@ -58,7 +59,19 @@ func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
 	return mgr, nil
 }
 
+// createRequest is the body of POST /sandboxes.
+type createRequest struct {
+	Profile     string             `json:"profile"`
+	Owner       string             `json:"owner"`
+	TTL         sandboxes.Duration `json:"ttl"`
+	Env         map[string]string  `json:"env"`
+	WorkspaceID string             `json:"workspace_id"`
+}
+
 func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
+	if r.Method == http.MethodPost {
+		return a.create(w, r)
+	}
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
@@ -74,6 +87,27 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 		return apiError(err)
 	}
 	return writeJSON(w, map[string]any{"items": items, "next_cursor": next, "stats": mgr.Stats()})
+}
+
+func (a *AdminAPI) create(w http.ResponseWriter, r *http.Request) error {
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	var req createRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", err)}
+	}
+	sb, err := mgr.Create(r.Context(), sandboxes.CreateRequest{Profile: req.Profile, Owner: req.Owner, TTL: req.TTL.Std(),
+		Env: req.Env, WorkspaceID: req.WorkspaceID})
+	if err != nil {
+		return apiError(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	return json.NewEncoder(w).Encode(sb)
 }
 
 func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
@@ -108,8 +142,10 @@ func apiError(err error) error {
 	switch sandboxes.ErrorCode(err) {
 	case sandboxes.CodeNotFound:
 		status = http.StatusNotFound
-	case sandboxes.CodeInvalid:
+	case sandboxes.CodeInvalid, sandboxes.CodeUnknownProfile:
 		status = http.StatusBadRequest
+	case sandboxes.CodeQuotaExceeded:
+		status = http.StatusTooManyRequests
 	}
 	return caddy.APIError{HTTPStatus: status, Err: err}
 }

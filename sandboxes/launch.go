@@ -93,16 +93,32 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		return "", errors.New("deleted")
 	}
 	spec := m.specFor(rec, p)
+	// Engine steps run to completion even when the launch is cancelled (a delete or stop arrived): a create the
+	// engine performed must be recorded, so whoever cancelled can remove it. Cancellation is checked between steps.
+	step := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	}
 	if p.Network == "" || p.Network == NetworkInternal {
-		if err := m.ensureNetwork(ctx, spec.Network); err != nil {
+		sctx, cancel := step()
+		err := m.ensureNetwork(sctx, spec.Network)
+		cancel()
+		if err != nil {
 			return "", err
 		}
 	}
 	if rec.ContainerID == "" {
-		if err := m.driver.CreateVolume(ctx, spec.Volume, m.volumeLabels(rec)); err != nil {
+		sctx, cancel := step()
+		err := m.driver.CreateVolume(sctx, spec.Volume, m.volumeLabels(rec))
+		cancel()
+		if err != nil {
 			return "", fmt.Errorf("creating workspace volume: %w", err)
 		}
-		id, err := m.driver.Create(ctx, spec)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		sctx, cancel = step()
+		id, err := m.driver.Create(sctx, spec)
+		cancel()
 		if err != nil {
 			return "", fmt.Errorf("creating container: %w", err)
 		}
@@ -115,7 +131,12 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		m.persist(e)
 		rec.ContainerID = id
 	}
-	addr, err := m.driver.Start(ctx, rec.ContainerID, spec)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	sctx, cancel := step()
+	defer cancel()
+	addr, err := m.driver.Start(sctx, rec.ContainerID, spec)
 	if errors.Is(err, ErrContainerNotFound) {
 		// The container went away while stopped (someone removed it): shape a new one on the same workspace.
 		m.mu.Lock()
@@ -123,7 +144,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		rec.Generation = e.rec.Generation
 		m.mu.Unlock()
 		spec = m.specFor(rec, p)
-		id, cerr := m.driver.Create(ctx, spec)
+		id, cerr := m.driver.Create(sctx, spec)
 		if cerr != nil {
 			return "", fmt.Errorf("recreating container: %w", cerr)
 		}
@@ -131,7 +152,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		e.rec.ContainerID = id
 		m.mu.Unlock()
 		m.persist(e)
-		addr, err = m.driver.Start(ctx, id, spec)
+		addr, err = m.driver.Start(sctx, id, spec)
 	}
 	if err != nil {
 		return "", fmt.Errorf("starting container: %w", err)
@@ -156,8 +177,12 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	ch := e.ready
 	deleted := e.deleted
 	var ev Event
+	stopping := e.stopRequested && err != nil
 	switch {
 	case deleted:
+	case stopping:
+		// Stop cancelled this launch; it stops the container next and records the phase.
+		e.rec.Phase = PhaseStopped
 	case e.rec.Died != nil:
 		// The event watcher already recorded the death.
 	case err != nil:
@@ -184,10 +209,13 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		m.detachLocked(e)
 	}
 	m.mu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
-	if deleted {
+	// Waiters wake only once the outcome is final (a failed container is removed first, so a retry never meets it).
+	defer func() {
+		if ch != nil {
+			close(ch)
+		}
+	}()
+	if deleted || stopping {
 		return
 	}
 	if warmFailed {
@@ -252,6 +280,9 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 }
 
 func (m *Manager) ensureNetwork(ctx context.Context, name string) error {
+	// Docker allows two networks of one name; concurrent first creates must not make both.
+	m.netMu.Lock()
+	defer m.netMu.Unlock()
 	m.mu.RLock()
 	ok := m.networks[name]
 	m.mu.RUnlock()
@@ -306,13 +337,15 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
 	m.mu.Lock()
 	if e.cancelLaunch != nil {
+		e.stopRequested = true
 		e.cancelLaunch()
 	}
 	m.mu.Unlock()
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	m.mu.Lock()
-	if e.deleted || e.rec.Phase == PhaseStopped {
+	e.stopRequested = false
+	if e.deleted || (e.rec.Phase == PhaseStopped && e.rec.ContainerID == "") {
 		m.mu.Unlock()
 		return nil
 	}

@@ -180,16 +180,17 @@ type entry struct {
 	rec     Record
 	profile Profile // the profile as it was when the container was shaped
 
-	ready        chan struct{} // closed when the current start attempt ends (ready or failed)
-	launching    bool
-	adopting     bool // a launch that re-attaches to a container found running at start keeps its idle deadline
-	cancelLaunch context.CancelFunc
-	leases       int
-	expectStop   bool // we are stopping or removing it: its die event is no crash
-	deleted      bool
-	lastOOM      time.Time
-	lastPersist  time.Time
-	startBegan   time.Time
+	ready         chan struct{} // closed when the current start attempt ends (ready or failed)
+	launching     bool
+	adopting      bool // a launch that re-attaches to a container found running at start keeps its idle deadline
+	cancelLaunch  context.CancelFunc
+	leases        int
+	expectStop    bool // we are stopping or removing it: its die event is no crash
+	stopRequested bool // a stop cancelled the launch in flight
+	deleted       bool
+	lastOOM       time.Time
+	lastPersist   time.Time
+	startBegan    time.Time
 
 	opMu      sync.Mutex // serialises engine operations on this sandbox (launch, stop, delete)
 	persistMu sync.Mutex // orders store writes of this sandbox
@@ -213,6 +214,7 @@ type Manager struct {
 	subs     map[int]chan Event
 	nextSub  int
 	networks map[string]bool
+	netMu    sync.Mutex
 	instance string
 
 	started   bool
@@ -891,6 +893,21 @@ func (m *Manager) Stats() map[string]int {
 		out[string(statusOf(e, now))]++
 	}
 	return out
+}
+
+// WarmReady counts warm-pool members ready to be claimed, over all profiles.
+func (m *Manager) WarmReady() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, ids := range m.warm {
+		for _, id := range ids {
+			if e := m.entries[id]; e != nil && e.rec.Warm && e.rec.Phase == PhaseRunning {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (m *Manager) emit(ev Event) {

@@ -96,7 +96,10 @@ func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, doc)
 }
 
-var pidPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+var (
+	pidPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	cursorPattern = regexp.MustCompile(`^([0-9]+(:[0-9]+)?)?$`)
+)
 
 func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !h.needStreamer(w, r) {
@@ -104,7 +107,13 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	pid := r.PathValue("pid")
 	q := queryFields(r)
-	offset := q.integer("offset", 0, bound(0), nil, false)
+	since := q.str("since", false, "")
+	if since == "" {
+		since = r.Header.Get("Last-Event-ID")
+	}
+	if !cursorPattern.MatchString(since) {
+		q.issue("string_pattern_mismatch", q.loc("since"), "String should match pattern '^([0-9]+(:[0-9]+)?)?$'", since, nil)
+	}
 	if !pidPattern.MatchString(pid) {
 		q.issue("string_pattern_mismatch", []any{"path", "pid"}, "String should match pattern '^[A-Za-z0-9_.-]{1,64}$'", pid, nil)
 	}
@@ -116,7 +125,7 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Princi
 		writeError(w, r, err)
 		return
 	}
-	body, err := h.cfg.Streamer.ProcessOutput(r.Context(), t, pid, offset)
+	body, err := h.cfg.Streamer.ProcessOutput(r.Context(), t, pid, since)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -193,7 +202,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	writeJSON(w, http.StatusCreated, json.RawMessage(doc))
 }
 
-var ticketScopes = []string{"app", "vnc", "terminal", "cdp", "pty"}
+var ticketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files"}
 
 func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
 	if h.cfg.Tickets == nil {
@@ -205,6 +214,10 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 	f := bodyFields(r, false)
 	scope := f.str("scope", false, "app")
 	ttl := f.integer("ttl", 60, bound(1), bound(3600), false)
+	write := f.str("permission", false, "read")
+	if write != "read" && write != "write" {
+		f.issue("enum", f.loc("permission"), "Input should be 'read' or 'write'", write, nil)
+	}
 	valid := false
 	for _, s := range ticketScopes {
 		valid = valid || s == scope
@@ -224,10 +237,14 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 		writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
 		return
 	}
-	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, TTL: time.Duration(ttl) * time.Second})
+	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write == "write", TTL: time.Duration(ttl) * time.Second})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"ticket": tk.Ticket, "url": tk.URL, "expires_at": iso(tk.ExpiresAt), "scope": scope})
+	out := map[string]any{"ticket": tk.Ticket, "expires_at": iso(tk.ExpiresAt), "scope": scope, "permission": write}
+	if tk.URL != "" {
+		out["url"] = tk.URL
+	}
+	writeJSON(w, http.StatusCreated, out)
 }

@@ -123,8 +123,8 @@ type Streamer interface {
 	ExecStream(ctx context.Context, t sandboxes.Target, req ExecRequest) (io.ReadCloser, error)
 	// Processes lists the sandbox's processes as the agent reports them (a JSON document).
 	Processes(ctx context.Context, t sandboxes.Target) (json.RawMessage, error)
-	// ProcessOutput resumes a process's output from a byte offset as SSE.
-	ProcessOutput(ctx context.Context, t sandboxes.Target, pid string, offset int64) (io.ReadCloser, error)
+	// ProcessOutput resumes a process's events as SSE from a cursor ("" is the start; an event id resumes after it).
+	ProcessOutput(ctx context.Context, t sandboxes.Target, pid, since string) (io.ReadCloser, error)
 	// Signal sends a signal (TERM, KILL, INT, HUP...) to a process's group.
 	Signal(ctx context.Context, t sandboxes.Target, pid, signal string) error
 	// CreatePTY opens a PTY session and returns the agent's description of it (a JSON document with its id).
@@ -150,8 +150,10 @@ type Ticket struct {
 type TicketRequest struct {
 	SandboxID string
 	Owner     string
-	// Scope is what the ticket opens: app, vnc, terminal, cdp, pty.
+	// Scope is what the ticket opens: app, vnc, terminal, cdp, pty, files.
 	Scope string
+	// Write asks for write permission (typing into a terminal, uploading); tickets are read-only otherwise.
+	Write bool
 	TTL   time.Duration
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -49,7 +50,7 @@ var codeStatus = map[string]int{
 	CodeShipError:        http.StatusBadGateway,
 	CodeSessionNotReady:  http.StatusServiceUnavailable,
 	CodeTimeout:          http.StatusGatewayTimeout,
-	CodeContainerDied:    http.StatusBadGateway,
+	CodeContainerDied:    http.StatusGone,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 }
@@ -144,8 +145,16 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 func fromAgent(ae *agentapi.Error) *Error {
 	e := &Error{Message: ae.Message, Details: ae.Details}
 	switch ae.Code {
-	case agentapi.CodeFileNotFound, agentapi.CodeNotFound:
+	case agentapi.CodeFileNotFound:
 		e.Code = CodeFileNotFound
+	case agentapi.CodeNotFound:
+		if strings.HasPrefix(ae.Message, "no route ") {
+			// The agent in the sandbox's image predates this operation: a runtime problem, not a missing file.
+			e.Code = CodeShipError
+			e.Message = "the sandbox's agent does not serve this operation (" + ae.Message + "); rebuild the image with a current agent"
+		} else {
+			e.Code = CodeNotFound
+		}
 	case agentapi.CodeInvalidPath:
 		e.Code = CodeInvalidPath
 	case agentapi.CodeInvalidRequest:

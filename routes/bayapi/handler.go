@@ -81,7 +81,7 @@ func New(cfg Config) *Handler {
 
 func (h *Handler) table() []route {
 	S := "/v1/sandboxes/{id}"
-	return []route{
+	rs := []route{
 		{"GET", "/health", "Liveness and version", true, true, h.health},
 		{"GET", "/v1/profiles", "List sandbox profiles", true, true, h.listProfiles},
 		{"POST", "/v1/sandboxes", "Create a sandbox (Idempotency-Key honoured)", false, true, h.createSandbox},
@@ -118,6 +118,26 @@ func (h *Handler) table() []route {
 		{"POST", S + "/tickets", "Issue a short-lived one-time ticket for a browser URL", false, false, h.createTicket},
 		{"GET", "/v1/openapi.json", "This API's OpenAPI document", true, false, h.openapi},
 	}
+	// Bay routes sandgate does not implement answer a clear capability_not_supported instead of a bare 404, so a
+	// client (AstrBot's Neo skill tools) reports why. docs/api.md explains each decision.
+	for _, u := range unsupported {
+		for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
+			u := u
+			rs = append(rs, route{m, u.path, "Not supported by sandgate: " + u.why, false, true,
+				func(w http.ResponseWriter, r *http.Request, _ Principal) {
+					writeError(w, r, errorf(CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
+						with("capability", u.feature).with("available", []string{}))
+				}})
+		}
+	}
+	return rs
+}
+
+var unsupported = []struct{ path, feature, why string }{
+	{"/v1/skills/{rest...}", "skills", "Bay's skill registry (payloads, candidates, evaluations, releases) is not part of sandgate"},
+	{"/v1/sandboxes/{id}/browser/skills/{rest...}", "browser_skills", "browser skill replay depends on Bay's skill registry"},
+	{"/v1/sandboxes/{id}/browser/traces/{rest...}", "browser_traces", "browser traces are not recorded (trace_ref is always null)"},
+	{"/v1/admin/{rest...}", "admin", "garbage collection runs continuously in the lifecycle manager; use Caddy's admin API (/sandboxes) to inspect it"},
 }
 
 type ctxKey int

@@ -10,10 +10,12 @@ import (
 func (h *Handler) OpenAPI() map[string]any {
 	paths := map[string]any{}
 	for _, rt := range h.routes {
-		item, _ := paths[rt.path].(map[string]any)
+		// OpenAPI path templates have no wildcard: {rest...} is documented as {rest}.
+		key := strings.ReplaceAll(rt.path, "...}", "}")
+		item, _ := paths[key].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[rt.path] = item
+			paths[key] = item
 		}
 		op := map[string]any{
 			"summary":     rt.summary,
@@ -65,10 +67,10 @@ func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ Principal) {
 	writeJSON(w, http.StatusOK, h.OpenAPI())
 }
 
-var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
+var pathParam = regexp.MustCompile(`\{([a-z]+)(?:\.\.\.)?\}`)
 
 func operationID(rt route) string {
-	s := strings.NewReplacer("/v1/", "", "{", "", "}", "", "/", "_").Replace(rt.path)
+	s := strings.NewReplacer("/v1/", "", "{", "", "}", "", "/", "_", "...", "").Replace(rt.path)
 	return strings.ToLower(rt.method) + "_" + strings.Trim(s, "_")
 }
 
@@ -154,7 +156,7 @@ var queryParams = map[string][]any{
 		qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 500, "default": 100}), qp("offset", "integer", map[string]any{"minimum": 0}),
 		qp("tags", "string", nil), qp("has_notes", "boolean", nil), qp("has_description", "boolean", nil)},
 	"GET /v1/cargos": {qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 200}), qp("cursor", "string", nil), qp("managed", "boolean", nil)},
-	"GET " + sbPath + "/processes/{pid}/output": {qp("offset", "integer", map[string]any{"minimum": 0})},
+	"GET " + sbPath + "/processes/{pid}/output": {qp("since", "string", map[string]any{"description": "cursor <stdout>:<stderr> or an event id; Last-Event-ID works too"})},
 }
 
 func obj(required []string, props map[string]any) map[string]any {
@@ -210,7 +212,8 @@ var requestBodies = map[string]any{
 		"timeout": map[string]any{"type": "integer", "minimum": 1, "maximum": 86400, "default": 30}})),
 	"POST " + sbPath + "/processes/{pid}/signal": body(obj(nil, map[string]any{"signal": map[string]any{"type": "string", "enum": signals, "default": "TERM"}})),
 	"POST " + sbPath + "/pty":                    body(obj(nil, map[string]any{"command": str, "cwd": str, "cols": integer, "rows": integer})),
-	"POST " + sbPath + "/tickets":                body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": ticketScopes, "default": "app"}, "ttl": integer})),
+	"POST " + sbPath + "/tickets": body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": ticketScopes, "default": "app"}, "ttl": integer,
+		"permission": map[string]any{"type": "string", "enum": []string{"read", "write"}, "default": "read"}})),
 }
 
 var successSchemas = map[string]any{

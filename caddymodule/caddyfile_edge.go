@@ -1,0 +1,294 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("sandbox_ticket", parseSandboxTicket)
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_ticket", httpcaddyfile.Before, "basic_auth")
+	httpcaddyfile.RegisterDirective("sandbox_proxy", parseSandboxProxy)
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_proxy", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Stream defaults of sandbox_proxy. A reload keeps open WebSockets for stream_close_delay (the old proxy closes them
+// only then), so an open terminal or CDP session survives a config change; stream_timeout caps a stream's life.
+const (
+	defaultStreamCloseDelay = time.Hour
+	defaultStreamTimeout    = 24 * time.Hour
+)
+
+// parseSandboxTicket reads
+//
+//	sandbox_ticket [<matcher>] [<kind>] {
+//	    secret       <secret>            # default {env.SANDGATE_TICKET_SECRET}
+//	    base_domains <domain>...         # enable {port}-{id}.<domain> and {id}.<domain>
+//	    session      <duration>|off      # session cookie lifetime, default 10m
+//	    leeway       <duration>          # default 5s
+//	    replay_cache <entries>           # default 100000
+//	}
+func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	t := new(SandboxTicket)
+	h.Next() // the directive name
+	if h.NextArg() {
+		if _, err := tickets.ParseKind(h.Val()); err != nil {
+			return nil, h.Err(err.Error())
+		}
+		t.Kind = h.Val()
+		if h.NextArg() {
+			return nil, h.ArgErr()
+		}
+	}
+	for h.NextBlock(0) {
+		switch h.Val() {
+		case "secret":
+			if !h.AllArgs(&t.Secret) {
+				return nil, h.ArgErr()
+			}
+		case "base_domains":
+			args := h.RemainingArgs()
+			if len(args) == 0 {
+				return nil, h.ArgErr()
+			}
+			t.BaseDomains = append(t.BaseDomains, args...)
+		case "session":
+			var v string
+			if !h.AllArgs(&v) {
+				return nil, h.ArgErr()
+			}
+			if v == "off" {
+				t.Session = -1
+				continue
+			}
+			d, err := caddy.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, h.Errf("session must be a positive duration or off, not %q", v)
+			}
+			t.Session = caddy.Duration(d)
+		case "leeway":
+			var v string
+			if !h.AllArgs(&v) {
+				return nil, h.ArgErr()
+			}
+			d, err := caddy.ParseDuration(v)
+			if err != nil || d < 0 {
+				return nil, h.Errf("leeway must be a duration, not %q", v)
+			}
+			t.Leeway = caddy.Duration(d)
+		case "replay_cache":
+			var v string
+			if !h.AllArgs(&v) {
+				return nil, h.ArgErr()
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, h.Errf("replay_cache must be a positive number of entries, not %q", v)
+			}
+			t.ReplayCache = n
+		default:
+			return nil, h.Errf("unknown sandbox_ticket option %q", h.Val())
+		}
+	}
+	return t, nil
+}
+
+// proxyOptions are sandbox_proxy's own subdirectives; everything else in its block goes to reverse_proxy.
+type proxyOptions struct {
+	kinds             []tickets.Kind
+	port              int
+	startTimeout      caddy.Duration
+	rewriteHost       string
+	maxMessage        int64
+	allowBrowserClose bool
+}
+
+// parseSandboxProxy expands
+//
+//	sandbox_proxy [<matcher>] [app|vnc|terminal|cdp|pty|files|port <N>] {
+//	    start_timeout <duration>    # wait for an idle sandbox to start, default 60s
+//	    rewrite_host  <host>        # replace a loopback agent host (gateway in a container)
+//	    max_message   <size>        # WebSocket message limit the agent enforces with close 1009
+//	    allow_browser_close         # cdp: let clients send Browser.close (filtered by default)
+//	    <any reverse_proxy subdirective>
+//	}
+//
+// into a route of sandbox_route (start, lease, agent path) and reverse_proxy with the `sandbox` dynamic upstream,
+// streaming settings (flush_interval -1, stream_close_delay 1h, stream_timeout 24h) and the kind's header rules.
+// Without a kind it serves every kind, each with its rules, chosen by {http.vars.sandbox_kind}.
+func parseSandboxProxy(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	userMatcherSet, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
+	h.Next() // ExtractMatcherSet rewound to before the directive name
+	d := h.NewFromNextSegment()
+	opts, err := readProxyOptions(d)
+	if err != nil {
+		return nil, err
+	}
+
+	var routes caddyhttp.RouteList
+	for _, kind := range opts.kinds {
+		handlers, err := proxyHandlers(h, d, kind, opts)
+		if err != nil {
+			return nil, err
+		}
+		r := caddyhttp.Route{HandlersRaw: handlers}
+		if len(opts.kinds) > 1 {
+			r.MatcherSetsRaw = []caddy.ModuleMap{{
+				"vars": caddyconfig.JSON(caddyhttp.VarsMatcher{"{http.vars." + varKind + "}": []string{string(kind)}}, nil),
+			}}
+		}
+		routes = append(routes, r)
+	}
+
+	var out caddyhttp.Route
+	if len(routes) == 1 {
+		out = routes[0]
+	} else {
+		out.HandlersRaw = []json.RawMessage{caddyconfig.JSONModuleObject(caddyhttp.Subroute{Routes: routes}, "handler", "subroute", nil)}
+	}
+	if userMatcherSet != nil {
+		out.MatcherSetsRaw = []caddy.ModuleMap{userMatcherSet}
+	}
+	return []httpcaddyfile.ConfigValue{{Class: "route", Value: out}}, nil
+}
+
+// readProxyOptions reads the kind argument and sandbox_proxy's own subdirectives, deleting their tokens so that the
+// reverse_proxy unmarshaler sees only its own.
+func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
+	var opts proxyOptions
+	d.Next() // the directive name
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 0:
+		opts.kinds = append(opts.kinds, tickets.Kinds...)
+	case len(args) == 2 && args[0] == "port":
+		p, err := strconv.Atoi(args[1])
+		if err != nil || p < 1 || p > 65535 {
+			return opts, d.Errf("port %q is not a port number", args[1])
+		}
+		opts.kinds, opts.port = []tickets.Kind{tickets.KindApp}, p
+	case len(args) == 1:
+		k, err := tickets.ParseKind(args[0])
+		if err != nil {
+			return opts, d.Err(err.Error())
+		}
+		opts.kinds = []tickets.Kind{k}
+	default:
+		return opts, d.Errf("want sandbox_proxy [app|vnc|terminal|cdp|pty|files|port <N>], got %v", args)
+	}
+	d.DeleteN(len(args))
+
+	for d.NextBlock(0) {
+		if d.Nesting() != 1 {
+			continue
+		}
+		switch d.Val() {
+		case "start_timeout":
+			if !d.NextArg() {
+				return opts, d.ArgErr()
+			}
+			v, err := caddy.ParseDuration(d.Val())
+			if err != nil || v <= 0 {
+				return opts, d.Errf("start_timeout must be a positive duration, not %q", d.Val())
+			}
+			opts.startTimeout = caddy.Duration(v)
+			d.DeleteN(2)
+		case "rewrite_host":
+			if !d.NextArg() {
+				return opts, d.ArgErr()
+			}
+			opts.rewriteHost = d.Val()
+			d.DeleteN(2)
+		case "max_message":
+			if !d.NextArg() {
+				return opts, d.ArgErr()
+			}
+			n, err := sandboxes.ParseBytes(d.Val())
+			if err != nil || n < 1 {
+				return opts, d.Errf("max_message must be a positive size, not %q", d.Val())
+			}
+			opts.maxMessage = n
+			d.DeleteN(2)
+		case "allow_browser_close":
+			if d.NextArg() {
+				return opts, d.ArgErr()
+			}
+			opts.allowBrowserClose = true
+			d.DeleteN(1)
+		}
+	}
+	d.Reset()
+	return opts, nil
+}
+
+// proxyHandlers builds sandbox_route + reverse_proxy for one kind.
+func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.Kind, opts proxyOptions) ([]json.RawMessage, error) {
+	route := &SandboxRoute{Kind: string(kind), Port: opts.port, StartTimeout: opts.startTimeout}
+
+	set := http.Header{
+		// The agent's credential, known only to the gateway; the client's X-Sandgate-* headers were removed.
+		sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
+		sandboxroute.GatewayHeaderPrefix + "Permission": []string{"{http.vars." + varPermission + "}"},
+	}
+	switch kind {
+	case tickets.KindCDP:
+		// Chromium refuses a Host that is not an IP or localhost; the external host travels in X-Forwarded-Host,
+		// and the agent writes it, the scheme and the prefix into the /json URLs.
+		set.Set("Host", "127.0.0.1")
+		set.Set("X-Forwarded-Prefix", "{http.vars."+varPrefix+"}")
+		if !opts.allowBrowserClose {
+			set.Set(sandboxroute.GatewayHeaderPrefix+"CDP-Filter", "browser_close")
+		}
+	case tickets.KindApp, tickets.KindVNC:
+		set.Set("X-Forwarded-Prefix", "{http.vars."+varPrefix+"}")
+	}
+	if opts.maxMessage > 0 {
+		switch kind {
+		case tickets.KindCDP, tickets.KindPTY, tickets.KindTerminal, tickets.KindVNC:
+			set.Set(sandboxroute.GatewayHeaderPrefix+"WS-Max-Message", strconv.FormatInt(opts.maxMessage, 10))
+		}
+	}
+
+	upstreams := &SandboxUpstreams{RewriteHost: opts.rewriteHost}
+	rp := &reverseproxy.Handler{
+		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
+		Headers:             &headers.Handler{Request: &headers.HeaderOps{Set: set}},
+		FlushInterval:       -1,
+		StreamCloseDelay:    caddy.Duration(defaultStreamCloseDelay),
+		StreamTimeout:       caddy.Duration(defaultStreamTimeout),
+	}
+	d.Reset()
+	if err := rp.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	if err := rp.FinalizeUnmarshalCaddyfile(h); err != nil {
+		return nil, err
+	}
+	if len(rp.Upstreams) > 0 {
+		return nil, d.Err("sandbox_proxy chooses the upstream itself; do not name one")
+	}
+	return []json.RawMessage{
+		caddyconfig.JSONModuleObject(route, "handler", "sandbox_route", nil),
+		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
+	}, nil
+}

@@ -1,0 +1,325 @@
+package caddymodule_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+const edgeSecret = "edge-integration-secret-0123456789abcdef"
+
+// edgeGateway is a real gateway over HTTPS (tls internal) and a client that trusts its CA.
+type edgeGateway struct {
+	g         *testenv.Gateway
+	base      string // https://localhost:port
+	client    *http.Client
+	issuer    *tickets.Issuer
+	accessLog string
+	ns        string
+}
+
+// startEdge runs the gateway with site as the body of the https://localhost site and, when profile is set, a
+// sandboxes app in a namespace of its own whose containers are removed at the end.
+func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
+	t.Helper()
+	testenv.Integration(t)
+	e := &edgeGateway{ns: testenv.Unique("sgedge")}
+	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
+	e.accessLog = filepath.Join(t.TempDir(), "access.log")
+	var sb string
+	if withSandboxes {
+		image := testenv.Image(t, "base")
+		sb = fmt.Sprintf(`
+	sandboxes {
+		namespace %s
+		gc_interval 1s
+		profile py {
+			image %s
+			cpus 0.5
+			memory 256m
+			pids 128
+			disk 64m
+			capabilities shell python filesystem
+			app_port 3000
+			idle_timeout 4s
+		}
+	}`, e.ns, image)
+		t.Cleanup(func() { removeNamespace(e.ns) })
+	}
+	caddyfile := fmt.Sprintf(`{
+	admin {$SANDGATE_ADMIN}
+	http_port %d
+	https_port %d
+	skip_install_trust
+	grace_period 2s%s
+}
+
+https://localhost:%d {
+	tls internal
+	log {
+		output file %s
+		format filter {
+			request>uri query {
+				delete ticket
+			}
+		}
+	}
+%s
+}
+`, httpPort, httpsPort, sb, httpsPort, e.accessLog, site)
+	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rootPath, err := e.g.WaitRootCA(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	e.client = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	e.base = fmt.Sprintf("https://localhost:%d", httpsPort)
+	// The root CA exists before the site's certificate: wait until a handshake succeeds.
+	for {
+		resp, err := e.client.Get(e.base + "/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no TLS handshake with the gateway: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.issuer, err = tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(edgeSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func removeNamespace(ns string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
+	for _, id := range strings.Fields(string(out)) {
+		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
+	}
+	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
+	for _, v := range strings.Fields(string(out)) {
+		_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
+	}
+	_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
+}
+
+func (e *edgeGateway) ticket(t *testing.T, id string, kind tickets.Kind, perm tickets.Permission) string {
+	t.Helper()
+	tk, err := e.issuer.Issue(tickets.IssueRequest{SandboxID: id, Kind: kind, Permission: perm, Subject: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.Token
+}
+
+func (e *edgeGateway) get(t *testing.T, c *http.Client, path string, hdr http.Header) (int, string, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp
+}
+
+// TestEdgeTicketOnceOverHTTPS: through the real binary over HTTPS, a ticket opens its route once, a replay gets the
+// generic 401, the session cookie carries the page's next requests, and the access log never holds the ticket.
+func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
+	e := startEdge(t, `	sandbox_ticket /sandboxes/*
+	respond /sandboxes/* "{http.vars.sandbox_id} {http.vars.sandbox_kind} {http.vars.sandbox_permission} {http.request.uri}"`, false)
+
+	tok := e.ticket(t, "sandbox-a1", tickets.KindApp, tickets.PermRead)
+	path := "/sandboxes/sandbox-a1/app/3000/index.html?x=1&ticket=" + url.QueryEscape(tok)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Transport: e.client.Transport, Jar: jar, Timeout: 30 * time.Second}
+
+	status, body, resp := e.get(t, browser, path, nil)
+	if status != http.StatusOK || body != "sandbox-a1 app read /sandboxes/sandbox-a1/app/3000/index.html?x=1" {
+		t.Fatalf("first use: %d %q", status, body)
+	}
+	ck := resp.Header.Get("Set-Cookie")
+	for _, attr := range []string{"sandgate_session=", "Path=/sandboxes/sandbox-a1/app", "HttpOnly", "Secure", "SameSite=Strict"} {
+		if !strings.Contains(ck, attr) {
+			t.Errorf("Set-Cookie %q lacks %s", ck, attr)
+		}
+	}
+
+	status, body, _ = e.get(t, e.client, path, nil) // no cookie jar: the ticket alone
+	if status != http.StatusUnauthorized || strings.Contains(body, "replayed") || !strings.Contains(body, `"code":"unauthorized"`) {
+		t.Fatalf("second use: %d %q", status, body)
+	}
+
+	// The page's asset request rides on the cookie.
+	status, body, _ = e.get(t, browser, "/sandboxes/sandbox-a1/app/3000/app.js", nil)
+	if status != http.StatusOK || !strings.HasPrefix(body, "sandbox-a1 app read") {
+		t.Fatalf("asset with session: %d %q", status, body)
+	}
+	// The cookie is not sent to another sandbox, and a ticket for another sandbox or kind is refused.
+	if status, _, _ = e.get(t, browser, "/sandboxes/sandbox-b2/app/", nil); status != http.StatusUnauthorized {
+		t.Fatalf("other sandbox with the cookie jar: %d", status)
+	}
+	other := e.ticket(t, "sandbox-b2", tickets.KindApp, tickets.PermRead)
+	if status, _, _ = e.get(t, e.client, "/sandboxes/sandbox-a1/app/?ticket="+other, nil); status != http.StatusUnauthorized {
+		t.Fatalf("wrong sandbox: %d", status)
+	}
+	cdp := e.ticket(t, "sandbox-a1", tickets.KindCDP, tickets.PermWrite)
+	if status, _, _ = e.get(t, e.client, "/sandboxes/sandbox-a1/app/?ticket="+cdp, nil); status != http.StatusUnauthorized {
+		t.Fatalf("wrong kind: %d", status)
+	}
+	// Bearer form, write permission.
+	w := e.ticket(t, "sandbox-a1", tickets.KindTerminal, tickets.PermWrite)
+	status, body, _ = e.get(t, e.client, "/sandboxes/sandbox-a1/terminal/ws?pty=p1", http.Header{"Authorization": {"Bearer " + w}})
+	if status != http.StatusOK || body != "sandbox-a1 terminal write /sandboxes/sandbox-a1/terminal/ws?pty=p1" {
+		t.Fatalf("bearer: %d %q", status, body)
+	}
+
+	// The access log (query filter) holds the requests but not one ticket.
+	deadline := time.Now().Add(5 * time.Second)
+	var logged []byte
+	for time.Now().Before(deadline) {
+		logged, _ = os.ReadFile(e.accessLog)
+		if bytes.Count(logged, []byte("\n")) >= 7 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !bytes.Contains(logged, []byte("/sandboxes/sandbox-a1/app/3000/index.html")) {
+		t.Fatalf("access log lacks the request:\n%s", logged)
+	}
+	for _, secret := range []string{tok, other, cdp, w} {
+		if bytes.Contains(logged, []byte(secret)) || bytes.Contains(logged, []byte(strings.Split(secret, ".")[2])) {
+			t.Fatalf("access log contains a ticket:\n%s", logged)
+		}
+	}
+}
+
+// createSandbox creates a sandbox through the admin API and returns its id.
+func (e *edgeGateway) createSandbox(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Post("http://"+e.g.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"py","owner":"edge-test"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating sandbox: %s %s", resp.Status, body)
+	}
+	var sb struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
+		t.Fatalf("create answered %s", body)
+	}
+	return sb.ID
+}
+
+func (e *edgeGateway) sandboxStatus(t *testing.T, id string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + e.g.AdminAddr + "/sandboxes/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb struct {
+		Status string `json:"status"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&sb)
+	return sb.Status
+}
+
+// agentReached asserts that a response came from the sandbox's agent, authenticated with the token the gateway
+// injected: the agent answers an unknown route with its typed 404 naming the rewritten path, and a missing or
+// wrong token with 401.
+func agentReached(t *testing.T, status int, body, agentPath string) {
+	t.Helper()
+	if status != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) || !strings.Contains(body, agentPath) {
+		t.Fatalf("want the agent's 404 for %s (gateway reached the agent with its token), got %d %s", agentPath, status, body)
+	}
+}
+
+// TestEdgeProxyStartsIdleSandboxAndReportsDeath drives the proxy route against a real sandbox: the request reaches
+// the agent with the injected token at the rewritten path, an idle-stopped sandbox is started inside the request,
+// and a killed container answers with a typed container_died error instead of a bare 502.
+func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
+	e := startEdge(t, `	sandbox_ticket /sandboxes/*
+	sandbox_proxy /sandboxes/*`, true)
+	id := e.createSandbox(t)
+
+	status, body, _ := e.get(t, e.client, "/sandboxes/"+id+"/app/8000/hello%2Fworld?q=1&ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+	agentReached(t, status, body, "GET /proxy/8000/hello/world") // the agent prints the decoded path
+
+	// No ticket, a client-supplied agent token: refused by the gateway before the agent.
+	status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/", http.Header{"X-Sandgate-Token": {"guess"}})
+	if status != http.StatusUnauthorized || strings.Contains(body, "agent") {
+		t.Fatalf("no ticket: %d %s", status, body)
+	}
+
+	// Idle timeout (4s, GC every 1s) stops the container; the next request starts it again.
+	deadline := time.Now().Add(60 * time.Second)
+	for e.sandboxStatus(t, id) != "idle" {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox never went idle (status %s)", e.sandboxStatus(t, id))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/vnc/websockify?ticket="+e.ticket(t, id, tickets.KindVNC, tickets.PermRead), nil)
+	agentReached(t, status, body, "/vnc/websockify")
+	if s := e.sandboxStatus(t, id); s != "ready" {
+		t.Fatalf("after a request to an idle sandbox its status is %s", s)
+	}
+
+	// Kill the container behind the Manager's back: the route answers 410 container_died with the reason.
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+e.ns+".id="+id).Output()
+	if err != nil || len(strings.Fields(string(out))) != 1 {
+		t.Fatalf("finding the container: %v %q", err, out)
+	}
+	if out, err := exec.Command("docker", "kill", strings.TrimSpace(string(out))).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+		if status == http.StatusGone || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if status != http.StatusGone || !strings.Contains(body, `"code":"container_died"`) || !strings.Contains(body, `"request_id"`) {
+		t.Fatalf("dead sandbox answered %d %s", status, body)
+	}
+}

@@ -1,0 +1,88 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+func init() {
+	caddy.RegisterModule(new(SandboxRoute))
+}
+
+// SandboxRoute is the `http.handlers.sandbox_route` handler that `sandbox_proxy` puts in front of its
+// reverse_proxy. For a request sandbox_ticket admitted, it starts the sandbox if it is idle (bounded wait; a dead
+// one gets a typed container_died error), holds a lease on it until the request or stream ends, rewrites the URI to
+// the agent's path for the route kind (keeping the client's escaping) and exposes the agent token to the proxy as
+// {http.vars.sandbox_agent_token}.
+type SandboxRoute struct {
+	// Kind is the route kind: app, vnc, terminal, cdp, pty or files.
+	Kind string `json:"kind"`
+	// Port fixes the app port when the URL names none (before the profile's app_port).
+	Port int `json:"port,omitempty"`
+	// StartTimeout bounds the wait for an idle sandbox to start; 0 means 60s.
+	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
+
+	route  *sandboxroute.Route
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxRoute) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_route", New: func() caddy.Module { return new(SandboxRoute) }}
+}
+
+// Provision links the route to the sandbox Manager.
+func (h *SandboxRoute) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	kind, err := tickets.ParseKind(h.Kind)
+	if err != nil {
+		return fmt.Errorf("sandbox_route: %w", err)
+	}
+	if h.Port < 0 || h.Port > 65535 || (h.Port != 0 && kind != tickets.KindApp) {
+		return fmt.Errorf("sandbox_route: port %d is not valid for kind %s", h.Port, kind)
+	}
+	mgr, err := sandboxManager(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox_route: %w", err)
+	}
+	h.route = &sandboxroute.Route{Sandboxes: mgr, Kind: kind, Port: h.Port, StartTimeout: time.Duration(h.StartTimeout)}
+	return nil
+}
+
+func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	addr, ok := caddyhttp.GetVar(r.Context(), varAddress).(sandboxroute.Address)
+	if !ok {
+		// Without sandbox_ticket in front nothing says which sandbox this is, and nothing authenticated it.
+		return caddyhttp.Error(http.StatusInternalServerError,
+			errors.New("sandbox_proxy needs sandbox_ticket to run before it in the same route"))
+	}
+	p, err := h.route.Prepare(r.Context(), addr, r.URL.RawQuery)
+	if err != nil {
+		if c := h.logger.Check(zap.InfoLevel, "sandbox route failed"); c != nil {
+			c.Write(zap.String("sandbox", addr.SandboxID), zap.String("kind", string(addr.Kind)), zap.Error(err))
+		}
+		sandboxroute.WriteError(w, err, requestID(repl))
+		return nil
+	}
+	defer p.Release()
+	if err := p.Agent.Apply(r); err != nil {
+		return caddyhttp.Error(http.StatusBadRequest, err)
+	}
+	caddyhttp.SetVar(r.Context(), varAgentToken, p.Target.Token)
+	return next.ServeHTTP(w, r)
+}
+
+var (
+	_ caddy.Provisioner           = (*SandboxRoute)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxRoute)(nil)
+)

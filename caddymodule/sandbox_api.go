@@ -1,0 +1,277 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	caddy.RegisterModule(new(SandboxAPI))
+	httpcaddyfile.RegisterHandlerDirective("sandbox_api", parseSandboxAPI)
+	// First of the responding handlers (before respond and reverse_proxy): it answers only /health and /v1/...
+	// and passes everything else on, so a site can serve the API and respond/proxy the rest without an `order` line.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
+}
+
+// apiStores keeps one open API store per file across reloads: bbolt locks its file, so the config being replaced
+// and the new one must share the handle.
+var apiStores = caddy.NewUsagePool()
+
+type storeHolder struct{ st *bayapi.Store }
+
+func (h storeHolder) Destruct() error { return h.st.Close() }
+
+// SandboxAPI is the `http.handlers.sandbox_api` handler: the Bay-compatible REST API (/health and /v1/...).
+// Requests for other paths go to the next handler.
+type SandboxAPI struct {
+	// APIKey is the primary key (Bay's security.api_key), owner "default". BAY_API_KEY or BAY_SECURITY__API_KEY
+	// override it. With neither, a stored key is used, else one is generated and written to credentials.json.
+	APIKey string `json:"api_key,omitempty"`
+	// Keys are further keys, each with its owner, some with the admin scope (sees every owner's sandboxes).
+	Keys []bayapi.KeyConfig `json:"keys,omitempty"`
+	// AllowAnonymous accepts calls without a token, owned by X-Owner or "default" (BAY_SECURITY__ALLOW_ANONYMOUS
+	// overrides it).
+	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
+	// DataDir holds credentials.json and the API's store; BAY_DATA_DIR overrides it; default
+	// <caddy data dir>/sandgate.
+	DataDir string `json:"data_dir,omitempty"`
+	// Endpoint is written into credentials.json; default http://{BAY_SERVER__HOST or 0.0.0.0}:{BAY_SERVER__PORT or 8114}.
+	Endpoint string `json:"endpoint,omitempty"`
+	// MaxUploadBytes caps one upload (default 1 GiB).
+	MaxUploadBytes int64 `json:"max_upload_bytes,omitempty"`
+	// TicketSecret enables POST /v1/sandboxes/{id}/tickets; it must equal the sandbox_ticket verifier's secret.
+	// Default {env.SANDGATE_TICKET_SECRET}, as for sandbox_ticket; with neither, the tickets route is disabled.
+	TicketSecret string `json:"ticket_secret,omitempty"`
+	// TicketBaseURL, when set, makes ticket answers carry a ready-to-open URL (https://gw.example.com).
+	TicketBaseURL string `json:"ticket_base_url,omitempty"`
+
+	handler  *bayapi.Handler
+	storeKey string
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_api", New: func() caddy.Module { return new(SandboxAPI) }}
+}
+
+// Provision reads BAY_* overrides, opens the store, loads the API keys (generating Bay's credentials.json on
+// first start) and wires the handler to the sandboxes app's Manager.
+func (s *SandboxAPI) Provision(ctx caddy.Context) error {
+	env, err := bayapi.ReadBayEnv(os.Environ())
+	if err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	appIface, err := ctx.App("sandboxes")
+	if err != nil {
+		return fmt.Errorf("sandbox_api needs the sandboxes app: %w", err)
+	}
+	app, ok := appIface.(*App)
+	if !ok || app.Manager() == nil {
+		return fmt.Errorf("sandbox_api: the sandboxes app has no Manager")
+	}
+	applyBayProfiles(app, env)
+
+	dataDir, err := bayapi.ResolveDataDir(env, s.DataDir, filepath.Join(caddy.AppDataDir(), "sandgate"))
+	if err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	s.storeKey = filepath.Join(dataDir, "bayapi.db")
+	val, _, err := apiStores.LoadOrNew(s.storeKey, func() (caddy.Destructor, error) {
+		st, err := bayapi.OpenStore(s.storeKey)
+		if err != nil {
+			return nil, err
+		}
+		return storeHolder{st: st}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	st := val.(storeHolder).st
+
+	endpoint := s.Endpoint
+	if endpoint == "" {
+		endpoint = env.Endpoint()
+	}
+	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
+	repl := caddy.NewReplacer()
+	extra := make([]bayapi.KeyConfig, 0, len(s.Keys))
+	for _, k := range s.Keys {
+		k.Key = repl.ReplaceKnown(k.Key, "")
+		extra = append(extra, k)
+	}
+	keys, err := bayapi.LoadKeys(context.Background(), st, bayapi.KeySetup{
+		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	anonymous := s.AllowAnonymous
+	if env.AllowAnonymous != nil {
+		anonymous = *env.AllowAnonymous
+	}
+	logger := ctx.Logger()
+	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
+		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
+	if keys.Source == bayapi.KeyFromGenerated {
+		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
+			zap.String("path", filepath.Join(dataDir, bayapi.CredentialsFile)))
+	}
+
+	agents := newAgentBackend()
+	cfg := bayapi.Config{
+		Sandboxes: managerBackend{m: app.Manager()}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
+		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
+	}
+	rawSecret := s.TicketSecret
+	if rawSecret == "" {
+		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
+	}
+	if secret := repl.ReplaceKnown(rawSecret, ""); secret != "" {
+		iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
+		if err != nil {
+			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
+		}
+		cfg.Tickets = ticketBackend{issuer: iss, baseURL: s.TicketBaseURL}
+	}
+	s.handler = bayapi.New(cfg)
+	return nil
+}
+
+// applyBayProfiles gives the sandboxes app what a Bay deployment expects: BAY_PROFILES replace or add profiles
+// (environment over configuration, as in Bay), and a gateway with no profile at all gets Bay's python-default.
+// It runs before the app's Start applies its configuration.
+func applyBayProfiles(app *App, env bayapi.BayEnv) {
+	profiles := bayapi.MergeProfiles(app.Profiles, env.Profiles)
+	if len(profiles) == 0 {
+		idle, _ := sandboxes.ParseDuration("1800")
+		profiles = []sandboxes.Profile{{
+			ID: bayapi.DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: bayapi.SandgateBaseImage,
+			Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
+			Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}, IdleTimeout: idle,
+		}}
+	}
+	app.Profiles = profiles
+	app.cfg = app.managerConfig()
+}
+
+// sandgateVersion is the module version of the build, for /health.
+func sandgateVersion() string {
+	_, v := caddy.Version()
+	if v == "" {
+		return "dev"
+	}
+	return v
+}
+
+// Cleanup releases this config's reference to the shared store.
+func (s *SandboxAPI) Cleanup() error {
+	if s.storeKey == "" {
+		return nil
+	}
+	_, err := apiStores.Delete(s.storeKey)
+	return err
+}
+
+// ServeHTTP serves /health and /v1/...; anything else goes to next.
+func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !s.handler.Owns(r) {
+		return next.ServeHTTP(w, r)
+	}
+	s.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// parseSandboxAPI reads
+//
+//	sandbox_api {
+//	    api_key          <key>                 # Bay's security.api_key (owner "default")
+//	    key              <key> <owner> [admin] # more keys; repeatable
+//	    allow_anonymous                        # calls without a token, owner from X-Owner
+//	    data_dir         <dir>                 # credentials.json and the API store
+//	    endpoint         <url>                 # written into credentials.json
+//	    max_upload       <size>                # e.g. 512m
+//	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
+//	    ticket_base_url  <url>
+//	}
+func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	s := new(SandboxAPI)
+	d := h.Dispenser
+	d.Next()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		var err error
+		switch d.Val() {
+		case "api_key":
+			err = oneString(d, &s.APIKey)
+		case "key":
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
+				return nil, d.Errf("usage: key <secret> <owner> [admin]")
+			}
+			s.Keys = append(s.Keys, bayapi.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+		case "allow_anonymous":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			s.AllowAnonymous = true
+		case "data_dir":
+			err = oneString(d, &s.DataDir)
+		case "endpoint":
+			err = oneString(d, &s.Endpoint)
+		case "max_upload":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				s.MaxUploadBytes, err = sandboxes.ParseBytes(v)
+			}
+		case "ticket_secret":
+			err = oneString(d, &s.TicketSecret)
+		case "ticket_base_url":
+			err = oneString(d, &s.TicketBaseURL)
+		default:
+			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
+		}
+		if err != nil {
+			return nil, d.WrapErr(err)
+		}
+	}
+	return s, nil
+}
+
+// Validate checks the keys.
+func (s *SandboxAPI) Validate() error {
+	seen := map[string]bool{}
+	for _, k := range s.Keys {
+		if k.Key == "" || k.Owner == "" {
+			return fmt.Errorf("sandbox_api: a key needs a secret and an owner")
+		}
+		if seen[k.Key] || k.Key == s.APIKey {
+			return fmt.Errorf("sandbox_api: a key is configured twice")
+		}
+		seen[k.Key] = true
+	}
+	if s.MaxUploadBytes < 0 {
+		return fmt.Errorf("sandbox_api: max_upload must not be negative")
+	}
+	return nil
+}
+
+var (
+	_ caddy.Provisioner           = (*SandboxAPI)(nil)
+	_ caddy.CleanerUpper          = (*SandboxAPI)(nil)
+	_ caddy.Validator             = (*SandboxAPI)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxAPI)(nil)
+)

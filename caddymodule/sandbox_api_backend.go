@@ -1,0 +1,375 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// managerBackend adapts the lifecycle Manager to the API's consumer interface.
+type managerBackend struct{ m *sandboxes.Manager }
+
+func (b managerBackend) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
+	sb, err := b.m.Create(ctx, req)
+	if err != nil {
+		return sandboxes.Sandbox{}, err
+	}
+	return *sb, nil
+}
+
+func (b managerBackend) Get(ctx context.Context, id string) (sandboxes.Sandbox, error) {
+	sb, err := b.m.Get(ctx, id)
+	if err != nil {
+		return sandboxes.Sandbox{}, err
+	}
+	return *sb, nil
+}
+
+func (b managerBackend) List(ctx context.Context, opts sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
+	list, next, err := b.m.List(ctx, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]sandboxes.Sandbox, 0, len(list))
+	for _, sb := range list {
+		out = append(out, *sb)
+	}
+	return out, next, nil
+}
+
+func (b managerBackend) EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error) {
+	return b.m.EnsureRunning(ctx, id)
+}
+
+func (b managerBackend) Stop(ctx context.Context, id string) error { return b.m.Stop(ctx, id) }
+func (b managerBackend) Keepalive(ctx context.Context, id string) error {
+	return b.m.Keepalive(ctx, id)
+}
+func (b managerBackend) Delete(ctx context.Context, id string) error { return b.m.Delete(ctx, id) }
+func (b managerBackend) Profiles() []sandboxes.Profile               { return b.m.Profiles() }
+
+func (b managerBackend) ExtendTTL(ctx context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
+	sb, err := b.m.ExtendTTL(ctx, id, by)
+	if err != nil {
+		return sandboxes.Sandbox{}, err
+	}
+	return *sb, nil
+}
+
+// agentBackend reaches sandbox agents with one shared connection pool.
+type agentBackend struct {
+	http *http.Client
+}
+
+func newAgentBackend() *agentBackend {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // exec answers come when the command ends; requests carry their own deadlines
+	}
+	return &agentBackend{http: &http.Client{Transport: tr}}
+}
+
+func (a *agentBackend) client(t sandboxes.Target) *agentapi.Client {
+	return agentapi.NewClient("http://"+t.Addr, t.Token, a.http)
+}
+
+// agentErr keeps the agent's typed errors and turns transport failures into Bay's ship_error.
+func agentErr(doing string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *agentapi.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &bayapi.Error{Code: bayapi.CodeTimeout, Message: doing + " timed out"}
+	}
+	return &bayapi.Error{Code: bayapi.CodeShipError, Message: fmt.Sprintf("%s: %v", doing, err)}
+}
+
+// maxExecOutput keeps Bay's "whole output" behaviour for ordinary commands while bounding memory.
+const maxExecOutput = 4 << 20
+
+func (a *agentBackend) Exec(ctx context.Context, t sandboxes.Target, req bayapi.ExecRequest) (bayapi.ExecResult, error) {
+	res, err := a.client(t).Exec(ctx, agentapi.ExecRequest{
+		Cmd: req.Command, Cwd: req.Cwd, Env: req.Env, TimeoutMS: req.Timeout.Milliseconds(), MaxOutputBytes: maxExecOutput,
+	})
+	if err != nil {
+		return bayapi.ExecResult{}, agentErr("running the command", err)
+	}
+	stdout, err := res.StdoutBytes()
+	if err != nil {
+		return bayapi.ExecResult{}, agentErr("decoding stdout", err)
+	}
+	stderr, err := res.StderrBytes()
+	if err != nil {
+		return bayapi.ExecResult{}, agentErr("decoding stderr", err)
+	}
+	out := bayapi.ExecResult{Stdout: string(stdout), Stderr: string(stderr), TimedOut: res.Status == agentapi.StatusTimedOut}
+	switch {
+	case res.ExitCode != nil:
+		out.ExitCode = *res.ExitCode
+	case res.Signal != "":
+		out.ExitCode = -1
+	}
+	return out, nil
+}
+
+// pythonWire is the agent's POST /v1/python/exec contract.
+type pythonWire struct {
+	Stdout         string   `json:"stdout"`
+	Stderr         string   `json:"stderr"`
+	Result         string   `json:"result"`
+	Error          string   `json:"error"`
+	Images         []string `json:"images"`
+	ExecutionCount int      `json:"execution_count"`
+}
+
+func (a *agentBackend) postJSON(ctx context.Context, t sandboxes.Target, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	c := a.client(t)
+	req, err := c.NewRequest(ctx, http.MethodPost, path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayapi.PythonRequest) (bayapi.PythonResult, error) {
+	var w pythonWire
+	err := a.postJSON(ctx, t, "/v1/python/exec", map[string]any{"code": req.Code, "timeout_ms": req.Timeout.Milliseconds()}, &w)
+	if err != nil {
+		return bayapi.PythonResult{}, agentErr("running python", err)
+	}
+	return bayapi.PythonResult{Stdout: w.Stdout, Stderr: w.Stderr, Result: w.Result, Error: w.Error, Images: w.Images,
+		ExecutionCount: w.ExecutionCount}, nil
+}
+
+// maxReadFile bounds GET filesystem/files, which answers the whole file inside JSON.
+const maxReadFile = 32 << 20
+
+func (a *agentBackend) ReadFile(ctx context.Context, t sandboxes.Target, path string) ([]byte, error) {
+	d, err := a.client(t).Download(ctx, path, agentapi.DownloadOptions{})
+	if err != nil {
+		return nil, agentErr("reading the file", err)
+	}
+	defer d.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(d.Body, maxReadFile+1))
+	if err != nil {
+		return nil, agentErr("reading the file", err)
+	}
+	if len(b) > maxReadFile {
+		return nil, &bayapi.Error{Code: bayapi.CodePayloadTooLarge, Message: fmt.Sprintf("%s is larger than %d bytes; use filesystem/download", path, maxReadFile)}
+	}
+	return b, nil
+}
+
+func (a *agentBackend) WriteFile(ctx context.Context, t sandboxes.Target, path string, content io.Reader) error {
+	_, err := a.client(t).Upload(ctx, path, content, agentapi.UploadOptions{})
+	return agentErr("writing the file", err)
+}
+
+func (a *agentBackend) ListDir(ctx context.Context, t sandboxes.Target, path string) ([]bayapi.DirEntry, error) {
+	res, err := a.client(t).FSList(ctx, agentapi.ListRequest{Path: path, Depth: 1})
+	if err != nil {
+		return nil, agentErr("listing the directory", err)
+	}
+	out := make([]bayapi.DirEntry, 0, len(res.Entries))
+	for _, e := range res.Entries {
+		out = append(out, bayapi.DirEntry{Name: e.Name, Path: e.Path, IsFile: !e.IsDir, IsDir: e.IsDir, Size: e.Size,
+			ModifiedTime: float64(e.ModTimeUnx)})
+	}
+	return out, nil
+}
+
+func (a *agentBackend) Remove(ctx context.Context, t sandboxes.Target, path string) error {
+	return agentErr("removing", a.client(t).FSRemove(ctx, agentapi.RemoveRequest{Path: path, Recursive: true}))
+}
+
+func (a *agentBackend) Upload(ctx context.Context, t sandboxes.Target, path string, body io.Reader) (int64, error) {
+	res, err := a.client(t).Upload(ctx, path, body, agentapi.UploadOptions{})
+	if err != nil {
+		return 0, agentErr("uploading", err)
+	}
+	return res.Size, nil
+}
+
+func (a *agentBackend) Download(ctx context.Context, t sandboxes.Target, path, rangeHeader string) (*bayapi.Download, error) {
+	d, err := a.client(t).Download(ctx, path, agentapi.DownloadOptions{Range: rangeHeader})
+	if err != nil {
+		return nil, agentErr("downloading", err)
+	}
+	h := http.Header{}
+	if d.ContentLength >= 0 {
+		h.Set("Content-Length", fmt.Sprint(d.ContentLength))
+	}
+	if d.ContentRange != "" {
+		h.Set("Content-Range", d.ContentRange)
+	}
+	if d.ETag != "" {
+		h.Set("ETag", d.ETag)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	return &bayapi.Download{Body: d.Body, Status: d.Status, Header: h}, nil
+}
+
+// browserWire is the agent's browser helper contract: POST /v1/browser/{navigate,evaluate,text,title,url,screenshot}.
+type browserWire struct {
+	URL   string          `json:"url"`
+	Title string          `json:"title"`
+	Text  string          `json:"text"`
+	Value json.RawMessage `json:"result"`
+	PNG   string          `json:"png"` // base64
+}
+
+func (a *agentBackend) Browser(ctx context.Context, t sandboxes.Target, req bayapi.BrowserRequest) (bayapi.BrowserResult, error) {
+	in := map[string]any{"timeout_ms": req.Timeout.Milliseconds()}
+	switch req.Action {
+	case "navigate":
+		in["url"] = req.URL
+	case "evaluate":
+		in["expression"] = req.Script
+	}
+	var w browserWire
+	if err := a.postJSON(ctx, t, "/v1/browser/"+url.PathEscape(req.Action), in, &w); err != nil {
+		return bayapi.BrowserResult{}, agentErr("browser "+req.Action, err)
+	}
+	switch req.Action {
+	case "navigate", "url":
+		return bayapi.BrowserResult{Value: w.URL}, nil
+	case "title":
+		return bayapi.BrowserResult{Value: w.Title}, nil
+	case "text":
+		return bayapi.BrowserResult{Value: w.Text}, nil
+	case "evaluate":
+		return bayapi.BrowserResult{Value: string(w.Value)}, nil
+	case "screenshot":
+		png, err := base64.StdEncoding.DecodeString(w.PNG)
+		if err != nil {
+			return bayapi.BrowserResult{}, agentErr("decoding the screenshot", err)
+		}
+		return bayapi.BrowserResult{PNG: png}, nil
+	}
+	return bayapi.BrowserResult{}, fmt.Errorf("unknown browser action %q", req.Action)
+}
+
+// Streamer: the raw SSE bodies of the agent are relayed as they are.
+
+func (a *agentBackend) ExecStream(ctx context.Context, t sandboxes.Target, req bayapi.ExecRequest) (io.ReadCloser, error) {
+	b, err := json.Marshal(agentapi.ExecRequest{Cmd: req.Command, Cwd: req.Cwd, Env: req.Env, TimeoutMS: req.Timeout.Milliseconds()})
+	if err != nil {
+		return nil, err
+	}
+	return a.openSSE(ctx, t, http.MethodPost, "/v1/exec", bytes.NewReader(b))
+}
+
+func (a *agentBackend) ProcessOutput(ctx context.Context, t sandboxes.Target, pid, since string) (io.ReadCloser, error) {
+	p := "/v1/processes/" + url.PathEscape(pid) + "/events"
+	if since != "" {
+		p += "?" + agentapi.QuerySince + "=" + url.QueryEscape(since)
+	}
+	return a.openSSE(ctx, t, http.MethodGet, p, nil)
+}
+
+func (a *agentBackend) openSSE(ctx context.Context, t sandboxes.Target, method, path string, body io.Reader) (io.ReadCloser, error) {
+	c := a.client(t)
+	req, err := c.NewRequest(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, agentErr("opening the event stream", err)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body.Close()
+		return nil, &bayapi.Error{Code: bayapi.CodeShipError, Message: "the agent did not answer with an event stream (" + ct + ")"}
+	}
+	return resp.Body, nil
+}
+
+func (a *agentBackend) Processes(ctx context.Context, t sandboxes.Target) (json.RawMessage, error) {
+	list, err := a.client(t).Processes(ctx)
+	if err != nil {
+		return nil, agentErr("listing processes", err)
+	}
+	if list == nil {
+		list = []agentapi.ExecResult{}
+	}
+	b, err := json.Marshal(map[string]any{"processes": list})
+	return b, err
+}
+
+func (a *agentBackend) Signal(ctx context.Context, t sandboxes.Target, pid, signal string) error {
+	return agentErr("signalling the process", a.client(t).ProcessSignal(ctx, pid, signal))
+}
+
+func (a *agentBackend) CreatePTY(ctx context.Context, t sandboxes.Target, req bayapi.PTYRequest) (json.RawMessage, error) {
+	s, err := a.client(t).CreatePTY(ctx, agentapi.PTYCreateRequest{Cmd: req.Command, Cwd: req.Cwd, Cols: uint16(req.Cols), Rows: uint16(req.Rows)})
+	if err != nil {
+		return nil, agentErr("opening a PTY", err)
+	}
+	return json.Marshal(s)
+}
+
+// ticketBackend mints tickets with the edge's Issuer; the URL points at the browser route of the sandbox.
+type ticketBackend struct {
+	issuer  *tickets.Issuer
+	baseURL string
+}
+
+// ticketPaths are the browser routes of routes/sandboxroute, per kind.
+var ticketPaths = map[string]string{
+	"app": "/app/", "vnc": "/vnc/", "terminal": "/terminal/", "cdp": "/cdp/", "pty": "/pty/", "files": "/files/",
+}
+
+func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayapi.Ticket, error) {
+	perm := tickets.PermRead
+	if req.Write {
+		perm = tickets.PermWrite
+	}
+	tk, err := b.issuer.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Permission: perm,
+		Lifetime: req.TTL, Subject: req.Owner})
+	if err != nil {
+		return bayapi.Ticket{}, &bayapi.Error{Code: bayapi.CodeValidation, Message: err.Error()}
+	}
+	out := bayapi.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}
+	if b.baseURL != "" {
+		out.URL = strings.TrimRight(b.baseURL, "/") + "/sandboxes/" + url.PathEscape(req.SandboxID) + ticketPaths[req.Scope] +
+			"?ticket=" + url.QueryEscape(tk.Token)
+	}
+	return out, nil
+}
