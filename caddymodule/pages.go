@@ -21,17 +21,10 @@ import (
 func init() {
 	caddy.RegisterModule(new(Pages))
 	httpcaddyfile.RegisterHandlerDirective("sandbox_pages", parsePagesDirective)
-	// The pages check their own tickets, so they must see a request before anything that would consume them.
-	httpcaddyfile.RegisterDirectiveOrder("sandbox_pages", httpcaddyfile.Before, "basic_auth")
+	// The pages spend their own tickets (a person gets a readable page, not a JSON 401), so they must see a
+	// request before sandbox_ticket (ordered before basic_auth), and after rewrite and uri.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_pages", httpcaddyfile.Before, "try_files")
 }
-
-// pagesVerifiers keeps one ticket Verifier per secret across config reloads: its replay cache is what makes a
-// ticket one-time, so it must neither be reset by a reload nor be duplicated between handlers.
-var pagesVerifiers = caddy.NewUsagePool()
-
-type pagesVerifier struct{ v *tickets.Verifier }
-
-func (pagesVerifier) Destruct() error { return nil }
 
 // Pages is the http.handlers.sandbox_pages handler: the terminal and desktop pages of each sandbox, the console
 // and their assets. Requests that are not for a page go to the next handler.
@@ -78,11 +71,16 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if mgr == nil {
 		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
 	}
-	sum := sha256.Sum256([]byte(secret))
-	p.secretKey = hex.EncodeToString(sum[:])
-	shared, _, err := pagesVerifiers.LoadOrNew(p.secretKey, func() (caddy.Destructor, error) {
+	// Share sandbox_ticket's verifier (same pool, same key as its defaults): its replay cache is what makes a
+	// ticket one-time, so a ticket spent on a page must be spent for the WebSocket routes too.
+	sum := sha256.Sum256([]byte(secret + "\x000\x000"))
+	p.secretKey = "sandgate.tickets." + hex.EncodeToString(sum[:])
+	shared, _, err := verifiers.LoadOrNew(p.secretKey, func() (caddy.Destructor, error) {
 		v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret)})
-		return pagesVerifier{v}, err
+		if err != nil {
+			return nil, err
+		}
+		return pooledVerifier{v}, nil
 	})
 	if err != nil {
 		p.secretKey = ""
@@ -93,7 +91,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_pages: ticket issuer: %w", err)
 	}
 	cfg := pages.Config{
-		Verifier:            shared.(pagesVerifier).v,
+		Verifier:            shared.(pooledVerifier).Verifier,
 		Sandboxes:           mgr,
 		Issuer:              issuer,
 		BaseDomains:         p.BaseDomains,
@@ -131,7 +129,7 @@ func (p *Pages) Cleanup() error {
 		p.handler.Close()
 	}
 	if p.secretKey != "" {
-		_, _ = pagesVerifiers.Delete(p.secretKey) // Destruct cannot fail
+		_, _ = verifiers.Delete(p.secretKey) // Destruct cannot fail
 	}
 	return nil
 }
