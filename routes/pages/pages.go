@@ -236,17 +236,18 @@ func (h *Handler) renderMessage(w http.ResponseWriter, status int, title, messag
 	h.render(w, status, "message.html", map[string]any{"Title": title, "Message": message})
 }
 
-// sameOrigin reports whether a state-changing request comes from our own pages: Sec-Fetch-Site, when the browser
-// sends it, must be same-origin; an Origin header must name this host. Together with SameSite=Strict cookies this
-// refuses cross-site requests even from browsers that ignore one of the two.
+// sameOrigin reports whether a state-changing request comes from our own pages. Browsers that send
+// Sec-Fetch-Site say so directly ("same-origin"); with Referrer-Policy no-referrer, Chromium sends "Origin: null"
+// on form posts, so the Origin header decides only for browsers without Sec-Fetch-Site, and must then name this
+// host. Together with SameSite=Strict cookies (and the CSRF token on console actions) this refuses cross-site
+// requests even from browsers that ignore one of the mechanisms.
 func sameOrigin(r *http.Request) bool {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
-		return false
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		return s == "same-origin"
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		// Browsers send Origin on every POST, PUT, DELETE; a request without one is not from a browser page and
-		// still has to pass the CSRF token.
+		// Not a browser page (browsers send Origin on every POST, PUT, DELETE); the CSRF token still applies.
 		return true
 	}
 	scheme := "https"

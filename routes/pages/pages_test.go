@@ -220,6 +220,8 @@ func TestConsoleCSRFRefusal(t *testing.T) {
 		{"wrong token", "nope", "https://gw.test", "same-origin", http.StatusForbidden, false},
 		{"foreign origin", csrf, "https://evil.test", "", http.StatusForbidden, false},
 		{"cross-site fetch", csrf, "", "cross-site", http.StatusForbidden, false},
+		{"same-site but not same-origin", csrf, "", "same-site", http.StatusForbidden, false},
+		{"null origin without fetch metadata", csrf, "null", "", http.StatusForbidden, false},
 		{"good", csrf, "https://gw.test", "same-origin", http.StatusNoContent, true},
 	}
 	for _, c := range cases {

@@ -60,7 +60,6 @@ function button(label, title, onClick) {
   const b = document.createElement('button');
   b.type = 'button';
   b.textContent = label;
-  b.setAttribute('aria-label', title);
   b.title = title;
   b.addEventListener('click', onClick);
   return b;
@@ -74,11 +73,17 @@ function cell(tr, text, cls) {
 }
 
 async function open(sb, kind, readOnly) {
+  // Open the tab inside the click (pop-up blockers allow that), then send it to the ticket URL once minted.
+  const w = window.open('', '_blank');
+  if (!w) { say('The browser blocked the new tab; allow pop-ups for this site.'); return; }
+  w.opener = null;
   try {
     const r = await api('POST', 'api/sandboxes/' + encodeURIComponent(sb.id) + '/open', { kind, read_only: !!readOnly });
-    const w = window.open(r.url, '_blank', 'noopener');
-    if (!w) say('The browser blocked the new tab; allow pop-ups for this site.');
-  } catch (e) { say('Could not open ' + kind + ': ' + e.message); }
+    w.location.replace(r.url);
+  } catch (e) {
+    w.close();
+    say('Could not open ' + kind + ': ' + e.message);
+  }
 }
 async function act(label, fn) {
   say('');
