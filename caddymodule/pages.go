@@ -43,6 +43,7 @@ type Pages struct {
 	BaseDomains []string `json:"base_domains,omitempty"`
 
 	handler   *pages.Handler
+	usage     *pages.DockerUsage
 	secretKey string
 }
 
@@ -67,7 +68,8 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: loading the sandboxes app: %w", err)
 	}
-	mgr := appAny.(*App).Manager()
+	app := appAny.(*App)
+	mgr := app.Manager()
 	if mgr == nil {
 		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
 	}
@@ -98,6 +100,14 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 	}
+	if dd, ok := app.driver.(*DockerDriver); ok && len(p.ConsoleKeys) > 0 {
+		// CPU and memory in the console's list come from the same engine.
+		u, err := pages.NewDockerUsage(dd.Host, mgr.Namespace())
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: %w", err)
+		}
+		p.usage, cfg.Usage = u, u
+	}
 	if len(p.ConsoleKeys) > 0 {
 		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
 		for i, k := range p.ConsoleKeys {
@@ -127,6 +137,9 @@ func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 func (p *Pages) Cleanup() error {
 	if p.handler != nil {
 		p.handler.Close()
+	}
+	if p.usage != nil {
+		_ = p.usage.Close() // only releases idle connections
 	}
 	if p.secretKey != "" {
 		_, _ = verifiers.Delete(p.secretKey) // Destruct cannot fail

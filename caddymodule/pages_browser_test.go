@@ -100,15 +100,16 @@ func TestPagesInBrowser(t *testing.T) {
 		}`, browserImage))
 
 	var created struct {
-		ID            string   `json:"id"`
-		CSPViolations []string `json:"csp_violations"`
+		ID            string            `json:"id"`
+		Usage         map[string]string `json:"usage"`
+		CSPViolations []string          `json:"csp_violations"`
 	}
-	runBrowserStep(t, e, "create", &created, "PROFILE=py")
+	runBrowserStep(t, e, "create", &created, "PROFILE=py", "SHOT=console.png")
 	if created.ID == "" || len(created.CSPViolations) > 0 {
 		t.Fatalf("create: %+v", created)
 	}
 	id := created.ID
-	t.Logf("sandbox %s created from the console", id)
+	t.Logf("sandbox %s created from the console; usage shown: %v", id, created.Usage)
 
 	t.Run("terminal", func(t *testing.T) {
 		ok, why := agentHas(t, e, func(c *http.Client) (*http.Response, error) {

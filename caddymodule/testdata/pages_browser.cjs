@@ -86,8 +86,13 @@ const steps = {
     }
     // Live updates (SSE) turn the status to ready without a reload.
     await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: 120000 });
-    await page.screenshot({ path: path.join(shots, 'console.png') });
-    return { id };
+    // CPU and memory come from the engine's stats; CPU needs two samples (the list refreshes every 10 s).
+    const cells = page.locator(`tr[data-id="${id}"] td`);
+    await cells.nth(7).filter({ hasText: /iB/ }).waitFor({ timeout: 30000 });
+    await cells.nth(6).filter({ hasText: /%$/ }).waitFor({ timeout: 30000 });
+    const usage = { cpu: await cells.nth(6).textContent(), memory: await cells.nth(7).textContent() };
+    if (process.env.SHOT) await page.screenshot({ path: path.join(shots, process.env.SHOT) });
+    return { id, usage };
   },
 
   async terminal(context, page) {
@@ -103,7 +108,7 @@ const steps = {
     const first = await waitScreen(term, /^(\d+) (\d+)$/m, 'stty size');
     await term.setViewportSize({ width: 700, height: 380 });
     await term.waitForTimeout(500);
-    await typeLine(term, 'clear; stty size');
+    await typeLine(term, 'stty size');
     let second;
     const deadline = Date.now() + 20000;
     for (;;) {
