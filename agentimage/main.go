@@ -53,9 +53,16 @@ func run(logger *slog.Logger) error {
 		})
 	})
 
+	core, err := registerCore(srv, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hs := srv.NewHTTPServer(cfg.addr)
+	hs.RegisterOnShutdown(core.Close) // end processes first, so their streams finish with an end event
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
 	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)

@@ -458,11 +458,6 @@ func ReadSSE(r *bufio.Reader) (ExecEvent, error) {
 	case EventStart, EventEnd:
 		ev.Process = &ExecResult{}
 		err = json.Unmarshal(data, ev.Process)
-	case EventError:
-		var env Envelope
-		if err = json.Unmarshal(data, &env); err == nil {
-			ev.Error = env.Error
-		}
 	}
 	if err != nil {
 		return ev, fmt.Errorf("decoding %s event: %w", ev.Event, err)

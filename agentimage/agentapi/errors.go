@@ -13,6 +13,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeFileNotFound     = "file_not_found"
 	CodeInvalidPath      = "invalid_path"
+	CodePermissionDenied = "permission_denied"
 	CodeInvalidRequest   = "invalid_request"
 	CodeConflict         = "conflict"
 	CodePreconditionFail = "precondition_failed"
@@ -30,6 +31,7 @@ var codeStatus = map[string]int{
 	CodeNotFound:         http.StatusNotFound,
 	CodeFileNotFound:     http.StatusNotFound,
 	CodeInvalidPath:      http.StatusBadRequest,
+	CodePermissionDenied: http.StatusForbidden,
 	CodeInvalidRequest:   http.StatusBadRequest,
 	CodeConflict:         http.StatusConflict,
 	CodePreconditionFail: http.StatusPreconditionFailed,
@@ -52,9 +54,12 @@ type Error struct {
 	HTTPStatus int `json:"-"`
 }
 
-// Errorf builds an Error with a formatted message.
+// retryableCodes are the codes a caller may retry unchanged and hope for a different answer.
+var retryableCodes = map[string]bool{CodeTimeout: true, CodeUnavailable: true}
+
+// Errorf builds an Error with a formatted message; Retryable follows the code.
 func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryableCodes[code]}
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

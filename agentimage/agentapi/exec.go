@@ -29,8 +29,6 @@ const (
 	EventStderr    = "stderr"
 	EventKeepalive = "keepalive"
 	EventEnd       = "end"
-	// EventError is sent (then EventEnd) when the stream cannot go on, e.g. the agent shuts down.
-	EventError = "error"
 )
 
 // Stream names, as used in events and chunks.
@@ -143,8 +141,6 @@ type ExecEvent struct {
 	Chunk *OutputChunk
 	// Process is set for start and end events (end carries the final status and exit code).
 	Process *ExecResult
-	// Error is set for error events.
-	Error *Error
 	// Raw is the event's data as sent.
 	Raw []byte
 }

@@ -41,13 +41,15 @@ var (
 )
 
 // Image returns the tag of a sandbox image target ("base", "browser"), building it first if this process has not
-// checked it yet. The build script is a no-op when the image is current.
+// checked it yet. The build script is a no-op when the image is current. SANDGATE_IMAGE_REPO (as for
+// scripts/images.sh) gives a checkout its own tags, so parallel checkouts sharing one engine never run each other's
+// agent builds.
 func Image(t testing.TB, target string) string {
 	t.Helper()
 	Integration(t)
 	imageMu.Lock()
 	defer imageMu.Unlock()
-	tag := "sandgate/sandbox:" + target
+	tag := Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox") + ":" + target
 	if !imageReady[target] {
 		if err := runScript("images.sh", target); err != nil {
 			t.Fatalf("building image %s: %v", tag, err)

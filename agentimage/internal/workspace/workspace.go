@@ -1,0 +1,141 @@
+// Package workspace resolves caller-supplied paths against the sandbox's workspace root. Every file the agent's
+// API touches goes through Root: relative paths, absolute paths inside the root, never a path that leaves it, by
+// `..`, by an absolute path elsewhere, or through a symlink.
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+)
+
+// Root is a workspace root. Its zero value is unusable; use New.
+type Root struct {
+	dir   string // absolute, symlinks resolved
+	given string // absolute as configured (differs from dir when the root is reached through a symlink)
+}
+
+// New returns the root for dir, which must exist.
+func New(dir string) (*Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	return &Root{dir: resolved, given: filepath.Clean(abs)}, nil
+}
+
+// Dir is the root's absolute, symlink-free path.
+func (r *Root) Dir() string { return r.dir }
+
+// Resolve returns the absolute path for p with every symlink in it resolved, refusing paths outside the root with
+// invalid_path. p may name something that does not exist yet; then its existing prefix is resolved.
+func (r *Root) Resolve(p string) (string, error) {
+	abs, err := r.lexical(p)
+	if err != nil {
+		return "", err
+	}
+	return r.resolveExisting(p, abs)
+}
+
+// ResolveParent is Resolve for operations on a directory entry itself (remove, move, the link of a symlink): the
+// parent directory is resolved, the last element is kept as is. The root itself is refused.
+func (r *Root) ResolveParent(p string) (string, error) {
+	abs, err := r.lexical(p)
+	if err != nil {
+		return "", err
+	}
+	if abs == r.dir {
+		return "", invalid(p, "this operation cannot target the workspace root")
+	}
+	parent, err := r.resolveExisting(p, filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(parent, filepath.Base(abs)), nil
+}
+
+// Rel returns abs relative to the root ("." for the root), for answers to callers.
+func (r *Root) Rel(abs string) string {
+	rel, err := filepath.Rel(r.dir, abs)
+	if err != nil {
+		return abs
+	}
+	return filepath.ToSlash(rel)
+}
+
+// lexical cleans p against the root and checks it stays inside without looking at the file system.
+func (r *Root) lexical(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", invalid(p, "path contains a NUL byte")
+	}
+	var abs string
+	if filepath.IsAbs(p) {
+		abs = filepath.Clean(p)
+		if r.given != r.dir && within(r.given, abs) {
+			// the root's configured name, e.g. /workspace -> /data/ws: same place
+			abs = filepath.Join(r.dir, strings.TrimPrefix(abs, r.given))
+		}
+	} else {
+		abs = filepath.Join(r.dir, p)
+	}
+	if !r.contains(abs) {
+		return "", invalid(p, "path is outside the workspace")
+	}
+	return abs, nil
+}
+
+// contains reports whether abs is the root or below it.
+func (r *Root) contains(abs string) bool { return within(r.dir, abs) }
+
+// within is a separator-aware prefix check: /workspace2 is not inside /workspace.
+func within(dir, abs string) bool {
+	if abs == dir {
+		return true
+	}
+	prefix := dir
+	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
+		prefix += string(filepath.Separator)
+	}
+	return strings.HasPrefix(abs, prefix)
+}
+
+// resolveExisting evaluates symlinks on the longest existing prefix of abs and re-checks containment.
+func (r *Root) resolveExisting(orig, abs string) (string, error) {
+	existing, rest := abs, ""
+	for {
+		resolved, err := filepath.EvalSymlinks(existing)
+		if err == nil {
+			full := resolved
+			if rest != "" {
+				full = filepath.Join(resolved, rest)
+			}
+			if !r.contains(full) {
+				return "", invalid(orig, "path leaves the workspace through a symlink")
+			}
+			return full, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, os.ErrNotExist) {
+			// ENOTDIR, ELOOP, EACCES: the path cannot be resolved as given.
+			return "", agentapi.Errorf(agentapi.CodeInvalidPath, "%s: %v", orig, err)
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return "", invalid(orig, "no existing prefix")
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+}
+
+func invalid(p, why string) error {
+	return agentapi.Errorf(agentapi.CodeInvalidPath, "%q: %s", p, why).With("path", p)
+}

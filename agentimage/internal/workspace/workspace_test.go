@@ -1,0 +1,115 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+)
+
+func TestResolve(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "ws")
+	outside := filepath.Join(base, "outside")
+	sibling := filepath.Join(base, "ws2") // shares the root's name as a prefix
+	for _, d := range []string{root, outside, sibling, filepath.Join(root, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(root, "sub", "f.txt"), []byte("x"), 0o644))
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	must(t, os.Symlink("/etc/passwd", filepath.Join(root, "passwd")))
+	must(t, os.Symlink("sub/f.txt", filepath.Join(root, "inside-link")))
+	must(t, os.Symlink(filepath.Join(root, "sub"), filepath.Join(root, "abs-inside-dir")))
+	must(t, os.Symlink("../ws2", filepath.Join(root, "to-sibling")))
+
+	r, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string // want "" means invalid_path
+	}{
+		{"empty is root", "", root},
+		{"dot", ".", root},
+		{"relative file", "sub/f.txt", filepath.Join(root, "sub/f.txt")},
+		{"relative not yet existing", "new/dir/file", filepath.Join(root, "new/dir/file")},
+		{"absolute inside", filepath.Join(root, "sub"), filepath.Join(root, "sub")},
+		{"dotdot that stays inside", "sub/../sub/f.txt", filepath.Join(root, "sub/f.txt")},
+		{"dotdot escape", "../outside", ""},
+		{"deep dotdot escape", "sub/../../outside/x", ""},
+		{"absolute outside", "/etc/passwd", ""},
+		{"absolute sibling with root prefix", sibling + "/x", ""},
+		{"NUL byte", "sub/f\x00.txt", ""},
+		{"symlink dir escape", "escape/secret", ""},
+		{"symlink file escape", "passwd", ""},
+		{"symlink to sibling prefix", "to-sibling/x", ""},
+		{"symlink inside", "inside-link", filepath.Join(root, "sub/f.txt")},
+		{"absolute symlink inside", "abs-inside-dir/f.txt", filepath.Join(root, "sub/f.txt")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.Resolve(tc.path)
+			if tc.want == "" {
+				var e *agentapi.Error
+				if !errors.As(err, &e) || e.Code != agentapi.CodeInvalidPath {
+					t.Fatalf("Resolve(%q) = %q, %v; want invalid_path", tc.path, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Resolve(%q) = %q, %v; want %q", tc.path, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestResolveRootThroughSymlink: a root configured through a symlink accepts absolute paths under either name.
+func TestResolveRootThroughSymlink(t *testing.T) {
+	base := t.TempDir()
+	resolved := filepath.Join(base, "data", "ws")
+	must(t, os.MkdirAll(resolved, 0o755))
+	link := filepath.Join(base, "workspace")
+	must(t, os.Symlink(resolved, link))
+	r, err := New(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link + "/a/b", resolved + "/a/b", "a/b"} {
+		got, err := r.Resolve(p)
+		if err != nil || got != filepath.Join(resolved, "a/b") {
+			t.Fatalf("Resolve(%q) = %q, %v", p, got, err)
+		}
+	}
+	if _, err := r.Resolve(link + "x/a"); err == nil {
+		t.Fatal("sibling of the configured name accepted")
+	}
+}
+
+func TestResolveParentKeepsLink(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.Symlink("/etc", filepath.Join(root, "etc-link")))
+	r, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ResolveParent("etc-link")
+	if err != nil || got != filepath.Join(r.Dir(), "etc-link") {
+		t.Fatalf("ResolveParent = %q, %v", got, err)
+	}
+	if _, err := r.ResolveParent("."); err == nil {
+		t.Fatal("ResolveParent(root) must refuse")
+	}
+	if _, err := r.ResolveParent("etc-link/passwd"); err == nil {
+		t.Fatal("ResolveParent through an escaping link must refuse")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

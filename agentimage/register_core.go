@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/internal/api"
+	"github.com/sandgate/sandgate/agentimage/internal/files"
+	"github.com/sandgate/sandgate/agentimage/internal/mcptools"
+	"github.com/sandgate/sandgate/agentimage/internal/process"
+	"github.com/sandgate/sandgate/agentimage/internal/pty"
+	"github.com/sandgate/sandgate/agentimage/internal/server"
+	"github.com/sandgate/sandgate/agentimage/internal/workspace"
+)
+
+// core is the agent's core capabilities: exec and processes, PTY sessions, files, fs helpers and MCP.
+type core struct {
+	Root  *workspace.Root
+	Procs *process.Manager
+	PTYs  *pty.Manager
+	Files *files.Service
+	// MCP is the MCP server at /mcp; other capabilities add their tools to it.
+	MCP *mcptools.Server
+}
+
+// Close kills what still runs (PTY sessions, processes).
+func (c *core) Close() {
+	c.PTYs.Close()
+	c.Procs.Close()
+}
+
+// registerCore builds the core services and routes them on srv, /mcp included. tools add MCP tools of other
+// capabilities (e.g. registerCore(srv, cfg, logger, extras.AddMCPTools)). SANDGATE_MAX_FILE_BYTES caps one written
+// file.
+func registerCore(srv *server.Server, cfg config, logger *slog.Logger, tools ...mcptools.Registrar) (*core, error) {
+	if err := os.MkdirAll(cfg.workspace, 0o755); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", cfg.workspace, err)
+	}
+	root, err := workspace.New(cfg.workspace)
+	if err != nil {
+		return nil, err
+	}
+	maxFile := int64(agentapi.DefaultMaxFileBytes)
+	if v := os.Getenv(agentapi.EnvMaxFileBytes); v != "" {
+		if maxFile, err = strconv.ParseInt(v, 10, 64); err != nil || maxFile <= 0 {
+			return nil, fmt.Errorf("%s=%q: want a positive byte count", agentapi.EnvMaxFileBytes, v)
+		}
+	}
+	c := &core{Root: root, Files: files.New(root, maxFile)}
+	c.Procs = process.NewManager(process.Config{Logger: logger})
+	c.PTYs = pty.NewManager(c.Procs)
+	api.Register(srv, api.Deps{Root: root, Procs: c.Procs, PTYs: c.PTYs, Files: c.Files, Logger: logger})
+	c.MCP = mcptools.New(mcptools.Deps{Procs: c.Procs, Files: c.Files, Version: version, Logger: logger})
+	for _, add := range tools {
+		add(c.MCP.MCP())
+	}
+	srv.Handle("/mcp", c.MCP.Handler())
+	return c, nil
+}
