@@ -43,6 +43,7 @@ func run(logger *slog.Logger) error {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
+	defer registerExtras(srv, cfg, logger).Close()
 	srv.HandleFunc("GET /v1/info", func(w http.ResponseWriter, _ *http.Request) {
 		agentapi.WriteJSON(w, http.StatusOK, agentapi.Info{
 			Version:       version,

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandgate/sandgate/agentimage/internal/browser"
+	"github.com/sandgate/sandgate/agentimage/internal/portproxy"
+	"github.com/sandgate/sandgate/agentimage/internal/pykernel"
+	"github.com/sandgate/sandgate/agentimage/internal/server"
+)
+
+// extras are the agent's optional capabilities: the Python kernel, the browser and the port proxy.
+type extras struct {
+	kernel  *pykernel.Kernel
+	browser *browser.Browser
+}
+
+// AddMCPTools registers python_exec and, with a browser, the browser_* tools on the agent's MCP server.
+func (e *extras) AddMCPTools(s *mcp.Server) {
+	e.kernel.AddMCPTools(s)
+	e.browser.AddMCPTools(s)
+}
+
+// Close stops the kernel and the browser's processes.
+func (e *extras) Close() {
+	e.kernel.Close()
+	e.browser.Stop()
+}
+
+// registerExtras adds the Python kernel, the browser (CDP, VNC, REST helpers) and the port proxy to srv, starting
+// the browser's processes when the profile asks for them.
+func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras {
+	dir := cfg.workspace
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = ""
+	}
+	kernel := pykernel.New(pykernel.Config{Dir: dir, Logger: logger.With("component", "python")})
+	kernel.Register(srv)
+
+	wantBrowser := slices.Contains(cfg.capabilities, "browser")
+	wantVNC := wantBrowser || slices.Contains(cfg.capabilities, "vnc")
+	b := browser.New(browser.Config{Browser: wantBrowser, VNC: wantVNC, Logger: logger.With("component", "browser")})
+	b.Register(srv)
+	b.Start()
+
+	reserved := map[int]string{}
+	if _, p, err := net.SplitHostPort(cfg.addr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil {
+			reserved[n] = "it is the agent's own port"
+		}
+	}
+	if wantBrowser {
+		reserved[9222] = "Chromium's DevTools port is served at /cdp, with its URLs rewritten"
+	}
+	if wantVNC {
+		reserved[5900] = "the VNC server is served at /vnc/websockify"
+	}
+	portproxy.New(portproxy.Config{Reserved: reserved, Token: cfg.token, Logger: logger.With("component", "proxy")}).Register(srv)
+
+	return &extras{kernel: kernel, browser: b}
+}
