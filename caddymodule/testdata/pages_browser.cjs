@@ -121,11 +121,20 @@ const steps = {
     await term.setViewportSize({ width: 1000, height: 600 });
     await typeLine(term, 'echo before-drop');
     await waitScreen(term, /^before-drop$/m, 'before-drop');
+    // Output produced while the page is disconnected must arrive by replay: hold the page's reconnect probe for
+    // 3 s while a background job prints after 2 s.
+    await term.route('**/terminal/session?pty=*', async (route) => {
+      await new Promise((r) => setTimeout(r, 3000));
+      await route.continue();
+    });
+    await typeLine(term, '(sleep 2; echo during-$((1+1)))&');
+    await waitScreen(term, /\[1\] \d+/m, 'the background job');
     // A network blip: the page's WebSocket dies; the shell lives on and the page reattaches with replay.
     const offsetBefore = await term.evaluate(() => window.sandgateTerminal.offset);
     await term.evaluate(() => window.sandgateTerminal.dropConnection());
     await term.waitForFunction(() => !window.sandgateTerminal.connected, null, { timeout: 10000 });
     await term.waitForFunction(() => window.sandgateTerminal.connected, null, { timeout: 30000 });
+    await waitScreen(term, /during-2$/m, 'during-2 (output produced while disconnected)');
     await typeLine(term, 'echo after-$((40+2))');
     await waitScreen(term, /^after-42$/m, 'after-42');
     const text = await screenText(term);
@@ -160,10 +169,13 @@ const steps = {
     check(box.width <= vp.width + 1 && box.height <= vp.height + 1, 'the canvas is not scaled to the window');
     await desk.screenshot({ path: path.join(shots, 'desktop.png') });
     const view = await openFromConsole(context, page, id, 'View');
-    await view.waitForFunction(() => window.sandgateDesktop, null, { timeout: 30000 });
+    await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
+      null, { timeout: 30000 });
     const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
+    const viewState = await view.evaluate(() => window.sandgateDesktop.connected ? 'connected' : window.sandgateDesktop.stopped);
     const mode = await view.locator('#mode').textContent();
-    return { lit, viewOnly, mode };
+    await view.screenshot({ path: path.join(shots, 'desktop-view.png') });
+    return { lit, viewOnly, viewState, mode };
   },
 
   async expired(context, page) {

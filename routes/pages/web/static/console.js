@@ -90,47 +90,79 @@ async function act(label, fn) {
   try { await fn(); await refresh(); } catch (e) { say(label + ' failed: ' + e.message); }
 }
 
-function render() {
-  tbody.textContent = '';
-  empty.hidden = rows.length > 0;
-  for (const sb of rows) {
-    const tr = document.createElement('tr');
-    tr.dataset.id = sb.id;
-    cell(tr, sb.id, 'id');
-    cell(tr, sb.profile);
-    const st = cell(tr, sb.status, 'status st-' + sb.status);
-    if (sb.died) st.title = sb.died.message;
-    else if (sb.last_error) st.title = sb.last_error;
-    cell(tr, ago(sb.created_at));
-    cell(tr, until(sb.expires_at));
-    cell(tr, sb.idle_expires_at ? until(sb.idle_expires_at) : '—');
-    const u = sb.usage;
-    cell(tr, u && u.cpu_percent != null ? u.cpu_percent.toFixed(1) + '%' : '—');
-    cell(tr, u ? bytes(u.memory_bytes) + (u.memory_limit ? ' / ' + bytes(u.memory_limit) : '') : '—');
-    const actions = cell(tr, '', 'actions');
-    const caps = sb.capabilities || [];
-    const live = sb.status !== 'expired' && sb.status !== 'failed';
-    if (canOpen && live) {
-      if (caps.includes('shell')) actions.appendChild(button('Terminal', 'Open the terminal of ' + sb.id, () => open(sb, 'terminal')));
-      if (caps.includes('vnc') || caps.includes('browser')) {
-        actions.appendChild(button('Desktop', 'Open the desktop of ' + sb.id, () => open(sb, 'desktop')));
-        actions.appendChild(button('View', 'Watch the desktop of ' + sb.id + ' (view only)', () => open(sb, 'desktop', true)));
-      }
-      actions.appendChild(button('App', 'Open the app of ' + sb.id, () => open(sb, 'app')));
-    }
-    if (sb.status === 'ready' || sb.status === 'starting') {
-      actions.appendChild(button('Stop', 'Stop ' + sb.id + ' (keeps its workspace)', () =>
-        act('Stop', () => api('POST', 'api/sandboxes/' + encodeURIComponent(sb.id) + '/stop'))));
-    }
-    if (sb.expires_at) {
-      actions.appendChild(button('+1h', 'Extend the lifetime of ' + sb.id + ' by one hour', () =>
-        act('Extend', () => api('POST', 'api/sandboxes/' + encodeURIComponent(sb.id) + '/extend', { seconds: 3600 }))));
-    }
-    actions.appendChild(button('Delete', 'Delete ' + sb.id + ' and its workspace', () => {
+// render updates the table in place: rows are keyed by sandbox id and their buttons are rebuilt only when the
+// set of actions changes, so a refresh never steals keyboard focus or a click in progress.
+const rowByID = new Map();
+
+function actionsOf(sb) {
+  const caps = sb.capabilities || [];
+  const alive = sb.status !== 'expired' && sb.status !== 'failed';
+  const list = [];
+  if (canOpen && alive) {
+    if (caps.includes('shell')) list.push('terminal');
+    if (caps.includes('vnc') || caps.includes('browser')) list.push('desktop', 'view');
+    list.push('app');
+  }
+  if (sb.status === 'ready' || sb.status === 'starting') list.push('stop');
+  if (sb.expires_at) list.push('extend');
+  list.push('delete');
+  return list;
+}
+
+function actionButton(sb, a) {
+  const id = encodeURIComponent(sb.id);
+  switch (a) {
+    case 'terminal': return button('Terminal', 'Open the terminal of ' + sb.id, () => open(sb, 'terminal'));
+    case 'desktop': return button('Desktop', 'Open the desktop of ' + sb.id, () => open(sb, 'desktop'));
+    case 'view': return button('View', 'Watch the desktop of ' + sb.id + ' (view only)', () => open(sb, 'desktop', true));
+    case 'app': return button('App', 'Open the app of ' + sb.id, () => open(sb, 'app'));
+    case 'stop': return button('Stop', 'Stop ' + sb.id + ' (keeps its workspace)', () =>
+      act('Stop', () => api('POST', 'api/sandboxes/' + id + '/stop')));
+    case 'extend': return button('+1h', 'Extend the lifetime of ' + sb.id + ' by one hour', () =>
+      act('Extend', () => api('POST', 'api/sandboxes/' + id + '/extend', { seconds: 3600 })));
+    case 'delete': return button('Delete', 'Delete ' + sb.id + ' and its workspace', () => {
       if (!window.confirm('Delete sandbox ' + sb.id + ' and its workspace? This cannot be undone.')) return;
-      act('Delete', () => api('DELETE', 'api/sandboxes/' + encodeURIComponent(sb.id)));
-    }));
-    tbody.appendChild(tr);
+      act('Delete', () => api('DELETE', 'api/sandboxes/' + id));
+    });
+  }
+  return null;
+}
+
+function render() {
+  empty.hidden = rows.length > 0;
+  const keep = new Set(rows.map((sb) => sb.id));
+  for (const [id, r] of rowByID) {
+    if (!keep.has(id)) { r.tr.remove(); rowByID.delete(id); }
+  }
+  let prev = null;
+  for (const sb of rows) {
+    let r = rowByID.get(sb.id);
+    if (!r) {
+      const tr = document.createElement('tr');
+      tr.dataset.id = sb.id;
+      const cells = [];
+      for (let i = 0; i < 9; i++) cells.push(cell(tr, '', ['id', '', 'status', '', '', '', '', '', 'actions'][i]));
+      r = { tr, cells, actions: '' };
+      rowByID.set(sb.id, r);
+    }
+    const u = sb.usage;
+    const texts = [sb.id, sb.profile, sb.status, ago(sb.created_at), until(sb.expires_at),
+      sb.idle_expires_at ? until(sb.idle_expires_at) : '—',
+      u && u.cpu_percent != null ? u.cpu_percent.toFixed(1) + '%' : '—',
+      u ? bytes(u.memory_bytes) + (u.memory_limit ? ' / ' + bytes(u.memory_limit) : '') : '—'];
+    texts.forEach((t, i) => { if (r.cells[i].textContent !== t) r.cells[i].textContent = t; });
+    r.cells[2].className = 'status st-' + sb.status;
+    r.cells[2].title = sb.died ? sb.died.message : (sb.last_error || '');
+    const acts = actionsOf(sb);
+    if (acts.join() !== r.actions) {
+      r.actions = acts.join();
+      r.cells[8].textContent = '';
+      for (const a of acts) r.cells[8].appendChild(actionButton(sb, a));
+    }
+    // Keep the server's order (newest first) without moving rows that are already in place.
+    const want = prev ? prev.nextSibling : tbody.firstChild;
+    if (want !== r.tr) tbody.insertBefore(r.tr, want);
+    prev = r.tr;
   }
 }
 
@@ -143,6 +175,7 @@ async function refresh() {
       clockSkew = new Date(r.now).getTime() - Date.now();
       rows = r.sandboxes || [];
       render();
+      if (message.textContent.startsWith('Could not load the list')) say('');
     } catch (e) { say('Could not load the list: ' + e.message); }
     finally { refreshing = null; }
   })();

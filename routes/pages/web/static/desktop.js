@@ -10,6 +10,7 @@ const banner = document.getElementById('banner');
 
 let rfb = null;
 let attempts = 0;
+let everConnected = false;
 let ended = false;
 let timer = null;
 
@@ -37,6 +38,7 @@ function connect() {
   rfb.focusOnClick = !viewOnly;
   rfb.addEventListener('connect', () => {
     attempts = 0;
+    everConnected = true;
     banner.hidden = true;
     setStatus(viewOnly ? 'Connected (view only)' : 'Connected');
     if (!viewOnly) rfb.focus();
@@ -63,6 +65,11 @@ async function probe() {
     stop('This sandbox is gone.', 'gone');
     return;
   }
+  if (res && res.ok && viewOnly && !everConnected) {
+    // The page admits a read ticket but the stream was refused: the gateway requires write for VNC streams.
+    stop('The gateway refused the desktop stream to this read-only link; open the desktop with a write ticket.', 'refused');
+    return;
+  }
   const delay = Math.min(1000 * 2 ** attempts, 10000);
   attempts++;
   setStatus('Connection lost, reconnecting…');
@@ -76,6 +83,7 @@ document.getElementById('fullscreen').addEventListener('click', () => {
 
 window.sandgateDesktop = {
   get connected() { return !!rfb && statusEl.textContent.startsWith('Connected'); },
+  get stopped() { return ended ? banner.dataset.kind : ''; },
   get viewOnly() { return viewOnly; },
 };
 
