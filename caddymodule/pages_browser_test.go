@@ -128,10 +128,14 @@ func TestPagesInBrowser(t *testing.T) {
 		}
 		var res struct {
 			First, Second string
+			ExpiredBanner string   `json:"expiredBanner"`
 			CSPViolations []string `json:"csp_violations"`
 		}
 		runBrowserStep(t, e, "terminal", &res, "SANDBOX="+id)
-		t.Logf("stty size %q -> %q after the resize", res.First, res.Second)
+		t.Logf("stty size %q -> %q after the resize; after the cookie expired: %q", res.First, res.Second, res.ExpiredBanner)
+		if !strings.Contains(res.ExpiredBanner, "ticket has expired") {
+			t.Errorf("expiry banner: %q", res.ExpiredBanner)
+		}
 		if len(res.CSPViolations) > 0 {
 			t.Errorf("CSP violations: %v", res.CSPViolations)
 		}
@@ -184,6 +188,19 @@ func TestPagesInBrowser(t *testing.T) {
 		}
 		if len(res.CSPViolations) > 0 {
 			t.Errorf("CSP violations: %v", res.CSPViolations)
+		}
+	})
+
+	t.Run("container died", func(t *testing.T) {
+		var doomed struct {
+			ID string `json:"id"`
+		}
+		runBrowserStep(t, e, "create", &doomed, "PROFILE=py")
+		var res struct{ Banner string }
+		runBrowserStep(t, e, "died", &res, "SANDBOX="+doomed.ID, "NAMESPACE="+e.ns)
+		t.Logf("after docker kill: %q", res.Banner)
+		if !strings.Contains(res.Banner, "The sandbox died") {
+			t.Errorf("death banner: %q", res.Banner)
 		}
 	})
 

@@ -140,7 +140,28 @@ const steps = {
     const text = await screenText(term);
     check(/^hello$/m.test(text) && /^before-drop$/m.test(text), 'earlier output lost after the reconnect:\n' + text);
     await term.screenshot({ path: path.join(shots, 'terminal.png') });
-    return { first: first[0], second, offsetBefore };
+    // The session cookie expires (the browser drops it): the next reconnect is refused and the page says why.
+    await term.unroute('**/terminal/session?pty=*');
+    await context.clearCookies();
+    await term.evaluate(() => window.sandgateTerminal.dropConnection());
+    await term.locator('#banner[data-kind="expired"]').waitFor({ timeout: 30000 });
+    const expiredBanner = await term.locator('#banner').textContent();
+    await term.screenshot({ path: path.join(shots, 'terminal-expired.png') });
+    return { first: first[0], second, offsetBefore, expiredBanner };
+  },
+
+  // The sandbox's container is killed under an open terminal: the page says the sandbox died, with the reason.
+  async died(context, page) {
+    const id = process.env.SANDBOX;
+    await login(page);
+    const term = await openFromConsole(context, page, id, 'Terminal');
+    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 60000 });
+    require('child_process').execFileSync('sh', ['-c',
+      `docker kill $(docker ps -q --filter label=${process.env.NAMESPACE}.id=${id})`]);
+    await term.locator('#banner[data-kind="died"]').waitFor({ timeout: 60000 });
+    const banner = await term.locator('#banner').textContent();
+    await term.screenshot({ path: path.join(shots, 'terminal-died.png') });
+    return { banner };
   },
 
   async desktop(context, page) {
