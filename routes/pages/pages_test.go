@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -22,6 +23,7 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
 type fakeLifecycle struct {
 	boxes   map[string]*sandboxes.Sandbox
 	deleted []string
+	events  chan sandboxes.Event
 }
 
 func (f *fakeLifecycle) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
@@ -54,8 +56,10 @@ func (f *fakeLifecycle) Delete(_ context.Context, id string) error {
 	return nil
 }
 func (f *fakeLifecycle) Subscribe(int) (<-chan sandboxes.Event, func()) {
-	ch := make(chan sandboxes.Event)
-	return ch, func() {}
+	if f.events != nil {
+		return f.events, func() {}
+	}
+	return make(chan sandboxes.Event), func() {}
 }
 func (f *fakeLifecycle) Profiles() []sandboxes.Profile { return []sandboxes.Profile{{ID: "base"}} }
 func (f *fakeLifecycle) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
@@ -405,5 +409,53 @@ func TestHandlesOnlyPages(t *testing.T) {
 		if got := f.h.Handles(httptest.NewRequest("GET", "https://gw.test"+path, nil)); got != want {
 			t.Errorf("Handles(%s) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+func TestConsoleEventsFilteredByOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	f.life.events = make(chan sandboxes.Event, 8)
+	ck, _ := f.login(t, "key-alice")
+	srv := httptest.NewServer(http.HandlerFunc(f.h.ServeHTTP))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/console/events", nil)
+	req.AddCookie(ck)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
+	sc := bufio.NewScanner(resp.Body)
+	var got []string
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "event: ") || strings.HasPrefix(line, "data: ") {
+			got = append(got, line)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			break
+		}
+	}
+	if len(got) != 2 || got[0] != "event: ready" || !strings.Contains(got[1], `"sandbox_id":"sb-alice"`) {
+		t.Fatalf("alice's stream: %q", got)
+	}
+	// Closing the handler (config unload) ends the stream.
+	f.h.Close()
+	done := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event stream outlived the handler")
 	}
 }
