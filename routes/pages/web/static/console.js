@@ -19,7 +19,19 @@ async function api(method, path, body) {
     opts.headers['Content-Type'] = 'application/json';
     opts.body = JSON.stringify(body);
   }
-  const res = await fetch('/console/' + path, opts);
+  // Reads and ticket minting are safe to repeat, so a dropped connection (a network change, a gateway reload) is
+  // retried; other actions are not, so they never apply twice.
+  const retries = method === 'GET' || path.endsWith('/open') ? 2 : 0;
+  let res;
+  for (let i = 0; ; i++) {
+    try {
+      res = await fetch('/console/' + path, opts);
+      break;
+    } catch (e) {
+      if (i >= retries) throw e;
+      await new Promise((r) => setTimeout(r, 300 * (i + 1)));
+    }
+  }
   if (res.status === 401) {
     location.reload(); // the login expired: show the login form
     throw new Error('logged out');

@@ -20,6 +20,17 @@ Document.prototype.createElement = function (tag, options) {
   return el;
 };
 
+// Its DOM renderer also writes some styles (selection, custom colours) with setAttribute('style', ...), which the
+// policy blocks as inline style; the same declarations set through the CSSOM are allowed.
+const setAttribute = Element.prototype.setAttribute;
+Element.prototype.setAttribute = function (name, value) {
+  if (String(name).toLowerCase() === 'style') {
+    this.style.cssText = String(value);
+    return;
+  }
+  setAttribute.call(this, name, value);
+};
+
 const CH_STDIN = 0x00, CH_STDOUT = 0x01, CH_REPLAY = 0x03;
 const encoder = new TextEncoder();
 
