@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type Pages struct {
 	ConsoleSessionTTL caddy.Duration `json:"console_session_ttl,omitempty"`
 	// BaseDomains of the subdomain form, as in sandbox_ticket.
 	BaseDomains []string `json:"base_domains,omitempty"`
+	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
+	Leeway      caddy.Duration `json:"leeway,omitempty"`
+	ReplayCache int            `json:"replay_cache,omitempty"`
 
 	handler   *pages.Handler
 	usage     *pages.DockerUsage
@@ -57,9 +61,9 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	secret := p.TicketSecret
 	if secret == "" {
-		secret = "{env." + tickets.EnvSecret + "}"
+		secret = defaultSecret
 	}
-	secret = repl.ReplaceAll(secret, "")
+	secret = repl.ReplaceKnown(secret, "") // as sandbox_ticket does, so both reach the same verifier
 	if len(secret) < tickets.MinSecretLength {
 		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
 			tickets.MinSecretLength, tickets.EnvSecret)
@@ -73,12 +77,13 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if mgr == nil {
 		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
 	}
-	// Share sandbox_ticket's verifier (same pool, same key as its defaults): its replay cache is what makes a
-	// ticket one-time, so a ticket spent on a page must be spent for the WebSocket routes too.
-	sum := sha256.Sum256([]byte(secret + "\x000\x000"))
+	// Share sandbox_ticket's verifier (same pool, same key): its replay cache is what makes a ticket one-time, so a
+	// ticket spent on a page must count as spent on the WebSocket routes too.
+	sum := sha256.Sum256([]byte(secret + "\x00" + strconv.FormatInt(int64(p.Leeway), 10) + "\x00" + strconv.Itoa(p.ReplayCache)))
 	p.secretKey = "sandgate.tickets." + hex.EncodeToString(sum[:])
 	shared, _, err := verifiers.LoadOrNew(p.secretKey, func() (caddy.Destructor, error) {
-		v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret)})
+		v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret),
+			Leeway: time.Duration(p.Leeway), ReplayCacheSize: p.ReplayCache})
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +116,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if len(p.ConsoleKeys) > 0 {
 		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
 		for i, k := range p.ConsoleKeys {
-			k.Key = repl.ReplaceAll(k.Key, "")
+			k.Key = repl.ReplaceKnown(k.Key, "")
 			keys[i] = k
 		}
 		sk, err := pages.NewStaticKeys(keys)
@@ -156,6 +161,8 @@ func (p *Pages) Cleanup() error {
 //	    session_lifetime <duration>
 //	    console_session_ttl <duration>
 //	    base_domains <domain...>
+//	    leeway <duration>          # as in sandbox_ticket
+//	    replay_cache <n>           # as in sandbox_ticket
 //	}
 func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -208,6 +215,24 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+		case "leeway":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("leeway: %v", err)
+			}
+			p.Leeway = caddy.Duration(dur)
+		case "replay_cache":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return d.Errf("replay_cache: %q is not a positive number", d.Val())
+			}
+			p.ReplayCache = n
 		case "base_domains":
 			p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
 			if len(p.BaseDomains) == 0 {

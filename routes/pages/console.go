@@ -336,13 +336,15 @@ type profileView struct {
 	ID           string   `json:"id"`
 	Description  string   `json:"description,omitempty"`
 	Capabilities []string `json:"capabilities"`
+	// AppPort says the profile serves an app (the console offers to open it).
+	AppPort int `json:"app_port,omitempty"`
 }
 
 func (h *Handler) consoleProfiles(w http.ResponseWriter, _ *http.Request) {
 	ps := h.cfg.Sandboxes.Profiles()
 	out := make([]profileView, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, profileView{ID: p.ID, Description: p.Description, Capabilities: p.Capabilities})
+		out = append(out, profileView{ID: p.ID, Description: p.Description, Capabilities: p.Capabilities, AppPort: p.AppPort})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, map[string]any{"profiles": out})

@@ -113,7 +113,7 @@ function actionsOf(sb) {
   if (canOpen && alive) {
     if (caps.includes('shell')) list.push('terminal');
     if (caps.includes('vnc') || caps.includes('browser')) list.push('desktop', 'view');
-    list.push('app');
+    if (profiles[sb.profile] && profiles[sb.profile].app_port) list.push('app');
   }
   if (sb.status === 'ready' || sb.status === 'starting') list.push('stop');
   if (sb.expires_at) list.push('extend');
@@ -226,6 +226,6 @@ function connectEvents() {
 }
 
 setInterval(() => { if (rows.length) refresh(); }, 10000); // ages, expiry countdowns and CPU move on their own
-loadProfiles().catch((e) => say('Could not load profiles: ' + e.message));
+loadProfiles().then(render).catch((e) => say('Could not load profiles: ' + e.message));
 refresh();
 connectEvents();
