@@ -98,34 +98,11 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	case session < 0:
 		session = 0
 	}
-	size := h.ReplayCache
-	if size <= 0 {
-		size = tickets.DefaultReplayCacheSize
-	}
-	sum := sha256.Sum256([]byte("sandgate ticket secret\x00" + secret))
-	h.poolKey = "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
-	pooled, _, err := spentNonces.LoadOrNew(h.poolKey, func() (caddy.Destructor, error) {
-		s, err := tickets.NewSpentNonces(size, nil)
-		if err != nil {
-			return nil, err
-		}
-		return pooledNonces{s}, nil
-	})
+	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache)
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
-	spent := pooled.(pooledNonces).SpentNonces
-	if size > spent.Size() {
-		// Grow only: a smaller setting in a later config must not evict live nonces (it would fail closed, but
-		// refuse good tickets); the store shrinks when the process restarts.
-		if err := spent.Resize(size); err != nil {
-			return fmt.Errorf("sandbox_ticket: %w", err)
-		}
-	}
-	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: time.Duration(h.Leeway), Spent: spent})
-	if err != nil {
-		return fmt.Errorf("sandbox_ticket: %w", err)
-	}
+	h.poolKey = poolKey
 	bases := make([]string, 0, len(h.BaseDomains))
 	for _, b := range h.BaseDomains {
 		if b = strings.Trim(strings.ToLower(b), "."); b != "" {
@@ -136,13 +113,53 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Cleanup releases the shared verifier.
-func (h *SandboxTicket) Cleanup() error {
-	if h.poolKey != "" {
-		_, err := spentNonces.Delete(h.poolKey)
-		return err
+// Cleanup releases the shared store of spent nonces.
+func (h *SandboxTicket) Cleanup() error { return releaseVerifier(h.poolKey) }
+
+// sharedVerifier returns a ticket verifier over the store of spent nonces that every handler with the same secret
+// shares (sandbox_ticket, sandbox_pages), so a ticket spent on one route is spent on all of them, across reloads.
+// Release the returned pool key with releaseVerifier.
+func sharedVerifier(secret string, leeway time.Duration, replayCache int) (*tickets.Verifier, string, error) {
+	size := replayCache
+	if size <= 0 {
+		size = tickets.DefaultReplayCacheSize
 	}
-	return nil
+	sum := sha256.Sum256([]byte("sandgate ticket secret\x00" + secret))
+	poolKey := "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
+	pooled, _, err := spentNonces.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		s, err := tickets.NewSpentNonces(size, nil)
+		if err != nil {
+			return nil, err
+		}
+		return pooledNonces{s}, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	spent := pooled.(pooledNonces).SpentNonces
+	if size > spent.Size() {
+		// Grow only: a smaller setting in a later config must not evict live nonces (it would fail closed, but
+		// refuse good tickets); the store shrinks when the process restarts.
+		if err := spent.Resize(size); err != nil {
+			_, _ = spentNonces.Delete(poolKey)
+			return nil, "", err
+		}
+	}
+	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: leeway, Spent: spent})
+	if err != nil {
+		_, _ = spentNonces.Delete(poolKey)
+		return nil, "", err
+	}
+	return v, poolKey, nil
+}
+
+// releaseVerifier drops a reference taken by sharedVerifier; an empty key is a no-op.
+func releaseVerifier(poolKey string) error {
+	if poolKey == "" {
+		return nil
+	}
+	_, err := spentNonces.Delete(poolKey)
+	return err
 }
 
 func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {

@@ -1,0 +1,256 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/pages"
+	"github.com/sandgate/sandgate/routes/tickets"
+)
+
+func init() {
+	caddy.RegisterModule(new(Pages))
+	httpcaddyfile.RegisterHandlerDirective("sandbox_pages", parsePagesDirective)
+	// The pages spend their own tickets (a person gets a readable page, not a JSON 401), so they must see a
+	// request before sandbox_ticket (ordered before basic_auth), and after rewrite and uri.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_pages", httpcaddyfile.Before, "try_files")
+}
+
+// Pages is the http.handlers.sandbox_pages handler: the terminal and desktop pages of each sandbox, the console
+// and their assets. Requests that are not for a page go to the next handler.
+type Pages struct {
+	// TicketSecret signs and verifies tickets; default {env.SANDGATE_TICKET_SECRET}.
+	TicketSecret string `json:"ticket_secret,omitempty"`
+	// ConsoleKeys are the API keys that may log in to the console; none turns the console off.
+	ConsoleKeys []bayapi.KeyConfig `json:"console_keys,omitempty"`
+	// TicketLifetime of the tickets the console mints (default 60s).
+	TicketLifetime caddy.Duration `json:"ticket_lifetime,omitempty"`
+	// SessionLifetime of the cookie a page ticket buys (default 10m).
+	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
+	// ConsoleSessionTTL is how long a console login lasts (default 30m).
+	ConsoleSessionTTL caddy.Duration `json:"console_session_ttl,omitempty"`
+	// BaseDomains of the subdomain form, as in sandbox_ticket.
+	BaseDomains []string `json:"base_domains,omitempty"`
+	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
+	Leeway      caddy.Duration `json:"leeway,omitempty"`
+	ReplayCache int            `json:"replay_cache,omitempty"`
+
+	handler   *pages.Handler
+	usage     *pages.DockerUsage
+	secretKey string
+}
+
+// CaddyModule returns the module information.
+func (*Pages) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_pages", New: func() caddy.Module { return new(Pages) }}
+}
+
+// Provision builds the handler: no I/O, the Manager comes from the sandboxes app.
+func (p *Pages) Provision(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	secret := p.TicketSecret
+	if secret == "" {
+		secret = defaultSecret
+	}
+	secret = repl.ReplaceKnown(secret, "") // as sandbox_ticket does, so both reach the same verifier
+	if len(secret) < tickets.MinSecretLength {
+		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
+			tickets.MinSecretLength, tickets.EnvSecret)
+	}
+	appAny, err := ctx.App("sandboxes")
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: loading the sandboxes app: %w", err)
+	}
+	app := appAny.(*App)
+	mgr := app.Manager()
+	if mgr == nil {
+		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
+	}
+	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
+	// must count as spent on the WebSocket routes too.
+	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache)
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: ticket verifier: %w", err)
+	}
+	p.secretKey = poolKey
+	issuer, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret), DefaultLifetime: time.Duration(p.TicketLifetime)})
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: ticket issuer: %w", err)
+	}
+	cfg := pages.Config{
+		Verifier:            verifier,
+		Sandboxes:           mgr,
+		Issuer:              issuer,
+		BaseDomains:         p.BaseDomains,
+		PageSessionLifetime: time.Duration(p.SessionLifetime),
+		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
+	}
+	if dd, ok := app.driver.(*DockerDriver); ok && len(p.ConsoleKeys) > 0 {
+		// CPU and memory in the console's list come from the same engine.
+		u, err := pages.NewDockerUsage(dd.Host, mgr.Namespace())
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: %w", err)
+		}
+		p.usage, cfg.Usage = u, u
+	}
+	if len(p.ConsoleKeys) > 0 {
+		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
+		for i, k := range p.ConsoleKeys {
+			k.Key = repl.ReplaceKnown(k.Key, "")
+			keys[i] = k
+		}
+		sk, err := pages.NewStaticKeys(keys)
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: %w", err)
+		}
+		cfg.Keys = sk
+	}
+	p.handler, err = pages.New(cfg)
+	return err
+}
+
+// ServeHTTP serves the pages and passes everything else on.
+func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !p.handler.Handles(r) {
+		return next.ServeHTTP(w, r)
+	}
+	p.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// Cleanup ends the console's event streams and releases the shared verifier.
+func (p *Pages) Cleanup() error {
+	if p.handler != nil {
+		p.handler.Close()
+	}
+	if p.usage != nil {
+		_ = p.usage.Close() // only releases idle connections
+	}
+	return releaseVerifier(p.secretKey)
+}
+
+// UnmarshalCaddyfile reads:
+//
+//	sandbox_pages {
+//	    ticket_secret <secret>
+//	    console_key <key> [owner <name>] [admin]
+//	    ticket_lifetime <duration>
+//	    session_lifetime <duration>
+//	    console_session_ttl <duration>
+//	    base_domains <domain...>
+//	    leeway <duration>          # as in sandbox_ticket
+//	    replay_cache <n>           # as in sandbox_ticket
+//	}
+func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "ticket_secret":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			p.TicketSecret = d.Val()
+		case "console_key":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			k := bayapi.KeyConfig{Key: d.Val()}
+			for d.NextArg() {
+				switch d.Val() {
+				case "admin":
+					k.Admin = true
+				case "owner":
+					if !d.NextArg() {
+						return d.ArgErr()
+					}
+					k.Owner = d.Val()
+				default:
+					return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
+				}
+			}
+			p.ConsoleKeys = append(p.ConsoleKeys, k)
+		case "ticket_lifetime", "session_lifetime", "console_session_ttl":
+			name := d.Val()
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("%s: %q is not a positive duration", name, d.Val())
+			}
+			switch name {
+			case "ticket_lifetime":
+				p.TicketLifetime = caddy.Duration(dur)
+			case "session_lifetime":
+				p.SessionLifetime = caddy.Duration(dur)
+			default:
+				p.ConsoleSessionTTL = caddy.Duration(dur)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "leeway":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("leeway: %v", err)
+			}
+			p.Leeway = caddy.Duration(dur)
+		case "replay_cache":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return d.Errf("replay_cache: %q is not a positive number", d.Val())
+			}
+			p.ReplayCache = n
+		case "base_domains":
+			p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
+			if len(p.BaseDomains) == 0 {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("sandbox_pages: unknown option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// Validate catches a console key without a value (a typo'd env placeholder is caught at Provision).
+func (p *Pages) Validate() error {
+	for i, k := range p.ConsoleKeys {
+		if strings.TrimSpace(k.Key) == "" {
+			return fmt.Errorf("sandbox_pages: console key %d is empty", i+1)
+		}
+	}
+	return nil
+}
+
+func parsePagesDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	p := new(Pages)
+	err := p.UnmarshalCaddyfile(h.Dispenser)
+	return p, err
+}
+
+var (
+	_ caddy.Provisioner           = (*Pages)(nil)
+	_ caddy.Validator             = (*Pages)(nil)
+	_ caddy.CleanerUpper          = (*Pages)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Pages)(nil)
+	_ caddyfile.Unmarshaler       = (*Pages)(nil)
+)

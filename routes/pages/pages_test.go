@@ -1,0 +1,470 @@
+package pages
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
+
+// fakeLifecycle is a lifecycle for handler logic tests.
+type fakeLifecycle struct {
+	boxes   map[string]*sandboxes.Sandbox
+	deleted []string
+	events  chan sandboxes.Event
+}
+
+func (f *fakeLifecycle) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
+	var out []*sandboxes.Sandbox
+	for _, b := range f.boxes {
+		if o.Owner == "" || b.Owner == o.Owner {
+			out = append(out, b)
+		}
+	}
+	return out, "", nil
+}
+func (f *fakeLifecycle) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	if b, ok := f.boxes[id]; ok {
+		return b, nil
+	}
+	return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
+}
+func (f *fakeLifecycle) Create(_ context.Context, r sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
+	b := &sandboxes.Sandbox{ID: "sb-new", Profile: r.Profile, Owner: r.Owner, Status: sandboxes.StatusStarting}
+	f.boxes[b.ID] = b
+	return b, nil
+}
+func (f *fakeLifecycle) Stop(context.Context, string) error { return nil }
+func (f *fakeLifecycle) ExtendTTL(_ context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
+	return f.boxes[id], nil
+}
+func (f *fakeLifecycle) Delete(_ context.Context, id string) error {
+	f.deleted = append(f.deleted, id)
+	delete(f.boxes, id)
+	return nil
+}
+func (f *fakeLifecycle) Subscribe(int) (<-chan sandboxes.Event, func()) {
+	if f.events != nil {
+		return f.events, func() {}
+	}
+	return make(chan sandboxes.Event), func() {}
+}
+func (f *fakeLifecycle) Profiles() []sandboxes.Profile { return []sandboxes.Profile{{ID: "base"}} }
+func (f *fakeLifecycle) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+	return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
+		Details: map[string]any{"reason": "oom"}}
+}
+func (f *fakeLifecycle) Acquire(string) (func(), error) { return func() {}, nil }
+
+type fixture struct {
+	h      *Handler
+	life   *fakeLifecycle
+	issuer *tickets.Issuer
+}
+
+func newFixture(t *testing.T, assets map[string]string) *fixture {
+	t.Helper()
+	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := NewStaticKeys([]bayapi.KeyConfig{{Key: "key-alice", Owner: "alice"}, {Key: "key-root", Owner: "root", Admin: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	life := &fakeLifecycle{boxes: map[string]*sandboxes.Sandbox{
+		"sb-alice": {ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
+		"sb-bob":   {ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady},
+	}}
+	cfg := Config{Verifier: v, Sandboxes: life, Issuer: iss, Keys: keys}
+	if assets != nil {
+		m := fstest.MapFS{}
+		for k, body := range assets {
+			m[k] = &fstest.MapFile{Data: []byte(body)}
+		}
+		cfg.Assets = m
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{h: h, life: life, issuer: iss}
+}
+
+func (f *fixture) do(t *testing.T, r *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	if !f.h.Handles(r) {
+		t.Fatalf("%s %s: not handled by the pages", r.Method, r.URL)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+func (f *fixture) ticket(t *testing.T, id string, kind tickets.Kind, perm tickets.Permission) string {
+	t.Helper()
+	tk, err := f.issuer.Issue(tickets.IssueRequest{SandboxID: id, Kind: kind, Permission: perm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.Token
+}
+
+// login logs in with key and returns the console cookie and CSRF token.
+func (f *fixture) login(t *testing.T, key string) (*http.Cookie, string) {
+	t.Helper()
+	r := httptest.NewRequest("POST", "https://gw.test/console/login", strings.NewReader(url.Values{"api_key": {key}}.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", "https://gw.test")
+	w := f.do(t, r)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("login: %d %s", w.Code, w.Body)
+	}
+	var ck *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == ConsoleCookie {
+			ck = c
+		}
+	}
+	if ck == nil || !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console" {
+		t.Fatalf("console cookie: %+v", ck)
+	}
+	if strings.Contains(ck.Value, key) {
+		t.Fatal("the cookie carries the API key")
+	}
+	r = httptest.NewRequest("GET", "https://gw.test/console/", nil)
+	r.AddCookie(ck)
+	w = f.do(t, r)
+	body := w.Body.String()
+	if strings.Contains(body, key) {
+		t.Fatal("the console page contains the API key")
+	}
+	_, rest, ok := strings.Cut(body, `name="csrf-token" content="`)
+	if !ok {
+		t.Fatalf("no CSRF token in the console page:\n%s", body)
+	}
+	csrf, _, _ := strings.Cut(rest, `"`)
+	return ck, csrf
+}
+
+func TestSecurityHeadersOnEveryPage(t *testing.T) {
+	f := newFixture(t, builtAssets())
+	ck, _ := f.login(t, "key-alice")
+	cases := []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"login page", func() *http.Request { return httptest.NewRequest("GET", "https://gw.test/console/", nil) }},
+		{"console", func() *http.Request {
+			r := httptest.NewRequest("GET", "https://gw.test/console/", nil)
+			r.AddCookie(ck)
+			return r
+		}},
+		{"terminal refused", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/", nil)
+		}},
+		{"desktop refused", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/vnc/", nil)
+		}},
+		{"static asset", func() *http.Request {
+			return httptest.NewRequest("GET", "https://gw.test/_sandgate/static/pages.css", nil)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := f.do(t, c.req())
+			h := w.Header()
+			csp := h.Get("Content-Security-Policy")
+			for _, want := range []string{"script-src 'self'", "connect-src 'self' wss:", "frame-ancestors 'none'", "default-src 'none'"} {
+				if !strings.Contains(csp, want) {
+					t.Errorf("CSP %q lacks %q", csp, want)
+				}
+			}
+			if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+				t.Errorf("CSP allows inline code: %q", csp)
+			}
+			if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
+				t.Errorf("headers: %v", h)
+			}
+			if strings.Contains(w.Body.String(), "<script>") || strings.Contains(w.Body.String(), " style=") {
+				t.Errorf("inline script or style in the page")
+			}
+		})
+	}
+}
+
+func TestConsoleCSRFRefusal(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, csrf := f.login(t, "key-alice")
+	cases := []struct {
+		name        string
+		csrf        string
+		origin      string
+		fetchSite   string
+		wantStatus  int
+		wantDeleted bool
+	}{
+		{"no token", "", "https://gw.test", "same-origin", http.StatusForbidden, false},
+		{"wrong token", "nope", "https://gw.test", "same-origin", http.StatusForbidden, false},
+		{"foreign origin", csrf, "https://evil.test", "", http.StatusForbidden, false},
+		{"cross-site fetch", csrf, "", "cross-site", http.StatusForbidden, false},
+		{"same-site but not same-origin", csrf, "", "same-site", http.StatusForbidden, false},
+		{"null origin without fetch metadata", csrf, "null", "", http.StatusForbidden, false},
+		{"good", csrf, "https://gw.test", "same-origin", http.StatusNoContent, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			r.AddCookie(ck)
+			if c.csrf != "" {
+				r.Header.Set(CSRFHeader, c.csrf)
+			}
+			if c.origin != "" {
+				r.Header.Set("Origin", c.origin)
+			}
+			if c.fetchSite != "" {
+				r.Header.Set("Sec-Fetch-Site", c.fetchSite)
+			}
+			w := f.do(t, r)
+			if w.Code != c.wantStatus {
+				t.Fatalf("status %d, want %d: %s", w.Code, c.wantStatus, w.Body)
+			}
+			if got := len(f.life.deleted) > 0; got != c.wantDeleted {
+				t.Fatalf("deleted=%v, want %v", got, c.wantDeleted)
+			}
+		})
+	}
+}
+
+func TestConsoleLoginRefusals(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range []struct {
+		name, key, origin string
+		want              int
+	}{
+		{"wrong key", "nope", "https://gw.test", http.StatusUnauthorized},
+		{"empty key", "", "https://gw.test", http.StatusUnauthorized},
+		{"cross-site login", "key-alice", "https://evil.test", http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "https://gw.test/console/login", strings.NewReader(url.Values{"api_key": {c.key}}.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.Header.Set("Origin", c.origin)
+			w := f.do(t, r)
+			if w.Code != c.want || len(w.Result().Cookies()) != 0 {
+				t.Fatalf("status %d cookies %v, want %d and none", w.Code, w.Result().Cookies(), c.want)
+			}
+		})
+	}
+}
+
+func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, csrf := f.login(t, "key-alice")
+	r := httptest.NewRequest("GET", "https://gw.test/console/api/sandboxes", nil)
+	r.AddCookie(ck)
+	w := f.do(t, r)
+	var list struct {
+		Sandboxes []sandboxView `json:"sandboxes"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != "sb-alice" {
+		t.Fatalf("alice sees %+v", list.Sandboxes)
+	}
+	// Someone else's sandbox answers like a missing one, and is not deleted.
+	r = httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-bob", nil)
+	r.AddCookie(ck)
+	r.Header.Set(CSRFHeader, csrf)
+	if w := f.do(t, r); w.Code != http.StatusNotFound || len(f.life.deleted) != 0 {
+		t.Fatalf("deleting bob's sandbox as alice: %d, deleted %v", w.Code, f.life.deleted)
+	}
+	// Open mints a ticket URL for the page.
+	r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/sb-alice/open", strings.NewReader(`{"kind":"terminal"}`))
+	r.AddCookie(ck)
+	r.Header.Set(CSRFHeader, csrf)
+	r.Header.Set("Content-Type", "application/json")
+	w = f.do(t, r)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `/sandboxes/sb-alice/terminal/?ticket=`) {
+		t.Fatalf("open: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestMissingAssets503(t *testing.T) {
+	// Committed files only, as in a fresh clone built without `make assets`.
+	f := newFixture(t, map[string]string{"static/pages.css": "body{}", "static/terminal.js": "", "static/desktop.js": ""})
+	r := httptest.NewRequest("GET", "https://gw.test/_sandgate/vendor/xterm/xterm.mjs", nil)
+	w := f.do(t, r)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "assets not built: run make assets") {
+		t.Fatalf("vendor file: %d %q", w.Code, w.Body)
+	}
+	for _, kind := range []tickets.Kind{tickets.KindTerminal, tickets.KindVNC} {
+		path := "/sandboxes/sb-alice/" + string(kind) + "/"
+		r = httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+f.ticket(t, "sb-alice", kind, tickets.PermWrite), nil)
+		w = f.do(t, r)
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("%s with ticket: %d", kind, w.Code)
+		}
+		r = httptest.NewRequest("GET", "https://gw.test"+path, nil)
+		for _, c := range w.Result().Cookies() {
+			r.AddCookie(c)
+		}
+		w = f.do(t, r)
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "assets not built: run make assets") {
+			t.Fatalf("%s page: %d %q", kind, w.Code, w.Body)
+		}
+	}
+	if w := f.do(t, httptest.NewRequest("GET", "https://gw.test/_sandgate/static/pages.css", nil)); w.Code != http.StatusOK {
+		t.Fatalf("committed asset: %d", w.Code)
+	}
+	if w := f.do(t, httptest.NewRequest("GET", "https://gw.test/_sandgate/static/../templates/console.html", nil)); w.Code != http.StatusNotFound {
+		t.Fatalf("template through assets: %d", w.Code)
+	}
+}
+
+// builtAssets stands for a tree after `make assets`, so these tests do not depend on the generated directory.
+func builtAssets() map[string]string {
+	m := map[string]string{"static/pages.css": "", "static/terminal.js": "", "static/desktop.js": "", "static/console.js": ""}
+	for _, n := range append(append([]string{}, terminalVendor...), desktopVendor...) {
+		m[n] = "// vendor"
+	}
+	return m
+}
+
+func TestTerminalPageTickets(t *testing.T) {
+	f := newFixture(t, builtAssets())
+	path := "/sandboxes/sb-alice/terminal/"
+	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+tok, nil))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != path {
+		t.Fatalf("ticket: %d -> %q", w.Code, w.Header().Get("Location"))
+	}
+	var session *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		session = c
+	}
+	if session == nil || session.Path != "/sandboxes/sb-alice/terminal" || !session.HttpOnly || !session.Secure {
+		t.Fatalf("session cookie: %+v", session)
+	}
+	// The ticket is single-use.
+	if w := f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+tok, nil)); w.Code != http.StatusUnauthorized ||
+		!strings.Contains(w.Body.String(), "expired") {
+		t.Fatalf("replayed ticket: %d %s", w.Code, w.Body)
+	}
+	// A ticket for another sandbox does not open this one.
+	other := f.ticket(t, "sb-bob", tickets.KindTerminal, tickets.PermWrite)
+	if w := f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+other, nil)); w.Code != http.StatusUnauthorized {
+		t.Fatalf("foreign ticket: %d", w.Code)
+	}
+	r := httptest.NewRequest("GET", "https://gw.test"+path, nil)
+	r.AddCookie(session)
+	w = f.do(t, r)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `data-permission="write"`) {
+		t.Fatalf("page: %d", w.Code)
+	}
+	// The probe after a dead container says container_died with its reason.
+	r = httptest.NewRequest("GET", "https://gw.test"+path+"session?pty=p1", nil)
+	r.AddCookie(session)
+	w = f.do(t, r)
+	if w.Code != http.StatusGone || !strings.Contains(w.Body.String(), `"container_died"`) || !strings.Contains(w.Body.String(), "oom") {
+		t.Fatalf("probe of a dead sandbox: %d %s", w.Code, w.Body)
+	}
+	// Without the cookie the probe is 401 (the script's "ticket expired").
+	w = f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"session?pty=p1", nil))
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("probe without session: %d", w.Code)
+	}
+	// Creating a session from another origin is refused.
+	r = httptest.NewRequest("POST", "https://gw.test"+path+"session", strings.NewReader(`{}`))
+	r.AddCookie(session)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Origin", "https://evil.test")
+	if w := f.do(t, r); w.Code != http.StatusForbidden {
+		t.Fatalf("cross-origin session: %d", w.Code)
+	}
+}
+
+func TestHandlesOnlyPages(t *testing.T) {
+	f := newFixture(t, nil)
+	for path, want := range map[string]bool{
+		"/sandboxes/sb1/terminal/":          true,
+		"/sandboxes/sb1/terminal/session":   true,
+		"/sandboxes/sb1/terminal/ws":        false,
+		"/sandboxes/sb1/vnc/":               true,
+		"/sandboxes/sb1/vnc/websockify":     false,
+		"/sandboxes/sb1/app/":               false,
+		"/console/":                         true,
+		"/_sandgate/static/terminal.js":     true,
+		"/v1/sandboxes":                     false,
+		"/sandboxes/sb1/terminal/../../etc": false,
+	} {
+		if got := f.h.Handles(httptest.NewRequest("GET", "https://gw.test"+path, nil)); got != want {
+			t.Errorf("Handles(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestConsoleEventsFilteredByOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	f.life.events = make(chan sandboxes.Event, 8)
+	ck, _ := f.login(t, "key-alice")
+	srv := httptest.NewServer(http.HandlerFunc(f.h.ServeHTTP))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/console/events", nil)
+	req.AddCookie(ck)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
+	f.life.events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
+	sc := bufio.NewScanner(resp.Body)
+	var got []string
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "event: ") || strings.HasPrefix(line, "data: ") {
+			got = append(got, line)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			break
+		}
+	}
+	if len(got) != 2 || got[0] != "event: ready" || !strings.Contains(got[1], `"sandbox_id":"sb-alice"`) {
+		t.Fatalf("alice's stream: %q", got)
+	}
+	// Closing the handler (config unload) ends the stream.
+	f.h.Close()
+	done := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event stream outlived the handler")
+	}
+}

@@ -1,0 +1,90 @@
+// The desktop page: noVNC's RFB client on the sandbox's VNC server, through the gateway's websockify route.
+import RFB from '../vendor/novnc/core/rfb.js';
+
+const body = document.body;
+const base = body.dataset.base;               // /sandboxes/{id}/vnc/
+const viewOnly = body.dataset.permission !== 'write';
+const screen = document.getElementById('screen');
+const statusEl = document.getElementById('status');
+const banner = document.getElementById('banner');
+
+let rfb = null;
+let attempts = 0;
+let everConnected = false;
+let ended = false;
+let timer = null;
+
+document.getElementById('mode').textContent = viewOnly ? 'view only' : '';
+
+function setStatus(text) { statusEl.textContent = text; }
+function stop(text, kind) {
+  ended = true;
+  clearTimeout(timer);
+  setStatus('Disconnected');
+  banner.textContent = text;
+  banner.classList.add('fatal');
+  banner.dataset.kind = kind;
+  banner.hidden = false;
+}
+
+function connect() {
+  const u = new URL(base + 'websockify', location.href);
+  u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  setStatus(attempts ? 'Reconnecting…' : 'Connecting…');
+  rfb = new RFB(screen, u.href, { shared: true });
+  rfb.scaleViewport = true;  // fit the remote screen to the window
+  rfb.resizeSession = false; // never resize other viewers' desktop
+  rfb.viewOnly = viewOnly;
+  rfb.focusOnClick = !viewOnly;
+  rfb.addEventListener('connect', () => {
+    attempts = 0;
+    everConnected = true;
+    banner.hidden = true;
+    setStatus(viewOnly ? 'Connected (view only)' : 'Connected');
+    if (!viewOnly) rfb.focus();
+  });
+  rfb.addEventListener('disconnect', () => {
+    rfb = null;
+    if (!ended) probe();
+  });
+  rfb.addEventListener('credentialsrequired', () => stop('The VNC server asked for a password the gateway does not have.', 'auth'));
+  rfb.addEventListener('securityfailure', (e) => stop('VNC security negotiation failed: ' + (e.detail.reason || 'unknown reason') + '.', 'auth'));
+}
+
+// Why did the stream end? The page's URL answers 401 when the session cookie expired; other failures retry.
+async function probe() {
+  let res = null;
+  try {
+    res = await fetch(base, { method: 'HEAD', credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) { /* offline: retry */ }
+  if (res && res.status === 401) {
+    stop('Your ticket has expired. Open the desktop again from the console.', 'expired');
+    return;
+  }
+  if (res && (res.status === 404 || res.status === 410)) {
+    stop('This sandbox is gone.', 'gone');
+    return;
+  }
+  if (res && res.ok && viewOnly && !everConnected) {
+    // The page admits a read ticket but the stream was refused: the gateway requires write for VNC streams.
+    stop('The gateway refused the desktop stream to this read-only link; open the desktop with a write ticket.', 'refused');
+    return;
+  }
+  const delay = Math.min(1000 * 2 ** attempts, 10000);
+  attempts++;
+  setStatus('Connection lost, reconnecting…');
+  timer = setTimeout(connect, delay);
+}
+
+document.getElementById('fullscreen').addEventListener('click', () => {
+  if (document.fullscreenElement) document.exitFullscreen();
+  else screen.requestFullscreen();
+});
+
+window.sandgateDesktop = {
+  get connected() { return !!rfb && statusEl.textContent.startsWith('Connected'); },
+  get stopped() { return ended ? banner.dataset.kind : ''; },
+  get viewOnly() { return viewOnly; },
+};
+
+connect();

@@ -1,0 +1,302 @@
+// The terminal page: xterm.js attached to a PTY session in the sandbox, through the gateway. The session outlives
+// the WebSocket: after a drop the page reattaches with ?since=<offset> and the agent replays what was missed.
+import { Terminal } from '../vendor/xterm/xterm.mjs';
+import { FitAddon } from '../vendor/xterm/addon-fit.mjs';
+
+const body = document.body;
+const base = body.dataset.base;              // /sandboxes/{id}/terminal/
+const storageKey = 'sandgate.pty.' + body.dataset.sandbox;
+const statusEl = document.getElementById('status');
+const banner = document.getElementById('banner');
+const restartBtn = document.getElementById('restart');
+
+// xterm.js measures and themes with <style> elements it creates; the page's CSP admits only those carrying the
+// response's nonce, so stamp it on every <style> made from here on.
+const nonce = document.querySelector('meta[name="csp-nonce"]').content;
+const createElement = Document.prototype.createElement;
+Document.prototype.createElement = function (tag, options) {
+  const el = createElement.call(this, tag, options);
+  if (String(tag).toLowerCase() === 'style') el.nonce = nonce;
+  return el;
+};
+
+// Its DOM renderer also writes some styles (selection, custom colours) with setAttribute('style', ...), which the
+// policy blocks as inline style; the same declarations set through the CSSOM are allowed.
+const setAttribute = Element.prototype.setAttribute;
+Element.prototype.setAttribute = function (name, value) {
+  if (String(name).toLowerCase() === 'style') {
+    this.style.cssText = String(value);
+    return;
+  }
+  setAttribute.call(this, name, value);
+};
+
+const CH_STDIN = 0x00, CH_STDOUT = 0x01, CH_REPLAY = 0x03;
+const encoder = new TextEncoder();
+
+const term = new Terminal({ cursorBlink: true, scrollback: 10000, fontFamily: 'ui-monospace, monospace', fontSize: 14 });
+const fit = new FitAddon();
+term.loadAddon(fit);
+term.open(document.getElementById('terminal'));
+fit.fit();
+term.focus();
+
+let ws = null;          // the current WebSocket
+let ptyID = null;       // the PTY session
+let offset = 0;         // offset of the next output byte the screen has not shown
+let liveOffset = 0;     // where live output starts on the current connection
+let attempts = 0;       // reconnects since the last good connection
+let ended = false;      // no more reconnects (exit, expiry, death, takeover)
+let timer = null;
+
+function setStatus(text) { statusEl.textContent = text; }
+function showBanner(text, fatal) {
+  banner.textContent = text;
+  banner.classList.toggle('fatal', !!fatal);
+  banner.hidden = false;
+}
+function hideBanner() { banner.hidden = true; banner.textContent = ''; }
+function stop(text, kind) {
+  ended = true;
+  clearTimeout(timer);
+  setStatus(kind === 'expired' ? 'Ticket expired' : 'Disconnected');
+  showBanner(text, true);
+  banner.dataset.kind = kind;
+}
+
+function send(bytes) {
+  if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+  ws.send(bytes);
+  return true;
+}
+function sendInput(text) {
+  const data = encoder.encode(text);
+  const frame = new Uint8Array(data.length + 1);
+  frame[0] = CH_STDIN;
+  frame.set(data, 1);
+  send(frame);
+}
+function sendControl(msg) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+}
+function sendResize() { sendControl({ type: 'resize', cols: term.cols, rows: term.rows }); }
+
+term.onData(sendInput);
+term.onBinary((s) => {
+  const frame = new Uint8Array(s.length + 1);
+  frame[0] = CH_STDIN;
+  for (let i = 0; i < s.length; i++) frame[i + 1] = s.charCodeAt(i) & 0xff;
+  send(frame);
+});
+term.onResize(sendResize);
+new ResizeObserver(() => fit.fit()).observe(document.getElementById('terminal'));
+window.addEventListener('resize', () => fit.fit());
+
+// Copy and paste: Ctrl+Shift+C / Ctrl+Shift+V (Ctrl+C stays the shell's interrupt), and the two buttons.
+async function copySelection() {
+  const text = term.getSelection();
+  if (text) await navigator.clipboard.writeText(text);
+  term.focus();
+}
+async function pasteClipboard() {
+  try {
+    const text = await navigator.clipboard.readText();
+    if (text) term.paste(text);
+  } catch (e) {
+    showBanner('The browser refused clipboard access; use the keyboard shortcut or the context menu to paste.');
+  }
+  term.focus();
+}
+term.attachCustomKeyEventHandler((e) => {
+  if (e.type !== 'keydown' || !e.ctrlKey || !e.shiftKey) return true;
+  if (e.code === 'KeyC') { copySelection(); return false; }
+  if (e.code === 'KeyV') { pasteClipboard(); return false; }
+  return true;
+});
+document.getElementById('copy').addEventListener('click', copySelection);
+document.getElementById('paste').addEventListener('click', pasteClipboard);
+restartBtn.addEventListener('click', () => {
+  restartBtn.hidden = true;
+  hideBanner();
+  ended = false;
+  term.reset();
+  createSession();
+});
+
+function onBinary(buf) {
+  const b = new Uint8Array(buf);
+  if (b.length === 0) return;
+  if (b[0] === CH_STDOUT) {
+    if (offset < liveOffset) offset = liveOffset; // the agent's ring no longer had the gap
+    term.write(b.subarray(1));
+    offset += b.length - 1;
+  } else if (b[0] === CH_REPLAY && b.length >= 9) {
+    const start = Number(new DataView(b.buffer, b.byteOffset + 1, 8).getBigUint64(0));
+    const bytes = b.subarray(9);
+    const skip = Math.max(0, offset - start); // bytes already on screen
+    if (skip < bytes.length) term.write(bytes.subarray(skip));
+    offset = Math.max(offset, start + bytes.length);
+  }
+}
+
+function onControl(msg) {
+  switch (msg.type) {
+    case 'connected':
+      liveOffset = msg.offset || 0;
+      attempts = 0;
+      hideBanner();
+      setStatus('Connected');
+      sendResize();
+      break;
+    case 'exit':
+      ended = true;
+      sessionStorage.removeItem(storageKey);
+      setStatus('Exited');
+      showBanner('The shell exited' + (msg.exit_code != null ? ' with code ' + msg.exit_code : '') + '.');
+      restartBtn.hidden = false;
+      restartBtn.focus();
+      break;
+    case 'error':
+      if (msg.code === 'container_died') {
+        stop('The sandbox died' + (msg.message ? ': ' + msg.message : '') + '. Its terminal cannot come back.', 'died');
+      } else {
+        showBanner('Terminal error: ' + (msg.message || msg.code));
+      }
+      break;
+  }
+}
+
+function connect(since) {
+  const u = new URL(base + 'ws', location.href);
+  u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  u.searchParams.set('pty', ptyID);
+  u.searchParams.set('since', String(since));
+  u.searchParams.set('takeover', '1');
+  const sock = new WebSocket(u.href);
+  sock.binaryType = 'arraybuffer';
+  ws = sock;
+  setStatus(since > 0 ? 'Reconnecting…' : 'Connecting…');
+  sock.onmessage = (ev) => {
+    if (typeof ev.data === 'string') {
+      try { onControl(JSON.parse(ev.data)); } catch (e) { /* not a control frame */ }
+    } else {
+      onBinary(ev.data);
+    }
+  };
+  sock.onclose = (ev) => {
+    if (ws === sock) ws = null;
+    if (ended) return;
+    if (ev.code === 4001) {
+      stop('This terminal was opened in another window; this one let go of it. Reload to take it back.', 'taken');
+      return;
+    }
+    setStatus('Connection lost, reconnecting…');
+    scheduleReconnect();
+  };
+}
+
+// After a drop, ask the page's own endpoint why before reconnecting: a WebSocket handshake's status is invisible
+// to scripts, a fetch's is not.
+function scheduleReconnect() {
+  clearTimeout(timer);
+  const delay = Math.min(500 * 2 ** attempts, 8000);
+  attempts++;
+  timer = setTimeout(async () => {
+    let res;
+    try {
+      res = await fetch(base + 'session?pty=' + encodeURIComponent(ptyID), { credentials: 'same-origin', cache: 'no-store' });
+    } catch (e) {
+      setStatus('Offline, retrying…');
+      scheduleReconnect();
+      return;
+    }
+    if (res.ok) { connect(offset); return; }
+    if (!(await explain(res))) scheduleReconnect();
+  }, delay);
+}
+
+// explain turns a failed answer into a message; it returns false when retrying may help.
+async function explain(res) {
+  let err = {};
+  try { err = (await res.json()).error || {}; } catch (e) { /* not JSON */ }
+  if (res.status === 401) {
+    stop('Your ticket has expired. Open the terminal again from the console (or ask for a new ticket); the shell keeps running meanwhile.', 'expired');
+    return true;
+  }
+  if (err.code === 'container_died' || res.status === 410) {
+    const reason = err.details && err.details.reason ? ' (' + err.details.reason + ')' : '';
+    stop('The sandbox died' + reason + ': ' + (err.message || 'its container stopped') + '.', 'died');
+    return true;
+  }
+  if (err.code === 'not_found' || err.code === 'sandbox_expired') {
+    stop('This sandbox no longer exists.', 'gone');
+    return true;
+  }
+  if (err.code === 'pty_not_found') {
+    ended = true;
+    sessionStorage.removeItem(storageKey);
+    setStatus('Ended');
+    showBanner('The terminal session ended.');
+    restartBtn.hidden = false;
+    return true;
+  }
+  setStatus('Sandbox unavailable (' + (err.code || res.status) + '), retrying…');
+  return false;
+}
+
+async function createSession() {
+  let res;
+  try {
+    res = await fetch(base + 'session', {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ cols: term.cols, rows: term.rows }),
+    });
+  } catch (e) {
+    setStatus('Offline, retrying…');
+    timer = setTimeout(createSession, 2000);
+    return;
+  }
+  if (!res.ok) {
+    if (!(await explain(res))) timer = setTimeout(createSession, 2000);
+    return;
+  }
+  const s = await res.json();
+  ptyID = s.pty;
+  offset = 0;
+  sessionStorage.setItem(storageKey, ptyID);
+  connect(0);
+}
+
+async function start() {
+  if (body.dataset.permission !== 'write') {
+    stop('This link is read-only; a terminal needs a write ticket. Open it from the console.', 'readonly');
+    return;
+  }
+  const known = sessionStorage.getItem(storageKey);
+  if (known) {
+    // A reload of this tab: reattach to the same shell and replay its buffer onto the empty screen.
+    const res = await fetch(base + 'session?pty=' + encodeURIComponent(known), { credentials: 'same-origin', cache: 'no-store' });
+    if (res.ok) {
+      ptyID = known;
+      connect(0);
+      return;
+    }
+    if (res.status !== 404 && await explain(res)) return;
+    sessionStorage.removeItem(storageKey);
+  }
+  createSession();
+}
+
+// Keep idle connections alive through proxies that drop silent streams.
+setInterval(() => sendControl({ type: 'ping' }), 25000);
+
+// For tests and debugging: the terminal and a way to cut the connection as a network failure would.
+window.sandgateTerminal = {
+  term,
+  get offset() { return offset; },
+  get connected() { return !!ws && ws.readyState === WebSocket.OPEN; },
+  dropConnection() { if (ws) ws.close(4000, 'dropped'); },
+};
+
+start();
