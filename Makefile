@@ -8,13 +8,19 @@ TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
 
-.PHONY: all build caddy agent images gateway-image profile-images prereqs run test test-unit bench lint fmt clean
+.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-unit bench lint fmt clean
 
 all: build
 
 build: caddy
 
-caddy:
+# The pages embed xterm.js and noVNC from npm (routes/pages/web/vendor, git-ignored); without them the binary still
+# builds and the pages answer 503.
+assets:
+	scripts/prereqs.sh node
+	scripts/assets.sh
+
+caddy: assets
 	./xcaddy.sh --output $(CADDY)
 
 agent:
@@ -35,14 +41,15 @@ gateway-image: prereqs
 profile-images: prereqs
 	scripts/profile-images.sh $(PROFILES)
 
-# Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost.
+# Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost. The ticket secret is made
+# once and kept in build/ticket-secret (set SANDGATE_TICKET_SECRET to use your own).
 run: build images
-	$(CADDY) run --config Caddyfile.example --adapter caddyfile
+	@test -s build/ticket-secret || (umask 077; head -c 32 /dev/urandom | base64 > build/ticket-secret)
+	SANDGATE_TICKET_SECRET="$${SANDGATE_TICKET_SECRET:-$$(cat build/ticket-secret)}" $(CADDY) run --config Caddyfile.example --adapter caddyfile
 
 # The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine.
-test: images
-	scripts/prereqs.sh chromium pebble node
-	scripts/npm-deps.sh
+test: images assets
+	scripts/prereqs.sh chromium pebble
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests only: no Docker, no browser.
