@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,29 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}
 	if err := bay.DeleteSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
+	}
+
+	// The console takes the same key (sandbox_pages api_keys): a wrong one is refused, the right one logs in.
+	login := func(key string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("https://localhost:%d/console/login", httpsPort),
+			strings.NewReader(url.Values{"api_key": {key}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", fmt.Sprintf("https://localhost:%d", httpsPort))
+		noRedirect := *https
+		noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := login("sk-bay-wrong"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("console login with a wrong key: %s", resp.Status)
+	}
+	if resp := login(creds.APIKey); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Errorf("console login with the API key: %s, cookies %v", resp.Status, resp.Cookies())
 	}
 }
 

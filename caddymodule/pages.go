@@ -30,8 +30,13 @@ func init() {
 type Pages struct {
 	// TicketSecret signs and verifies tickets; default {env.SANDGATE_TICKET_SECRET}.
 	TicketSecret string `json:"ticket_secret,omitempty"`
-	// ConsoleKeys are the API keys that may log in to the console; none turns the console off.
+	// ConsoleKeys are keys that may log in to the console, beside the API's keys when APIKeys is set.
 	ConsoleKeys []bayapi.KeyConfig `json:"console_keys,omitempty"`
+	// APIKeys lets the sandbox_api's keys (those of the API whose data dir is APIDataDir) log in to the console,
+	// with their owners and scopes. Without it or ConsoleKeys the console is off.
+	APIKeys bool `json:"api_keys,omitempty"`
+	// APIDataDir names that API's data dir; default as sandbox_api's (BAY_DATA_DIR, else <caddy data>/sandgate).
+	APIDataDir string `json:"api_data_dir,omitempty"`
 	// TicketLifetime of the tickets the console mints (default 60s).
 	TicketLifetime caddy.Duration `json:"ticket_lifetime,omitempty"`
 	// SessionLifetime of the cookie a page ticket buys (default 10m).
@@ -47,6 +52,7 @@ type Pages struct {
 	handler   *pages.Handler
 	usage     *pages.DockerUsage
 	secretKey string
+	storeKey  string
 }
 
 // CaddyModule returns the module information.
@@ -94,7 +100,8 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 	}
-	if dd, ok := app.driver.(*DockerDriver); ok && len(p.ConsoleKeys) > 0 {
+	console := len(p.ConsoleKeys) > 0 || p.APIKeys
+	if dd, ok := app.driver.(*DockerDriver); ok && console {
 		// CPU and memory in the console's list come from the same engine.
 		u, err := pages.NewDockerUsage(dd.Host, mgr.Namespace())
 		if err != nil {
@@ -102,6 +109,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		}
 		p.usage, cfg.Usage = u, u
 	}
+	var lookups []pages.KeyLookup
 	if len(p.ConsoleKeys) > 0 {
 		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
 		for i, k := range p.ConsoleKeys {
@@ -112,7 +120,22 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_pages: %w", err)
 		}
-		cfg.Keys = sk
+		lookups = append(lookups, sk)
+	}
+	if p.APIKeys {
+		dataDir, err := apiDataDir(p.APIDataDir)
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: %w", err)
+		}
+		holder, storeKey, err := loadAPIStore(dataDir)
+		if err != nil {
+			return fmt.Errorf("sandbox_pages: the API's store: %w", err)
+		}
+		p.storeKey = storeKey
+		lookups = append(lookups, liveKeys{ring: holder.keys})
+	}
+	if len(lookups) > 0 {
+		cfg.Keys = pages.AnyKeys(lookups)
 	}
 	p.handler, err = pages.New(cfg)
 	return err
@@ -135,6 +158,9 @@ func (p *Pages) Cleanup() error {
 	if p.usage != nil {
 		_ = p.usage.Close() // only releases idle connections
 	}
+	if p.storeKey != "" {
+		_, _ = apiStores.Delete(p.storeKey) // closing the store is logged by bbolt's owner, not ours to fail on
+	}
 	return releaseVerifier(p.secretKey)
 }
 
@@ -143,6 +169,7 @@ func (p *Pages) Cleanup() error {
 //	sandbox_pages {
 //	    ticket_secret <secret>
 //	    console_key <key> [owner <name>] [admin]
+//	    api_keys [<api data dir>]  # sandbox_api's keys log in to the console too
 //	    ticket_lifetime <duration>
 //	    session_lifetime <duration>
 //	    console_session_ttl <duration>
@@ -162,6 +189,14 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			p.TicketSecret = d.Val()
+		case "api_keys":
+			p.APIKeys = true
+			if d.NextArg() {
+				p.APIDataDir = d.Val()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 		case "console_key":
 			if !d.NextArg() {
 				return d.ArgErr()

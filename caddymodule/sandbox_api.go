@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -30,9 +31,54 @@ func init() {
 // and the new one must share the handle.
 var apiStores = caddy.NewUsagePool()
 
-type storeHolder struct{ st *bayapi.Store }
+type storeHolder struct {
+	st *bayapi.Store
+	// keys is the key ring of the latest config that loaded this store; the console logs in against it.
+	keys *atomic.Pointer[bayapi.KeyRing]
+}
 
 func (h storeHolder) Destruct() error { return h.st.Close() }
+
+// loadAPIStore takes a reference to the API store of dataDir (opening it on first use); release it with
+// apiStores.Delete(key).
+func loadAPIStore(dataDir string) (holder storeHolder, key string, err error) {
+	key = filepath.Join(dataDir, "bayapi.db")
+	val, _, err := apiStores.LoadOrNew(key, func() (caddy.Destructor, error) {
+		st, err := bayapi.OpenStore(key)
+		if err != nil {
+			return nil, err
+		}
+		return storeHolder{st: st, keys: new(atomic.Pointer[bayapi.KeyRing])}, nil
+	})
+	if err != nil {
+		return storeHolder{}, "", err
+	}
+	return val.(storeHolder), key, nil
+}
+
+// apiDataDir is where sandbox_api keeps its store and credentials.json: BAY_DATA_DIR, else configured, else
+// <caddy data dir>/sandgate.
+func apiDataDir(configured string) (string, error) {
+	env, err := bayapi.ReadBayEnv(os.Environ())
+	if err != nil {
+		return "", err
+	}
+	return bayapi.ResolveDataDir(env, configured, filepath.Join(caddy.AppDataDir(), "sandgate"))
+}
+
+// liveKeys looks keys up in whatever key ring the sandbox_api of one data dir loaded last, so a reload that
+// changes the API's keys changes who may log in to the console too.
+type liveKeys struct {
+	ring *atomic.Pointer[bayapi.KeyRing]
+}
+
+func (k liveKeys) Lookup(token string) (bayapi.Principal, bool) {
+	ring := k.ring.Load()
+	if ring == nil {
+		return bayapi.Principal{}, false
+	}
+	return ring.Lookup(token)
+}
 
 // SandboxAPI is the `http.handlers.sandbox_api` handler: the Bay-compatible REST API (/health and /v1/...).
 // Requests for other paths go to the next handler.
@@ -83,22 +129,16 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if !ok || app.Manager() == nil {
 		return fmt.Errorf("sandbox_api: the sandboxes app has no Manager")
 	}
-	dataDir, err := bayapi.ResolveDataDir(env, s.DataDir, filepath.Join(caddy.AppDataDir(), "sandgate"))
+	dataDir, err := apiDataDir(s.DataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	s.storeKey = filepath.Join(dataDir, "bayapi.db")
-	val, _, err := apiStores.LoadOrNew(s.storeKey, func() (caddy.Destructor, error) {
-		st, err := bayapi.OpenStore(s.storeKey)
-		if err != nil {
-			return nil, err
-		}
-		return storeHolder{st: st}, nil
-	})
+	holder, storeKey, err := loadAPIStore(dataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	st := val.(storeHolder).st
+	s.storeKey = storeKey
+	st := holder.st
 
 	endpoint := s.Endpoint
 	if endpoint == "" {
@@ -122,6 +162,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		anonymous = *env.AllowAnonymous
 	}
 	logger := ctx.Logger()
+	holder.keys.Store(keys)
 	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
 		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
 	if keys.Source == bayapi.KeyFromGenerated {
@@ -148,15 +189,6 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	s.handler = bayapi.New(cfg)
 	return nil
-}
-
-// sandgateVersion is the module version of the build, for /health.
-func sandgateVersion() string {
-	_, v := caddy.Version()
-	if v == "" {
-		return "dev"
-	}
-	return v
 }
 
 // Cleanup releases this config's reference to the shared store and its engine client, if one was made.

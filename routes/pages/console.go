@@ -523,3 +523,16 @@ func (h *Handler) consoleEvents(w http.ResponseWriter, r *http.Request, cs *cons
 		}
 	}
 }
+
+// AnyKeys is a KeyLookup over several: the first that knows a key answers.
+type AnyKeys []KeyLookup
+
+// Lookup asks each lookup in turn.
+func (a AnyKeys) Lookup(key string) (bayapi.Principal, bool) {
+	for _, l := range a {
+		if p, ok := l.Lookup(key); ok {
+			return p, true
+		}
+	}
+	return bayapi.Principal{}, false
+}
