@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/sandgate/sandgate/agentimage/internal/ideagent"
 )
 
-// registerIDE writes FastGPT's package-mirror files when configured and, with IDE_AGENT_ENABLED=true, starts
-// FastGPT's IDE-agent protocol on its own listeners (:1318 WebSocket, :1319 preview) until ctx ends.
+// registerIDE starts FastGPT's IDE-agent protocol, with IDE_AGENT_ENABLED=true, on its own listeners (:1318
+// WebSocket, :1319 preview) until ctx ends. FastGPT's package-mirror variables (AGENT_SANDBOX_*) are applied by the
+// start-up sequence (internal/startup, through internal/mirrors), not here.
 func registerIDE(ctx context.Context, logger *slog.Logger) error {
-	ideagent.ApplyMirrors(os.Getenv("HOME"), ideagent.MirrorsFromEnv(), logger)
 	cfg, enabled, err := ideagent.ConfigFromEnv(logger.With("component", "ide-agent"))
 	if err != nil {
 		return fmt.Errorf("IDE agent configuration: %w", err)

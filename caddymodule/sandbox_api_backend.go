@@ -180,35 +180,22 @@ func (a *agentBackend) Exec(ctx context.Context, t sandboxes.Target, req bayapi.
 	return out, nil
 }
 
-func (a *agentBackend) postJSON(ctx context.Context, t sandboxes.Target, path string, in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	c := a.client(t)
-	req, err := c.NewRequest(ctx, http.MethodPost, path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
 func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayapi.PythonRequest) (bayapi.PythonResult, error) {
-	var res agentapi.PythonExecResult
-	err := a.postJSON(ctx, t, "/v1/python/exec", agentapi.PythonExecRequest{Code: req.Code, TimeoutMS: req.Timeout.Milliseconds()}, &res)
+	res, err := a.client(t).PythonExec(ctx, agentapi.KernelExecRequest{Code: req.Code, TimeoutMS: req.Timeout.Milliseconds()})
 	if err != nil {
 		return bayapi.PythonResult{}, agentErr("running python", err)
 	}
-	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, Images: res.Images, ExecutionCount: res.ExecutionCount}
+	out := kernelResult(res)
+	out.Images = res.Images
+	if res.TimedOut && !strings.Contains(out.Error, "timed out") {
+		out.Error = strings.TrimSpace(out.Error + "\nExecution timed out after " + req.Timeout.String() + " (the kernel keeps its state)")
+	}
+	return out, nil
+}
+
+// kernelResult is Bay's answer for a cell run by either kernel (both answer in python/exec's shape).
+func kernelResult(res agentapi.KernelExecResult) bayapi.PythonResult {
+	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionCount: res.ExecutionCount}
 	if res.Result != nil {
 		out.Result = *res.Result
 	}
@@ -222,13 +209,10 @@ func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayap
 	case !res.Success:
 		out.Error = "the cell failed"
 	}
-	if res.TimedOut && !strings.Contains(out.Error, "timed out") {
-		out.Error = strings.TrimSpace(out.Error + "\nExecution timed out after " + req.Timeout.String() + " (the kernel keeps its state)")
-	}
 	if res.KernelRestarted {
 		out.Stderr = "[kernel restarted: earlier variables are gone]\n" + out.Stderr
 	}
-	return out, nil
+	return out
 }
 
 // maxReadFile bounds GET filesystem/files, which answers the whole file inside JSON.
@@ -304,28 +288,27 @@ func (a *agentBackend) Download(ctx context.Context, t sandboxes.Target, path, r
 func (a *agentBackend) Browser(ctx context.Context, t sandboxes.Target, req bayapi.BrowserRequest) (bayapi.BrowserResult, error) {
 	switch req.Action {
 	case "navigate":
-		var res agentapi.BrowserNavigateResult
-		err := a.postJSON(ctx, t, "/v1/browser/navigate", agentapi.BrowserNavigateRequest{URL: req.URL, TimeoutMS: req.Timeout.Milliseconds()}, &res)
+		res, err := a.client(t).BrowserNavigate(ctx, agentapi.BrowserNavigateRequest{URL: req.URL, TimeoutMS: req.Timeout.Milliseconds()})
 		if err != nil {
 			return bayapi.BrowserResult{}, agentErr("browser navigate", err)
 		}
 		return bayapi.BrowserResult{Value: res.URL}, nil
 	case "text", "title", "url":
-		var res agentapi.BrowserTextResult
-		if err := a.postJSON(ctx, t, "/v1/browser/text", map[string]any{}, &res); err != nil {
+		res, err := a.client(t).BrowserText(ctx)
+		if err != nil {
 			return bayapi.BrowserResult{}, agentErr("browser text", err)
 		}
 		v := map[string]string{"text": res.Text, "title": res.Title, "url": res.URL}[req.Action]
 		return bayapi.BrowserResult{Value: v}, nil
 	case "evaluate":
-		var res agentapi.BrowserEvaluateResult
-		if err := a.postJSON(ctx, t, "/v1/browser/evaluate", agentapi.BrowserEvaluateRequest{Expression: req.Script}, &res); err != nil {
+		res, err := a.client(t).BrowserEvaluate(ctx, agentapi.BrowserEvaluateRequest{Expression: req.Script})
+		if err != nil {
 			return bayapi.BrowserResult{}, agentErr("browser evaluate", err)
 		}
 		return bayapi.BrowserResult{Value: string(res.Value)}, nil
 	case "screenshot":
-		var res agentapi.BrowserScreenshotResult
-		if err := a.postJSON(ctx, t, "/v1/browser/screenshot", agentapi.BrowserScreenshotRequest{}, &res); err != nil {
+		res, err := a.client(t).BrowserScreenshot(ctx, agentapi.BrowserScreenshotRequest{})
+		if err != nil {
 			return bayapi.BrowserResult{}, agentErr("browser screenshot", err)
 		}
 		png, err := base64.StdEncoding.DecodeString(res.Data)

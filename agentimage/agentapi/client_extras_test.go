@@ -31,7 +31,7 @@ func TestExtrasClient(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	res, err := PythonExec(ctx, nil, srv.URL+"/", "tok", PythonExecRequest{Code: "1+1"})
+	res, err := NewClient(srv.URL+"/", "tok", nil).PythonExec(ctx, PythonExecRequest{Code: "1+1"})
 	if err != nil || !res.Success || *res.Result != "2" {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -42,14 +42,14 @@ func TestExtrasClient(t *testing.T) {
 		{"bad token", "bad", "1", CodeUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := PythonExec(ctx, nil, srv.URL, tc.token, PythonExecRequest{Code: tc.code})
+			_, err := NewClient(srv.URL, tc.token, nil).PythonExec(ctx, PythonExecRequest{Code: tc.code})
 			var e *Error
 			if !errors.As(err, &e) || e.Code != tc.want {
 				t.Fatalf("want %s, got %v", tc.want, err)
 			}
 		})
 	}
-	if _, err := GetBrowserInfo(ctx, nil, srv.URL, "tok"); err == nil {
+	if _, err := NewClient(srv.URL, "tok", nil).BrowserInfo(ctx); err == nil {
 		t.Fatal("want not_found")
 	}
 }

@@ -1,7 +1,7 @@
 package agentapi
 
-// Wire types of what users customise in a sandbox: the Node.js kernel, init hooks, user services, dependencies and
-// package mirrors. The gateway passes the customisation to the agent as JSON in these environment variables.
+// Wire types of what users customise in a sandbox: init hooks, user services, dependencies and package mirrors (the
+// Node.js kernel shares the Python kernel's types, in kernel.go). The gateway passes the customisation to the agent as JSON in these environment variables.
 const (
 	// EnvInit is a JSON array of shell commands run in order (bash -c) before the agent reports ready.
 	EnvInit = "SANDGATE_INIT"
@@ -12,31 +12,6 @@ const (
 	// EnvMirrors is a JSON Mirrors document written into HOME at start.
 	EnvMirrors = "SANDGATE_MIRRORS"
 )
-
-// NodeExecRequest is the body of POST /v1/node/exec.
-type NodeExecRequest struct {
-	Code string `json:"code"`
-	// TimeoutMS bounds the execution; 0 means 30 s, at most 300 s.
-	TimeoutMS int64 `json:"timeout_ms,omitempty"`
-}
-
-// NodeExecResult is the answer of POST /v1/node/exec: the same shape as PythonExecResult (the error's ename is the
-// JavaScript error's name, evalue its message, traceback its stack's lines; images stay empty).
-type NodeExecResult struct {
-	Success bool   `json:"success"`
-	Stdout  string `json:"stdout"`
-	Stderr  string `json:"stderr"`
-	// Result is util.inspect() of the cell's last expression (a returned Promise awaited), absent when undefined.
-	Result         *string      `json:"result,omitempty"`
-	Error          *PythonError `json:"error,omitempty"`
-	Images         []string     `json:"images"`
-	ExecutionCount int          `json:"execution_count"`
-	DurationMS     int64        `json:"duration_ms"`
-	TimedOut       bool         `json:"timed_out,omitempty"`
-	// KernelRestarted says the kernel had to be killed and started again: every variable is gone.
-	KernelRestarted bool `json:"kernel_restarted,omitempty"`
-	OutputTruncated bool `json:"output_truncated,omitempty"`
-}
 
 // Restart policies of a user service.
 const (

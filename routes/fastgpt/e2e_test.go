@@ -28,25 +28,11 @@ type agentSandbox struct {
 
 func runAgentSandbox(t *testing.T) *agentSandbox {
 	t.Helper()
-	var sb *testenv.Sandbox
-	var pw string
-	for attempt := 1; ; attempt++ {
-		sb = testenv.RunSandbox(t, testenv.SandboxOptions{Env: []string{"IDE_AGENT_ENABLED=true"}})
-		out, err := exec.Command("docker", "exec", sb.Name, "sh", "-c", "cat ~/.fastgpt-ide-agent-password").Output()
-		if pw = strings.TrimSpace(string(out)); err == nil && len(pw) == 43 {
-			break
-		}
-		// The image tag is shared by every worktree on this engine: another branch's build may have replaced it
-		// between our build and our run. Rebuild (cached layers, seconds) and try again.
-		if attempt == 3 {
-			t.Fatalf("sandbox image has no IDE agent after %d builds (password %q, %v)", attempt, pw, err)
-		}
-		t.Logf("sandbox image lacks the IDE agent (tag replaced by another build?); rebuilding")
-		build := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "images.sh"), "base")
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("rebuilding image: %v\n%s", err, out)
-		}
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Env: []string{"IDE_AGENT_ENABLED=true"}})
+	out, err := exec.Command("docker", "exec", sb.Name, "sh", "-c", "cat ~/.fastgpt-ide-agent-password").Output()
+	pw := strings.TrimSpace(string(out))
+	if err != nil || len(pw) != 43 {
+		t.Fatalf("sandbox has no IDE-agent password (%q, %v)", pw, err)
 	}
 	return &agentSandbox{Sandbox: sb, password: pw}
 }

@@ -37,9 +37,15 @@ func (b *Browser) Register(r Routes) {
 	r.HandleFunc("/vnc/websockify", b.serveVNC)
 	r.HandleFunc("/vnc/ws", b.serveVNC)
 	r.HandleFunc("GET /v1/browser/info", b.serveInfo)
-	r.HandleFunc("POST /v1/browser/navigate", b.serveNavigate)
-	r.HandleFunc("POST /v1/browser/screenshot", b.serveScreenshot)
-	r.HandleFunc("POST /v1/browser/evaluate", b.serveEvaluate)
+	r.HandleFunc("POST /v1/browser/navigate", serveJSON(b.Navigate))
+	r.HandleFunc("POST /v1/browser/screenshot", serveJSON(func(ctx context.Context, req agentapi.BrowserScreenshotRequest) (agentapi.BrowserScreenshotResult, error) {
+		data, err := b.Screenshot(ctx, req.FullPage)
+		return agentapi.BrowserScreenshotResult{Data: base64.StdEncoding.EncodeToString(data), Format: "png"}, err
+	}))
+	r.HandleFunc("POST /v1/browser/evaluate", serveJSON(func(ctx context.Context, req agentapi.BrowserEvaluateRequest) (agentapi.BrowserEvaluateResult, error) {
+		v, err := b.Evaluate(ctx, req.Expression)
+		return agentapi.BrowserEvaluateResult{Value: v}, err
+	}))
 	r.HandleFunc("POST /v1/browser/text", b.serveText)
 }
 
@@ -281,43 +287,20 @@ func (b *Browser) Text(ctx context.Context) (agentapi.BrowserTextResult, error) 
 	return out, err
 }
 
-func (b *Browser) serveNavigate(w http.ResponseWriter, r *http.Request) {
-	var req agentapi.BrowserNavigateRequest
-	if !decodeBody(w, r, &req) {
-		return
+// serveJSON is a helper route: the JSON body decoded into Req, do's answer as JSON or its typed error.
+func serveJSON[Req, Res any](do func(context.Context, Req) (Res, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if !decodeBody(w, r, &req) {
+			return
+		}
+		out, err := do(r.Context(), req)
+		if err != nil {
+			agentapi.WriteError(w, err)
+			return
+		}
+		agentapi.WriteJSON(w, http.StatusOK, out)
 	}
-	out, err := b.Navigate(r.Context(), req)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	agentapi.WriteJSON(w, http.StatusOK, out)
-}
-
-func (b *Browser) serveScreenshot(w http.ResponseWriter, r *http.Request) {
-	var req agentapi.BrowserScreenshotRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	data, err := b.Screenshot(r.Context(), req.FullPage)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	agentapi.WriteJSON(w, http.StatusOK, agentapi.BrowserScreenshotResult{Data: base64.StdEncoding.EncodeToString(data), Format: "png"})
-}
-
-func (b *Browser) serveEvaluate(w http.ResponseWriter, r *http.Request) {
-	var req agentapi.BrowserEvaluateRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	v, err := b.Evaluate(r.Context(), req.Expression)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	agentapi.WriteJSON(w, http.StatusOK, agentapi.BrowserEvaluateResult{Value: v})
 }
 
 func (b *Browser) serveText(w http.ResponseWriter, r *http.Request) {

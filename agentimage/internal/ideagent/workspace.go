@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	agentws "github.com/sandgate/sandgate/agentimage/internal/workspace"
 )
 
 var (
@@ -21,73 +23,43 @@ var (
 	errExists   = errors.New("destination already exists")
 )
 
-// workspace confines every path to one root: paths are workspace-relative (a leading / is stripped), and neither
-// `..` nor a symlink may lead outside.
+// workspace confines every path to one root through the agent's shared resolver: paths are workspace-relative (a
+// leading / is dropped, `..` stops at the root), and no symlink may lead outside.
 type workspace struct {
-	root string // as configured
-	real string // root with symlinks resolved
+	root *agentws.Root
+	real string // the root with symlinks resolved
 }
 
 func newWorkspace(root string) (*workspace, error) {
-	real, err := filepath.EvalSymlinks(root)
+	r, err := agentws.NewRelative(root)
 	if err != nil {
 		return nil, fmt.Errorf("resolving workspace %s: %w", root, err)
 	}
-	return &workspace{root: root, real: real}, nil
+	return &workspace{root: r, real: r.Dir()}, nil
 }
 
-// resolve maps a client path to an absolute path inside the workspace and its clean relative form.
+// resolve maps a client path to an absolute path inside the workspace and its clean relative form. The absolute
+// path keeps the client's last element as named (a symlink in the workspace stays a symlink); the resolver has
+// checked that wherever it leads is inside.
 func (w *workspace) resolve(p string) (abs, rel string, err error) {
-	rel = filepath.Clean("/" + strings.TrimLeft(p, "/"))[1:]
 	if strings.ContainsRune(p, 0) {
 		return "", "", errEscape
 	}
+	if _, err := w.root.Resolve(p); err != nil {
+		if errors.Is(err, agentws.ErrOutside) {
+			return "", "", errEscape
+		}
+		return "", "", err
+	}
+	rel = filepath.Clean("/" + p)[1:]
 	if rel == "" {
 		rel = "."
 	}
-	abs = filepath.Join(w.real, rel)
-	real, err := resolveExisting(abs)
-	if err != nil {
-		return "", "", err
-	}
-	if !w.within(real) {
-		return "", "", errEscape
-	}
-	return abs, rel, nil
+	return filepath.Join(w.real, rel), rel, nil
 }
 
 // relOf is the workspace-relative form of an absolute path under the root.
-func (w *workspace) relOf(abs string) string {
-	rel, err := filepath.Rel(w.real, abs)
-	if err != nil {
-		return abs
-	}
-	return filepath.ToSlash(rel)
-}
-
-func (w *workspace) within(p string) bool {
-	return p == w.real || strings.HasPrefix(p, w.real+string(filepath.Separator))
-}
-
-// resolveExisting resolves the symlinks of the longest existing prefix of p and appends the rest.
-func resolveExisting(p string) (string, error) {
-	rest := ""
-	for cur := p; ; {
-		real, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(real, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("resolving %s: %w", p, err)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
-}
+func (w *workspace) relOf(abs string) string { return w.root.Rel(abs) }
 
 type dirEntry struct {
 	Name  string `json:"name"`

@@ -40,6 +40,9 @@ func TestApplyWritesFastGPTFiles(t *testing.T) {
 		!strings.Contains(string(b), "debian-archive-keyring.gpg") {
 		t.Fatalf("debian apt source %q %v %+v", b, err, rep)
 	}
+	if state, _ := os.ReadFile(filepath.Join(home, StateFile)); !strings.Contains(string(state), `"sandboxPackageMirrors": "`+hash(m)+`"`) {
+		t.Fatalf("state %s", state)
+	}
 	// Idempotent: the same settings again leave a user's edit alone.
 	_ = os.WriteFile(filepath.Join(home, ".npmrc"), []byte("registry=mine\n"), 0o644)
 	rep = Apply(home, m, Options{OSRelease: writeOSRelease(t, "debian", "bookworm"), AptFile: apt})

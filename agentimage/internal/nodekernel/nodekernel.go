@@ -101,7 +101,7 @@ func (r wireResult) result() agentapi.NodeExecResult {
 	res := agentapi.NodeExecResult{Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, Result: r.Result, Images: []string{},
 		ExecutionCount: r.ExecutionCount, DurationMS: r.DurationMS, TimedOut: r.TimedOut, OutputTruncated: r.OutputTruncated}
 	if r.Error != nil {
-		res.Error = &agentapi.PythonError{EName: r.Error.Name, EValue: r.Error.Message, Traceback: strings.Split(r.Error.Stack, "\n")}
+		res.Error = &agentapi.KernelError{EName: r.Error.Name, EValue: r.Error.Message, Traceback: strings.Split(r.Error.Stack, "\n")}
 	}
 	return res
 }
@@ -173,7 +173,7 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 // lost is the result of an execution that cost the kernel its state.
 func (k *Kernel) lost(msg string, started time.Time, timedOut bool) agentapi.NodeExecResult {
 	return agentapi.NodeExecResult{
-		Error:           &agentapi.PythonError{EName: "KernelError", EValue: msg, Traceback: []string{msg}},
+		Error:           &agentapi.KernelError{EName: "KernelError", EValue: msg, Traceback: []string{msg}},
 		Stderr:          msg + "\n",
 		Images:          []string{},
 		DurationMS:      time.Since(started).Milliseconds(),

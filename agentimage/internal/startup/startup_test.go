@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/internal/mirrors"
 )
 
 func TestValidateDependencies(t *testing.T) {
@@ -63,6 +64,27 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("%s=%s accepted", name, bad)
 			}
 		})
+	}
+}
+
+// FastGPT's package-mirror variables (the IDE agent's environment) are the mirrors when SANDGATE's own are unset,
+// and the start-up sequence writes their files.
+func TestFastGPTMirrorEnv(t *testing.T) {
+	t.Setenv(mirrors.EnvNPMRegistry, " https://npm.example/ ")
+	t.Setenv(mirrors.EnvPyPIIndex, "http://pypi.example:8080/simple")
+	home := t.TempDir()
+	c, err := ConfigFromEnv(home, t.TempDir())
+	if err != nil || c.Mirrors != (agentapi.Mirrors{NPMRegistry: "https://npm.example/", PyPIIndexURL: "http://pypi.example:8080/simple"}) {
+		t.Fatalf("%+v %v", c.Mirrors, err)
+	}
+	New(c, nil, slog.New(slog.DiscardHandler)).Run(context.Background())
+	for path, want := range map[string]string{
+		".npmrc":             "registry=https://npm.example/\n",
+		".config/uv/uv.toml": "default-index = \"http://pypi.example:8080/simple\"\nallow-insecure-host = [\"pypi.example\"]\n",
+	} {
+		if b, err := os.ReadFile(filepath.Join(home, path)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v, want %q", path, b, err, want)
+		}
 	}
 }
 

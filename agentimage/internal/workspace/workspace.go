@@ -1,6 +1,7 @@
 // Package workspace resolves caller-supplied paths against the sandbox's workspace root. Every file the agent's
 // API touches goes through Root: relative paths, absolute paths inside the root, never a path that leaves it, by
-// `..`, by an absolute path elsewhere, or through a symlink.
+// `..`, by an absolute path elsewhere, or through a symlink. The FastGPT IDE agent uses the same Root built by
+// NewRelative, where every path is workspace-relative.
 package workspace
 
 import (
@@ -14,11 +15,16 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
-// Root is a workspace root. Its zero value is unusable; use New.
+// Root is a workspace root. Its zero value is unusable; use New or NewRelative.
 type Root struct {
-	dir   string // absolute, symlinks resolved
-	given string // absolute as configured (differs from dir when the root is reached through a symlink)
+	dir      string // absolute, symlinks resolved
+	given    string // absolute as configured (differs from dir when the root is reached through a symlink)
+	relative bool   // every path is workspace-relative (NewRelative)
 }
+
+// ErrOutside is matched (errors.Is) by the error for a path that leaves the workspace: by `..`, an absolute path
+// elsewhere, or a symlink. The error is an *agentapi.Error (invalid_path) all the same.
+var ErrOutside = errors.New("path escapes the workspace")
 
 // New returns the root for dir, which must exist.
 func New(dir string) (*Root, error) {
@@ -31,6 +37,18 @@ func New(dir string) (*Root, error) {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
 	return &Root{dir: resolved, given: filepath.Clean(abs)}, nil
+}
+
+// NewRelative returns a root for dir, which must exist, where every path is workspace-relative, as FastGPT's IDE
+// agent has them: a leading '/' is dropped and `..` stops at the root (as in a chroot), so "/a/../../b" is <root>/b.
+// Only a symlink can then point outside, and that is refused as with New.
+func NewRelative(dir string) (*Root, error) {
+	r, err := New(dir)
+	if err != nil {
+		return nil, err
+	}
+	r.relative = true
+	return r, nil
 }
 
 // Dir is the root's absolute, symlink-free path.
@@ -78,7 +96,9 @@ func (r *Root) lexical(p string) (string, error) {
 		return "", invalid(p, "path contains a NUL byte")
 	}
 	var abs string
-	if filepath.IsAbs(p) {
+	if r.relative {
+		abs = filepath.Join(r.dir, filepath.Clean("/"+p))
+	} else if filepath.IsAbs(p) {
 		abs = filepath.Clean(p)
 		if r.given != r.dir && within(r.given, abs) {
 			// the root's configured name, e.g. /workspace -> /data/ws: same place
@@ -88,7 +108,7 @@ func (r *Root) lexical(p string) (string, error) {
 		abs = filepath.Join(r.dir, p)
 	}
 	if !r.contains(abs) {
-		return "", invalid(p, "path is outside the workspace")
+		return "", outside(p, "path is outside the workspace")
 	}
 	return abs, nil
 }
@@ -119,7 +139,7 @@ func (r *Root) resolveExisting(orig, abs string) (string, error) {
 				full = filepath.Join(resolved, rest)
 			}
 			if !r.contains(full) {
-				return "", invalid(orig, "path leaves the workspace through a symlink")
+				return "", outside(orig, "path leaves the workspace through a symlink")
 			}
 			return full, nil
 		}
@@ -136,6 +156,14 @@ func (r *Root) resolveExisting(orig, abs string) (string, error) {
 	}
 }
 
-func invalid(p, why string) error {
+func invalid(p, why string) *agentapi.Error {
 	return agentapi.Errorf(agentapi.CodeInvalidPath, "%q: %s", p, why).With("path", p)
 }
+
+// outside is invalid for a path that leaves the workspace; it also matches ErrOutside.
+func outside(p, why string) error { return outsideError{invalid(p, why)} }
+
+type outsideError struct{ err *agentapi.Error }
+
+func (e outsideError) Error() string   { return e.err.Error() }
+func (e outsideError) Unwrap() []error { return []error{e.err, ErrOutside} }

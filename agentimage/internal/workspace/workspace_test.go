@@ -113,3 +113,49 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestResolveRelative: with NewRelative every path is workspace-relative (FastGPT's IDE agent): a leading '/' is
+// dropped and `..` stops at the root; only a symlink can lead outside, and that is refused with ErrOutside.
+func TestResolveRelative(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "ws")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{root, outside, filepath.Join(root, "sub")} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	must(t, os.Symlink("sub", filepath.Join(root, "inside-link")))
+	r, err := NewRelative(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string // want "" means invalid_path matching ErrOutside
+	}{
+		{"empty is root", "", root},
+		{"slash is root", "/", root},
+		{"leading slash dropped", "/sub/f.txt", filepath.Join(root, "sub/f.txt")},
+		{"absolute system path is relative", "/etc/passwd", filepath.Join(root, "etc/passwd")},
+		{"dotdot stops at the root", "../../outside/x", filepath.Join(root, "outside/x")},
+		{"symlink inside", "inside-link/x", filepath.Join(root, "sub/x")},
+		{"symlink escape", "escape/secret", ""},
+		{"symlink escape behind dotdot", "/../escape", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.Resolve(tc.path)
+			if tc.want == "" {
+				var e *agentapi.Error
+				if !errors.As(err, &e) || e.Code != agentapi.CodeInvalidPath || !errors.Is(err, ErrOutside) {
+					t.Fatalf("Resolve(%q) = %q, %v; want invalid_path matching ErrOutside", tc.path, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Resolve(%q) = %q, %v; want %q", tc.path, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := r.Resolve("a\x00b"); err == nil || errors.Is(err, ErrOutside) {
+		t.Fatalf("NUL byte: %v, want invalid_path that is not ErrOutside", err)
+	}
+}

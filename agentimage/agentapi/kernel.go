@@ -8,42 +8,55 @@ const (
 	CodeKernelDied = "kernel_died"
 )
 
-// PythonExecRequest is the body of POST /v1/python/exec.
-type PythonExecRequest struct {
+// KernelExecRequest is the body of POST /v1/python/exec and POST /v1/node/exec: both kernels take the same request.
+type KernelExecRequest struct {
 	Code string `json:"code"`
-	// TimeoutMS bounds the cell; when it passes the cell is interrupted (KeyboardInterrupt) and the kernel keeps its
-	// state. 0 means the default (60 s); at most 1 h.
+	// TimeoutMS bounds the cell. Python: when it passes the cell is interrupted (KeyboardInterrupt) and the kernel
+	// keeps its state; 0 means 60 s, at most 1 h. Node: 0 means 30 s, at most 300 s.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// PythonError is an exception a cell raised.
-type PythonError struct {
+// KernelError is an exception a cell raised: Python's ename, evalue and traceback; for Node, the JavaScript error's
+// name, message and its stack's lines.
+type KernelError struct {
 	EName     string   `json:"ename"`
 	EValue    string   `json:"evalue"`
 	Traceback []string `json:"traceback"`
 }
 
-// PythonExecResult is the answer of POST /v1/python/exec.
-type PythonExecResult struct {
+// KernelExecResult is the answer of POST /v1/python/exec and POST /v1/node/exec: one shape for both kernels.
+type KernelExecResult struct {
 	// Success is false when the cell raised (including an interrupt after a timeout).
 	Success bool   `json:"success"`
 	Stdout  string `json:"stdout"`
 	Stderr  string `json:"stderr"`
-	// Result is the repr() of the cell's trailing expression, absent when there is none or it is None.
+	// Result is the cell's trailing expression, absent when there is none: Python's repr() (absent for None); Node's
+	// util.inspect() (a returned Promise awaited; absent for undefined).
 	Result *string      `json:"result,omitempty"`
-	Error  *PythonError `json:"error,omitempty"`
-	// Images are the matplotlib figures the cell left open, as base64 PNG; they are closed afterwards.
+	Error  *KernelError `json:"error,omitempty"`
+	// Images are the matplotlib figures the cell left open, as base64 PNG; they are closed afterwards. Node's stay
+	// empty.
 	Images []string `json:"images"`
 	// ExecutionCount numbers the cells this kernel ran, from 1.
 	ExecutionCount int   `json:"execution_count"`
 	DurationMS     int64 `json:"duration_ms"`
 	// TimedOut is true when the cell was interrupted because timeout_ms passed.
 	TimedOut bool `json:"timed_out,omitempty"`
-	// KernelRestarted is true when the previous kernel had died and this cell ran on a fresh one (state lost).
+	// KernelRestarted is true when the previous kernel had died (or, for Node, had to be killed) and this cell ran on
+	// a fresh one: every variable is gone.
 	KernelRestarted bool `json:"kernel_restarted,omitempty"`
 	// OutputTruncated is true when stdout or stderr went over the per-cell cap and was cut.
 	OutputTruncated bool `json:"output_truncated,omitempty"`
 }
+
+// The endpoints' own names for the shared kernel types.
+type (
+	PythonExecRequest = KernelExecRequest
+	PythonExecResult  = KernelExecResult
+	PythonError       = KernelError
+	NodeExecRequest   = KernelExecRequest
+	NodeExecResult    = KernelExecResult
+)
 
 // PythonRestartResult is the answer of POST /v1/python/restart.
 type PythonRestartResult struct {
