@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Phase is the Manager's own view of a sandbox's compute; Status is derived from it (and from expiry) on read.
@@ -187,7 +188,7 @@ func (s *BoltStore) Close() error {
 	}
 	err := s.db.Close()
 	s.db = nil
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return nil
 	}
 	return err

@@ -33,9 +33,7 @@ func (h *Handler) OpenAPI() map[string]any {
 		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
-		for _, q := range queryParams[rt.method+" "+rt.path] {
-			params = append(params, q)
-		}
+		params = append(params, queryParams[rt.method+" "+rt.path]...)
 		if rt.method == "POST" && (strings.HasSuffix(rt.path, "/sandboxes") || strings.HasSuffix(rt.path, "/extend_ttl") || strings.HasSuffix(rt.path, "/cargos")) {
 			params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false, "schema": map[string]any{"type": "string"}})
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Store keeps the API's own state in a bbolt file: API key hashes, execution history and cargos. Sandboxes
@@ -278,7 +279,7 @@ func (s *Store) DropHistory(sandboxID string) error {
 	s.flushHistory()
 	return s.db.Update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketHistory).DeleteBucket([]byte(sandboxID))
-		if errors.Is(err, bolt.ErrBucketNotFound) {
+		if errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return nil
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -18,7 +19,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/sandgate/sandgate/sandboxes"
@@ -166,11 +166,11 @@ func (d *Driver) EnsureNetwork(ctx context.Context, name string, labels map[stri
 		}
 		return nil
 	}
-	if !errdefs.IsNotFound(err) {
+	if !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	_, err = d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: true, Labels: labels})
-	if err != nil && !errdefs.IsConflict(err) {
+	if err != nil && !cerrdefs.IsConflict(err) {
 		return err
 	}
 	return nil
@@ -188,7 +188,7 @@ func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[strin
 // RemoveVolume removes a volume; a missing one is fine.
 func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
 	err := d.cli.VolumeRemove(ctx, name, false)
-	if err != nil && !errdefs.IsNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -296,7 +296,7 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 // Start starts the container (a running one is left as it is) and returns the agent's address.
 func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) (string, error) {
 	if err := d.cli.ContainerStart(ctx, containerID, container.StartOptions{}); err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("%w: %v", sandboxes.ErrContainerNotFound, err)
 		}
 		return "", err
@@ -335,7 +335,7 @@ func exitCode(info container.InspectResponse) int {
 func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Duration) error {
 	secs := int(grace.Seconds())
 	err := d.cli.ContainerStop(ctx, containerID, container.StopOptions{Timeout: &secs})
-	if err != nil && !errdefs.IsNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -344,8 +344,8 @@ func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Durati
 // Remove force-removes a container and its anonymous volumes (never named ones).
 func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !errdefs.IsNotFound(err) {
-		if errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
 			return nil
 		}
 		return err
@@ -357,7 +357,7 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.ContainerState, error) {
 	info, err := d.cli.ContainerInspect(ctx, containerID)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return sandboxes.ContainerState{}, fmt.Errorf("%w: %s", sandboxes.ErrContainerNotFound, containerID)
 		}
 		return sandboxes.ContainerState{}, err
