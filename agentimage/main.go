@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -71,8 +73,16 @@ func run(logger *slog.Logger) error {
 	hs := srv.NewHTTPServer(cfg.addr)
 	hs.RegisterOnShutdown(core.Close) // end processes first, so their streams finish with an end event
 	customise.start(ctx, hs)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.ListenAndServe() }()
+	if cfg.socket != "" {
+		ln, err := listenSocket(cfg.socket)
+		if err != nil {
+			return err
+		}
+		go func() { errc <- hs.Serve(ln) }()
+		logger.Info("agent listening", "socket", cfg.socket)
+	}
 	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)
 	select {
 	case err := <-errc:
@@ -87,8 +97,26 @@ func run(logger *slog.Logger) error {
 	return nil
 }
 
+// listenSocket serves on a UNIX socket at path (the gateway's way in when the sandbox has no network), replacing
+// the file a previous run of the agent left behind. Only the agent's user and root may connect.
+func listenSocket(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("restricting %s: %w", path, err)
+	}
+	return ln, nil
+}
+
 type config struct {
 	addr         string
+	socket       string
 	token        string
 	workspace    string
 	capabilities []string
@@ -97,6 +125,7 @@ type config struct {
 func loadConfig() (config, error) {
 	c := config{
 		addr:      envOr(agentapi.EnvAddr, fmt.Sprintf(":%d", agentapi.DefaultPort)),
+		socket:    os.Getenv(agentapi.EnvSocket),
 		token:     os.Getenv(agentapi.EnvToken),
 		workspace: envOr(agentapi.EnvWorkspace, "/workspace"),
 	}

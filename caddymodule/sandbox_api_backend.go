@@ -134,7 +134,7 @@ func newAgentBackend() *agentBackend {
 }
 
 func (a *agentBackend) client(t sandboxes.Target) *agentapi.Client {
-	return agentapi.NewClient("http://"+t.Addr, t.Token, a.http)
+	return agentapi.NewClientFor(t.Addr, t.Token, a.http)
 }
 
 // agentErr keeps the agent's typed errors and turns transport failures into Bay's ship_error.

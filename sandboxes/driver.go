@@ -56,6 +56,9 @@ type ContainerSpec struct {
 	AgentPort int
 	// HostBinds are host paths the configuration allows ("host:container[:ro]").
 	HostBinds []string
+	// AgentSocketDir, set for network none, is the gateway-owned host directory mounted at SocketMountPoint in
+	// which the agent creates its socket; Start then answers the socket's address.
+	AgentSocketDir string
 }
 
 // ContainerState is what the engine reports about one container.

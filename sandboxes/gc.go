@@ -146,6 +146,11 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
 			continue
 		}
+		if id != "" && e == nil {
+			if err := m.removeSocketDir(id); err != nil {
+				m.log.Warn("removing orphan socket directory", "sandbox", id, "error", err)
+			}
+		}
 		rep.OrphanContainers++
 		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
 	}

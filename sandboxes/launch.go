@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // Label keys, under the namespace: "<ns>.id" and so on.
@@ -103,6 +105,12 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		err := m.ensureNetwork(sctx, spec.Network)
 		cancel()
 		if err != nil {
+			return "", err
+		}
+	}
+	if spec.AgentSocketDir != "" {
+		// Made on every launch: a host reboot empties /run while the stopped container waits.
+		if _, err := m.prepareSocketDir(rec.ID); err != nil {
 			return "", err
 		}
 	}
@@ -265,12 +273,13 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	url := "http://" + addr + "/health"
+	base, hc := agentapi.BaseURL(addr, m.http)
+	url := base + "/health"
 	delay := 10 * time.Millisecond
 	var last error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := m.http.Do(req)
+		resp, err := hc.Do(req)
 		if err == nil {
 			if resp.StatusCode == http.StatusOK {
 				resp.Body.Close()
@@ -338,6 +347,11 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	for k, v := range p.CustomiseEnv(rec.Env) { // init, services, dependencies, mirrors, proxy (profile_customise.go)
 		env[k] = v
 	}
+	var socketDir string
+	if p.Network == NetworkNone {
+		socketDir = m.SocketDir(rec.ID)
+		env[agentapi.EnvSocket] = SocketMountPoint + "/" + AgentSocketName
+	}
 	env["SANDGATE_AGENT_TOKEN"] = rec.Token
 	env["SANDGATE_SANDBOX_ID"] = rec.ID
 	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
@@ -353,7 +367,7 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	}
 	return ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
-		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds,
+		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
 	}
 }
 
@@ -456,6 +470,9 @@ func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
 		if err := m.driver.RemoveVolume(ctx, m.VolumeName(rec.WorkspaceID)); err != nil {
 			errs = append(errs, fmt.Errorf("removing workspace volume: %w", err))
 		}
+	}
+	if err := m.removeSocketDir(rec.ID); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		// Keep the record: the orphan sweep and the next delete retry; meanwhile the sandbox is gone for callers.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -28,6 +29,9 @@ type ManagerConfig struct {
 	AgentPort int
 	// Instance names this gateway on its containers' labels; empty reads it from the store or makes one.
 	Instance string
+	// SocketDir holds, per sandbox with network none, the host directory bind-mounted at /run/sandgate in which
+	// the agent creates its UNIX socket: the gateway's only way in. Default /run/sandgate/<namespace>.
+	SocketDir string
 	// HTTPClient probes the agents' /health; nil uses a client with a short timeout.
 	HTTPClient *http.Client
 }
@@ -110,13 +114,8 @@ var dockerSocketPattern = regexp.MustCompile(`(^|/)(docker|containerd)\.sock$|^/
 
 // validateProfilePlacement checks what depends on how the gateway reaches the sandbox and on the host.
 func validateProfilePlacement(p *Profile, allowBinds bool) error {
-	if p.Network == NetworkNone {
-		// With no interface the agent's port is unreachable from the gateway: the gateway talks to the agent over
-		// TCP only. `internal` gives the same isolation from the outside world and stays reachable.
-		return fmt.Errorf("profile %q: network none leaves the gateway no way to reach the agent; use network internal (no egress) instead", p.ID)
-	}
-	if p.ConnectMode == ConnectHostPort && (p.Network == "" || p.Network == NetworkInternal) {
-		return fmt.Errorf("profile %q: connect_mode host_port publishes a port, which an internal network cannot carry; use network bridge or a named network", p.ID)
+	if p.ConnectMode == ConnectHostPort && (p.Network == "" || p.Network == NetworkInternal || p.Network == NetworkNone) {
+		return fmt.Errorf("profile %q: connect_mode host_port publishes a port, which an internal or none network cannot carry; use network bridge or a named network", p.ID)
 	}
 	if len(p.Binds) > 0 && !allowBinds {
 		return fmt.Errorf("profile %q: host binds are refused unless allow_host_binds is set", p.ID)
@@ -250,6 +249,12 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	}
 	if cfg.AgentPort == 0 {
 		cfg.AgentPort = 7777
+	}
+	if cfg.SocketDir == "" {
+		cfg.SocketDir = "/run/sandgate/" + cfg.Namespace
+	}
+	if !filepath.IsAbs(cfg.SocketDir) {
+		return nil, fmt.Errorf("socket directory %q must be absolute", cfg.SocketDir)
 	}
 	if driver == nil || store == nil {
 		return nil, errors.New("a sandbox manager needs a driver and a store")

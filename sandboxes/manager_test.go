@@ -23,8 +23,9 @@ func TestConfigValidate(t *testing.T) {
 		want  string
 	}{
 		{"defaults", base(func(*Profile) {}), false, ""},
-		{"network none", base(func(p *Profile) { p.Network = NetworkNone }), false, "no way to reach the agent"},
-		{"host_port on internal", base(func(p *Profile) { p.ConnectMode = ConnectHostPort }), false, "internal network cannot carry"},
+		{"network none", base(func(p *Profile) { p.Network = NetworkNone }), false, ""},
+		{"host_port on none", base(func(p *Profile) { p.ConnectMode, p.Network = ConnectHostPort, NetworkNone }), false, "none network cannot carry"},
+		{"host_port on internal", base(func(p *Profile) { p.ConnectMode = ConnectHostPort }), false, "internal or none network cannot carry"},
 		{"host_port on bridge", base(func(p *Profile) { p.ConnectMode, p.Network = ConnectHostPort, NetworkBridge }), false, ""},
 		{"binds refused", base(func(p *Profile) { p.Binds = []string{"/srv:/srv"} }), false, "allow_host_binds"},
 		{"binds allowed", base(func(p *Profile) { p.Binds = []string{"/srv:/srv:ro"} }), true, ""},
@@ -52,7 +53,7 @@ func TestConfigValidate(t *testing.T) {
 func TestApplyRefusesInvalidConfigAndKeepsTheOld(t *testing.T) {
 	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
 	bad := testProfile("b")
-	bad.Network = NetworkNone
+	bad.Network, bad.ConnectMode = NetworkNone, ConnectHostPort
 	if err := m.Apply(context.Background(), Config{Profiles: []Profile{bad}}); ErrorCode(err) != CodeInvalid {
 		t.Fatalf("apply: %v", err)
 	}

@@ -141,7 +141,7 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 		return
 	}
 	defer release()
-	agent := agentapi.NewClient("http://"+target.Addr, target.Token, h.cfg.AgentClient)
+	agent := agentapi.NewClientFor(target.Addr, target.Token, h.cfg.AgentClient)
 	ws := pg.addr.Prefix + "/ws?pty="
 
 	if r.Method == http.MethodGet {

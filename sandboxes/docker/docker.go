@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -258,6 +260,10 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		}
 		hc.Mounts = append(hc.Mounts, m)
 	}
+	if spec.AgentSocketDir != "" {
+		// The gateway's own directory, not a user bind: allow_host_binds does not govern it.
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: spec.AgentSocketDir, Target: sandboxes.SocketMountPoint})
+	}
 	if p.ConnectMode == sandboxes.ConnectHostPort {
 		hc.PortBindings = nat.PortMap{agentPort(spec): {{HostIP: "127.0.0.1", HostPort: ""}}}
 	}
@@ -307,6 +313,9 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 	}
 	if info.State == nil || !info.State.Running {
 		return "", fmt.Errorf("container exited right after start (exit %d)", exitCode(info))
+	}
+	if spec.AgentSocketDir != "" {
+		return agentapi.UnixAddr(path.Join(spec.AgentSocketDir, sandboxes.AgentSocketName)), nil
 	}
 	if spec.Profile.ConnectMode == sandboxes.ConnectHostPort {
 		for _, b := range info.NetworkSettings.Ports[agentPort(spec)] {
