@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +85,7 @@ except Exception as e:
 // own forward proxy, is refused (and the refusal logged with its id) for another address, and reaches nothing
 // directly; a sandbox with network none reaches nothing at all.
 func TestEgressAllowList(t *testing.T) {
-	testenv.Image(t, "base")
+	image := testenv.Image(t, "base")
 	allowed, other := netnsServers(t)
 	ns := testenv.Unique("sge")
 	removeLifecycleNamespace(t, ns)
@@ -110,13 +112,20 @@ func TestEgressAllowList(t *testing.T) {
 			egress_proxy http://%s:%d
 			egress_allow %s pypi.org
 		}
+		profile sealed {
+			image %s
+			memory 256m
+			network none
+			egress_proxy http://%s:%d
+		}
 	}
 }
 
 http://:%d {
 	sandbox_egress
 }
-`, ns, network, gw, port, allowed, port), testenv.GatewayOptions{})
+`, ns, network, gw, port, allowed, image, gw, port, port), testenv.GatewayOptions{})
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run/sandgate", ns)) })
 
 	code, body := adminDo(t, g, http.MethodPost, "/sandboxes", map[string]any{"profile": "egress", "owner": "tester"})
 	if code != http.StatusCreated {
@@ -149,13 +158,18 @@ http://:%d {
 		t.Fatalf("refusal not logged with the sandbox id and host:\n%s", logs)
 	}
 
-	// network none: no interface but loopback, so neither the proxy nor the server is reachable.
-	none := testenv.RunSandbox(t, testenv.SandboxOptions{Args: []string{"--network", "none"}, NoWait: true,
-		Env: []string{fmt.Sprintf("HTTP_PROXY=http://%s:%d", gw, port)}})
-	time.Sleep(500 * time.Millisecond)
+	// A network none profile: no interface but loopback, so neither the proxy (its HTTP_PROXY set all the same)
+	// nor the server is reachable; connect() fails at once with ENETUNREACH.
+	code, body = adminDo(t, g, http.MethodPost, "/sandboxes", map[string]any{"profile": "sealed", "owner": "tester"})
+	if code != http.StatusCreated {
+		t.Fatalf("create sealed: %d %s", code, body)
+	}
+	var sealed struct{ ID string }
+	_ = json.Unmarshal(body, &sealed)
+	waitStatus(t, g, sealed.ID, "ready")
 	for _, url := range []string{"http://" + allowed + ":8080/", fmt.Sprintf("http://%s:%d/", gw, port)} {
-		out, _ := exec.Command("docker", "exec", none.Name, "python3", "-c", fetchScript, url).CombinedOutput()
-		if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "ERR") {
+		out, _ := exec.Command("docker", "exec", ns+"-"+sealed.ID, "python3", "-c", fetchScript, url).CombinedOutput()
+		if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "ERR") || !strings.Contains(got, "Network is unreachable") {
 			t.Fatalf("network none reached %s: %q", url, got)
 		}
 	}
