@@ -205,7 +205,7 @@ func startEdgeBrowser(t *testing.T) *edgeGateway {
 		max_message 1MiB
 	}`, `
 		profile py {
-			image `+edgeImage(t, "browser")+`
+			image `+testenv.Image(t, "browser")+`
 			cpus 1
 			memory 1g
 			pids 512
