@@ -24,6 +24,9 @@ type SandboxResponse struct {
 	ExpiresAt     *string         `json:"expires_at"`
 	IdleExpiresAt *string         `json:"idle_expires_at"`
 	Containers    []ContainerInfo `json:"containers"`
+	// LastError says why the sandbox's last start failed (status "failed"), else null. A sandgate addition: Bay's
+	// clients ignore fields they do not know.
+	LastError *string `json:"last_error"`
 }
 
 // ContainerInfo describes a runtime container of a ready sandbox (Bay fills it on GET-one only).
@@ -48,6 +51,10 @@ func (h *Handler) sandboxResponse(sb sandboxes.Sandbox, withContainers bool) San
 	if sb.WorkspaceID != "" {
 		id := sb.WorkspaceID
 		resp.CargoID = &id
+	}
+	if sb.LastError != "" {
+		msg := sb.LastError
+		resp.LastError = &msg
 	}
 	if withContainers && sb.Status == sandboxes.StatusReady {
 		resp.Containers = []ContainerInfo{{
