@@ -660,6 +660,16 @@ func TestCargos(t *testing.T) {
 	if st, _, _ := a.call(t, "GET", "/v1/cargos/"+cid, keyBob, nil); st != 404 {
 		t.Errorf("bob sees alice's cargo: %d", st)
 	}
+	// Whoever names a cargo mounts its workspace: another owner's cargo does not exist for the caller (as in Bay);
+	// an admin key may use any.
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyBob, map[string]any{"cargo_id": cid}); st != 404 || errCode(out) != "not_found" {
+		t.Errorf("bob creates on alice's cargo: %d %v", st, out)
+	}
+	adminSB := a.create(t, keyAdmin, map[string]any{"cargo_id": cid})
+	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+adminSB, keyAdmin, nil); sb["cargo_id"] != cid {
+		t.Errorf("admin sandbox on alice's cargo: %v", sb)
+	}
+	a.call(t, "DELETE", "/v1/sandboxes/"+adminSB, keyAdmin, nil)
 	st, out, _ := a.call(t, "DELETE", "/v1/cargos/"+cid, keyAlice, nil)
 	ids, _ := out["error"].(map[string]any)["details"].(map[string]any)["active_sandbox_ids"].([]any)
 	if st != 409 || len(ids) != 1 || ids[0] != sid {
