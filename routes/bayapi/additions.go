@@ -58,15 +58,7 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath(*cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -181,15 +173,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if cwd != "" {
-		c, err := cleanWorkspacePath(cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, &cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -129,6 +129,19 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 	})
 }
 
+// shellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
+// directory, when given, is checked and cleaned into *dst.
+func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
+	if cwd != nil && *cwd != "" {
+		c, err := cleanWorkspacePath(*cwd, true)
+		if err != nil {
+			return sandboxes.Target{}, err
+		}
+		*dst = c
+	}
+	return h.running(ctx, id, p, sandboxes.CapShell)
+}
+
 func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
@@ -140,15 +153,7 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath(*cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), id, p, cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
