@@ -208,27 +208,35 @@ func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayap
 	if err != nil {
 		return bayapi.PythonResult{}, agentErr("running python", err)
 	}
-	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, Images: res.Images, ExecutionCount: res.ExecutionCount}
-	if res.Result != nil {
-		out.Result = *res.Result
-	}
-	switch {
-	case res.Error != nil:
-		// Jupyter's (and Ship's) error text: the traceback, else "EName: value".
-		out.Error = strings.Join(res.Error.Traceback, "\n")
-		if out.Error == "" {
-			out.Error = res.Error.EName + ": " + res.Error.EValue
-		}
-	case !res.Success:
-		out.Error = "the cell failed"
-	}
+	out := cellResult(res.Stdout, res.Stderr, res.Result, res.Error, res.Success, res.KernelRestarted, res.ExecutionCount)
+	out.Images = res.Images
 	if res.TimedOut && !strings.Contains(out.Error, "timed out") {
 		out.Error = strings.TrimSpace(out.Error + "\nExecution timed out after " + req.Timeout.String() + " (the kernel keeps its state)")
 	}
-	if res.KernelRestarted {
+	return out, nil
+}
+
+// cellResult is what the answers of python/exec and node/exec (one shape) have in common, in the API's terms:
+// output, the cell's value, the error text and a note when the kernel had to start again.
+func cellResult(stdout, stderr string, result *string, cellErr *agentapi.PythonError, success, kernelRestarted bool, count int) bayapi.PythonResult {
+	out := bayapi.PythonResult{Stdout: stdout, Stderr: stderr, ExecutionCount: count}
+	if result != nil {
+		out.Result = *result
+	}
+	switch {
+	case cellErr != nil:
+		// Jupyter's (and Ship's) error text: the traceback, else "EName: value".
+		out.Error = strings.Join(cellErr.Traceback, "\n")
+		if out.Error == "" {
+			out.Error = cellErr.EName + ": " + cellErr.EValue
+		}
+	case !success:
+		out.Error = "the cell failed"
+	}
+	if kernelRestarted {
 		out.Stderr = "[kernel restarted: earlier variables are gone]\n" + out.Stderr
 	}
-	return out, nil
+	return out
 }
 
 // maxReadFile bounds GET filesystem/files, which answers the whole file inside JSON.

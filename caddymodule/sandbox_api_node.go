@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"strings"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
@@ -16,23 +15,7 @@ func (a *agentBackend) Node(ctx context.Context, t sandboxes.Target, req bayapi.
 	if err != nil {
 		return bayapi.PythonResult{}, agentErr("running node", err)
 	}
-	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionCount: res.ExecutionCount}
-	if res.Result != nil {
-		out.Result = *res.Result
-	}
-	switch {
-	case res.Error != nil:
-		out.Error = strings.Join(res.Error.Traceback, "\n")
-		if out.Error == "" {
-			out.Error = res.Error.EName + ": " + res.Error.EValue
-		}
-	case !res.Success:
-		out.Error = "the cell failed"
-	}
-	if res.KernelRestarted {
-		out.Stderr = "[kernel restarted: earlier variables are gone]\n" + out.Stderr
-	}
-	return out, nil
+	return cellResult(res.Stdout, res.Stderr, res.Result, res.Error, res.Success, res.KernelRestarted, res.ExecutionCount), nil
 }
 
 var _ bayapi.NodeAgent = (*agentBackend)(nil)

@@ -212,13 +212,9 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 	if !decodeOrFail(w, f) {
 		return
 	}
-	sb, err := h.visible(r.Context(), id, p)
+	sb, err := h.unexpired(r.Context(), id, p)
 	if err != nil {
 		writeError(w, r, err)
-		return
-	}
-	if sb.Status == sandboxes.StatusExpired {
-		writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
 		return
 	}
 	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write == "write", TTL: time.Duration(ttl) * time.Second})

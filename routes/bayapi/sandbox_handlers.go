@@ -278,13 +278,9 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 		if !decodeOrFail(w, f) {
 			return
 		}
-		sb, err := h.visible(r.Context(), id, p)
+		sb, err := h.unexpired(r.Context(), id, p)
 		if err != nil {
 			writeError(w, r, err)
-			return
-		}
-		if sb.Status == sandboxes.StatusExpired {
-			writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
 			return
 		}
 		if sb.ExpiresAt == nil {
@@ -300,15 +296,24 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 	})
 }
 
+// unexpired fetches a sandbox the caller may see and act on: an expired one answers sandbox_expired.
+func (h *Handler) unexpired(ctx context.Context, id string, p Principal) (sandboxes.Sandbox, error) {
+	sb, err := h.visible(ctx, id, p)
+	if err != nil {
+		return sb, err
+	}
+	if sb.Status == sandboxes.StatusExpired {
+		return sandboxes.Sandbox{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
+	}
+	return sb, nil
+}
+
 // running resolves a sandbox the caller owns for a capability call: it must not be expired, its profile must grant
 // the capability, and its compute is started within this request when idle (Bay's ensure_running).
 func (h *Handler) running(ctx context.Context, id string, p Principal, capability string) (sandboxes.Target, error) {
-	sb, err := h.visible(ctx, id, p)
+	sb, err := h.unexpired(ctx, id, p)
 	if err != nil {
 		return sandboxes.Target{}, err
-	}
-	if sb.Status == sandboxes.StatusExpired {
-		return sandboxes.Target{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
 	}
 	if capability != "" && !slices.Contains(sb.Capabilities, capability) {
 		avail := sb.Capabilities
