@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,26 +164,10 @@ https://localhost:%d {
 	return r
 }
 
-// startEcho builds wsecho, streams it into the sandbox's /tmp and runs it.
+// startEcho runs wsecho in the sandbox on port 9000 and waits until it answers.
 func (r *edgeRig) startEcho(b *testing.B) {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "wsecho")
-	build := exec.Command("go", "build", "-o", bin, "./internal/wsecho")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building wsecho: %v\n%s", err, out)
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	cp := exec.Command("docker", "exec", "-i", r.container, "sh", "-c", "cat > /tmp/wsecho && chmod +x /tmp/wsecho")
-	cp.Stdin = f
-	if out, err := cp.CombinedOutput(); err != nil {
-		b.Fatalf("copying wsecho into the sandbox: %v\n%s", err, out)
-	}
-	dockerOut(b, "exec", "-d", r.container, "/tmp/wsecho", "-addr", ":9000")
+	testenv.StartWSEcho(b, r.container, "9000")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, _, err := websocket.Dial(context.Background(), r.echoURL, nil)
