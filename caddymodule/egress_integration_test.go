@@ -106,7 +106,7 @@ func TestEgressAllowList(t *testing.T) {
 		namespace %s
 		gc_interval 1h
 		profile egress {
-			image sandgate/sandbox:base
+			image %s
 			memory 256m
 			network %s
 			egress_proxy http://%s:%d
@@ -124,7 +124,7 @@ func TestEgressAllowList(t *testing.T) {
 http://:%d {
 	sandbox_egress
 }
-`, ns, network, gw, port, allowed, image, gw, port, port), testenv.GatewayOptions{})
+`, ns, image, network, gw, port, allowed, image, gw, port, port), testenv.GatewayOptions{})
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run/sandgate", ns)) })
 
 	code, body := adminDo(t, g, http.MethodPost, "/sandboxes", map[string]any{"profile": "egress", "owner": "tester"})

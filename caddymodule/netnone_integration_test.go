@@ -46,7 +46,7 @@ func TestNetworkNoneSandbox(t *testing.T) {
 			memory 256m
 			network none
 			capabilities shell filesystem
-		}`, edgeImage(t, "base")))
+		}`, testenv.Image(t, "base")))
 	socketRoot := filepath.Join("/run/sandgate", e.ns)
 	t.Cleanup(func() { _ = os.RemoveAll(socketRoot) })
 
