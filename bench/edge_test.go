@@ -40,7 +40,6 @@ type edgeRig struct {
 	agentURL                 string // http://ip:7777
 	echoURL                  string // ws://ip:9000
 	token                    string
-	hasProxy                 bool // the agent serves /proxy/{port}/
 	container                string
 }
 
