@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,7 +30,7 @@ func TestCaddyfileExampleServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := testenv.Unique("sgexample")
-	t.Cleanup(func() { removeNamespace(ns) })
+	testenv.RemoveNamespace(t, ns)
 	httpsPort, bayPort := testenv.FreePort(t), testenv.FreePort(t)
 	g := testenv.StartGateway(t, string(example), testenv.GatewayOptions{Env: []string{
 		fmt.Sprintf("SANDGATE_HTTP_PORT=%d", testenv.FreePort(t)),
@@ -115,20 +114,6 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	if resp := login(creds.APIKey); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
 		t.Errorf("console login with the API key: %s, cookies %v", resp.Status, resp.Cookies())
 	}
-}
-
-// removeNamespace removes whatever a gateway left in its namespace (the example keeps a warm member and sandboxes
-// survive the gateway by design).
-func removeNamespace(ns string) {
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
-	for _, id := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-	}
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
-	for _, v := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
-	}
-	_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
 }
 
 // httpsClient trusts only the gateway's internal CA root.

@@ -28,17 +28,19 @@ const benchSecret = "edge-benchmark-secret-0123456789abcdef"
 // edgeRig is a gateway serving one sandbox through sandbox_proxy, the same agent through a stock reverse_proxy
 // site, and a WebSocket echo server running inside the sandbox on port 9000.
 type edgeRig struct {
-	gw        *testenv.Gateway
-	gateway   string // https://localhost:P, sandbox_ticket + sandbox_proxy
-	stock     string // https://localhost:Q, rewrite + reverse_proxy to the agent
-	client    *http.Client
-	issuer    *tickets.Issuer
-	id        string
-	agentURL  string // http://ip:7777
-	echoURL   string // ws://ip:9000
-	token     string
-	hasProxy  bool // the agent serves /proxy/{port}/
-	container string
+	gw      *testenv.Gateway
+	gateway string // https://localhost:P, sandbox_ticket + sandbox_proxy
+	stock   string // https://localhost:Q, rewrite + reverse_proxy to the agent
+	// The same two sites over cleartext HTTP/1.1, so their cost can be told from TLS's (the agent baseline is
+	// cleartext too).
+	gatewayPlain, stockPlain string
+	client                   *http.Client
+	issuer                   *tickets.Issuer
+	id                       string
+	agentURL                 string // http://ip:7777
+	echoURL                  string // ws://ip:9000
+	token                    string
+	container                string
 }
 
 func newEdgeRig(b *testing.B) *edgeRig {
@@ -49,6 +51,7 @@ func newEdgeRig(b *testing.B) *edgeRig {
 	testenv.RemoveNamespace(b, ns)
 	r := &edgeRig{}
 	gwPort, stockPort, httpPort := testenv.FreePort(b), testenv.FreePort(b), testenv.FreePort(b)
+	gwPlainPort, stockPlainPort := testenv.FreePort(b), testenv.FreePort(b)
 	base := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
 	http_port %d
@@ -74,10 +77,17 @@ https://localhost:%d {
 	sandbox_ticket /sandboxes/*
 	sandbox_proxy /sandboxes/*
 }
-`, httpPort, gwPort, ns, image, gwPort)
+
+http://localhost:%d {
+	sandbox_ticket /sandboxes/*
+	sandbox_proxy /sandboxes/*
+}
+`, httpPort, gwPort, ns, image, gwPort, gwPlainPort)
 	r.gw = testenv.StartGateway(b, base, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + benchSecret}})
 	r.gateway = fmt.Sprintf("https://localhost:%d", gwPort)
 	r.stock = fmt.Sprintf("https://localhost:%d", stockPort)
+	r.gatewayPlain = fmt.Sprintf("http://localhost:%d", gwPlainPort)
+	r.stockPlain = fmt.Sprintf("http://localhost:%d", stockPlainPort)
 	var err error
 	if r.issuer, err = tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(benchSecret)}); err != nil {
 		b.Fatal(err)
@@ -141,26 +151,27 @@ https://localhost:%d {
 
 	// The stock Caddy site: the same binary's reverse_proxy to the same agent path, token injected.
 	stockSite := fmt.Sprintf(`
-https://localhost:%d {
+https://localhost:%[1]d {
 	tls internal
 	rewrite * /proxy/9000{uri}
-	reverse_proxy %s:%d {
-		header_up X-Sandgate-Token %s
+	reverse_proxy %[3]s:%[4]d {
+		header_up X-Sandgate-Token %[5]s
 		flush_interval -1
 	}
 }
-`, stockPort, ip, agentapi.DefaultPort, r.token)
+
+http://localhost:%[2]d {
+	rewrite * /proxy/9000{uri}
+	reverse_proxy %[3]s:%[4]d {
+		header_up X-Sandgate-Token %[5]s
+		flush_interval -1
+	}
+}
+`, stockPort, stockPlainPort, ip, agentapi.DefaultPort, r.token)
 	if err := r.gw.Reload(base + stockSite); err != nil {
 		b.Fatal(err)
 	}
 	waitTLS(b, r.client, r.stock)
-	req, _ := http.NewRequest(http.MethodGet, r.agentURL+"/proxy/9000/", nil)
-	req.Header.Set(agentapi.TokenHeader, r.token)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		r.hasProxy = !strings.Contains(string(body), "no route")
-	}
 	return r
 }
 
@@ -202,10 +213,6 @@ func (r *edgeRig) paths(b *testing.B) []path {
 		c, _, err := websocket.Dial(ctx, r.echoURL, nil)
 		return c, err
 	}}}
-	if !r.hasProxy {
-		fmt.Println("edge bench: the agent has no /proxy/{port}/ route yet (branch agent-extras): only the direct baseline runs")
-		return ps
-	}
 	return append(ps,
 		path{"direct-agent", func(ctx context.Context) (*websocket.Conn, error) {
 			c, _, err := websocket.Dial(ctx, strings.Replace(r.agentURL, "http", "ws", 1)+"/proxy/9000/",
@@ -217,15 +224,26 @@ func (r *edgeRig) paths(b *testing.B) []path {
 			return c, err
 		}},
 		path{"gateway", func(ctx context.Context) (*websocket.Conn, error) {
-			tk, err := r.issuer.Issue(tickets.IssueRequest{SandboxID: r.id, Kind: tickets.KindApp})
-			if err != nil {
-				return nil, err
-			}
-			c, _, err := websocket.Dial(ctx, strings.Replace(r.gateway, "https", "wss", 1)+"/sandboxes/"+r.id+"/app/9000/?ticket="+tk.Token,
-				&websocket.DialOptions{HTTPClient: r.client})
+			return r.dialGateway(ctx, strings.Replace(r.gateway, "https", "wss", 1))
+		}},
+		path{"stock-h1", func(ctx context.Context) (*websocket.Conn, error) {
+			c, _, err := websocket.Dial(ctx, strings.Replace(r.stockPlain, "http", "ws", 1)+"/", nil)
 			return c, err
 		}},
+		path{"gateway-h1", func(ctx context.Context) (*websocket.Conn, error) {
+			return r.dialGateway(ctx, strings.Replace(r.gatewayPlain, "http", "ws", 1))
+		}},
 	)
+}
+
+// dialGateway opens the app route of the rig's sandbox on a gateway site with a fresh ticket.
+func (r *edgeRig) dialGateway(ctx context.Context, site string) (*websocket.Conn, error) {
+	tk, err := r.issuer.Issue(tickets.IssueRequest{SandboxID: r.id, Kind: tickets.KindApp})
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := websocket.Dial(ctx, site+"/sandboxes/"+r.id+"/app/9000/?ticket="+tk.Token, &websocket.DialOptions{HTTPClient: r.client})
+	return c, err
 }
 
 type echoResult struct {

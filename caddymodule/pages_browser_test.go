@@ -6,11 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,38 +49,10 @@ func tail(s string, n int) string {
 	return s
 }
 
-// buildAssets runs scripts/assets.sh so the gateway binary this test process builds embeds xterm.js and noVNC.
-func buildAssets(t *testing.T) {
-	t.Helper()
-	testenv.NodeModules(t)
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "assets.sh"))
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/assets.sh: %v\n%s", err, out)
-	}
-}
-
-// agentHas reports whether the sandbox's agent serves a route: a request through the gateway that the agent
-// answers with 404 not_found means its image predates the feature.
-func agentHas(t *testing.T, e *edgeGateway, req func(c *http.Client) (*http.Response, error)) (bool, string) {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := *e.client
-	c.Jar = jar
-	resp, err := req(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode != http.StatusNotFound, fmt.Sprintf("%d %s", resp.StatusCode, body)
-}
-
 // TestPagesInBrowser drives the console, the terminal and the desktop in Chromium against the real gateway over
 // HTTPS with real sandbox containers.
 func TestPagesInBrowser(t *testing.T) {
 	testenv.Integration(t)
-	buildAssets(t)
 	browserImage := testenv.Image(t, "browser")
 	site := fmt.Sprintf(`	sandbox_pages {
 		console_key %s owner alice
@@ -112,20 +81,6 @@ func TestPagesInBrowser(t *testing.T) {
 	t.Logf("sandbox %s created from the console; usage shown: %v", id, created.Usage)
 
 	t.Run("terminal", func(t *testing.T) {
-		ok, why := agentHas(t, e, func(c *http.Client) (*http.Response, error) {
-			page := e.base + "/sandboxes/" + id + "/terminal/"
-			resp, err := c.Get(page + "?ticket=" + e.ticket(t, id, tickets.KindTerminal, tickets.PermWrite))
-			if err != nil {
-				return nil, err
-			}
-			resp.Body.Close()
-			r, _ := http.NewRequest("POST", page+"session", strings.NewReader(`{"cols":80,"rows":24}`))
-			r.Header.Set("Content-Type", "application/json")
-			return c.Do(r)
-		})
-		if !ok {
-			t.Skipf("the sandbox agent has no PTY endpoint yet (agent-core): %s", why)
-		}
 		var res struct {
 			First, Second string
 			ExpiredBanner string   `json:"expiredBanner"`
@@ -163,12 +118,6 @@ func TestPagesInBrowser(t *testing.T) {
 			ID string `json:"id"`
 		}
 		runBrowserStep(t, e, "create", &desk, "PROFILE=desk")
-		ok, why := agentHas(t, e, func(c *http.Client) (*http.Response, error) {
-			return c.Get(e.base + "/sandboxes/" + desk.ID + "/vnc/websockify?ticket=" + e.ticket(t, desk.ID, tickets.KindVNC, tickets.PermWrite))
-		})
-		if !ok {
-			t.Skipf("the sandbox agent has no VNC bridge yet (agent-extras): %s", why)
-		}
 		var res struct {
 			Lit           int
 			ViewOnly      bool

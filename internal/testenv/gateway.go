@@ -21,10 +21,18 @@ var (
 	caddyErr  error
 )
 
-// CaddyBinary builds the gateway binary (go build ./cmd/caddy) once per test process and returns its path.
+// CaddyBinary builds the gateway binary (go build ./cmd/caddy, with the pages' assets) once per test process and
+// returns its path.
 func CaddyBinary(t testing.TB) string {
 	t.Helper()
 	caddyOnce.Do(func() {
+		// The pages embed npm assets at build time; a binary built without them answers its pages with 503.
+		if caddyErr = runScript("prereqs.sh", "node"); caddyErr != nil {
+			return
+		}
+		if caddyErr = runScript("assets.sh"); caddyErr != nil {
+			return
+		}
 		dir, err := os.MkdirTemp("", "sandgate-caddy-")
 		if err != nil {
 			caddyErr = err
