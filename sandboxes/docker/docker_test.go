@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/mount"
+
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -75,5 +77,29 @@ func TestHostConfigHardening(t *testing.T) {
 	}
 	if len(hc.Mounts) != 2 || !hc.Mounts[1].ReadOnly || hc.Mounts[1].Source != "/srv/data" {
 		t.Errorf("bind mounts %+v", hc.Mounts)
+	}
+}
+
+func TestHostConfigMountsTheAgentSocketDir(t *testing.T) {
+	spec := sandboxes.ContainerSpec{Volume: "ws", Network: "none", AgentSocketDir: "/run/sandgate/ns/sandbox-1"}
+	hc, err := HostConfig(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc.NetworkMode != "none" {
+		t.Fatalf("network mode %q", hc.NetworkMode)
+	}
+	found := false
+	for _, m := range hc.Mounts {
+		if m.Target == sandboxes.SocketMountPoint {
+			found = m.Source == spec.AgentSocketDir && !m.ReadOnly
+		}
+	}
+	if !found {
+		t.Fatalf("socket directory not mounted: %+v", hc.Mounts)
+	}
+	spec.AgentSocketDir = ""
+	if hc, _ := HostConfig(spec); slices.ContainsFunc(hc.Mounts, func(m mount.Mount) bool { return m.Target == sandboxes.SocketMountPoint }) {
+		t.Fatal("a sandbox without a socket directory got the mount")
 	}
 }
