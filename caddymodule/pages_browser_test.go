@@ -174,7 +174,7 @@ func TestPagesInBrowser(t *testing.T) {
 			ViewOnly      bool
 			ViewState     string
 			Mode          string
-			ViewLit       int `json:"view_lit"`
+			ViewLit       int      `json:"view_lit"`
 			CSPViolations []string `json:"csp_violations"`
 		}
 		runBrowserStep(t, e, "desktop", &res, "SANDBOX="+desk.ID)
