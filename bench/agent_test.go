@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,7 +75,7 @@ func measureAgent(b *testing.B) agentReport {
 	for range r.agentN {
 		agent = append(agent, execTrue())
 	}
-	r.agentP50, r.agentP99 = pct(agent, 50), pct(agent, 99)
+	r.agentP50, r.agentP99 = testenv.Percentile(agent, .5), testenv.Percentile(agent, .99)
 
 	r.dockerN = 30
 	var docker []time.Duration
@@ -87,7 +86,7 @@ func measureAgent(b *testing.B) agentReport {
 		}
 		docker = append(docker, time.Since(start))
 	}
-	r.dockerP50, r.dockerP99 = pct(docker, 50), pct(docker, 99)
+	r.dockerP50, r.dockerP99 = testenv.Percentile(docker, .5), testenv.Percentile(docker, .99)
 
 	time.Sleep(time.Second)
 	r.rssIdleKiB, _ = agentMemory(b, sb.Name)
@@ -171,14 +170,7 @@ func ptyEcho(b *testing.B, ctx context.Context, c *agentapi.Client, token string
 			lat = append(lat, time.Since(start))
 		}
 	}
-	return pct(lat, 50), pct(lat, 99)
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	return s[max(0, min(len(s)-1, i-1))]
+	return testenv.Percentile(lat, .5), testenv.Percentile(lat, .99)
 }
 
 func (r agentReport) print(w *os.File) {

@@ -9,18 +9,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
 	"github.com/sandgate/sandgate/client"
@@ -28,15 +22,6 @@ import (
 )
 
 const apiBenchKey = "sk-bay-bench"
-
-// apiImageRepo is where the API benchmarks build the sandbox image from this tree: the shared
-// sandgate/sandbox:base may be rebuilt from another worktree while they run.
-const apiImageRepo = "sandgate-bayapi/sandbox"
-
-var (
-	apiPin    sync.Once
-	apiPinErr error
-)
 
 type apiGateway struct {
 	url string
@@ -53,23 +38,9 @@ func startAPIGateway(b *testing.B) *apiGateway {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Build the image from this tree under our own repository, once per process (the function runs several times).
-	apiPin.Do(func() {
-		cmd := exec.Command("scripts/images.sh", "base")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+apiImageRepo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			apiPinErr = fmt.Errorf("building %s:base: %v\n%s", apiImageRepo, err, out)
-		}
-	})
-	if apiPinErr != nil {
-		b.Fatal(apiPinErr)
-	}
-	image := apiImageRepo + ":base"
-	b.Cleanup(func() {
-		apiRemoveNamespace(cli, ns)
-		cli.Close()
-	})
+	image := testenv.Image(b, "base")
+	testenv.RemoveNamespace(b, ns)
+	b.Cleanup(func() { cli.Close() })
 	port := testenv.FreePort(b)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
@@ -102,44 +73,6 @@ http://127.0.0.1:%[3]d {
 	return &apiGateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), ns: ns, cli: cli}
 }
 
-func apiRemoveNamespace(cli *docker.Client, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
-	// The gateway may still be tearing containers down: retry until nothing of the namespace is left.
-	for {
-		left := 0
-		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-		for _, c := range list {
-			if cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) != nil {
-				left++
-			}
-		}
-		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-		for _, v := range vols.Volumes {
-			if cli.VolumeRemove(ctx, v.Name, true) != nil {
-				left++
-			}
-		}
-		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-		for _, n := range nets {
-			if cli.NetworkRemove(ctx, n.ID) != nil {
-				left++
-			}
-		}
-		if left == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// agentOf finds a sandbox's agent address and token the way the gateway knows them: its container's address and
-// the token in its environment.
 func (g *apiGateway) agentOf(b *testing.B, id string) (addr, token string) {
 	b.Helper()
 	ctx := context.Background()
@@ -165,13 +98,6 @@ func (g *apiGateway) agentOf(b *testing.B, id string) (addr, token string) {
 		b.Fatalf("no agent address or token for %s", id)
 	}
 	return addr, token
-}
-
-func apiPercentile(d []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1) * p)
-	return s[i]
 }
 
 // BenchmarkAPIShellExec compares shell/exec of `true` through the whole stack (client -> Caddy -> API -> agent)
@@ -226,8 +152,8 @@ func BenchmarkAPIShellExec(b *testing.B) {
 		viaAPI = append(viaAPI, time.Since(t0))
 	}
 	b.StopTimer()
-	a50, a99 := apiPercentile(viaAPI, 0.5), apiPercentile(viaAPI, 0.99)
-	d50, d99 := apiPercentile(viaAgent, 0.5), apiPercentile(viaAgent, 0.99)
+	a50, a99 := testenv.Percentile(viaAPI, 0.5), testenv.Percentile(viaAPI, 0.99)
+	d50, d99 := testenv.Percentile(viaAgent, 0.5), testenv.Percentile(viaAgent, 0.99)
 	b.ReportMetric(float64(a50.Microseconds()), "api-p50-us")
 	b.ReportMetric(float64(a99.Microseconds()), "api-p99-us")
 	b.ReportMetric(float64(d50.Microseconds()), "agent-p50-us")
@@ -280,7 +206,7 @@ func BenchmarkAPICreateToReady(b *testing.B) {
 		cold = append(cold, measure("cold"))
 	}
 	b.StopTimer()
-	w50, c50 := apiPercentile(warm, 0.5), apiPercentile(cold, 0.5)
+	w50, c50 := testenv.Percentile(warm, 0.5), testenv.Percentile(cold, 0.5)
 	b.ReportMetric(float64(w50.Milliseconds()), "warm-p50-ms")
 	b.ReportMetric(float64(c50.Milliseconds()), "cold-p50-ms")
 	b.Logf("create-to-ready over %d runs: warm p50 %v, cold p50 %v (cold/warm %.1fx)", b.N, w50, c50, float64(c50)/float64(w50))

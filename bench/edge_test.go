@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,9 +44,9 @@ type edgeRig struct {
 func newEdgeRig(b *testing.B) *edgeRig {
 	b.Helper()
 	testenv.Integration(b)
-	image := benchImage(b, "base")
+	image := testenv.Image(b, "base")
 	ns := testenv.Unique("sgbench")
-	b.Cleanup(func() { removeNamespace(ns) })
+	testenv.RemoveNamespace(b, ns)
 	r := &edgeRig{}
 	gwPort, stockPort, httpPort := testenv.FreePort(b), testenv.FreePort(b), testenv.FreePort(b)
 	base := fmt.Sprintf(`{
@@ -166,26 +164,10 @@ https://localhost:%d {
 	return r
 }
 
-// startEcho builds wsecho, streams it into the sandbox's /tmp and runs it.
+// startEcho runs wsecho in the sandbox on port 9000 and waits until it answers.
 func (r *edgeRig) startEcho(b *testing.B) {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "wsecho")
-	build := exec.Command("go", "build", "-o", bin, "./internal/wsecho")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building wsecho: %v\n%s", err, out)
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	cp := exec.Command("docker", "exec", "-i", r.container, "sh", "-c", "cat > /tmp/wsecho && chmod +x /tmp/wsecho")
-	cp.Stdin = f
-	if out, err := cp.CombinedOutput(); err != nil {
-		b.Fatalf("copying wsecho into the sandbox: %v\n%s", err, out)
-	}
-	dockerOut(b, "exec", "-d", r.container, "/tmp/wsecho", "-addr", ":9000")
+	testenv.StartWSEcho(b, r.container, "9000")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, _, err := websocket.Dial(context.Background(), r.echoURL, nil)
@@ -207,18 +189,6 @@ func dockerOut(b *testing.B, args ...string) string {
 		b.Fatalf("docker %v: %v", args, err)
 	}
 	return string(out)
-}
-
-func removeNamespace(ns string) {
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
-	for _, id := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-	}
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
-	for _, v := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
-	}
-	_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
 }
 
 // path is one way of reaching the echo server.
@@ -285,8 +255,7 @@ func BenchmarkEdgeWebSocketEcho(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			res.p50, res.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+			res.p50, res.p99 = testenv.Percentile(lat, .5), testenv.Percentile(lat, .99)
 			b.ReportMetric(float64(res.p50.Microseconds()), "p50-µs")
 			b.ReportMetric(float64(res.p99.Microseconds()), "p99-µs")
 		})
@@ -434,18 +403,4 @@ func waitTLS(b *testing.B, c *http.Client, u string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// benchImage builds this branch's sandbox image under a tag of its own (the shared sandgate/sandbox tags are rebuilt
-// by every branch's tests) and returns it.
-func benchImage(b *testing.B, target string) string {
-	b.Helper()
-	const repo = "sandgate-edge/sandbox"
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "images.sh"), target)
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building %s:%s: %v\n%s", repo, target, err, out)
-	}
-	return repo + ":" + target
 }

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -119,22 +118,13 @@ func compare(b *testing.B, name string, prepare func(b *testing.B, viaProxy bool
 		dd, pd = append(dd, mid.Sub(start)), append(pd, time.Since(mid))
 	}
 	b.StopTimer()
-	md, mp := median(dd), median(pd)
+	md, mp := testenv.Percentile(dd, .5), testenv.Percentile(pd, .5)
 	b.ReportMetric(float64(md.Microseconds()), "direct-µs")
 	b.ReportMetric(float64(mp.Microseconds()), "proxy-µs")
 	b.ReportMetric(float64(mp)/float64(md), "ratio")
 	if b.N > 1 {
 		fmt.Printf("%s (median of %d): direct %v, through fastgpt_proxy %v, ratio %.2fx\n", name, b.N, md, mp, float64(mp)/float64(md))
 	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
 }
 
 // BenchmarkFastGPTReadFile: one fs/read_file JSON-RPC round trip of a 4 KiB file.

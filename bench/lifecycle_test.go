@@ -13,16 +13,12 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	"github.com/sandgate/sandgate/internal/testenv"
@@ -46,6 +42,7 @@ func newLifecycleBench(b *testing.B, profile sandboxes.Profile, maxStarts int) *
 		b.Fatal(err)
 	}
 	lb := &lifecycleBench{b: b, ns: testenv.Unique("sgb"), image: image, cli: cli}
+	testenv.RemoveNamespace(b, lb.ns)
 	drv, err := docker.New("")
 	if err != nil {
 		b.Fatal(err)
@@ -66,21 +63,6 @@ func newLifecycleBench(b *testing.B, profile sandboxes.Profile, maxStarts int) *
 	}
 	b.Cleanup(func() {
 		lb.mgr.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		f := filters.NewArgs(filters.Arg("label", lb.ns+".managed"))
-		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-		for _, c := range list {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-		for _, v := range vols.Volumes {
-			_ = cli.VolumeRemove(ctx, v.Name, true)
-		}
-		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-		for _, n := range nets {
-			_ = cli.NetworkRemove(ctx, n.ID)
-		}
 		cli.Close()
 	})
 	return lb
@@ -112,13 +94,6 @@ func (lb *lifecycleBench) firstExec(id string) {
 	}
 	_, _ = io.Copy(io.Discard, att.Reader)
 	att.Close()
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1) * p)
-	return s[i]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -156,15 +131,15 @@ func BenchmarkLifecycleWarmClaim(b *testing.B) {
 		execOnly = append(execOnly, time.Since(again))
 		_ = lb.mgr.Delete(context.Background(), sb.ID)
 	}
-	b.ReportMetric(ms(percentile(toReady, .5)), "ready-p50-ms")
-	b.ReportMetric(ms(percentile(toReady, .95)), "ready-p95-ms")
-	b.ReportMetric(ms(percentile(toExec, .5)), "exec-p50-ms")
-	b.ReportMetric(ms(percentile(toExec, .95)), "exec-p95-ms")
-	b.ReportMetric(ms(percentile(execOnly, .5)), "exec-alone-p50-ms")
+	b.ReportMetric(ms(testenv.Percentile(toReady, .5)), "ready-p50-ms")
+	b.ReportMetric(ms(testenv.Percentile(toReady, .95)), "ready-p95-ms")
+	b.ReportMetric(ms(testenv.Percentile(toExec, .5)), "exec-p50-ms")
+	b.ReportMetric(ms(testenv.Percentile(toExec, .95)), "exec-p95-ms")
+	b.ReportMetric(ms(testenv.Percentile(execOnly, .5)), "exec-alone-p50-ms")
 	b.Logf("warm claim to ready: p50 %.2f ms, p95 %.2f ms (target p50 < 50 ms); to first exec: p50 %.1f ms, p95 %.1f ms; "+
 		"the exec alone (Engine API, same sandbox, right after): p50 %.1f ms, p95 %.1f ms",
-		ms(percentile(toReady, .5)), ms(percentile(toReady, .95)), ms(percentile(toExec, .5)), ms(percentile(toExec, .95)),
-		ms(percentile(execOnly, .5)), ms(percentile(execOnly, .95)))
+		ms(testenv.Percentile(toReady, .5)), ms(testenv.Percentile(toReady, .95)), ms(testenv.Percentile(toExec, .5)), ms(testenv.Percentile(toExec, .95)),
+		ms(testenv.Percentile(execOnly, .5)), ms(testenv.Percentile(execOnly, .95)))
 }
 
 // dockerRunToHealth is the baseline: `docker run` of the same image until its agent answers /health.
@@ -214,12 +189,12 @@ func BenchmarkLifecycleColdCreate(b *testing.B) {
 		cold = append(cold, time.Since(start))
 		_ = lb.mgr.Delete(context.Background(), sb.ID)
 	}
-	c50, base50 := percentile(cold, .5), percentile(baseline, .5)
+	c50, base50 := testenv.Percentile(cold, .5), testenv.Percentile(baseline, .5)
 	b.ReportMetric(ms(c50), "cold-p50-ms")
 	b.ReportMetric(ms(base50), "docker-run-p50-ms")
 	b.ReportMetric(float64(c50)/float64(base50), "cold/docker-run")
 	b.Logf("cold create to ready: p50 %.0f ms, p95 %.0f ms; docker run to /health: p50 %.0f ms, p95 %.0f ms; ratio %.2fx (target <= 1.2x)",
-		ms(c50), ms(percentile(cold, .95)), ms(base50), ms(percentile(baseline, .95)), float64(c50)/float64(base50))
+		ms(c50), ms(testenv.Percentile(cold, .95)), ms(base50), ms(testenv.Percentile(baseline, .95)), float64(c50)/float64(base50))
 
 	const parallel = 20
 	var mu sync.Mutex
@@ -244,11 +219,11 @@ func BenchmarkLifecycleColdCreate(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	p95 := percentile(conc, .95)
+	p95 := testenv.Percentile(conc, .95)
 	b.ReportMetric(ms(p95), "concurrent20-p95-ms")
 	b.ReportMetric(float64(p95)/float64(c50), "concurrent20-p95/single")
 	b.Logf("%d concurrent cold creates: p50 %.0f ms, p95 %.0f ms = %.2fx a single cold create (target <= 3x)",
-		parallel, ms(percentile(conc, .5)), ms(p95), float64(p95)/float64(c50))
+		parallel, ms(testenv.Percentile(conc, .5)), ms(p95), float64(p95)/float64(c50))
 	for _, id := range ids {
 		_ = lb.mgr.Delete(context.Background(), id)
 	}
@@ -266,8 +241,8 @@ func BenchmarkLifecycleColdCreate(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	bp95 := percentile(base, .95)
+	bp95 := testenv.Percentile(base, .95)
 	b.ReportMetric(ms(bp95), "docker-run-concurrent20-p95-ms")
 	b.Logf("%d concurrent docker runs to /health: p50 %.0f ms, p95 %.0f ms = %.2fx a single docker run; sandgate's p95 is %.2fx this",
-		parallel, ms(percentile(base, .5)), ms(bp95), float64(bp95)/float64(base50), float64(p95)/float64(bp95))
+		parallel, ms(testenv.Percentile(base, .5)), ms(bp95), float64(bp95)/float64(base50), float64(p95)/float64(bp95))
 }

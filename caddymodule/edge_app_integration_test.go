@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,31 +45,6 @@ func (e *edgeGateway) containerOf(t *testing.T, id string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// startWSEcho builds bench/internal/wsecho, streams it into the sandbox's /tmp and runs it on port.
-func startWSEcho(t *testing.T, ctr, port string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wsecho")
-	build := exec.Command("go", "build", "-o", bin, "./bench/internal/wsecho")
-	build.Dir = testenv.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building wsecho: %v\n%s", err, out)
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cp := exec.Command("docker", "exec", "-i", ctr, "sh", "-c", "cat > /tmp/wsecho && chmod +x /tmp/wsecho")
-	cp.Stdin = f
-	if out, err := cp.CombinedOutput(); err != nil {
-		t.Fatalf("copying wsecho: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("docker", "exec", "-d", ctr, "/tmp/wsecho", "-addr", ":"+port).CombinedOutput(); err != nil {
-		t.Fatalf("starting wsecho: %v\n%s", err, out)
-	}
-}
-
 // TestEdgeAppReachesServerInSandbox: /sandboxes/{id}/app/{port}/ reaches an HTTP server started inside the sandbox,
 // and a WebSocket server too, through wss://.
 func TestEdgeAppReachesServerInSandbox(t *testing.T) {
@@ -97,7 +70,7 @@ https://*.sb.localhost:{EDGE_PORT} {
 	if out, err := exec.Command("docker", "exec", "-d", ctr, "python3", "-m", "http.server", "8000", "-d", "/tmp/site").CombinedOutput(); err != nil {
 		t.Fatalf("starting http.server: %v %s", err, out)
 	}
-	startWSEcho(t, ctr, "9000")
+	testenv.StartWSEcho(t, ctr, "9000")
 
 	deadline := time.Now().Add(20 * time.Second)
 	var status int
@@ -205,7 +178,7 @@ func startEdgeBrowser(t *testing.T) *edgeGateway {
 		max_message 1MiB
 	}`, `
 		profile py {
-			image `+edgeImage(t, "browser")+`
+			image `+testenv.Image(t, "browser")+`
 			cpus 1
 			memory 1g
 			pids 512

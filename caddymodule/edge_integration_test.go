@@ -54,7 +54,7 @@ func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 			capabilities shell python filesystem
 			app_port 3000
 			idle_timeout 4s
-		}`, edgeImage(t, "base")))
+		}`, testenv.Image(t, "base")))
 }
 
 // startEdgeWith runs the gateway with a sandboxes app holding profile (none when empty).
@@ -71,7 +71,7 @@ func startEdgeWith(t *testing.T, site, profile string) *edgeGateway {
 		namespace %s
 		gc_interval 1s%s
 	}`, e.ns, profile)
-		t.Cleanup(func() { removeEdgeNamespace(e.ns) })
+		testenv.RemoveNamespace(t, e.ns)
 	}
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
@@ -131,18 +131,6 @@ https://localhost:%d {
 		t.Fatal(err)
 	}
 	return e
-}
-
-func removeEdgeNamespace(ns string) {
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
-	for _, id := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-	}
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
-	for _, v := range strings.Fields(string(out)) {
-		_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
-	}
-	_ = exec.Command("docker", "network", "rm", ns+"-internal").Run()
 }
 
 func (e *edgeGateway) ticket(t *testing.T, id string, kind tickets.Kind, perm tickets.Permission) string {

@@ -77,9 +77,9 @@ func startPebble(t *testing.T) (dirURL, rootPath string) {
 func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	testenv.Integration(t)
 	dirURL, pebbleRoot := startPebble(t)
-	image := edgeImage(t, "base")
+	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgtls")
-	t.Cleanup(func() { removeEdgeNamespace(ns) })
+	testenv.RemoveNamespace(t, ns)
 	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}

@@ -83,7 +83,7 @@ except Exception as e:
 // own forward proxy, is refused (and the refusal logged with its id) for another address, and reaches nothing
 // directly; a sandbox with network none reaches nothing at all.
 func TestEgressAllowList(t *testing.T) {
-	testenv.Image(t, "base")
+	image := testenv.Image(t, "base")
 	allowed, other := netnsServers(t)
 	ns := testenv.Unique("sge")
 	removeLifecycleNamespace(t, ns)
@@ -104,7 +104,7 @@ func TestEgressAllowList(t *testing.T) {
 		namespace %s
 		gc_interval 1h
 		profile egress {
-			image sandgate/sandbox:base
+			image %s
 			memory 256m
 			network %s
 			egress_proxy http://%s:%d
@@ -116,7 +116,7 @@ func TestEgressAllowList(t *testing.T) {
 http://:%d {
 	sandbox_egress
 }
-`, ns, network, gw, port, allowed, port), testenv.GatewayOptions{})
+`, ns, image, network, gw, port, allowed, port), testenv.GatewayOptions{})
 
 	code, body := adminDo(t, g, http.MethodPost, "/sandboxes", map[string]any{"profile": "egress", "owner": "tester"})
 	if code != http.StatusCreated {

@@ -20,7 +20,7 @@ import (
 )
 
 // gatewayCaddyfile is a real gateway config: the sandboxes app in its own namespace and a site proxying WebSockets
-// to a test echo server. memory and idle differ between the configs a test reloads.
+// to a test echo server, running the image named by SG_IMAGE (testenv.Image). memory and idle differ between the configs a test reloads.
 func gatewayCaddyfile(memory, idle string) string {
 	return fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
@@ -28,7 +28,7 @@ func gatewayCaddyfile(memory, idle string) string {
 		namespace {$SG_NS}
 		gc_interval 1h
 		profile small {
-			image sandgate/sandbox:base
+			image {$SG_IMAGE}
 			cpus 0.5
 			memory %s
 			disk 64m
@@ -153,13 +153,13 @@ func containerOf(t *testing.T, ns, id string) (containerID, startedAt string, me
 }
 
 func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
-	testenv.Image(t, "base")
+	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgr")
 	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	port := testenv.FreePort(t)
 	g := testenv.StartGateway(t, gatewayCaddyfile("256m", "10m"), testenv.GatewayOptions{Env: []string{
-		"SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", port), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
+		"SG_IMAGE=" + image, "SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", port), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
 	}})
 	a, b := createSandbox(t, g, "1h"), createSandbox(t, g, "1h")
 	waitStatus(t, g, a.ID, sandboxes.StatusReady)
@@ -219,13 +219,13 @@ func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
 }
 
 func TestGatewayKillAndRestartAdoptsSandboxes(t *testing.T) {
-	testenv.Image(t, "base")
+	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgk")
 	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := gatewayCaddyfile("256m", "10m")
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{
-		"SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", testenv.FreePort(t)), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
+		"SG_IMAGE=" + image, "SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", testenv.FreePort(t)), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
 	}})
 	a, b := createSandbox(t, g, "2h"), createSandbox(t, g, "30m")
 	readyA := waitStatus(t, g, a.ID, sandboxes.StatusReady)
@@ -271,13 +271,13 @@ func grepLines(s, sub string) string {
 }
 
 func TestGatewayOnExitDestroy(t *testing.T) {
-	testenv.Image(t, "base")
+	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgx")
 	removeLifecycleNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := strings.Replace(gatewayCaddyfile("256m", "10m"), "gc_interval 1h", "gc_interval 1h\n\t\ton_exit destroy", 1)
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{
-		"SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", testenv.FreePort(t)), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
+		"SG_IMAGE=" + image, "SG_NS=" + ns, fmt.Sprintf("SG_PORT=%d", testenv.FreePort(t)), "SG_ECHO=" + strings.TrimPrefix(echo.URL, "http://"),
 	}})
 	sb := createSandbox(t, g, "1h")
 	waitStatus(t, g, sb.ID, sandboxes.StatusReady)

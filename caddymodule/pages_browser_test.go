@@ -220,7 +220,7 @@ func startEdgeWithProfiles(t *testing.T, site, profiles string) *edgeGateway {
 	e := &edgeGateway{ns: testenv.Unique("sgpages")}
 	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	e.accessLog = filepath.Join(t.TempDir(), "access.log")
-	t.Cleanup(func() { removeEdgeNamespace(e.ns) })
+	testenv.RemoveNamespace(t, e.ns)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
 	http_port %d

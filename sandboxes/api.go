@@ -52,7 +52,10 @@ type CreateRequest struct {
 	// TTL is the hard lifetime; 0 means the manager's default, negative means never expire.
 	TTL time.Duration
 	Env map[string]string
-	// WorkspaceID reuses an existing workspace volume instead of creating one.
+	// WorkspaceID reuses an existing workspace volume instead of creating one. It is trusted input: the Manager
+	// mounts whatever workspace it names, with no check of Owner against the workspace's owner. A caller that takes
+	// it from a client must check that client may use that workspace first (routes/bayapi accepts only a cargo of
+	// the caller's owner, admin keys excepted; the Caddy admin API is the operator's own).
 	WorkspaceID string
 }
 

@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,10 @@ type fakeDriver struct {
 	creates    int
 	startDelay time.Duration
 	failCreate bool
+	// removeDelay makes Remove take a while, as Docker's does; startupFailure makes every agent's /health answer
+	// that its start-up customisation failed with this message.
+	removeDelay    time.Duration
+	startupFailure string
 }
 
 type fakeContainer struct {
@@ -31,16 +36,26 @@ type fakeContainer struct {
 }
 
 func newFakeDriver(t *testing.T) *fakeDriver {
+	d := &fakeDriver{containers: map[string]*fakeContainer{}, volumes: map[string]VolumeInfo{}, networks: map[string]int{},
+		events: make(chan ContainerEvent, 16)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
+			d.mu.Lock()
+			failure := d.startupFailure
+			d.mu.Unlock()
+			if failure != "" {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				json.NewEncoder(w).Encode(map[string]string{"status": "failed", "error": failure})
+				return
+			}
 			w.Write([]byte(`{"status":"ok"}`))
 			return
 		}
 		http.NotFound(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return &fakeDriver{addr: strings.TrimPrefix(srv.URL, "http://"), containers: map[string]*fakeContainer{},
-		volumes: map[string]VolumeInfo{}, networks: map[string]int{}, events: make(chan ContainerEvent, 16)}
+	d.addr = strings.TrimPrefix(srv.URL, "http://")
+	return d
 }
 
 func (d *fakeDriver) Check(context.Context) ([]string, error) { return nil, nil }
@@ -69,6 +84,11 @@ func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, erro
 	defer d.mu.Unlock()
 	if d.failCreate {
 		return "", fmt.Errorf("no such image %s", spec.Image)
+	}
+	for id, c := range d.containers {
+		if c.spec.Name == spec.Name {
+			return "", fmt.Errorf("the container name %q is already in use by container %q", spec.Name, id)
+		}
 	}
 	d.creates++
 	id := fmt.Sprintf("c%04d", d.creates)
@@ -101,6 +121,10 @@ func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {
 	return nil
 }
 func (d *fakeDriver) Remove(_ context.Context, id string) error {
+	d.mu.Lock()
+	delay := d.removeDelay
+	d.mu.Unlock()
+	time.Sleep(delay)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.containers, id)

@@ -71,8 +71,39 @@ func (m *Manager) launch(ctx context.Context, e *entry) {
 	}
 	e.opMu.Lock()
 	addr, err := m.bringUp(ctx, e, timeout, func() { <-sem })
+	if err != nil {
+		m.removeFailedContainer(e, err)
+	}
 	e.opMu.Unlock()
 	m.finishLaunch(e, addr, err)
+}
+
+// removeFailedContainer removes the container of a launch that failed (its workspace stays for a retry). It runs
+// before finishLaunch publishes the failure: until then the launch is still under way, so the next EnsureRunning
+// waits for it instead of creating a container under the name the failed one still holds. A launch cancelled by a
+// stop or delete leaves its container to them, and a closing Manager leaves it for the next start to adopt.
+func (m *Manager) removeFailedContainer(e *entry, err error) {
+	if m.ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	cid := e.rec.ContainerID
+	if e.deleted || e.stopRequested || cid == "" {
+		m.mu.Unlock()
+		return
+	}
+	e.expectStop = true
+	e.rec.ContainerID = ""
+	m.mu.Unlock()
+	m.log.Warn("sandbox failed to start", "sandbox", e.rec.ID, "error", err)
+	rmCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if rerr := m.driver.Remove(rmCtx, cid); rerr != nil {
+		m.log.Warn("removing a failed container", "container", cid, "error", rerr)
+	}
+	cancel()
+	m.mu.Lock()
+	e.expectStop = false
+	m.mu.Unlock()
 }
 
 // bringUp does the engine work of a launch. release frees the start slot once the container runs (waiting for
@@ -224,7 +255,8 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		m.detachLocked(e)
 	}
 	m.mu.Unlock()
-	// Waiters wake only once the outcome is final (a failed container is removed first, so a retry never meets it).
+	// Waiters wake only once the outcome is final (removeFailedContainer already removed a failed container, so a
+	// retry never meets it).
 	defer func() {
 		if ch != nil {
 			close(ch)
@@ -238,23 +270,6 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		m.destroyDetached(e, "warm start failed")
 		m.emit(ev)
 		return
-	}
-	if err != nil && e.rec.ContainerID != "" {
-		// A container that never became ready is removed (its workspace stays for a retry).
-		m.log.Warn("sandbox failed to start", "sandbox", e.rec.ID, "error", err)
-		m.mu.Lock()
-		e.expectStop = true
-		cid := e.rec.ContainerID
-		e.rec.ContainerID = ""
-		m.mu.Unlock()
-		rmCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if rerr := m.driver.Remove(rmCtx, cid); rerr != nil {
-			m.log.Warn("removing a failed container", "container", cid, "error", rerr)
-		}
-		cancel()
-		m.mu.Lock()
-		e.expectStop = false
-		m.mu.Unlock()
 	}
 	m.persist(e)
 	if ev.Type != "" {

@@ -670,11 +670,16 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			if triggered {
 				msg := e.rec.LastError
 				m.mu.Unlock()
+				// The launch's typed error survives only as LastError's text ("code: message"): keep the codes a
+				// caller acts on (the agent's start-up failure is the sandbox's configuration, not the engine).
 				code := CodeEngine
-				if strings.HasPrefix(msg, CodeTimeout+":") {
-					code = CodeTimeout
+				for _, c := range []string{CodeTimeout, CodeStartupFailed} {
+					if strings.HasPrefix(msg, c+":") {
+						code = c
+					}
 				}
-				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg)}
+				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg),
+					Details: map[string]any{"last_error": msg}}
 			}
 			if !e.launching {
 				if e.rec.Phase == PhaseStopped {

@@ -491,3 +491,48 @@ func TestStopDuringStartEndsIdle(t *testing.T) {
 	d.startDelay = 0
 	mustReady(t, m, sb.ID)
 }
+
+// TestRelaunchAfterStartupFailure: a call right after a sandbox turns failed starts it again and meets the agent's
+// start-up failure, never the name of the failed container that is still being removed.
+func TestRelaunchAfterStartupFailure(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	d.mu.Lock()
+	d.startupFailure = "pip: No matching distribution found for nope"
+	d.removeDelay = 200 * time.Millisecond
+	d.mu.Unlock()
+	ctx := context.Background()
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := m.Get(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status == StatusFailed {
+				if !strings.HasPrefix(got.LastError, CodeStartupFailed+": ") || !strings.Contains(got.LastError, "No matching distribution") {
+					t.Fatalf("last error %q", got.LastError)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status %s, want failed", got.Status)
+			}
+			if i == 0 {
+				// The first launch starts by itself; later ones only when called.
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			t.Fatalf("status %s after a failed relaunch, want failed", got.Status)
+		}
+		_, err := m.EnsureRunning(ctx, sb.ID)
+		var se *Error
+		if !errors.As(err, &se) || se.Code != CodeStartupFailed || !strings.Contains(se.Message, "No matching distribution") ||
+			se.Details["last_error"] != strings.TrimPrefix(se.Message, "sandbox "+sb.ID+" could not be started: ") {
+			t.Fatalf("relaunch %d of a failed sandbox: %v (%+v)", i+1, err, se)
+		}
+	}
+}

@@ -14,12 +14,6 @@ import (
 	"time"
 )
 
-// Image names the sandbox images build under (scripts/images.sh).
-const (
-	ImageBase    = "sandgate/sandbox:base"
-	ImageBrowser = "sandgate/sandbox:browser"
-)
-
 // Integration skips t under -short and otherwise makes sure a Docker engine answers, installing and starting one
 // (scripts/prereqs.sh) where that is possible.
 func Integration(t testing.TB) {

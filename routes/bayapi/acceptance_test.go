@@ -14,15 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	docker "github.com/docker/docker/client"
 
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/testenv"
@@ -40,9 +33,9 @@ type gateway struct {
 
 func startGateway(t *testing.T, apiOptions string, env []string, profiles bool, edit ...func(string) string) *gateway {
 	t.Helper()
-	image := ownImage(t)
+	image := bayBaseImage(t)
 	ns := testenv.Unique("sgapi")
-	removeNamespaceOnCleanup(t, ns)
+	testenv.RemoveNamespace(t, ns)
 	port := testenv.FreePort(t)
 	dataDir := t.TempDir()
 	profileBlock := ""
@@ -82,89 +75,19 @@ http://127.0.0.1:%d {
 	return &gateway{Gateway: g, url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, ns: ns, caddyfile: caddyfile}
 }
 
-// ownImageRepo is where this package builds its sandbox image: sandgate/sandbox:base is shared by every worktree
-// on the engine and another engineer's build may retag it while these tests run.
-const ownImageRepo = "sandgate-bayapi/sandbox"
-
-var (
-	ownImageOnce sync.Once
-	ownImageErr  error
-)
-
-// ownImage builds (a no-op when current) the base image from this tree under ownImageRepo, once per process, and
-// makes sure the shared sandgate/sandbox:base exists too (BAY_PROFILES map Bay's images onto it).
-func ownImage(t *testing.T) string {
+// bayBaseImage builds this tree's base image (testenv.Image, under SANDGATE_IMAGE_REPO when set) for the profiles
+// the tests configure. Profiles from BAY_PROFILES and Bay's default profile run bayapi.SandgateBaseImage, the tag
+// a deployment ships; where the engine lacks it, this tree's image is tagged under that name. An existing tag is
+// never replaced: it may be another checkout's on a shared engine.
+func bayBaseImage(t *testing.T) string {
 	t.Helper()
-	testenv.Integration(t)
-	ownImageOnce.Do(func() {
-		cmd := exec.Command("scripts/images.sh", "base")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+ownImageRepo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			ownImageErr = fmt.Errorf("building %s:base: %v\n%s", ownImageRepo, err, out)
-			return
-		}
-		if exec.Command("docker", "image", "inspect", bayapi.SandgateBaseImage).Run() != nil {
-			ownImageErr = exec.Command("docker", "tag", ownImageRepo+":base", bayapi.SandgateBaseImage).Run()
-		}
-	})
-	if ownImageErr != nil {
-		t.Fatal(ownImageErr)
-	}
-	return ownImageRepo + ":base"
-}
-
-// removeNamespaceOnCleanup removes whatever the test's gateway left in its namespace, even if it crashed. The
-// gateway may still be tearing containers down when the test ends, so removal is retried until nothing is left.
-func removeNamespaceOnCleanup(t *testing.T, ns string) {
-	t.Cleanup(func() {
-		cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
-		if err != nil {
-			t.Logf("cleanup: %v", err)
-			return
-		}
-		defer cli.Close()
-		if left := removeNamespace(cli, ns, time.Minute); left != "" {
-			t.Errorf("cleanup of namespace %s left %s", ns, left)
-		}
-	})
-}
-
-// removeNamespace removes the namespace's containers, volumes and network, retrying until they are gone or the
-// timeout passes; it reports what is left.
-func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) string {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
-	for {
-		left := 0
-		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-		for _, c := range list {
-			if cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) != nil {
-				left++
-			}
-		}
-		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-		for _, v := range vols.Volumes {
-			if cli.VolumeRemove(ctx, v.Name, true) != nil {
-				left++
-			}
-		}
-		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-		for _, n := range nets {
-			if cli.NetworkRemove(ctx, n.ID) != nil {
-				left++
-			}
-		}
-		if left == 0 {
-			return ""
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Sprintf("%d containers, volumes or networks", left)
-		case <-time.After(500 * time.Millisecond):
+	image := testenv.Image(t, "base")
+	if image != bayapi.SandgateBaseImage && exec.Command("docker", "image", "inspect", bayapi.SandgateBaseImage).Run() != nil {
+		if out, err := exec.Command("docker", "tag", image, bayapi.SandgateBaseImage).CombinedOutput(); err != nil {
+			t.Fatalf("tagging %s as %s: %v\n%s", image, bayapi.SandgateBaseImage, err, out)
 		}
 	}
+	return image
 }
 
 func readCredentials(t *testing.T, dir string) bayapi.Credentials {
@@ -538,7 +461,7 @@ func TestReloadAndRestartAgainstGateway(t *testing.T) {
 // TestBrowserAgainstGateway drives the supported agent-browser subset against real Chromium in a browser sandbox.
 func TestBrowserAgainstGateway(t *testing.T) {
 	testenv.Integration(t)
-	browserImage := ownBrowserImage(t)
+	browserImage := testenv.Image(t, "browser")
 	g := startGateway(t, "", nil, true, func(s string) string {
 		return strings.Replace(s, "\t\tprofile python-default {", fmt.Sprintf(`		profile browser-python {
 			image %s
@@ -596,28 +519,6 @@ func TestBrowserAgainstGateway(t *testing.T) {
 		one.Success || one.ExitCode != 127 || one.Error == nil {
 		t.Errorf("unsupported command: %+v %v", one, err)
 	}
-}
-
-var (
-	ownBrowserOnce sync.Once
-	ownBrowserErr  error
-)
-
-// ownBrowserImage builds the browser image from this tree under ownImageRepo (see ownImage).
-func ownBrowserImage(t *testing.T) string {
-	t.Helper()
-	ownBrowserOnce.Do(func() {
-		cmd := exec.Command("scripts/images.sh", "browser")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+ownImageRepo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			ownBrowserErr = fmt.Errorf("building %s:browser: %v\n%s", ownImageRepo, err, out)
-		}
-	})
-	if ownBrowserErr != nil {
-		t.Fatal(ownBrowserErr)
-	}
-	return ownImageRepo + ":browser"
 }
 
 // TestCargoAgainstGateway: a cargo is a workspace volume that outlives its sandboxes until it is deleted.

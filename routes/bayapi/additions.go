@@ -58,15 +58,7 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath(*cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -181,15 +173,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if cwd != "" {
-		c, err := cleanWorkspacePath(cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, &cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -228,13 +212,9 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 	if !decodeOrFail(w, f) {
 		return
 	}
-	sb, err := h.visible(r.Context(), id, p)
+	sb, err := h.unexpired(r.Context(), id, p)
 	if err != nil {
 		writeError(w, r, err)
-		return
-	}
-	if sb.Status == sandboxes.StatusExpired {
-		writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
 		return
 	}
 	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write == "write", TTL: time.Duration(ttl) * time.Second})

@@ -2,6 +2,7 @@ package bayapi_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -77,19 +78,24 @@ func TestCreateWithDependenciesAgainstGateway(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A call on a failed sandbox starts it again, which fails again with the installer's message. (Right after the
-	// status turns failed the Manager may still be removing the old container: such a call gets an engine error and
-	// the next one the real answer.)
-	deadline = time.Now().Add(time.Minute)
-	for {
-		_, err = alice.Shell(ctx, bad.ID, "true", 10)
-		if err != nil && strings.Contains(err.Error(), "No matching distribution found for sgdoesnotexist==9.9") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a call on the failed sandbox should carry pip's message: %v", err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	var failed struct {
+		Status    string `json:"status"`
+		LastError string `json:"last_error"`
+	}
+	if err := alice.Do(ctx, http.MethodGet, "/v1/sandboxes/"+bad.ID, nil, &failed); err != nil ||
+		!strings.Contains(failed.LastError, "No matching distribution found for sgdoesnotexist==9.9") {
+		t.Errorf("the failed sandbox's last_error: %+v %v", failed, err)
+	}
+	// A call on a failed sandbox starts it again (right away: the Manager removed the failed container before it
+	// reported the failure), which fails again: ship_error with pip's message in details.last_error.
+	_, err = alice.Shell(ctx, bad.ID, "true", 10)
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadGateway || apiErr.Code != "ship_error" ||
+		!strings.Contains(err.Error(), "No matching distribution found for sgdoesnotexist==9.9") {
+		t.Fatalf("a call on the failed sandbox should be ship_error with pip's message: %v", err)
+	}
+	if msg, _ := apiErr.Details["last_error"].(string); !strings.Contains(msg, "No matching distribution found for sgdoesnotexist==9.9") {
+		t.Errorf("details.last_error: %v", apiErr.Details)
 	}
 	t.Logf("failed sandbox answers: %v", err)
 }

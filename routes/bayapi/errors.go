@@ -132,6 +132,13 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		sandboxes.CodeContainerDied:
 	case sandboxes.CodeUnknownProfile:
 		code = CodeValidation
+	case sandboxes.CodeStartupFailed:
+		// The sandbox's runtime could not bring itself up (an init hook failed, the installer could not get a
+		// dependency): Bay's ship_error (502), the code it answers when the runtime inside the sandbox fails, with the
+		// runtime's own message in details.last_error. Not conflict (409): that tells a client its request clashes
+		// with a state it can wait out or change, but calling again only repeats the same failed start-up; the fix
+		// is the sandbox's configuration, so a client should show the message and create a new sandbox.
+		code = CodeShipError
 	case sandboxes.CodeEngine:
 		code = CodeInternal
 	default:

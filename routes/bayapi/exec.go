@@ -1,6 +1,7 @@
 package bayapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -55,6 +56,16 @@ func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed
 }
 
 func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.kernelExec(w, r, p, "python", sandboxes.CapPython, h.cfg.Agent.Python)
+}
+
+// kernelRun runs code in one of the sandbox's persistent kernels.
+type kernelRun func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
+
+// kernelExec serves python/exec and node/exec, one body and one answer: code runs in the sandbox's kernel of
+// execType (needing capability) and is recorded in the history under execType. A nil run means the gateway's
+// agent client cannot run that kernel at all.
+func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal, execType, capability string, run kernelRun) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	code := f.str("code", true, "")
@@ -63,7 +74,11 @@ func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapPython)
+	if run == nil {
+		writeError(w, r, errorf(CodeCapability, "this gateway's agent client does not run %s", execType).with("capability", capability).with("available", []string{}))
+		return
+	}
+	t, err := h.running(r.Context(), id, p, capability)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -72,7 +87,7 @@ func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal
 	ctx, cancel := contextWithTimeout(r, d+agentGrace)
 	defer cancel()
 	start := time.Now()
-	res, err := h.cfg.Agent.Python(ctx, t, PythonRequest{Code: code, Timeout: d})
+	res, err := run(ctx, t, PythonRequest{Code: code, Timeout: d})
 	elapsed := time.Since(start)
 	if err != nil {
 		writeError(w, r, err)
@@ -95,7 +110,7 @@ func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal
 		images = append(images, map[string]string{"image/png": img})
 	}
 	success := res.Error == ""
-	eid := h.record(id, "python", code, success, elapsed, text, errText, meta)
+	eid := h.record(id, execType, code, success, elapsed, text, errText, meta)
 	var codeOut *string
 	if meta.includeCode {
 		codeOut = &code
@@ -114,6 +129,19 @@ func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal
 	})
 }
 
+// shellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
+// directory, when given, is checked and cleaned into *dst.
+func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
+	if cwd != nil && *cwd != "" {
+		c, err := cleanWorkspacePath(*cwd, true)
+		if err != nil {
+			return sandboxes.Target{}, err
+		}
+		*dst = c
+	}
+	return h.running(ctx, id, p, sandboxes.CapShell)
+}
+
 func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
@@ -125,15 +153,7 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath(*cwd, true)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		req.Cwd = c
-	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapShell)
+	t, err := h.shellTarget(r.Context(), id, p, cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return

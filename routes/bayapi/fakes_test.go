@@ -25,7 +25,9 @@ type fakeManager struct {
 	order    []string
 	ensured  int
 	notReady bool
-	now      func() time.Time
+	// startupFailure makes every start fail as the agent's start-up customisation does, with this message.
+	startupFailure string
+	now            func() time.Time
 }
 
 func newFakeManager(now func() time.Time) *fakeManager {
@@ -115,6 +117,12 @@ func (m *fakeManager) EnsureRunning(_ context.Context, id string) (sandboxes.Tar
 	}
 	if m.notReady {
 		return sandboxes.Target{}, sandboxes.Errorf(sandboxes.CodeNotReady, "sandbox %s is starting", id)
+	}
+	if m.startupFailure != "" {
+		sb.Status = sandboxes.StatusFailed
+		sb.LastError = sandboxes.CodeStartupFailed + ": sandbox start-up failed: " + m.startupFailure
+		return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeStartupFailed,
+			Message: "sandbox " + id + " could not be started: " + sb.LastError, Details: map[string]any{"last_error": sb.LastError}}
 	}
 	m.ensured++
 	sb.Status = sandboxes.StatusReady

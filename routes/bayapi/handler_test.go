@@ -138,12 +138,13 @@ func TestAstrBotSequence(t *testing.T) {
 		t.Fatalf("profiles without auth: %+v %v", profiles, err)
 	}
 
-	// The raw create answer carries exactly Bay's SandboxResponse fields.
+	// The raw create answer carries exactly Bay's SandboxResponse fields, plus sandgate's additive last_error.
 	st, raw, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "ttl": 3600})
 	if st != 201 {
 		t.Fatalf("create: %d %v", st, raw)
 	}
-	want := []string{"id", "status", "profile", "cargo_id", "capabilities", "created_at", "expires_at", "idle_expires_at", "containers"}
+	want := []string{"id", "status", "profile", "cargo_id", "capabilities", "created_at", "expires_at", "idle_expires_at", "containers",
+		"last_error"}
 	if len(raw) != len(want) {
 		t.Errorf("SandboxResponse has %d fields, want %d: %v", len(raw), len(want), raw)
 	}
@@ -405,6 +406,34 @@ func TestSessionNotReadyAndExpired(t *testing.T) {
 	}
 }
 
+// TestStartupFailure: a sandbox whose start-up failed answers calls with ship_error 502 and the runtime's message
+// in details.last_error, and shows status failed with last_error; a sandbox that started has last_error null.
+func TestStartupFailure(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"ttl": 600})
+	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["last_error"] != nil || !hasKey(out, "last_error") {
+		t.Errorf("a healthy sandbox's last_error: %v", out)
+	}
+	a.mgr.startupFailure = "ERROR: No matching distribution found for nope==1"
+	for _, path := range []string{"/shell/exec", "/python/exec"} {
+		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+path, keyAlice, map[string]any{"command": "true", "code": "1"})
+		d, _ := out["error"].(map[string]any)["details"].(map[string]any)
+		msg, _ := d["last_error"].(string)
+		if st != 502 || errCode(out) != "ship_error" || !strings.Contains(msg, "No matching distribution found for nope==1") {
+			t.Errorf("%s on a sandbox whose start-up failed: %d %v", path, st, out)
+		}
+	}
+	_, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil)
+	if msg, _ := out["last_error"].(string); out["status"] != "failed" || !strings.Contains(msg, "No matching distribution found for nope==1") {
+		t.Errorf("failed sandbox: %v", out)
+	}
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
 func TestExtendTTLAndIdempotency(t *testing.T) {
 	a := newTestAPI(t)
 	body := map[string]any{"profile": "python-default", "ttl": 600}
@@ -631,6 +660,16 @@ func TestCargos(t *testing.T) {
 	if st, _, _ := a.call(t, "GET", "/v1/cargos/"+cid, keyBob, nil); st != 404 {
 		t.Errorf("bob sees alice's cargo: %d", st)
 	}
+	// Whoever names a cargo mounts its workspace: another owner's cargo does not exist for the caller (as in Bay);
+	// an admin key may use any.
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyBob, map[string]any{"cargo_id": cid}); st != 404 || errCode(out) != "not_found" {
+		t.Errorf("bob creates on alice's cargo: %d %v", st, out)
+	}
+	adminSB := a.create(t, keyAdmin, map[string]any{"cargo_id": cid})
+	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+adminSB, keyAdmin, nil); sb["cargo_id"] != cid {
+		t.Errorf("admin sandbox on alice's cargo: %v", sb)
+	}
+	a.call(t, "DELETE", "/v1/sandboxes/"+adminSB, keyAdmin, nil)
 	st, out, _ := a.call(t, "DELETE", "/v1/cargos/"+cid, keyAlice, nil)
 	ids, _ := out["error"].(map[string]any)["details"].(map[string]any)["active_sandbox_ids"].([]any)
 	if st != 409 || len(ids) != 1 || ids[0] != sid {

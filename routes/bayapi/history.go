@@ -1,6 +1,7 @@
 package bayapi
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,11 +25,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	all, err := h.cfg.Store.History(id)
+	all, err := h.history(r.Context(), id, p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -64,6 +61,14 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 	writeJSON(w, http.StatusOK, map[string]any{"entries": matched[start:end], "total": total})
 }
 
+// history is the execution history of a sandbox the caller may see, newest first.
+func (h *Handler) history(ctx context.Context, id string, p Principal) ([]*HistoryEntry, error) {
+	if _, err := h.visible(ctx, id, p); err != nil {
+		return nil, err
+	}
+	return h.cfg.Store.History(id)
+}
+
 func hasAnyTag(tags *string, want []string) bool {
 	if tags == nil {
 		return false
@@ -78,11 +83,7 @@ func hasAnyTag(tags *string, want []string) bool {
 
 func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
-	if _, err := h.visible(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	all, err := h.cfg.Store.History(id)
+	all, err := h.history(r.Context(), id, p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -96,11 +97,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principa
 
 func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
-	if _, err := h.visible(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	all, err := h.cfg.Store.History(id)
+	all, err := h.history(r.Context(), id, p)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -240,7 +240,7 @@ var schemas = map[string]any{
 		"id": str, "status": map[string]any{"type": "string", "enum": []string{"idle", "starting", "ready", "failed", "expired"}},
 		"profile": str, "cargo_id": nullStr, "capabilities": map[string]any{"type": "array", "items": str},
 		"created_at": map[string]any{"type": "string", "format": "date-time"}, "expires_at": nullStr, "idle_expires_at": nullStr,
-		"containers": map[string]any{"type": []string{"array", "null"}}}),
+		"containers": map[string]any{"type": []string{"array", "null"}}, "last_error": nullStr}),
 	"HistoryEntry": obj([]string{"id", "exec_type", "code", "success", "created_at"}, map[string]any{
 		"id": str, "session_id": nullStr, "exec_type": str, "code": str, "success": boolean, "execution_time_ms": integer,
 		"output": nullStr, "error": nullStr, "description": nullStr, "tags": nullStr, "notes": nullStr, "created_at": str}),

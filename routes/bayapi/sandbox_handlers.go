@@ -24,6 +24,9 @@ type SandboxResponse struct {
 	ExpiresAt     *string         `json:"expires_at"`
 	IdleExpiresAt *string         `json:"idle_expires_at"`
 	Containers    []ContainerInfo `json:"containers"`
+	// LastError says why the sandbox's last start failed (status "failed"), else null. A sandgate addition: Bay's
+	// clients ignore fields they do not know.
+	LastError *string `json:"last_error"`
 }
 
 // ContainerInfo describes a runtime container of a ready sandbox (Bay fills it on GET-one only).
@@ -48,6 +51,10 @@ func (h *Handler) sandboxResponse(sb sandboxes.Sandbox, withContainers bool) San
 	if sb.WorkspaceID != "" {
 		id := sb.WorkspaceID
 		resp.CargoID = &id
+	}
+	if sb.LastError != "" {
+		msg := sb.LastError
+		resp.LastError = &msg
 	}
 	if withContainers && sb.Status == sandboxes.StatusReady {
 		resp.Containers = []ContainerInfo{{
@@ -271,13 +278,9 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 		if !decodeOrFail(w, f) {
 			return
 		}
-		sb, err := h.visible(r.Context(), id, p)
+		sb, err := h.unexpired(r.Context(), id, p)
 		if err != nil {
 			writeError(w, r, err)
-			return
-		}
-		if sb.Status == sandboxes.StatusExpired {
-			writeError(w, r, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id))
 			return
 		}
 		if sb.ExpiresAt == nil {
@@ -293,15 +296,24 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 	})
 }
 
+// unexpired fetches a sandbox the caller may see and act on: an expired one answers sandbox_expired.
+func (h *Handler) unexpired(ctx context.Context, id string, p Principal) (sandboxes.Sandbox, error) {
+	sb, err := h.visible(ctx, id, p)
+	if err != nil {
+		return sb, err
+	}
+	if sb.Status == sandboxes.StatusExpired {
+		return sandboxes.Sandbox{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
+	}
+	return sb, nil
+}
+
 // running resolves a sandbox the caller owns for a capability call: it must not be expired, its profile must grant
 // the capability, and its compute is started within this request when idle (Bay's ensure_running).
 func (h *Handler) running(ctx context.Context, id string, p Principal, capability string) (sandboxes.Target, error) {
-	sb, err := h.visible(ctx, id, p)
+	sb, err := h.unexpired(ctx, id, p)
 	if err != nil {
 		return sandboxes.Target{}, err
-	}
-	if sb.Status == sandboxes.StatusExpired {
-		return sandboxes.Target{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
 	}
 	if capability != "" && !slices.Contains(sb.Capabilities, capability) {
 		avail := sb.Capabilities

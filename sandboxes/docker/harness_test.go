@@ -49,7 +49,8 @@ func newHarness(t *testing.T, cfg sandboxes.Config) *harness {
 			cfg.Profiles[i].Image = image
 		}
 	}
-	t.Cleanup(func() { h.removeNamespace(); cli.Close() })
+	testenv.RemoveNamespace(t, h.ns)
+	t.Cleanup(func() { cli.Close() })
 	h.start(cfg)
 	return h
 }
@@ -83,25 +84,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// removeNamespace removes every container, volume and network of the test's namespace.
-func (h *harness) removeNamespace() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", h.ns+".managed"))
-	list, _ := h.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	for _, c := range list {
-		_ = h.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	}
-	vols, _ := h.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	for _, v := range vols.Volumes {
-		_ = h.cli.VolumeRemove(ctx, v.Name, true)
-	}
-	nets, _ := h.cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	for _, n := range nets {
-		_ = h.cli.NetworkRemove(ctx, n.ID)
-	}
 }
 
 // counts is how many containers and volumes of the namespace exist.

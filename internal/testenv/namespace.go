@@ -1,0 +1,70 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	docker "github.com/docker/docker/client"
+)
+
+// RemoveNamespace registers a cleanup that removes every container, volume and network the lifecycle Manager
+// labelled as managed in namespace ns, even if the gateway or Manager under test crashed. A gateway may still be
+// tearing containers down when the test ends, so removal is retried until nothing is left; what is still there
+// after a minute fails the test.
+func RemoveNamespace(t testing.TB, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
+		if err != nil {
+			t.Errorf("cleanup of namespace %s: %v", ns, err)
+			return
+		}
+		defer cli.Close()
+		if left := removeNamespace(cli, ns, time.Minute); left != "" {
+			t.Errorf("cleanup of namespace %s left %s", ns, left)
+		}
+	})
+}
+
+// removeNamespace removes the namespace's containers, volumes and networks, retrying until they are gone or the
+// timeout passes; it reports what is left.
+func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", ns+".managed"))
+	for {
+		left := 0
+		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		for _, c := range list {
+			if cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) != nil {
+				left++
+			}
+		}
+		vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+		for _, v := range vols.Volumes {
+			if cli.VolumeRemove(ctx, v.Name, true) != nil {
+				left++
+			}
+		}
+		nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range nets {
+			if cli.NetworkRemove(ctx, n.ID) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("%d containers, volumes or networks", left)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
