@@ -11,13 +11,15 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // What users put in a sandbox beyond its image: commands run at start, supervised services, packages installed
 // before the sandbox is ready, package mirrors and an outbound proxy. The agent does the work; the Manager passes
 // the profile's settings to it as environment (CustomiseEnv).
 
-// Environment names the agent reads (agentimage/agentapi holds the same names; sandboxes stays free of it).
+// Environment names the agent reads (agentimage/agentapi holds the same names).
 const (
 	EnvInit         = "SANDGATE_INIT"
 	EnvServices     = "SANDGATE_SERVICES"
@@ -53,41 +55,16 @@ type Egress struct {
 
 var (
 	serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-	pyDepName   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?$`)
-	pyDepVer    = regexp.MustCompile(`^((==|>=|<=|~=|!=|<|>)?[0-9A-Za-z.*+!]{1,64})(,(==|>=|<=|~=|!=|<|>)[0-9A-Za-z.*+!]{1,64}){0,4}$`)
-	nodeDepName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]{0,100}/)?[a-z0-9][a-z0-9._-]{0,213}$`)
-	nodeDepVer  = regexp.MustCompile(`^[0-9A-Za-z.^~<>=*+ |-]{1,64}$`)
-	aptDepName  = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,100}(=[A-Za-z0-9.+~:-]{1,64})?$`)
 	noProxyItem = regexp.MustCompile(`^[A-Za-z0-9.*:/\[\]_-]{1,253}$`)
 )
 
-// Validate reports the first invalid name or version. The agent checks again; the API refuses early.
+// Validate reports the first invalid name or version, with the agent's own patterns: the API refuses early, the
+// agent checks again before installing.
 func (d *Dependencies) Validate() error {
 	if d == nil {
 		return nil
 	}
-	for name, v := range d.Python {
-		if !pyDepName.MatchString(name) {
-			return fmt.Errorf("python dependency %q: not a valid package name", name)
-		}
-		if v != "" && v != "*" && !pyDepVer.MatchString(v) {
-			return fmt.Errorf("python dependency %q: version %q is not a version or specifier", name, v)
-		}
-	}
-	for name, v := range d.Node {
-		if !nodeDepName.MatchString(name) {
-			return fmt.Errorf("node dependency %q: not a valid package name", name)
-		}
-		if v != "" && !nodeDepVer.MatchString(v) {
-			return fmt.Errorf("node dependency %q: version %q is not a version range", name, v)
-		}
-	}
-	for _, name := range d.Apt {
-		if !aptDepName.MatchString(name) {
-			return fmt.Errorf("apt dependency %q: not a valid package name", name)
-		}
-	}
-	return nil
+	return agentapi.Dependencies{Python: d.Python, Node: d.Node, Apt: d.Apt}.Validate()
 }
 
 // Merge returns d with other's packages added (other wins on the same name), for a create's dependencies on top of

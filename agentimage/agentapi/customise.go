@@ -1,5 +1,10 @@
 package agentapi
 
+import (
+	"fmt"
+	"regexp"
+)
+
 // Wire types of what users customise in a sandbox: init hooks, user services, dependencies and package mirrors (the
 // Node.js kernel shares the Python kernel's types, in kernel.go). The gateway passes the customisation to the agent as JSON in these environment variables.
 const (
@@ -46,6 +51,42 @@ type Dependencies struct {
 	Node   map[string]string `json:"node,omitempty"`
 	// Apt packages cannot be installed at runtime (non-root, read-only root): they are built into a derived image.
 	Apt []string `json:"apt,omitempty"`
+}
+
+// Package names and versions are checked strictly before anything reaches an installer's command line. The
+// gateway (refusing a create early) and the agent (before installing) check with these same patterns.
+var (
+	pythonDepName    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?$`)
+	pythonDepVersion = regexp.MustCompile(`^((==|>=|<=|~=|!=|<|>)?[0-9A-Za-z.*+!]{1,64})(,(==|>=|<=|~=|!=|<|>)[0-9A-Za-z.*+!]{1,64}){0,4}$`)
+	nodeDepName      = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]{0,100}/)?[a-z0-9][a-z0-9._-]{0,213}$`)
+	nodeDepVersion   = regexp.MustCompile(`^[0-9A-Za-z.^~<>=*+ |-]{1,64}$`)
+	aptDepName       = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,100}(=[A-Za-z0-9.+~:-]{1,64})?$`)
+)
+
+// Validate reports the first invalid package name or version.
+func (d Dependencies) Validate() error {
+	for name, v := range d.Python {
+		if !pythonDepName.MatchString(name) {
+			return fmt.Errorf("python dependency %q: not a valid package name", name)
+		}
+		if v != "" && v != "*" && !pythonDepVersion.MatchString(v) {
+			return fmt.Errorf("python dependency %q: version %q is not a version or specifier", name, v)
+		}
+	}
+	for name, v := range d.Node {
+		if !nodeDepName.MatchString(name) {
+			return fmt.Errorf("node dependency %q: not a valid package name", name)
+		}
+		if v != "" && !nodeDepVersion.MatchString(v) {
+			return fmt.Errorf("node dependency %q: version %q is not a version range", name, v)
+		}
+	}
+	for _, name := range d.Apt {
+		if !aptDepName.MatchString(name) {
+			return fmt.Errorf("apt dependency %q: not a valid package name", name)
+		}
+	}
+	return nil
 }
 
 // Mirrors are package registry settings written into HOME (FastGPT's files).

@@ -101,7 +101,7 @@ func ConfigFromEnv(home, workspace string) (Config, error) {
 	if err := mirrors.Validate(c.Mirrors); err != nil {
 		return c, fmt.Errorf("%s: %w", agentapi.EnvMirrors, err)
 	}
-	if err := ValidateDependencies(c.Dependencies); err != nil {
+	if err := c.Dependencies.Validate(); err != nil {
 		return c, err
 	}
 	svcs, err := services.Validate(c.Services)

@@ -31,7 +31,7 @@ func TestValidateDependencies(t *testing.T) {
 		{"apt ok", agentapi.Dependencies{Apt: []string{"libpq-dev", "g++", "curl=7.88.1-10"}}, true},
 		{"apt option", agentapi.Dependencies{Apt: []string{"-o=APT::x"}}, false},
 	} {
-		if err := ValidateDependencies(tc.d); (err == nil) != tc.ok {
+		if err := tc.d.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
