@@ -72,7 +72,7 @@ type Gateway struct {
 	// Env is what the process was started with, beyond the inherited environment.
 	Env     []string
 	cmd     *exec.Cmd
-	logs    *syncBuffer
+	logs    *SyncBuffer
 	waitErr chan error
 	xdg     string
 }
@@ -114,7 +114,7 @@ func (g *Gateway) start(caddyfile string) {
 		g.t.Fatal(err)
 	}
 	if g.logs == nil {
-		g.logs = &syncBuffer{}
+		g.logs = &SyncBuffer{}
 	}
 	g.cmd = exec.Command(CaddyBinary(g.t), "run", "--config", path, "--adapter", "caddyfile")
 	g.cmd.Env = append(os.Environ(), g.Env...)
@@ -216,18 +216,19 @@ func (g *Gateway) WaitRootCA(ctx context.Context) (string, error) {
 	}
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers: a process's output, a logger's sink.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

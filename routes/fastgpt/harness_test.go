@@ -1,7 +1,6 @@
 package fastgpt
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sandgate/sandgate/internal/testenv"
 )
 
 const testSecret = "0123456789abcdef0123456789abcdef-test-secret"
@@ -219,31 +220,13 @@ func (ag *fakeAgent) nextConn(t testing.TB) *agentConn {
 	}
 }
 
-// syncBuffer collects log output for the no-secrets-in-logs check.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	t      *testing.T
 	app    *fakeApp
 	agent  *fakeAgent
 	proxy  *Proxy
 	srv    *httptest.Server
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -251,7 +234,7 @@ type env struct {
 // newEnv starts a fake FastGPT, a fake agent and the proxy with fast timings; tweak adjusts the config.
 func newEnv(t *testing.T, tweak func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, logs: &syncBuffer{}}
+	e := &env{t: t, logs: &testenv.SyncBuffer{}}
 	e.agent = newFakeAgent(t, "agent-token-"+t.Name())
 	e.app = newFakeApp(t, e.agent)
 	cfg := Config{
