@@ -97,6 +97,29 @@ func (p *ptyConn) readUntil(ctx context.Context, want string) error {
 	}
 }
 
+// waitReleased waits until no client holds the session: the agent releases a hold when the handler of a closed
+// connection returns, which can be a moment after the client's close, so a reconnect right away may still get 409.
+func waitReleased(t *testing.T, ctx context.Context, c *agentapi.Client, id string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		sessions, err := c.PTYSessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := false
+		for _, s := range sessions {
+			held = held || (s.ID == id && s.Attached)
+		}
+		if !held {
+			return
+		}
+		if i > 50 {
+			t.Fatalf("session %s still held after 5 s", id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestPTY drives PTY sessions over real WebSockets.
 func TestPTY(t *testing.T) {
 	testenv.Integration(t)
@@ -140,6 +163,7 @@ func TestPTY(t *testing.T) {
 	})
 
 	t.Run("session survives disconnect and replays from an offset", func(t *testing.T) {
+		waitReleased(t, ctx, c, sess.ID)
 		info, err := c.PTYSessions(ctx)
 		if err != nil || len(info) != 1 || info[0].Attached || info[0].Status != agentapi.StatusRunning {
 			t.Fatalf("sessions: %+v %v", info, err)
@@ -156,6 +180,7 @@ func TestPTY(t *testing.T) {
 		}
 		// a later offset replays only what follows it
 		p.conn.Close(websocket.StatusNormalClosure, "")
+		waitReleased(t, ctx, c, sess.ID)
 		from := p.connected.Offset - 10
 		p2, _, err := dialPTY(t, ctx, c, sb.Token, sess.ID, from, false, nil)
 		if err != nil {
@@ -169,6 +194,7 @@ func TestPTY(t *testing.T) {
 	})
 
 	t.Run("second client gets 409, takeover closes the first with 4001", func(t *testing.T) {
+		waitReleased(t, ctx, c, sess.ID)
 		first, _, err := dialPTY(t, ctx, c, sb.Token, sess.ID, -1, false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -193,6 +219,7 @@ func TestPTY(t *testing.T) {
 	})
 
 	t.Run("message size limit from the gateway header", func(t *testing.T) {
+		waitReleased(t, ctx, c, sess.ID)
 		p, _, err := dialPTY(t, ctx, c, sb.Token, sess.ID, -1, false, http.Header{agentapi.HeaderWSMaxMessage: {"64"}})
 		if err != nil {
 			t.Fatal(err)
@@ -205,21 +232,13 @@ func TestPTY(t *testing.T) {
 	})
 
 	t.Run("exit is reported and the session can be deleted", func(t *testing.T) {
-		// the previous client's hold is released asynchronously after its connection dies
-		var p *ptyConn
-		for i := 0; ; i++ {
-			var resp *http.Response
-			p, resp, err = dialPTY(t, ctx, c, sb.Token, sess.ID, -1, false, nil)
-			if err == nil {
-				break
-			}
-			if i > 50 || resp == nil || resp.StatusCode != http.StatusConflict {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		waitReleased(t, ctx, c, sess.ID)
+		p, _, err := dialPTY(t, ctx, c, sb.Token, sess.ID, -1, false, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
 		p.send(ctx, "exit 5\r")
-		err := p.readUntil(ctx, "")
+		err = p.readUntil(ctx, "")
 		if err != nil || p.exit == nil || p.exit.ExitCode == nil || *p.exit.ExitCode != 5 {
 			t.Fatalf("exit frame %+v, %v", p.exit, err)
 		}
