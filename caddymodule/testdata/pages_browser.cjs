@@ -12,6 +12,25 @@ function check(cond, msg) { if (!cond) throw new Error(msg); }
 
 // goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED: Docker adding interfaces on this shared
 // machine makes Chromium's network-change detector drop in-flight requests.
+// litPixels waits up to 30 s for the page's desktop canvas to show more than 1000 non-black pixels and returns the count.
+async function litPixels(tab) {
+  await tab.locator('#screen canvas').waitFor();
+  let lit = 0;
+  const deadline = Date.now() + 30000;
+  while (Date.now() < deadline) {
+    lit = await tab.evaluate(() => {
+      const c = document.querySelector('#screen canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] || d[i + 1] || d[i + 2]) n++;
+      return n;
+    });
+    if (lit > 1000) break;
+    await tab.waitForTimeout(300);
+  }
+  return lit;
+}
+
 async function goto(page, url) {
   for (let i = 0; ; i++) {
     try {
@@ -183,32 +202,22 @@ const steps = {
     await desk.waitForFunction(() => window.sandgateDesktop && window.sandgateDesktop.connected, null, { timeout: 60000 });
     const canvas = desk.locator('#screen canvas');
     await canvas.waitFor();
-    let lit = 0;
-    const deadline = Date.now() + 30000;
-    while (Date.now() < deadline) {
-      lit = await desk.evaluate(() => {
-        const c = document.querySelector('#screen canvas');
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i] || d[i + 1] || d[i + 2]) n++;
-        return n;
-      });
-      if (lit > 1000) break;
-      await desk.waitForTimeout(300);
-    }
+    const lit = await litPixels(desk);
     check(lit > 1000, 'the desktop canvas stayed blank (' + lit + ' lit pixels)');
     const box = await canvas.boundingBox();
     const vp = desk.viewportSize();
     check(box.width <= vp.width + 1 && box.height <= vp.height + 1, 'the canvas is not scaled to the window');
     await desk.screenshot({ path: path.join(shots, 'desktop.png') });
+    // A read ticket streams the desktop view-only (the agent drops the viewer's input).
     const view = await openFromConsole(context, page, id, 'View');
     await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
-      null, { timeout: 30000 });
+      null, { timeout: 60000 });
     const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
     const viewState = await view.evaluate(() => window.sandgateDesktop.connected ? 'connected' : window.sandgateDesktop.stopped);
     const mode = await view.locator('#mode').textContent();
+    const viewLit = viewState === 'connected' ? await litPixels(view) : 0;
     await view.screenshot({ path: path.join(shots, 'desktop-view.png') });
-    return { lit, viewOnly, viewState, mode };
+    return { lit, viewOnly, viewState, mode, view_lit: viewLit };
   },
 
   async expired(context, page) {

@@ -1,0 +1,64 @@
+package browser
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestViewOnlyRFB(t *testing.T) {
+	handshake := append([]byte("RFB 003.008\n"), 1, 0) // version, security None, ClientInit exclusive
+	shared := append([]byte("RFB 003.008\n"), 1, 1)
+	pixfmt := append([]byte{0, 0, 0, 0}, make([]byte, 16)...)
+	encodings := []byte{2, 0, 0, 2, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x21}
+	update := []byte{3, 1, 0, 0, 0, 0, 4, 0, 3, 0}
+	key := []byte{4, 1, 0, 0, 0, 0, 0, 0x61}
+	pointer := []byte{5, 1, 0, 10, 0, 20}
+	cut := []byte{6, 0, 0, 0, 0, 0, 0, 3, 'a', 'b', 'c'}
+	oversize := []byte{6, 0, 0, 0, 0, 0x10, 0, 1}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+	tests := []struct {
+		name     string
+		frames   [][]byte
+		want     []byte
+		dropped  int
+		errorHas string
+	}{
+		{"handshake forces shared", [][]byte{handshake}, shared, 0, ""},
+		{"forwards pixel requests", [][]byte{cat(handshake, pixfmt, encodings, update)}, cat(shared, pixfmt, encodings, update), 0, ""},
+		{"drops key", [][]byte{cat(handshake, key, update)}, cat(shared, update), 1, ""},
+		{"drops pointer", [][]byte{cat(handshake, pointer, update)}, cat(shared, update), 1, ""},
+		{"drops cut text", [][]byte{cat(handshake, cut, update)}, cat(shared, update), 1, ""},
+		{"several in one frame", [][]byte{cat(handshake, key, pointer, update, cut, update)}, cat(shared, update, update), 3, ""},
+		{"split across frames", [][]byte{handshake[:5], handshake[5:13], cat(handshake[13:], encodings[:3]), encodings[3:], key[:2], cat(key[2:], update[:4]), update[4:]}, cat(shared, encodings, update), 1, ""},
+		{"cut text split", [][]byte{handshake, cut[:6], cut[6:9], cat(cut[9:], update)}, cat(shared, update), 1, ""},
+		{"oversize cut text", [][]byte{cat(handshake, oversize)}, shared, 0, "exceeds"},
+		{"unknown type", [][]byte{cat(handshake, update, []byte{7, 0, 0})}, cat(shared, update), 0, "unknown RFB message type 7"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			f := newViewOnlyRFB(&out)
+			var err error
+			for _, fr := range tc.frames {
+				if _, err = f.Write(fr); err != nil {
+					break
+				}
+			}
+			var refused *errRFBViewOnly
+			switch {
+			case tc.errorHas == "" && err != nil:
+				t.Fatalf("err = %v", err)
+			case tc.errorHas != "" && (!errors.As(err, &refused) || !bytes.Contains([]byte(err.Error()), []byte(tc.errorHas))):
+				t.Fatalf("err = %v, want %q", err, tc.errorHas)
+			}
+			if !bytes.Equal(out.Bytes(), tc.want) {
+				t.Fatalf("forwarded %v, want %v", out.Bytes(), tc.want)
+			}
+			if f.dropped != tc.dropped {
+				t.Fatalf("dropped = %d, want %d", f.dropped, tc.dropped)
+			}
+		})
+	}
+}
