@@ -17,6 +17,13 @@ const (
 	rfbKeyEvent                 = 4
 	rfbPointerEvent             = 5
 	rfbClientCutText            = 6
+	// Extensions noVNC speaks when the server offers them (rfbproto.rst): a viewer may keep the first three,
+	// never the last two (XVP asks for a shutdown or reboot; QEMU's message 0 is a key event).
+	rfbEnableContinuousUpdates = 150
+	rfbClientFence             = 248
+	rfbSetDesktopSize          = 251
+	rfbXVP                     = 250
+	rfbQEMU                    = 255
 )
 
 type rfbPhase int
@@ -131,6 +138,39 @@ func (f *viewOnlyRFB) next() (need int, forward bool, err error) {
 			f.dropped++
 		}
 		return size, false, nil
+	case rfbEnableContinuousUpdates:
+		return 10, true, nil
+	case rfbClientFence:
+		if len(f.buf) < 9 {
+			return -1, false, nil
+		}
+		return 9 + int(f.buf[8]), true, nil
+	case rfbSetDesktopSize:
+		// A viewer has no business resizing everyone's desktop, but the message is well framed: drop it.
+		if len(f.buf) < 8 {
+			return -1, false, nil
+		}
+		size := 8 + 16*int(f.buf[6])
+		if len(f.buf) >= size {
+			f.dropped++
+		}
+		return size, false, nil
+	case rfbXVP:
+		if len(f.buf) >= 4 {
+			f.dropped++
+		}
+		return 4, false, nil
+	case rfbQEMU:
+		if len(f.buf) < 2 {
+			return -1, false, nil
+		}
+		if f.buf[1] != 0 {
+			return 0, false, &errRFBViewOnly{fmt.Sprintf("view-only: unknown QEMU message %d", f.buf[1])}
+		}
+		if len(f.buf) >= 12 {
+			f.dropped++
+		}
+		return 12, false, nil
 	case rfbClientCutText:
 		if len(f.buf) < 8 {
 			return -1, false, nil

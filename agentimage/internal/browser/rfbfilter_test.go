@@ -16,6 +16,11 @@ func TestViewOnlyRFB(t *testing.T) {
 	pointer := []byte{5, 1, 0, 10, 0, 20}
 	cut := []byte{6, 0, 0, 0, 0, 0, 0, 3, 'a', 'b', 'c'}
 	oversize := []byte{6, 0, 0, 0, 0, 0x10, 0, 1}
+	continuous := []byte{150, 1, 0, 0, 0, 0, 4, 0, 3, 0}
+	fence := []byte{248, 0, 0, 0, 0, 0, 0, 3, 2, 'x', 'y'}
+	desktopSize := append([]byte{251, 0, 4, 0, 3, 0, 1, 0}, make([]byte, 16)...)
+	xvp := []byte{250, 0, 1, 2}
+	qemuKey := []byte{255, 0, 0, 1, 0, 0, 0, 0x61, 0, 0, 0, 30}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 	tests := []struct {
@@ -34,6 +39,9 @@ func TestViewOnlyRFB(t *testing.T) {
 		{"split across frames", [][]byte{handshake[:5], handshake[5:13], cat(handshake[13:], encodings[:3]), encodings[3:], key[:2], cat(key[2:], update[:4]), update[4:]}, cat(shared, encodings, update), 1, ""},
 		{"cut text split", [][]byte{handshake, cut[:6], cut[6:9], cat(cut[9:], update)}, cat(shared, update), 1, ""},
 		{"oversize cut text", [][]byte{cat(handshake, oversize)}, shared, 0, "exceeds"},
+		{"forwards continuous updates and fences", [][]byte{cat(handshake, continuous, fence[:5]), cat(fence[5:], update)}, cat(shared, continuous, fence, update), 0, ""},
+		{"drops resize, XVP and QEMU keys", [][]byte{cat(handshake, desktopSize, xvp, qemuKey[:3]), cat(qemuKey[3:], update)}, cat(shared, update), 3, ""},
+		{"unknown QEMU message", [][]byte{cat(handshake, []byte{255, 1, 0, 0})}, shared, 0, "unknown QEMU message 1"},
 		{"unknown type", [][]byte{cat(handshake, update, []byte{7, 0, 0})}, cat(shared, update), 0, "unknown RFB message type 7"},
 	}
 	for _, tc := range tests {
