@@ -175,7 +175,12 @@ func (f *viewOnlyRFB) next() (need int, forward bool, err error) {
 		if len(f.buf) < 8 {
 			return -1, false, nil
 		}
-		length := binary.BigEndian.Uint32(f.buf[4:8])
+		// A negative length is the Extended Clipboard format (noVNC announces its capabilities this way right after
+		// connecting): |length| bytes of payload follow either way.
+		length := int64(int32(binary.BigEndian.Uint32(f.buf[4:8])))
+		if length < 0 {
+			length = -length
+		}
 		if length > maxCutText {
 			return 0, false, &errRFBViewOnly{fmt.Sprintf("view-only: clipboard message of %d bytes exceeds %d", length, maxCutText)}
 		}

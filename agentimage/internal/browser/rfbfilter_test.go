@@ -16,6 +16,8 @@ func TestViewOnlyRFB(t *testing.T) {
 	pointer := []byte{5, 1, 0, 10, 0, 20}
 	cut := []byte{6, 0, 0, 0, 0, 0, 0, 3, 'a', 'b', 'c'}
 	oversize := []byte{6, 0, 0, 0, 0, 0x10, 0, 1}
+	extendedCut := []byte{6, 0, 0, 0, 0xff, 0xff, 0xff, 0xf8, 1, 0, 0, 0x1f, 0, 0, 0x10, 0} // noVNC's caps announcement: length -8
+	extendedOversize := []byte{6, 0, 0, 0, 0xff, 0xef, 0xff, 0xff}
 	continuous := []byte{150, 1, 0, 0, 0, 0, 4, 0, 3, 0}
 	fence := []byte{248, 0, 0, 0, 0, 0, 0, 3, 2, 'x', 'y'}
 	desktopSize := append([]byte{251, 0, 4, 0, 3, 0, 1, 0}, make([]byte, 16)...)
@@ -38,6 +40,8 @@ func TestViewOnlyRFB(t *testing.T) {
 		{"several in one frame", [][]byte{cat(handshake, key, pointer, update, cut, update)}, cat(shared, update, update), 3, ""},
 		{"split across frames", [][]byte{handshake[:5], handshake[5:13], cat(handshake[13:], encodings[:3]), encodings[3:], key[:2], cat(key[2:], update[:4]), update[4:]}, cat(shared, encodings, update), 1, ""},
 		{"cut text split", [][]byte{handshake, cut[:6], cut[6:9], cat(cut[9:], update)}, cat(shared, update), 1, ""},
+		{"drops extended clipboard (negative length)", [][]byte{cat(handshake, extendedCut[:10]), cat(extendedCut[10:], update)}, cat(shared, update), 1, ""},
+		{"oversize extended clipboard", [][]byte{cat(handshake, extendedOversize)}, shared, 0, "exceeds"},
 		{"oversize cut text", [][]byte{cat(handshake, oversize)}, shared, 0, "exceeds"},
 		{"forwards continuous updates and fences", [][]byte{cat(handshake, continuous, fence[:5]), cat(fence[5:], update)}, cat(shared, continuous, fence, update), 0, ""},
 		{"drops resize, XVP and QEMU keys", [][]byte{cat(handshake, desktopSize, xvp, qemuKey[:3]), cat(qemuKey[3:], update)}, cat(shared, update), 3, ""},

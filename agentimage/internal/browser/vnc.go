@@ -63,6 +63,7 @@ func (b *Browser) serveVNC(w http.ResponseWriter, r *http.Request) {
 	code, reason := closeCodeFor(err)
 	var refused *errRFBViewOnly
 	if errors.As(err, &refused) {
+		b.cfg.Logger.Warn("view-only VNC stream refused", "error", refused.Error())
 		code, reason = websocket.StatusPolicyViolation, truncate(refused.Error(), 100)
 	}
 	if err == nil { // the VNC server closed the stream
