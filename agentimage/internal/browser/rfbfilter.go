@@ -9,6 +9,9 @@ import (
 // maxCutText caps a dropped ClientCutText payload; a longer one closes the stream rather than being skipped forever.
 const maxCutText = 1 << 20
 
+// rfbSecurityNone is security type None (RFC 6143 section 7.2.1).
+const rfbSecurityNone = 1
+
 // RFB client-to-server message types (RFC 6143 section 7.5).
 const (
 	rfbSetPixelFormat           = 0
@@ -44,7 +47,8 @@ func (e *errRFBViewOnly) Error() string { return e.msg }
 // viewOnlyRFB writes a client-to-server RFB byte stream to w, forwarding the handshake and the messages that only ask
 // for pixels (SetPixelFormat, SetEncodings, FramebufferUpdateRequest) and dropping input (KeyEvent, PointerEvent,
 // ClientCutText). WebSocket frames do not align with RFB messages, so it buffers at most one incomplete message.
-// The handshake assumes the server offers security type None (x11vnc runs -nopw): the client answers with one byte.
+// The handshake must be RFB 3.7 or 3.8 with security type None (x11vnc runs -nopw): the client answers with one byte;
+// anything else is refused, so the forwarded stream always frames the way the server reads it.
 type viewOnlyRFB struct {
 	w       io.Writer
 	phase   rfbPhase
@@ -109,9 +113,18 @@ func (f *viewOnlyRFB) next() (need int, forward bool, err error) {
 		if len(f.buf) < 12 {
 			return -1, false, nil
 		}
+		// Only 3.7 and 3.8 clients choose a security type with one byte; 3.3's server-chosen type would shift the
+		// framing below by a byte and let the client's own ClientInit through unchanged.
+		if v := string(f.buf[:12]); v != "RFB 003.008\n" && v != "RFB 003.007\n" {
+			return 0, false, &errRFBViewOnly{fmt.Sprintf("view-only: RFB version %q not supported (want 003.007 or 003.008)", v)}
+		}
 		f.phase = rfbSecurity
 		return 12, true, nil
 	case rfbSecurity:
+		// None is the only type whose handshake has no further client bytes (x11vnc runs -nopw and offers only it).
+		if f.buf[0] != rfbSecurityNone {
+			return 0, false, &errRFBViewOnly{fmt.Sprintf("view-only: security type %d not supported (want None)", f.buf[0])}
+		}
 		f.phase = rfbClientInit
 		return 1, true, nil
 	case rfbClientInit:
