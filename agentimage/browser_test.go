@@ -167,7 +167,7 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 	})
 
 	t.Run("vnc view-only for read permission", func(t *testing.T) {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
 		defer cancel()
 		c, _, err := websocket.Dial(cctx, wsURL(sb, "/vnc/websockify"), &websocket.DialOptions{
 			HTTPHeader:   http.Header{agentapi.TokenHeader: {sb.Token}, "X-Sandgate-Permission": {"read"}},
@@ -267,7 +267,7 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 	t.Run("unfiltered browser close restarts chromium", func(t *testing.T) {
 		before := browserID(t, sb)
 		cdpCall(t, sb, "/cdp", nil, `{"id":43,"method":"Browser.close"}`)
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			var version map[string]any
 			if e := callJSON(t, sb, http.MethodGet, "/cdp/json/version", nil, nil, &version); e == nil {
@@ -321,7 +321,7 @@ func browserID(t *testing.T, sb *testenv.Sandbox) string {
 // connection closed first).
 func cdpCall(t *testing.T, sb *testenv.Sandbox, path string, hdr http.Header, msg string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	h := http.Header{agentapi.TokenHeader: {sb.Token}}
 	for k, v := range hdr {
@@ -390,7 +390,7 @@ func runPlaywright(t *testing.T, endpoint, token, url string) map[string]any {
 	if err := os.WriteFile(script, []byte(playwrightScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script, endpoint, token, url)
 	cmd.Dir = dir

@@ -256,7 +256,7 @@ func TestPTY(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			list, err := c.PTYSessions(ctx)
 			if err != nil {

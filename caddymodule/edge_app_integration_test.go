@@ -148,7 +148,7 @@ func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
 	agentURL, token := e.agentOf(t, id)
 	requireAgentRoute(t, agentURL, token, "/vnc/websockify", "agent-extras")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	wss := strings.Replace(e.base, "https://", "wss://", 1)
 	var c *websocket.Conn

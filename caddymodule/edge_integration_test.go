@@ -233,7 +233,7 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 	}
 
 	// The access log (query filter) holds the requests but not one ticket.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	var logged []byte
 	for time.Now().Before(deadline) {
 		logged, _ = os.ReadFile(e.accessLog)
