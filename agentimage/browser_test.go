@@ -148,7 +148,7 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 	})
 
 	t.Run("vnc websocket", func(t *testing.T) {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
 		defer cancel()
 		c, _, err := websocket.Dial(cctx, wsURL(sb, "/vnc/websockify"), &websocket.DialOptions{
 			HTTPHeader: http.Header{agentapi.TokenHeader: {sb.Token}}, Subprotocols: []string{"binary"},
