@@ -119,7 +119,7 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	if out, err := h.exec(sb.ID, "sh", "-c", "echo kept > /workspace/file.txt"); err != nil {
 		t.Fatalf("%s %v", out, err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	h.pastIdleDeadline(sb.ID)
 	rep := h.mgr.CollectGarbage(context.Background())
 	if rep.IdleStopped != 1 {
 		t.Fatalf("gc report %+v", rep)
@@ -156,7 +156,7 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	h.pastIdleDeadline(sb.ID)
 	if rep := h.mgr.CollectGarbage(context.Background()); rep.IdleStopped != 0 {
 		t.Fatalf("a leased sandbox was stopped: %+v", rep)
 	}
@@ -167,6 +167,19 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	}
 	if err := h.mgr.Stop(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pastIdleDeadline returns once the sandbox's idle deadline, as the Manager reports it, has passed: the collector
+// then counts it idle unless a lease holds it. (A fixed sleep would guess at how long the steps before took.)
+func (h *harness) pastIdleDeadline(id string) {
+	h.t.Helper()
+	got, err := h.mgr.Get(context.Background(), id)
+	if err != nil || got.IdleExpiresAt == nil {
+		h.t.Fatalf("no idle deadline for %s: %+v %v", id, got, err)
+	}
+	if wait := time.Until(*got.IdleExpiresAt); wait > 0 {
+		time.Sleep(wait + 10*time.Millisecond)
 	}
 }
 
