@@ -8,7 +8,7 @@ TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
 
-.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-unit bench lint fmt clean
+.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit bench lint fmt clean
 
 all: build
 
@@ -51,6 +51,19 @@ run: build images
 test: images assets
 	scripts/prereqs.sh chromium pebble
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+
+# The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside
+# `make test` and are stopped when it ends, passed, failed or interrupted. The tests wait for states, not times, so
+# they must pass here too (README "Testing under load").
+STRESS_CPUS ?= 2
+test-stress:
+	scripts/prereqs.sh stress-ng
+	@stress-ng --cpu $(STRESS_CPUS) --timeout 0 --quiet & hog=$$!; \
+	trap 'kill $$hog 2>/dev/null; wait $$hog 2>/dev/null' EXIT INT TERM; \
+	echo "stress-ng --cpu $(STRESS_CPUS) running (pid $$hog)"; \
+	$(MAKE) test; rc=$$?; \
+	kill $$hog 2>/dev/null; wait $$hog 2>/dev/null; \
+	exit $$rc
 
 # Unit tests only: no Docker, no browser.
 test-unit:

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"image/png"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -147,7 +148,7 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 	})
 
 	t.Run("vnc websocket", func(t *testing.T) {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
 		defer cancel()
 		c, _, err := websocket.Dial(cctx, wsURL(sb, "/vnc/websockify"), &websocket.DialOptions{
 			HTTPHeader: http.Header{agentapi.TokenHeader: {sb.Token}}, Subprotocols: []string{"binary"},
@@ -162,6 +163,81 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 		typ, msg, err := c.Read(cctx)
 		if err != nil || typ != websocket.MessageBinary || !strings.HasPrefix(string(msg), "RFB 003.008") {
 			t.Fatalf("%v %v %q", err, typ, msg)
+		}
+	})
+
+	t.Run("vnc view-only for read permission", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
+		defer cancel()
+		c, _, err := websocket.Dial(cctx, wsURL(sb, "/vnc/websockify"), &websocket.DialOptions{
+			HTTPHeader:   http.Header{agentapi.TokenHeader: {sb.Token}, "X-Sandgate-Permission": {"read"}},
+			Subprotocols: []string{"binary"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		rfb := websocket.NetConn(cctx, c, websocket.MessageBinary)
+		read := func(n int) []byte {
+			b := make([]byte, n)
+			if _, err := io.ReadFull(rfb, b); err != nil {
+				t.Fatalf("reading %d bytes: %v", n, err)
+			}
+			return b
+		}
+		write := func(b ...byte) {
+			if _, err := rfb.Write(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v := read(12); string(v) != "RFB 003.008\n" {
+			t.Fatalf("version %q", v)
+		}
+		write([]byte("RFB 003.008\n")...)
+		types := read(int(read(1)[0]))
+		if !strings.ContainsRune(string(types), 1) {
+			t.Fatalf("security types %v, want None (1)", types)
+		}
+		write(1)
+		if res := read(4); string(res) != "\x00\x00\x00\x00" {
+			t.Fatalf("security result %v", res)
+		}
+		write(0) // exclusive: the bridge makes it shared
+		init := read(24)
+		read(int(init[20])<<24 | int(init[21])<<16 | int(init[22])<<8 | int(init[23]))
+		w, h := int(init[0])<<8|int(init[1]), int(init[2])<<8|int(init[3])
+		// Input is dropped, pixels still flow: a key, a click, then a full update request.
+		write(4, 1, 0, 0, 0, 0, 0, 0x61)
+		write(5, 1, 0, 10, 0, 10)
+		write(3, 0, 0, 0, 0, 0, byte(w>>8), byte(w), byte(h>>8), byte(h))
+		// The server may speak first (clipboard, bell, colour map): skip those until the FramebufferUpdate.
+		for update := false; !update; {
+			switch typ := read(1)[0]; typ {
+			case 0: // FramebufferUpdate
+				update = true
+			case 1: // SetColourMapEntries: padding, first colour, count, 6 bytes a colour
+				h := read(5)
+				read(6 * (int(h[3])<<8 | int(h[4])))
+			case 2: // Bell
+			case 3: // ServerCutText: padding, length (negative: Extended Clipboard), text
+				h := read(7)
+				n := int32(uint32(h[3])<<24 | uint32(h[4])<<16 | uint32(h[5])<<8 | uint32(h[6]))
+				if n < 0 {
+					n = -n
+				}
+				read(int(n))
+			default:
+				t.Fatalf("server message type %d, want FramebufferUpdate (0)", typ)
+			}
+		}
+		// A message the filter cannot frame closes the stream with a reason.
+		write(9, 0, 0, 0)
+		drain := make([]byte, 64<<10)
+		for err == nil {
+			_, err = rfb.Read(drain)
+		}
+		if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+			t.Fatalf("want close 1008 after an unknown message, got %v", err)
 		}
 	})
 
@@ -208,7 +284,7 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 	t.Run("unfiltered browser close restarts chromium", func(t *testing.T) {
 		before := browserID(t, sb)
 		cdpCall(t, sb, "/cdp", nil, `{"id":43,"method":"Browser.close"}`)
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			var version map[string]any
 			if e := callJSON(t, sb, http.MethodGet, "/cdp/json/version", nil, nil, &version); e == nil {
@@ -262,7 +338,7 @@ func browserID(t *testing.T, sb *testenv.Sandbox) string {
 // connection closed first).
 func cdpCall(t *testing.T, sb *testenv.Sandbox, path string, hdr http.Header, msg string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	h := http.Header{agentapi.TokenHeader: {sb.Token}}
 	for k, v := range hdr {
@@ -331,7 +407,7 @@ func runPlaywright(t *testing.T, endpoint, token, url string) map[string]any {
 	if err := os.WriteFile(script, []byte(playwrightScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script, endpoint, token, url)
 	cmd.Dir = dir

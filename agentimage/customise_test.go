@@ -232,7 +232,7 @@ func TestCustomisedSandbox(t *testing.T) {
 		t.Fatalf("service not reachable: %v", err)
 	}
 	sb.Exec(t, "kill", "-9", fmt.Sprint(svcs.Services[0].PID))
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		getJSON(t, sb, "/v1/services", &svcs)
 		s := svcs.Services[0]

@@ -120,9 +120,17 @@ func TestFiles(t *testing.T) {
 		if _, err := c.Upload(ctx, "atomic.txt", pr2, agentapi.UploadOptions{}); err == nil {
 			t.Fatal("aborted upload succeeded")
 		}
-		time.Sleep(200 * time.Millisecond)
-		if got := sb.Exec(t, "ls", "-A", "/workspace"); strings.Contains(got, ".sandgate-write") {
-			t.Fatalf("temporary file left: %s", got)
+		// The agent removes the temporary file when its handler sees the body fail, which may be a moment after the
+		// client gave up: wait for that rather than a guessed time.
+		for deadline := time.Now().Add(testenv.WaitLimit); ; {
+			got := sb.Exec(t, "ls", "-A", "/workspace")
+			if !strings.Contains(got, ".sandgate-write") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("temporary file left: %s", got)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		if got := sb.Exec(t, "cat", "/workspace/atomic.txt"); got != "new-part-1 new-part-2" {
 			t.Fatalf("content after abort %q", got)

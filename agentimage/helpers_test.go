@@ -18,7 +18,7 @@ func clientFor(sb *testenv.Sandbox) *agentapi.Client {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.WaitLimit)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +102,8 @@ func (p *ptyConn) readUntil(ctx context.Context, want string) error {
 // connection returns, which can be a moment after the client's close, so a reconnect right away may still get 409.
 func waitReleased(t *testing.T, ctx context.Context, c *agentapi.Client, id string) {
 	t.Helper()
-	for i := 0; ; i++ {
+	deadline := time.Now().Add(testenv.WaitLimit)
+	for {
 		sessions, err := c.PTYSessions(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -113,8 +115,8 @@ func waitReleased(t *testing.T, ctx context.Context, c *agentapi.Client, id stri
 		if !held {
 			return
 		}
-		if i > 50 {
-			t.Fatalf("session %s still held after 5 s", id)
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s still held after %s", id, testenv.WaitLimit)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -148,7 +150,13 @@ func TestPTY(t *testing.T) {
 		}
 		// a signal reaches the terminal's foreground job, not just the shell
 		p.send(ctx, "sleep 100\r")
-		time.Sleep(300 * time.Millisecond)
+		// Signal once the job runs (a signal before the fork would reach the shell and leave sleep blocking the echo).
+		for exec.Command("docker", "exec", sb.Name, "pgrep", "-x", "sleep").Run() != nil {
+			if ctx.Err() != nil {
+				t.Fatal("sleep 100 never started")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		p.control(ctx, agentapi.PTYControl{Type: agentapi.PTYControlSignal, Signal: "INT"})
 		p.send(ctx, "echo after-$((1+1))-int\r")
 		if err := p.readUntil(ctx, "after-2-int"); err != nil {
@@ -256,7 +264,7 @@ func TestPTY(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			list, err := c.PTYSessions(ctx)
 			if err != nil {

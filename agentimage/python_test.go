@@ -195,7 +195,7 @@ func TestPythonKernelAndPortProxy(t *testing.T) {
 	})
 
 	t.Run("proxy websocket", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 		defer cancel()
 		u := strings.Replace(sb.URL, "http://", "ws://", 1) + "/proxy/8001/echo"
 		// The echo server was started in the background: retry until it listens.
@@ -249,7 +249,7 @@ func dockerExecDetached(t *testing.T, sb *testenv.Sandbox, argv ...string) {
 // waitProxy polls path until the proxied server answers something other than upstream_unavailable.
 func waitProxy(t *testing.T, sb *testenv.Sandbox, path string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		req, _ := sb.Request(context.Background(), http.MethodGet, path, nil)
 		resp, err := http.DefaultClient.Do(req)

@@ -43,7 +43,7 @@ func TestServiceBehindAppRoute(t *testing.T) {
 	if out, err := exec.Command("docker", "exec", ctr, "kill", "-9", strings.Fields(string(pid))[0]).CombinedOutput(); err != nil {
 		t.Fatalf("kill -9: %v %s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		status, body := app()
 		if status == http.StatusOK && body == "served-by-service" {

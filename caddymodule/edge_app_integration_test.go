@@ -46,9 +46,10 @@ func (e *edgeGateway) containerOf(t *testing.T, id string) string {
 }
 
 // TestEdgeAppReachesServerInSandbox: /sandboxes/{id}/app/{port}/ reaches an HTTP server started inside the sandbox,
-// and a WebSocket server too, through wss://.
+// and a WebSocket server too, through wss://. The sandbox must not idle-stop between the test's own docker exec
+// steps (building and copying the echo server can take long on a busy machine), so its profile idles after 10m.
 func TestEdgeAppReachesServerInSandbox(t *testing.T) {
-	e := startEdge(t, `	sandbox_ticket /sandboxes/*
+	e := startEdgeIdle(t, `	sandbox_ticket /sandboxes/*
 	sandbox_proxy /sandboxes/*
 }
 
@@ -57,7 +58,7 @@ https://*.sb.localhost:{EDGE_PORT} {
 	sandbox_ticket app {
 		base_domains sb.localhost
 	}
-	sandbox_proxy app`, true)
+	sandbox_proxy app`, "10m")
 	id := e.createSandbox(t)
 	e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil) // starts it
 	agentURL, token := e.agentOf(t, id)
@@ -72,10 +73,12 @@ https://*.sb.localhost:{EDGE_PORT} {
 	}
 	testenv.StartWSEcho(t, ctr, "9000")
 
-	deadline := time.Now().Add(20 * time.Second)
+	// The servers answer once they listen: wait for that (the context only guards against a hang).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	var status int
 	var body string
-	for time.Now().Before(deadline) {
+	for ctx.Err() == nil {
 		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/index.html?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
 		if status == http.StatusOK {
 			break
@@ -99,8 +102,6 @@ https://*.sb.localhost:{EDGE_PORT} {
 		t.Fatalf("subdomain form: %d %q", resp.StatusCode, subBody)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	wss := strings.Replace(e.base, "https://", "wss://", 1)
 	var c *websocket.Conn
 	for { // the echo server may still be starting: the agent answers 502 until it listens
@@ -147,7 +148,7 @@ func TestEdgeVNCWebsockifyHandshake(t *testing.T) {
 	agentURL, token := e.agentOf(t, id)
 	requireAgentRoute(t, agentURL, token, "/vnc/websockify", "agent-extras")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	wss := strings.Replace(e.base, "https://", "wss://", 1)
 	var c *websocket.Conn

@@ -66,7 +66,7 @@ func TestEdgePlaywrightOverCDP(t *testing.T) {
 	var version struct {
 		WS string `json:"webSocketDebuggerUrl"`
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		status, body, _ := e.get(t, e.client, "/sandboxes/"+id+"/cdp/json/version?ticket="+e.ticket(t, id, tickets.KindCDP, tickets.PermRead), nil)
 		if status == http.StatusOK && json.Unmarshal([]byte(body), &version) == nil && version.WS != "" {

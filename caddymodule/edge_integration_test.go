@@ -37,13 +37,21 @@ type edgeGateway struct {
 	port      int
 }
 
-// startEdge runs the gateway with site as the body of the https://localhost site and, when profile is set, a
-// sandboxes app in a namespace of its own whose containers are removed at the end.
+// startEdge runs the gateway with site as the body of the https://localhost site and, when withSandboxes is set, a
+// sandboxes app in a namespace of its own whose containers are removed at the end. Its profile py idles after 4s:
+// for tests of idle stops and leases.
 func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 	t.Helper()
 	if !withSandboxes {
 		return startEdgeWith(t, site, "")
 	}
+	return startEdgeIdle(t, site, "4s")
+}
+
+// startEdgeIdle is startEdge with profile py's idle timeout set to idle. Tests that are not about idling use a long
+// one: on a busy machine the steps between two gateway requests (docker exec, a go build) can outlast a short one.
+func startEdgeIdle(t *testing.T, site, idle string) *edgeGateway {
+	t.Helper()
 	return startEdgeWith(t, site, fmt.Sprintf(`
 		profile py {
 			image %s
@@ -53,8 +61,8 @@ func startEdge(t *testing.T, site string, withSandboxes bool) *edgeGateway {
 			disk 64m
 			capabilities shell python filesystem
 			app_port 3000
-			idle_timeout 4s
-		}`, testenv.Image(t, "base")))
+			idle_timeout %s
+		}`, testenv.Image(t, "base"), idle))
 }
 
 // startEdgeWith runs the gateway with a sandboxes app holding profile (none when empty).
@@ -100,7 +108,7 @@ https://localhost:%d {
 	e.port = httpsPort
 	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rootPath, err := e.g.WaitRootCA(ctx)
 	if err != nil {
@@ -225,7 +233,7 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 	}
 
 	// The access log (query filter) holds the requests but not one ticket.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	var logged []byte
 	for time.Now().Before(deadline) {
 		logged, _ = os.ReadFile(e.accessLog)
@@ -306,8 +314,9 @@ func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
 		t.Fatalf("no ticket: %d %s", status, body)
 	}
 
-	// Idle timeout (4s, GC every 1s) stops the container; the next request starts it again.
-	deadline := time.Now().Add(60 * time.Second)
+	// Idle timeout (4s, GC every 1s) stops the container; the next request starts it again. The deadline only
+	// guards against a hang.
+	deadline := time.Now().Add(5 * time.Minute)
 	for e.sandboxStatus(t, id) != "idle" {
 		if time.Now().After(deadline) {
 			t.Fatalf("sandbox never went idle (status %s)", e.sandboxStatus(t, id))
@@ -328,7 +337,7 @@ func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
 	if out, err := exec.Command("docker", "kill", strings.TrimSpace(string(out))).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(5 * time.Minute) // the engine's die event on a busy machine; a hang guard only
 	for {
 		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
 		if status == http.StatusGone || time.Now().After(deadline) {

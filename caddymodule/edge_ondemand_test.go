@@ -56,7 +56,7 @@ func startPebble(t *testing.T) (dirURL, rootPath string) {
 			t.Logf("pebble log:\n%s", logs.String())
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		c, err := net.Dial("tcp", listen)
 		if err == nil {

@@ -55,7 +55,7 @@ http.server.HTTPServer((sys.argv[1],8080),H).serve_forever()`, addr)
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			c, err := net.DialTimeout("tcp", addr+":8080", time.Second)
 			if err == nil {

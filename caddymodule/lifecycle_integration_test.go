@@ -129,7 +129,7 @@ func getSandbox(t *testing.T, g *testenv.Gateway, id string) (sandboxes.Sandbox,
 
 func waitStatus(t *testing.T, g *testenv.Gateway, id string, want sandboxes.Status) sandboxes.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
 		sb, code := getSandbox(t, g, id)
 		if code == http.StatusOK && sb.Status == want {

@@ -5,6 +5,7 @@
 #   prereqs.sh chromium    /usr/bin/chromium exists (browser tests)
 #   prereqs.sh pebble      the pebble ACME test server exists (TLS tests)
 #   prereqs.sh node        node and npm exist (browser tests drive Playwright)
+#   prereqs.sh stress-ng   stress-ng exists (make test-stress runs the suite beside CPU hogs)
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -93,6 +94,11 @@ ensure_pebble() {
 	apt_install pebble
 }
 
+ensure_stress_ng() {
+	command -v stress-ng >/dev/null && return 0
+	apt_install stress-ng
+}
+
 mkdir -p "$STATE_DIR"
 for what in "$@"; do
 	case "$what" in
@@ -101,6 +107,7 @@ for what in "$@"; do
 	chromium) ensure_chromium ;;
 	pebble) ensure_pebble ;;
 	node) ensure_node ;;
+	stress-ng) ensure_stress_ng ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done

@@ -7,8 +7,41 @@ const base = process.env.BASE;             // https://localhost:<port>
 const key = process.env.CONSOLE_KEY;
 const shots = process.env.SCREENSHOTS;     // directory for screenshots
 const step = process.env.STEP;
+// Every wait is for a state the pages show; none races the clock. The only limit is the Go test's own deadline
+// (STEP_DEADLINE, ms since the epoch), which guards against a hang: on a busy machine a sandbox's desktop may take
+// minutes to paint, and that is not a failure.
+const deadline = Number(process.env.STEP_DEADLINE) || Date.now() + 10 * 60 * 1000;
+function remaining() { return Math.max(deadline - Date.now(), 1000); }
 
 function check(cond, msg) { if (!cond) throw new Error(msg); }
+
+// waitDesktop waits until the desktop page's stream is connected, or fails at once when the page gave up (its
+// banner says why).
+async function waitDesktop(tab) {
+  await tab.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
+    null, { timeout: remaining() });
+  const stopped = await tab.evaluate(() => window.sandgateDesktop.stopped);
+  check(!stopped, 'the desktop page stopped (' + stopped + '): ' + await tab.locator('#banner').textContent());
+}
+
+// litPixels waits until the page's desktop canvas shows more than 1000 non-black pixels and returns the count. It
+// fails at once if the page gives up on its stream; a stream that drops and reconnects is waited for.
+async function litPixels(tab) {
+  await tab.locator('#screen canvas').waitFor({ timeout: remaining() });
+  for (;;) {
+    const { lit, stopped } = await tab.evaluate(() => {
+      const c = document.querySelector('#screen canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] || d[i + 1] || d[i + 2]) n++;
+      return { lit: n, stopped: window.sandgateDesktop.stopped };
+    });
+    if (lit > 1000) return lit;
+    check(!stopped, 'the desktop page stopped (' + stopped + ') with a blank canvas (' + lit + ' lit pixels)');
+    check(Date.now() < deadline, 'the desktop canvas stayed blank until the test deadline (' + lit + ' lit pixels)');
+    await tab.waitForTimeout(300);
+  }
+}
 
 // goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED: Docker adding interfaces on this shared
 // machine makes Chromium's network-change detector drop in-flight requests.
@@ -28,7 +61,7 @@ async function login(page) {
   await page.getByLabel('API key').fill(key);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.waitForSelector('#sandboxes');
-  await page.waitForFunction(() => document.getElementById('live').textContent === 'Live');
+  await page.waitForFunction(() => document.getElementById('live').textContent === 'Live', null, { timeout: remaining() });
 }
 
 async function screenText(page) {
@@ -41,7 +74,6 @@ async function screenText(page) {
 }
 
 async function waitScreen(page, re, what) {
-  const deadline = Date.now() + 20000;
   for (;;) {
     const text = await screenText(page);
     const m = text.match(re);
@@ -75,7 +107,6 @@ const steps = {
     await page.getByLabel('Profile').selectOption(process.env.PROFILE);
     await page.getByRole('button', { name: 'Create' }).click();
     let id = null;
-    const deadline = Date.now() + 120000;
     while (!id) {
       const ids = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
       id = ids.find((x) => !before.includes(x)) || null;
@@ -85,11 +116,11 @@ const steps = {
       }
     }
     // Live updates (SSE) turn the status to ready without a reload.
-    await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: 120000 });
+    await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: remaining() });
     // CPU and memory come from the engine's stats; CPU needs two samples (the list refreshes every 10 s).
     const cells = page.locator(`tr[data-id="${id}"] td`);
-    await cells.nth(7).filter({ hasText: /iB/ }).waitFor({ timeout: 30000 });
-    await cells.nth(6).filter({ hasText: /%$/ }).waitFor({ timeout: 30000 });
+    await cells.nth(7).filter({ hasText: /iB/ }).waitFor({ timeout: remaining() });
+    await cells.nth(6).filter({ hasText: /%$/ }).waitFor({ timeout: remaining() });
     const usage = { cpu: await cells.nth(6).textContent(), memory: await cells.nth(7).textContent() };
     if (process.env.SHOT) await page.screenshot({ path: path.join(shots, process.env.SHOT) });
     return { id, usage };
@@ -100,7 +131,7 @@ const steps = {
     await login(page);
     const term = await openFromConsole(context, page, id, 'Terminal');
     check(!term.url().includes('ticket='), 'the ticket stayed in the address bar: ' + term.url());
-    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 60000 });
+    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: remaining() });
     await term.locator('#terminal').click();
     await typeLine(term, 'echo hello');
     await waitScreen(term, /^hello$/m, 'hello');
@@ -110,7 +141,6 @@ const steps = {
     await term.waitForTimeout(500);
     await typeLine(term, 'stty size');
     let second;
-    const deadline = Date.now() + 20000;
     for (;;) {
       const sizes = [...(await screenText(term)).matchAll(/^(\d+) (\d+)$/mg)].map((m) => m[0]);
       second = sizes[sizes.length - 1];
@@ -132,8 +162,8 @@ const steps = {
     // A network blip: the page's WebSocket dies; the shell lives on and the page reattaches with replay.
     const offsetBefore = await term.evaluate(() => window.sandgateTerminal.offset);
     await term.evaluate(() => window.sandgateTerminal.dropConnection());
-    await term.waitForFunction(() => !window.sandgateTerminal.connected, null, { timeout: 10000 });
-    await term.waitForFunction(() => window.sandgateTerminal.connected, null, { timeout: 30000 });
+    await term.waitForFunction(() => !window.sandgateTerminal.connected, null, { timeout: remaining() });
+    await term.waitForFunction(() => window.sandgateTerminal.connected, null, { timeout: remaining() });
     await waitScreen(term, /during-2$/m, 'during-2 (output produced while disconnected)');
     await typeLine(term, 'echo after-$((40+2))');
     await waitScreen(term, /^after-42$/m, 'after-42');
@@ -156,7 +186,7 @@ const steps = {
     await term.unroute('**/terminal/session?pty=*');
     await context.clearCookies();
     await term.evaluate(() => window.sandgateTerminal.dropConnection());
-    await term.locator('#banner[data-kind="expired"]').waitFor({ timeout: 30000 });
+    await term.locator('#banner[data-kind="expired"]').waitFor({ timeout: remaining() });
     const expiredBanner = await term.locator('#banner').textContent();
     await term.screenshot({ path: path.join(shots, 'terminal-expired.png') });
     return { first: first[0], second, offsetBefore, expiredBanner };
@@ -167,10 +197,10 @@ const steps = {
     const id = process.env.SANDBOX;
     await login(page);
     const term = await openFromConsole(context, page, id, 'Terminal');
-    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 60000 });
+    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: remaining() });
     require('child_process').execFileSync('sh', ['-c',
       `docker kill $(docker ps -q --filter label=${process.env.NAMESPACE}.id=${id})`]);
-    await term.locator('#banner[data-kind="died"]').waitFor({ timeout: 60000 });
+    await term.locator('#banner[data-kind="died"]').waitFor({ timeout: remaining() });
     const banner = await term.locator('#banner').textContent();
     await term.screenshot({ path: path.join(shots, 'terminal-died.png') });
     return { banner };
@@ -180,35 +210,23 @@ const steps = {
     const id = process.env.SANDBOX;
     await login(page);
     const desk = await openFromConsole(context, page, id, 'Desktop');
-    await desk.waitForFunction(() => window.sandgateDesktop && window.sandgateDesktop.connected, null, { timeout: 60000 });
+    await waitDesktop(desk);
     const canvas = desk.locator('#screen canvas');
-    await canvas.waitFor();
-    let lit = 0;
-    const deadline = Date.now() + 30000;
-    while (Date.now() < deadline) {
-      lit = await desk.evaluate(() => {
-        const c = document.querySelector('#screen canvas');
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i] || d[i + 1] || d[i + 2]) n++;
-        return n;
-      });
-      if (lit > 1000) break;
-      await desk.waitForTimeout(300);
-    }
-    check(lit > 1000, 'the desktop canvas stayed blank (' + lit + ' lit pixels)');
+    const lit = await litPixels(desk);
     const box = await canvas.boundingBox();
     const vp = desk.viewportSize();
     check(box.width <= vp.width + 1 && box.height <= vp.height + 1, 'the canvas is not scaled to the window');
     await desk.screenshot({ path: path.join(shots, 'desktop.png') });
+    // A read ticket streams the desktop view-only (the agent drops the viewer's input).
     const view = await openFromConsole(context, page, id, 'View');
-    await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
-      null, { timeout: 30000 });
+    await waitDesktop(view);
     const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
-    const viewState = await view.evaluate(() => window.sandgateDesktop.connected ? 'connected' : window.sandgateDesktop.stopped);
     const mode = await view.locator('#mode').textContent();
+    const viewLit = await litPixels(view);
+    // Read after the pixels arrived: the stream is still up (the agent did not close it for a viewer message).
+    const viewState = await view.evaluate(() => window.sandgateDesktop.connected ? 'connected' : (window.sandgateDesktop.stopped || 'reconnecting'));
     await view.screenshot({ path: path.join(shots, 'desktop-view.png') });
-    return { lit, viewOnly, viewState, mode };
+    return { lit, viewOnly, viewState, mode, view_lit: viewLit };
   },
 
   async expired(context, page) {
@@ -223,7 +241,7 @@ const steps = {
     await login(page);
     page.once('dialog', (d) => d.accept());
     await page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: 'Delete', exact: true }).click();
-    await page.locator(`tr[data-id="${id}"]`).waitFor({ state: 'detached', timeout: 60000 });
+    await page.locator(`tr[data-id="${id}"]`).waitFor({ state: 'detached', timeout: remaining() });
     return { gone: true };
   },
 };
@@ -238,6 +256,7 @@ const steps = {
   const violations = [];
   try {
     const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 600 } });
+    context.setDefaultTimeout(remaining());
     context.on('page', (p) => p.on('console', (m) => {
       if (/Content Security Policy|Refused to/.test(m.text())) violations.push(m.text());
     }));

@@ -14,6 +14,12 @@ import (
 	"time"
 )
 
+// WaitLimit is how long an integration test waits for a state it expects (a server listening, a container started,
+// a page painted, a process restarted) before calling it a hang. It is no timing assertion: on a machine loaded by
+// stress-ng or parallel suites these waits take many times longer than on a quiet one, so it is generous, and a
+// test polls for the state rather than sleeping for a guess.
+const WaitLimit = 5 * time.Minute
+
 // Integration skips t under -short and otherwise makes sure a Docker engine answers, installing and starting one
 // (scripts/prereqs.sh) where that is possible.
 func Integration(t testing.TB) {

@@ -74,14 +74,14 @@ func TestGatewayImage(t *testing.T) {
 		if uid, _ := exec.Command("docker", "exec", name, "id", "-u").Output(); strings.TrimSpace(string(uid)) == "0" {
 			t.Fatal("gateway runs as root")
 		}
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(testenv.WaitLimit)
 		for {
 			st, _ := exec.Command("docker", "inspect", "-f", "{{.State.Health.Status}}", name).Output()
 			if strings.TrimSpace(string(st)) == "healthy" {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("container health %q after 60s", strings.TrimSpace(string(st)))
+				t.Fatalf("container health %q after %s", strings.TrimSpace(string(st)), testenv.WaitLimit)
 			}
 			time.Sleep(time.Second)
 		}

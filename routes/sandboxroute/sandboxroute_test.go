@@ -142,6 +142,7 @@ func TestRequiredPermission(t *testing.T) {
 		{tickets.KindApp, ws(httptest.NewRequest("GET", "/", nil)), tickets.PermRead},
 		{tickets.KindTerminal, ws(httptest.NewRequest("GET", "/", nil)), tickets.PermWrite},
 		{tickets.KindCDP, ws(httptest.NewRequest("GET", "/", nil)), tickets.PermWrite},
+		{tickets.KindVNC, ws(httptest.NewRequest("GET", "/websockify", nil)), tickets.PermRead}, // agent filters to view-only
 		{tickets.KindCDP, httptest.NewRequest("GET", "/json/version", nil), tickets.PermRead},
 		{tickets.KindFiles, httptest.NewRequest("PUT", "/", nil), tickets.PermWrite},
 		{tickets.KindFiles, httptest.NewRequest("HEAD", "/", nil), tickets.PermRead},
@@ -213,6 +214,7 @@ func TestGateTicketOnceThenSession(t *testing.T) {
 	tok := mint(t, iss, "s1", tickets.KindApp, tickets.PermRead)
 	r := httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/3000/page?x=1&ticket="+tok, nil)
 	r.Header.Set("X-Sandgate-Token", "client-forged")
+	r.Header.Set("X-Sandgate-Permission", "write") // a read holder must not lift the agent's view-only filter
 	r.Header.Set("Cookie", "other=1")
 	w := httptest.NewRecorder()
 	grant, err := g.Authorize(w, r)
@@ -225,7 +227,7 @@ func TestGateTicketOnceThenSession(t *testing.T) {
 	if r.URL.RawQuery != "x=1" || strings.Contains(r.RequestURI, "ticket") {
 		t.Fatalf("ticket not stripped: %q %q", r.URL.RawQuery, r.RequestURI)
 	}
-	if r.Header.Get("X-Sandgate-Token") != "" || r.Header.Get("Cookie") != "other=1" {
+	if r.Header.Get("X-Sandgate-Token") != "" || r.Header.Get("X-Sandgate-Permission") != "" || r.Header.Get("Cookie") != "other=1" {
 		t.Fatalf("headers not cleaned: %v", r.Header)
 	}
 	set := w.Result().Cookies()

@@ -11,13 +11,14 @@ import (
 )
 
 // RequiredPermission is the permission a request needs on its route. Safe methods need read, anything else write.
-// Interactive streams (terminal, pty, cdp, vnc WebSockets) need write: their bytes drive the sandbox and the
-// gateway does not inspect them. An app WebSocket is an ordinary GET to the app; a read ticket lets a viewer load
+// Interactive streams (terminal, pty, cdp WebSockets) need write: their bytes drive the sandbox and the gateway
+// does not inspect them. A vnc WebSocket needs only read: the agent's bridge filters a read holder's RFB stream to
+// view-only (it drops key, pointer and clipboard messages), told the permission in X-Sandgate-Permission. An app WebSocket is an ordinary GET to the app; a read ticket lets a viewer load
 // an app that pushes updates (the agent tells the app the permission in X-Sandgate-Permission).
 func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
 	if IsWebSocket(r) {
 		switch kind {
-		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP, tickets.KindVNC:
+		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP:
 			return tickets.PermWrite
 		}
 		return tickets.PermRead

@@ -113,7 +113,7 @@ func (h *harness) create(profile string) *sandboxes.Sandbox {
 
 func (h *harness) ready(id string) sandboxes.Target {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	tg, err := h.mgr.EnsureRunning(ctx, id)
 	if err != nil {

@@ -119,7 +119,7 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	if out, err := h.exec(sb.ID, "sh", "-c", "echo kept > /workspace/file.txt"); err != nil {
 		t.Fatalf("%s %v", out, err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	h.pastIdleDeadline(sb.ID)
 	rep := h.mgr.CollectGarbage(context.Background())
 	if rep.IdleStopped != 1 {
 		t.Fatalf("gc report %+v", rep)
@@ -156,7 +156,7 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	h.pastIdleDeadline(sb.ID)
 	if rep := h.mgr.CollectGarbage(context.Background()); rep.IdleStopped != 0 {
 		t.Fatalf("a leased sandbox was stopped: %+v", rep)
 	}
@@ -170,39 +170,74 @@ func TestIdleStopThenRestartOnSameWorkspace(t *testing.T) {
 	}
 }
 
+// pastIdleDeadline returns once the sandbox's idle deadline, as the Manager reports it, has passed: the collector
+// then counts it idle unless a lease holds it. (A fixed sleep would guess at how long the steps before took.)
+func (h *harness) pastIdleDeadline(id string) {
+	h.t.Helper()
+	got, err := h.mgr.Get(context.Background(), id)
+	if err != nil || got.IdleExpiresAt == nil {
+		h.t.Fatalf("no idle deadline for %s: %+v %v", id, got, err)
+	}
+	if wait := time.Until(*got.IdleExpiresAt); wait > 0 {
+		time.Sleep(wait + 10*time.Millisecond)
+	}
+}
+
+// TestTTLExpiryRemovesContainerAndVolume: an extension moves the deadline by exactly what was asked; once the TTL
+// passes the sandbox reads expired, refuses to start or extend, and GC removes its container and volume. Nothing here
+// races the clock: the extension works on a sandbox whose TTL outlives the test, and the short-TTL sandbox is only
+// observed after it expired (however long its creation took on a busy machine).
 func TestTTLExpiryRemovesContainerAndVolume(t *testing.T) {
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}, GCInterval: time.Hour})
-	sb, err := h.mgr.Create(context.Background(), sandboxes.CreateRequest{Profile: "small", TTL: 3 * time.Second})
+	ctx := context.Background()
+	long, err := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.ready(sb.ID)
-	if _, err := h.mgr.ExtendTTL(context.Background(), sb.ID, time.Second); err != nil {
+	extended, err := h.mgr.ExtendTTL(ctx, long.ID, time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	forever, _ := h.mgr.Create(context.Background(), sandboxes.CreateRequest{Profile: "small", TTL: -1})
-	if _, err := h.mgr.ExtendTTL(context.Background(), forever.ID, time.Second); sandboxes.ErrorCode(err) != sandboxes.CodeTTLInfinite {
+	if got := extended.ExpiresAt.Sub(*long.ExpiresAt); got != time.Second {
+		t.Fatalf("extend by 1s moved the deadline by %s", got)
+	}
+	forever, _ := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", TTL: -1})
+	if _, err := h.mgr.ExtendTTL(ctx, forever.ID, time.Second); sandboxes.ErrorCode(err) != sandboxes.CodeTTLInfinite {
 		t.Fatalf("extend infinite: %v", err)
 	}
-	time.Sleep(4500 * time.Millisecond)
-	got, _ := h.mgr.Get(context.Background(), sb.ID)
-	if got.Status != sandboxes.StatusExpired {
-		t.Fatalf("status %s, want expired", got.Status)
+
+	sb, err := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := h.mgr.EnsureRunning(context.Background(), sb.ID); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
+	// Wait for the state, not for a time: the status turns expired once the deadline has passed.
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		got, _ := h.mgr.Get(ctx, sb.ID)
+		if got != nil && got.Status == sandboxes.StatusExpired {
+			break
+		}
+		select {
+		case <-waitCtx.Done():
+			t.Fatalf("status %+v, never expired", got)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := h.mgr.EnsureRunning(ctx, sb.ID); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
 		t.Fatalf("ensure running expired: %v", err)
 	}
-	if _, err := h.mgr.ExtendTTL(context.Background(), sb.ID, time.Hour); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
+	if _, err := h.mgr.ExtendTTL(ctx, sb.ID, time.Hour); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
 		t.Fatalf("extend expired: %v", err)
 	}
-	if rep := h.mgr.CollectGarbage(context.Background()); rep.Expired != 1 {
+	if rep := h.mgr.CollectGarbage(ctx); rep.Expired != 1 {
 		t.Fatalf("gc %+v", rep)
 	}
 	if h.containerExists(sb.ID) || h.volumeExists(h.mgr.VolumeName(sb.WorkspaceID)) {
 		t.Fatal("expired sandbox left its container or volume")
 	}
-	if !h.containerExists(forever.ID) {
-		t.Fatal("a sandbox without TTL was collected")
+	if !h.containerExists(forever.ID) || !h.containerExists(long.ID) {
+		t.Fatal("a sandbox whose TTL has not passed was collected")
 	}
 }
 

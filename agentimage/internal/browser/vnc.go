@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -52,14 +53,29 @@ func (b *Browser) serveVNC(w http.ResponseWriter, r *http.Request) {
 	ws := websocket.NetConn(ctx, c, websocket.MessageBinary)
 	errc := make(chan error, 3)
 	go func() { _, err := io.Copy(ws, tcp); errc <- err }()
-	go func() { _, err := io.Copy(tcp, ws); errc <- err }()
+	var toServer io.Writer = tcp
+	if viewOnly(r) {
+		toServer = newViewOnlyRFB(tcp)
+	}
+	go func() { _, err := io.Copy(toServer, ws); errc <- err }()
 	go func() { errc <- pingBoth(ctx, c) }()
 	err = <-errc
 	code, reason := closeCodeFor(err)
+	var refused *errRFBViewOnly
+	if errors.As(err, &refused) {
+		b.cfg.Logger.Warn("view-only VNC stream refused", "error", refused.Error())
+		code, reason = websocket.StatusPolicyViolation, truncate(refused.Error(), 100)
+	}
 	if err == nil { // the VNC server closed the stream
 		code, reason = websocket.StatusNormalClosure, ""
 	}
 	_ = c.Close(code, reason)
+}
+
+// viewOnly reports whether the gateway granted the caller only read permission (X-Sandgate-Permission, a header
+// the edge strips from clients): then the bridge carries pixels but drops keyboard, pointer and clipboard input.
+func viewOnly(r *http.Request) bool {
+	return r.Header.Get("X-Sandgate-Permission") == "read"
 }
 
 // dialRetry dials addr until it answers or wait passes (the server may be restarting).

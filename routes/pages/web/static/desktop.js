@@ -10,7 +10,6 @@ const banner = document.getElementById('banner');
 
 let rfb = null;
 let attempts = 0;
-let everConnected = false;
 let ended = false;
 let timer = null;
 
@@ -38,7 +37,6 @@ function connect() {
   rfb.focusOnClick = !viewOnly;
   rfb.addEventListener('connect', () => {
     attempts = 0;
-    everConnected = true;
     banner.hidden = true;
     setStatus(viewOnly ? 'Connected (view only)' : 'Connected');
     if (!viewOnly) rfb.focus();
@@ -63,11 +61,6 @@ async function probe() {
   }
   if (res && (res.status === 404 || res.status === 410)) {
     stop('This sandbox is gone.', 'gone');
-    return;
-  }
-  if (res && res.ok && viewOnly && !everConnected) {
-    // The page admits a read ticket but the stream was refused: the gateway requires write for VNC streams.
-    stop('The gateway refused the desktop stream to this read-only link; open the desktop with a write ticket.', 'refused');
     return;
   }
   const delay = Math.min(1000 * 2 ** attempts, 10000);
