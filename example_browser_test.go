@@ -24,12 +24,23 @@ import (
 // echoed (wsecho -root serves the directory and echoes WebSockets).
 const exampleAppHTML = `<!doctype html><title>sandbox app</title><p id=msg>sandbox app</p>
 <script>
-(async () => {
-  const http = (await (await fetch('data.txt')).text()).trim();
+// Each step is retried: Chromium aborts requests when Docker changes this machine's interfaces (ERR_NETWORK_CHANGED).
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const echo = (msg) => new Promise((resolve, reject) => {
   const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/echo');
-  ws.onopen = () => ws.send('ping-' + http);
-  ws.onmessage = (e) => { window.appResult = { http, ws: e.data, origin: location.origin }; ws.close(); };
-  ws.onerror = () => { window.appResult = { http, ws: 'error', origin: location.origin }; };
+  ws.onopen = () => ws.send(msg);
+  ws.onmessage = (e) => { resolve(e.data); ws.close(); };
+  ws.onerror = () => reject(new Error('websocket error'));
+});
+async function retry(fn) {
+  for (let i = 0; ; i++) {
+    try { return await fn(); } catch (e) { if (i >= 20) return 'error: ' + e.message; await sleep(500); }
+  }
+}
+(async () => {
+  const http = await retry(async () => (await (await fetch('data.txt')).text()).trim());
+  const ws = await retry(() => echo('ping-' + http));
+  window.appResult = { http, ws, origin: location.origin };
 })();
 </script>
 `
@@ -44,6 +55,8 @@ const CONSOLE = %q, VICTIM = %q;
   const out = {};
   async function tryIt(name, fn) { try { out[name] = await fn(); } catch (e) { out[name] = 'blocked: ' + e.message; } }
   const read = async (r) => 'read ' + r.status + ': ' + (await r.text()).slice(0, 300);
+  // The control: this page's own origin answers, so a blocked request below is the browser's refusal.
+  await tryIt('control', async () => (await (await fetch('data.txt')).text()).trim());
   await tryIt('console', async () => read(await fetch(CONSOLE + '/console/', { credentials: 'include' })));
   await tryIt('list', async () => read(await fetch(CONSOLE + '/console/api/sandboxes', { credentials: 'include' })));
   await tryIt('delete', async () => 'sent ' + (await fetch(CONSOLE + '/console/api/sandboxes/' + VICTIM, { method: 'DELETE', credentials: 'include' })).status);
@@ -160,7 +173,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 		"data.txt":    "from-the-sandbox\n",
 		"attack.html": exampleAttackHTML(base, desk.ID),
 	} {
-		if err := bay.WriteFile(ctx, id, "/workspace/app/"+name, body); err != nil {
+		if err := bay.WriteFile(ctx, id, "app/"+name, body); err != nil {
 			t.Fatalf("writing %s: %v", name, err)
 		}
 	}
@@ -225,6 +238,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 		"BASE="+base, "KEY="+creds.APIKey, "SCREENSHOTS="+shots,
 		"TERMINAL_URL="+termURL,
 		"APP_SANDBOX="+id,
+		"KNOWN="+strings.Join([]string{tourID, id, desk.ID}, ","),
 		"APP_URL="+ticket(id, "app", "read"),
 		"FILES_URL="+ticket(id, "files", "read")+"&path="+url.QueryEscape("/workspace/app/attack.html"),
 		"DESKTOP_URL="+ticket(desk.ID, "vnc", "write"),
@@ -288,6 +302,9 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	})
 	t.Run("origin attack", func(t *testing.T) {
 		t.Logf("attack page: %v", r.Attack)
+		if r.Attack["control"] != "from-the-sandbox" {
+			t.Errorf("the attack page's own fetch failed: %q", r.Attack["control"])
+		}
 		for _, k := range []string{"console", "list", "delete", "frame"} {
 			if !strings.HasPrefix(r.Attack[k], "blocked") {
 				t.Errorf("%s: %q", k, r.Attack[k])
