@@ -24,7 +24,7 @@ import (
 // gateway generated into credentials.json — profiles, create, ready, an exec, delete.
 func TestCaddyfileExampleServes(t *testing.T) {
 	testenv.Integration(t)
-	testenv.Image(t, "base") // the example's python-default keeps a warm member
+	testenv.ShippedImage(t, "base") // the example's python-default keeps a warm member
 	example, err := os.ReadFile("Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)

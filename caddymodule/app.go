@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
@@ -199,6 +200,12 @@ func (a *App) Manager() *sandboxes.Manager {
 // Start pings the engine (first start only), applies the new settings (validated in full before anything
 // changes) and starts the Manager's loops once.
 func (a *App) Start() error {
+	// Every app is provisioned by now, the http app with its sites' handlers: check the origin rule before any I/O.
+	if h, err := a.ctx.AppIfConfigured("http"); err == nil {
+		if err := checkOrigins(h.(*caddyhttp.App)); err != nil {
+			return err
+		}
+	}
 	mgr := a.holder.mgr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

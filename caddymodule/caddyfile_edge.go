@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +24,9 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("sandbox_ticket", parseSandboxTicket)
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_ticket", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirective("sandbox_proxy", parseSandboxProxy)
-	httpcaddyfile.RegisterDirectiveOrder("sandbox_proxy", httpcaddyfile.Before, "reverse_proxy")
+	// Before respond (and so before reverse_proxy and file_server): a site that ends with a catch-all `respond`
+	// or serves files must not swallow the terminal, desktop, app and CDP routes.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_proxy", httpcaddyfile.Before, "respond")
 }
 
 // Stream defaults of sandbox_proxy. A reload keeps open WebSockets for stream_close_delay (the old proxy closes them
@@ -115,6 +118,8 @@ type proxyOptions struct {
 	rewriteHost       string
 	maxMessage        int64
 	allowBrowserClose bool
+	// sharedOrigin is the operator's explicit opt-in to serve sandbox apps on a site that also serves the console.
+	sharedOrigin bool
 }
 
 // parseSandboxProxy expands
@@ -187,14 +192,17 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 			return opts, d.Errf("port %q is not a port number", args[1])
 		}
 		opts.kinds, opts.port = []tickets.Kind{tickets.KindApp}, p
-	case len(args) == 1:
-		k, err := tickets.ParseKind(args[0])
-		if err != nil {
-			return opts, d.Err(err.Error())
-		}
-		opts.kinds = []tickets.Kind{k}
 	default:
-		return opts, d.Errf("want sandbox_proxy [app|vnc|terminal|cdp|pty|files|port <N>], got %v", args)
+		for _, a := range args {
+			k, err := tickets.ParseKind(a)
+			if err != nil {
+				return opts, d.Errf("want sandbox_proxy [<kind>...|port <N>] with kinds app, vnc, terminal, cdp, pty, files: %v", err)
+			}
+			if slices.Contains(opts.kinds, k) {
+				return opts, d.Errf("sandbox_proxy names kind %s twice", k)
+			}
+			opts.kinds = append(opts.kinds, k)
+		}
 	}
 	d.DeleteN(len(args))
 
@@ -235,6 +243,12 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 			}
 			opts.allowBrowserClose = true
 			d.DeleteN(1)
+		case "shared_origin":
+			if d.NextArg() {
+				return opts, d.ArgErr()
+			}
+			opts.sharedOrigin = true
+			d.DeleteN(1)
 		}
 	}
 	d.Reset()
@@ -243,7 +257,8 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 
 // proxyHandlers builds sandbox_route + reverse_proxy for one kind.
 func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.Kind, opts proxyOptions) ([]json.RawMessage, error) {
-	route := &SandboxRoute{Kind: string(kind), Port: opts.port, StartTimeout: opts.startTimeout}
+	route := &SandboxRoute{Kind: string(kind), Port: opts.port, StartTimeout: opts.startTimeout,
+		SharedOrigin: opts.sharedOrigin && kind == tickets.KindApp}
 
 	set := http.Header{
 		// The agent's credential, known only to the gateway; the client's X-Sandgate-* headers were removed.

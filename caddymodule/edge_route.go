@@ -30,6 +30,8 @@ type SandboxRoute struct {
 	Port int `json:"port,omitempty"`
 	// StartTimeout bounds the wait for an idle sandbox to start; 0 means 60s.
 	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
+	// SharedOrigin is the operator's opt-in to serve apps on a site that also serves the console (see origin.go).
+	SharedOrigin bool `json:"shared_origin,omitempty"`
 
 	route  *sandboxroute.Route
 	logger *zap.Logger
@@ -75,6 +77,8 @@ func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		return nil
 	}
 	defer p.Release()
+	// Before Apply rewrites the query for the agent, and before the proxy adds the sandbox's headers.
+	sandboxroute.SetContentHeaders(w.Header(), addr, r.URL.Query().Get("path"))
 	if err := p.Agent.Apply(r); err != nil {
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}

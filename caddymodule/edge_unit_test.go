@@ -50,6 +50,9 @@ func TestSandboxProxyCaddyfileErrors(t *testing.T) {
 		"sandbox_proxy port 0",
 		"sandbox_proxy port x",
 		"sandbox_proxy app extra",
+		"sandbox_proxy app app",
+		"sandbox_proxy terminal port 3000",
+		"sandbox_proxy app {\n shared_origin yes\n}",
 		"sandbox_proxy app {\n max_message lots\n}",
 		"sandbox_proxy app {\n start_timeout -1s\n}",
 	} {

@@ -22,7 +22,8 @@ import (
 func init() {
 	caddy.RegisterModule(new(SandboxEgress))
 	httpcaddyfile.RegisterHandlerDirective("sandbox_egress", parseSandboxEgress)
-	httpcaddyfile.RegisterDirectiveOrder("sandbox_egress", httpcaddyfile.Before, "reverse_proxy")
+	// Before respond, so a catch-all respond on the proxy's site cannot answer the sandboxes' requests.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_egress", httpcaddyfile.Before, "respond")
 }
 
 // SandboxEgress is the allow-list forward proxy for sandboxes (routes/egress). Serve it on a site the sandboxes

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/pages"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
@@ -45,6 +46,9 @@ type Pages struct {
 	ConsoleSessionTTL caddy.Duration `json:"console_session_ttl,omitempty"`
 	// BaseDomains of the subdomain form, as in sandbox_ticket.
 	BaseDomains []string `json:"base_domains,omitempty"`
+	// ContentBaseURL is the content origin's base (https://sandbox.example.com): the console opens apps at
+	// https://{id}.sandbox.example.com/ there, never on its own origin.
+	ContentBaseURL string `json:"content_base_url,omitempty"`
 	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
 	Leeway      caddy.Duration `json:"leeway,omitempty"`
 	ReplayCache int            `json:"replay_cache,omitempty"`
@@ -92,7 +96,12 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: ticket issuer: %w", err)
 	}
+	urls, err := sandboxroute.ParseURLs("", repl.ReplaceKnown(p.ContentBaseURL, ""))
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: content_base_url: %w", err)
+	}
 	cfg := pages.Config{
+		URLs:                urls,
 		Verifier:            verifier,
 		Sandboxes:           mgr,
 		Issuer:              issuer,
@@ -174,6 +183,7 @@ func (p *Pages) Cleanup() error {
 //	    session_lifetime <duration>
 //	    console_session_ttl <duration>
 //	    base_domains <domain...>
+//	    content_base_url <url>     # the content origin's base: the console opens apps there
 //	    leeway <duration>          # as in sandbox_ticket
 //	    replay_cache <n>           # as in sandbox_ticket
 //	}
@@ -254,6 +264,14 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("replay_cache: %q is not a positive number", d.Val())
 			}
 			p.ReplayCache = n
+		case "content_base_url":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			p.ContentBaseURL = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 		case "base_domains":
 			p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
 			if len(p.BaseDomains) == 0 {
@@ -278,8 +296,10 @@ func (p *Pages) Validate() error {
 
 func parsePagesDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	p := new(Pages)
-	err := p.UnmarshalCaddyfile(h.Dispenser)
-	return p, err
+	if err := p.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 var (

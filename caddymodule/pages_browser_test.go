@@ -70,7 +70,7 @@ func TestPagesInBrowser(t *testing.T) {
 		session_lifetime 2m
 	}
 	sandbox_ticket /sandboxes/*
-	sandbox_proxy /sandboxes/*`, pagesConsoleKey)
+	sandbox_proxy /sandboxes/* terminal pty vnc cdp files`, pagesConsoleKey)
 	e := startEdgeWithProfiles(t, site, fmt.Sprintf(`
 		profile desk {
 			image %s

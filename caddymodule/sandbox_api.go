@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -103,6 +104,9 @@ type SandboxAPI struct {
 	TicketSecret string `json:"ticket_secret,omitempty"`
 	// TicketBaseURL, when set, makes ticket answers carry a ready-to-open URL (https://gw.example.com).
 	TicketBaseURL string `json:"ticket_base_url,omitempty"`
+	// ContentBaseURL is the content origin's base (https://sandbox.example.com): app tickets then open at
+	// https://{id}.sandbox.example.com/ instead of a path on the gateway's origin.
+	ContentBaseURL string `json:"content_base_url,omitempty"`
 
 	handler  *bayapi.Handler
 	storeKey string
@@ -185,7 +189,11 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
 		}
-		cfg.Tickets = ticketBackend{issuer: iss, baseURL: s.TicketBaseURL}
+		urls, err := sandboxroute.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
+		if err != nil {
+			return fmt.Errorf("sandbox_api: ticket URLs: %w", err)
+		}
+		cfg.Tickets = ticketBackend{issuer: iss, urls: urls}
 	}
 	s.handler = bayapi.New(cfg)
 	return nil
@@ -223,7 +231,8 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 //	    endpoint         <url>                 # written into credentials.json
 //	    max_upload       <size>                # e.g. 512m
 //	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
-//	    ticket_base_url  <url>
+//	    ticket_base_url  <url>                 # the gateway's origin, for ticket URLs
+//	    content_base_url <url>                 # the content origin's base, for app ticket URLs
 //	}
 func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	s := new(SandboxAPI)
@@ -261,6 +270,8 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 			err = oneString(d, &s.TicketSecret)
 		case "ticket_base_url":
 			err = oneString(d, &s.TicketBaseURL)
+		case "content_base_url":
+			err = oneString(d, &s.ContentBaseURL)
 		default:
 			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
 		}

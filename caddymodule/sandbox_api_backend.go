@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -385,13 +386,8 @@ func (a *agentBackend) CreatePTY(ctx context.Context, t sandboxes.Target, req ba
 
 // ticketBackend mints tickets with the edge's Issuer; the URL points at the browser route of the sandbox.
 type ticketBackend struct {
-	issuer  *tickets.Issuer
-	baseURL string
-}
-
-// ticketPaths are the browser routes of routes/sandboxroute, per kind.
-var ticketPaths = map[string]string{
-	"app": "/app/", "vnc": "/vnc/", "terminal": "/terminal/", "cdp": "/cdp/", "pty": "/pty/", "files": "/files/",
+	issuer *tickets.Issuer
+	urls   sandboxroute.URLs
 }
 
 func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayapi.Ticket, error) {
@@ -405,9 +401,10 @@ func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayap
 		return bayapi.Ticket{}, &bayapi.Error{Code: bayapi.CodeValidation, Message: err.Error()}
 	}
 	out := bayapi.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}
-	if b.baseURL != "" {
-		out.URL = strings.TrimRight(b.baseURL, "/") + "/sandboxes/" + url.PathEscape(req.SandboxID) + ticketPaths[req.Scope] +
-			"?ticket=" + url.QueryEscape(tk.Token)
+	// Without a base for the kind's origin the answer carries the ticket only: a bare path means nothing to an
+	// API client.
+	if b.urls.Gateway != "" || b.urls.OnContentOrigin(tickets.Kind(req.Scope)) {
+		out.URL = b.urls.Ticket(req.SandboxID, tickets.Kind(req.Scope), tk.Token)
 	}
 	return out, nil
 }

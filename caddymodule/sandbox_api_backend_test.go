@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -199,7 +200,11 @@ func TestTicketBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := ticketBackend{issuer: iss, baseURL: "https://gw.example.com/"}
+	urls, err := sandboxroute.ParseURLs("https://gw.example.com/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ticketBackend{issuer: iss, urls: urls}
 	tk, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Owner: "alice", Scope: "vnc", Write: true, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -219,5 +224,44 @@ func TestTicketBackend(t *testing.T) {
 	}
 	if _, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Scope: "root"}); err == nil {
 		t.Errorf("unknown scope accepted")
+	}
+}
+
+// TestTicketBackendURLs: apps open on the content origin when one is configured, CDP as the one WebSocket
+// connectOverCDP opens, the pages on the gateway's origin; without a base for the kind there is no URL.
+func TestTicketBackendURLs(t *testing.T) {
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte("api-ticket-secret-0123456789abcdef0123")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		gateway, content, scope, want string
+	}{
+		{"https://localhost:8443", "https://sandbox.localhost:8443", "app", "https://sb-1.sandbox.localhost:8443/?ticket="},
+		{"https://localhost:8443", "https://sandbox.localhost:8443", "terminal", "https://localhost:8443/sandboxes/sb-1/terminal/?ticket="},
+		{"https://localhost:8443", "", "app", "https://localhost:8443/sandboxes/sb-1/app/?ticket="},
+		{"https://localhost:8443", "", "cdp", "wss://localhost:8443/sandboxes/sb-1/cdp?ticket="},
+		{"http://gw.internal", "", "cdp", "ws://gw.internal/sandboxes/sb-1/cdp?ticket="},
+		{"", "https://sandbox.example.com", "app", "https://sb-1.sandbox.example.com/?ticket="},
+		{"", "https://sandbox.example.com", "vnc", ""},
+		{"", "", "app", ""},
+	} {
+		urls, err := sandboxroute.ParseURLs(tc.gateway, tc.content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := ticketBackend{issuer: iss, urls: urls}.Issue(context.Background(),
+			bayapi.TicketRequest{SandboxID: "sb-1", Scope: tc.scope, Write: true, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (tc.want == "" && tk.URL != "") || !strings.HasPrefix(tk.URL, tc.want) {
+			t.Errorf("%s %q %q: url %q, want %q...", tc.scope, tc.gateway, tc.content, tk.URL, tc.want)
+		}
+	}
+	for _, bad := range []string{"sandbox.localhost", "ftp://x", "https://x/path", "https://x/?q=1", "https://u@x"} {
+		if _, err := sandboxroute.ParseURLs("", bad); err == nil {
+			t.Errorf("content base %q accepted", bad)
+		}
 	}
 }

@@ -85,8 +85,8 @@ type GatewayOptions struct {
 	DataHome string
 }
 
-// StartGateway runs the gateway with a Caddyfile. The Caddyfile should set `admin {$SANDGATE_ADMIN}`; the helper
-// fills SANDGATE_ADMIN with a free port, so parallel tests never collide. It waits until the admin endpoint answers
+// StartGateway runs the gateway with a Caddyfile. The Caddyfile should set `admin {$SANDGATE_ADMIN}` or no admin
+// address at all; the helper fills SANDGATE_ADMIN and CADDY_ADMIN with a free port, so parallel tests never collide. It waits until the admin endpoint answers
 // and stops the process when the test ends, printing its log if the test failed.
 func StartGateway(t testing.TB, caddyfile string, opts GatewayOptions) *Gateway {
 	t.Helper()
@@ -96,7 +96,9 @@ func StartGateway(t testing.TB, caddyfile string, opts GatewayOptions) *Gateway 
 		xdg = t.TempDir()
 	}
 	g := &Gateway{t: t, AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), xdg: xdg, DataDir: filepath.Join(xdg, "caddy")}
-	g.Env = append([]string{"SANDGATE_ADMIN=" + g.AdminAddr, "XDG_DATA_HOME=" + xdg, "XDG_CONFIG_HOME=" + xdg}, opts.Env...)
+	// CADDY_ADMIN moves the admin endpoint of a Caddyfile that names none (the deploy/ files as they ship).
+	g.Env = append([]string{"SANDGATE_ADMIN=" + g.AdminAddr, "CADDY_ADMIN=" + g.AdminAddr, "XDG_DATA_HOME=" + xdg,
+		"XDG_CONFIG_HOME=" + xdg}, opts.Env...)
 	g.start(caddyfile)
 	t.Cleanup(func() {
 		g.Stop()

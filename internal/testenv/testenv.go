@@ -59,6 +59,21 @@ func Image(t testing.TB, target string) string {
 	return tag
 }
 
+// ShippedImage builds and returns sandgate/sandbox:<target>, the tag Caddyfile.example names, from this checkout
+// whatever SANDGATE_IMAGE_REPO says: a test of the shipped configuration runs it unmodified. Parallel checkouts
+// sharing one engine overwrite this tag, so a test calls it right before it starts the gateway.
+func ShippedImage(t testing.TB, target string) string {
+	t.Helper()
+	Integration(t)
+	imageMu.Lock()
+	defer imageMu.Unlock()
+	const repo = "sandgate/sandbox"
+	if err := runScriptEnv([]string{"SANDGATE_IMAGE_REPO=" + repo}, "images.sh", target); err != nil {
+		t.Fatalf("building image %s:%s: %v", repo, target, err)
+	}
+	return repo + ":" + target
+}
+
 // RepoRoot is the directory holding go.mod.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -66,10 +81,18 @@ func RepoRoot() string {
 }
 
 func runScript(name string, args ...string) error {
+	return runScriptEnv(nil, name, args...)
+}
+
+// runScriptEnv runs a script of scripts/ with env added to this process's environment.
+func runScriptEnv(env []string, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "scripts", name), args...)
 	cmd.Dir = RepoRoot()
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -8,8 +8,9 @@ import (
 )
 
 // StartWSEcho builds bench/internal/wsecho (a static WebSocket echo server), streams it into the running
-// container's /tmp and starts it there on port, detached. Callers wait for it to answer in their own terms.
-func StartWSEcho(t testing.TB, container, port string) {
+// container's /tmp and starts it there on port, detached, with any further flags (e.g. "-root", dir). Callers wait
+// for it to answer in their own terms.
+func StartWSEcho(t testing.TB, container, port string, flags ...string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wsecho")
 	build := exec.Command("go", "build", "-o", bin, "./bench/internal/wsecho")
@@ -28,7 +29,8 @@ func StartWSEcho(t testing.TB, container, port string) {
 	if out, err := cp.CombinedOutput(); err != nil {
 		t.Fatalf("copying wsecho into %s: %v\n%s", container, err, out)
 	}
-	if out, err := exec.Command("docker", "exec", "-d", container, "/tmp/wsecho", "-addr", ":"+port).CombinedOutput(); err != nil {
+	args := append([]string{"exec", "-d", container, "/tmp/wsecho", "-addr", ":" + port}, flags...)
+	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
 		t.Fatalf("starting wsecho in %s: %v\n%s", container, err, out)
 	}
 }

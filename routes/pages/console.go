@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -444,14 +443,13 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 		return
 	}
 	var kind tickets.Kind
-	var path string
 	switch req.Kind {
 	case "terminal":
-		kind, path = tickets.KindTerminal, "/terminal/"
+		kind = tickets.KindTerminal
 	case "desktop":
-		kind, path = tickets.KindVNC, "/vnc/"
+		kind = tickets.KindVNC
 	case "app":
-		kind, path = tickets.KindApp, "/app/"
+		kind = tickets.KindApp
 	default:
 		writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, "kind must be terminal, desktop or app")
 		return
@@ -467,7 +465,7 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"url":        sandboxroute.PathPrefix + sb.ID + path + "?" + sandboxroute.TicketParam + "=" + url.QueryEscape(t.Token),
+		"url":        h.cfg.URLs.Ticket(sb.ID, kind, t.Token),
 		"expires_at": t.ExpiresAt,
 	})
 }

@@ -68,6 +68,8 @@ type Config struct {
 	Keys KeyLookup
 	// Usage adds CPU and memory to the console's list; optional.
 	Usage UsageSource
+	// URLs say where the console's open buttons go: apps to the content origin when URLs.Content is set.
+	URLs sandboxroute.URLs
 	// BaseDomains are the edge's subdomain bases (so a page request under them is not mistaken for a path route).
 	BaseDomains []string
 	// PageSessionLifetime is the lifetime of the session cookie a page ticket buys; 0 means tickets.DefaultSessionLifetime.

@@ -377,3 +377,30 @@ func TestStatusFor(t *testing.T) {
 		}
 	}
 }
+
+func TestSetContentHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		addr      Address
+		file      string
+		csp, disp string
+	}{
+		{"app in path form runs sandboxed", Address{Kind: tickets.KindApp}, "", SandboxCSP, ""},
+		{"app on the content origin is left alone", Address{Kind: tickets.KindApp, Subdomain: true}, "", "", ""},
+		{"files are downloads", Address{Kind: tickets.KindFiles}, "/workspace/x.html", SandboxCSP, `attachment; filename=x.html`},
+		{"files without a name", Address{Kind: tickets.KindFiles}, "", SandboxCSP, "attachment"},
+		{"odd names are quoted", Address{Kind: tickets.KindFiles}, `/w/a "b".html`, SandboxCSP, `attachment; filename="a \"b\".html"`},
+		{"terminal gets nothing", Address{Kind: tickets.KindTerminal}, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			SetContentHeaders(h, tc.addr, tc.file)
+			if got := h.Get("Content-Security-Policy"); got != tc.csp {
+				t.Errorf("CSP %q, want %q", got, tc.csp)
+			}
+			if got := h.Get("Content-Disposition"); got != tc.disp {
+				t.Errorf("Content-Disposition %q, want %q", got, tc.disp)
+			}
+		})
+	}
+}

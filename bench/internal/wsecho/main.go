@@ -1,5 +1,6 @@
 // Command wsecho is the WebSocket echo server the edge benchmarks run inside a sandbox: every message comes back
-// unchanged, on any path.
+// unchanged, on any path. With -root it is also a small web app: requests that are not WebSocket upgrades are
+// served from that directory (the integration tests' app pages).
 package main
 
 import (
@@ -7,14 +8,26 @@ import (
 	"flag"
 	"log"
 	"net/http"
+	"strings"
 
 	"github.com/coder/websocket"
 )
 
 func main() {
 	addr := flag.String("addr", ":9000", "listen address")
+	root := flag.String("root", "", "serve files from this directory to requests that are not WebSocket upgrades")
 	flag.Parse()
-	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(echo)))
+	var files http.Handler
+	if *root != "" {
+		files = http.FileServer(http.Dir(*root))
+	}
+	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if files != nil && !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			files.ServeHTTP(w, r)
+			return
+		}
+		echo(w, r)
+	})))
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,263 @@
+// Drives every browser flow of the README against the gateway running the unmodified Caddyfile.example, in Debian's
+// Chromium with playwright-core. Run by example_browser_test.go, which prepares the sandboxes and the ticket URLs
+// (from the API, as a user would) and passes them in the environment; prints "RESULT <json>" on success.
+const { chromium } = require('playwright-core');
+const path = require('path');
+
+const env = process.env;
+const base = env.BASE; // https://localhost:<port>, the console and API origin
+const shots = env.SCREENSHOTS;
+
+function check(cond, msg) { if (!cond) throw new Error(msg); }
+function log(msg) { console.log(new Date().toISOString() + ' ' + msg); }
+
+// goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED (Docker adding interfaces on this machine).
+async function goto(page, url) {
+  for (let i = 0; ; i++) {
+    try {
+      return await page.goto(url);
+    } catch (e) {
+      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
+      await page.waitForTimeout(500);
+    }
+  }
+}
+
+async function screenText(page) {
+  return page.evaluate(() => {
+    const buf = window.sandgateTerminal.term.buffer.active;
+    const lines = [];
+    for (let i = 0; i < buf.length; i++) lines.push(buf.getLine(i).translateToString(true));
+    return lines.join('\n');
+  });
+}
+
+async function waitScreen(page, re, what) {
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    const text = await screenText(page);
+    const m = text.match(re);
+    if (m) return m;
+    if (Date.now() > deadline) throw new Error('screen never showed ' + what + ':\n' + text);
+    await page.waitForTimeout(100);
+  }
+}
+
+async function typeLine(page, line) {
+  await page.keyboard.type(line);
+  await page.keyboard.press('Enter');
+}
+
+async function litPixels(page) {
+  return page.evaluate(() => {
+    const c = document.querySelector('#screen canvas');
+    if (!c || !c.width) return 0;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] || d[i + 1] || d[i + 2]) n++;
+    return n;
+  });
+}
+
+async function waitLit(page, what) {
+  const deadline = Date.now() + 120000;
+  let lit = 0;
+  while (Date.now() < deadline) {
+    lit = await litPixels(page);
+    if (lit > 1000) return lit;
+    await page.waitForTimeout(300);
+  }
+  throw new Error(what + ': the desktop canvas stayed blank (' + lit + ' lit pixels)');
+}
+
+// The README: the terminal URL the API answered opens the terminal; typing, resizing and a reconnect work.
+async function terminal(context) {
+  const term = await context.newPage();
+  await goto(term, env.TERMINAL_URL);
+  check(!term.url().includes('ticket='), 'the ticket stayed in the address bar: ' + term.url());
+  await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 120000 });
+  await term.locator('#terminal').click();
+  await typeLine(term, 'echo typed-$((6*7))');
+  await waitScreen(term, /^typed-42$/m, 'typed-42');
+  await typeLine(term, 'stty size');
+  const first = (await waitScreen(term, /^(\d+) (\d+)$/m, 'stty size'))[0];
+  await term.setViewportSize({ width: 700, height: 380 });
+  let second;
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    await typeLine(term, 'stty size');
+    await term.waitForTimeout(300);
+    const sizes = [...(await screenText(term)).matchAll(/^(\d+) (\d+)$/mg)].map((m) => m[0]);
+    second = sizes[sizes.length - 1];
+    if (second && second !== first) break;
+    check(Date.now() < deadline, 'stty size did not change after the resize: ' + first);
+  }
+  await term.evaluate(() => window.sandgateTerminal.dropConnection());
+  await term.waitForFunction(() => window.sandgateTerminal.connected, null, { timeout: 120000 });
+  await typeLine(term, 'echo after-$((40+2))');
+  await waitScreen(term, /^after-42$/m, 'after-42 (after the reconnect)');
+  await term.screenshot({ path: path.join(shots, 'example-terminal.png') });
+  await term.close();
+  return { first, second };
+}
+
+// The console: log in with the key from credentials.json, create a python-default sandbox and see it ready.
+async function consoleCreate(page) {
+  await goto(page, base + '/console/');
+  await page.getByLabel('API key').fill(env.KEY);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForSelector('#sandboxes');
+  await page.waitForFunction(() => document.getElementById('live').textContent === 'Live', null, { timeout: 60000 });
+  // The list shows the sandboxes made through the API before the new one is told apart from them.
+  const known = env.KNOWN.split(',');
+  await page.waitForFunction((ids) => ids.every((id) => document.querySelector(`tr[data-id="${id}"]`)), known, { timeout: 60000 });
+  const before = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
+  await page.getByLabel('Profile').selectOption('python-default');
+  await page.getByRole('button', { name: 'Create' }).click();
+  let id = null;
+  const deadline = Date.now() + 180000;
+  while (!id) {
+    const ids = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
+    id = ids.find((x) => !before.includes(x)) || null;
+    if (!id) {
+      check(Date.now() < deadline, 'the new sandbox never appeared in the list');
+      await page.waitForTimeout(200);
+    }
+  }
+  await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: 180000 });
+  await page.screenshot({ path: path.join(shots, 'example-console.png') });
+  return id;
+}
+
+// An app page: it fetched data.txt over HTTP and got its WebSocket message echoed.
+async function appResult(page) {
+  await page.waitForFunction(() => window.appResult, null, { timeout: 60000 });
+  return page.evaluate(() => window.appResult);
+}
+
+// The console's App button opens the content origin, never a path of the console's own origin. Clicked again
+// (a fresh ticket) when Chromium aborts the navigation with ERR_NETWORK_CHANGED.
+async function consoleApp(context, page) {
+  for (let i = 0; ; i++) {
+    const [tab] = await Promise.all([
+      context.waitForEvent('page'),
+      page.locator(`tr[data-id="${env.APP_SANDBOX}"]`).getByRole('button', { name: 'App', exact: true }).click(),
+    ]);
+    try {
+      await tab.waitForURL((u) => u.hostname.endsWith('.sandbox.localhost'), { timeout: 60000 });
+      await tab.waitForLoadState('domcontentloaded');
+      const res = await appResult(tab);
+      const url = tab.url();
+      await tab.close();
+      return { url, res };
+    } catch (e) {
+      const netChange = /ERR_NETWORK_CHANGED/.test(String(e)) || tab.url().startsWith('chrome-error:');
+      await tab.close();
+      if (i >= 5 || !netChange) throw e;
+      log('retrying the App button after a network change');
+    }
+  }
+}
+
+// The attack: an HTML page the sandbox serves, opened by the logged-in operator, tries the console.
+async function attack(context) {
+  const page = await context.newPage();
+  await goto(page, env.APP_URL);
+  const app = await appResult(page);
+  await page.screenshot({ path: path.join(shots, 'example-app.png') });
+  await goto(page, new URL('/attack.html', page.url()).toString());
+  await page.waitForFunction(() => window.attackResult, null, { timeout: 60000 });
+  const res = await page.evaluate(() => window.attackResult);
+  await page.close();
+  return { app, attack: res, appURL: page.url() };
+}
+
+// A workspace HTML file opened through a files ticket is a download: it never renders on the console's origin.
+async function download(context) {
+  const page = await context.newPage();
+  const [dl, nav] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60000 }),
+    page.goto(env.FILES_URL).then(() => 'rendered', (e) => String(e)),
+  ]);
+  const ran = await page.evaluate(() => !!window.attackResult).catch(() => false);
+  const name = dl.suggestedFilename();
+  await page.close();
+  return { name, nav, ran };
+}
+
+// The desktop of the browser sandbox with a write ticket (canvas renders), then with a read ticket.
+async function desktop(context) {
+  const desk = await context.newPage();
+  await goto(desk, env.DESKTOP_URL);
+  await desk.waitForFunction(() => window.sandgateDesktop && window.sandgateDesktop.connected, null, { timeout: 120000 });
+  const lit = await waitLit(desk, 'write ticket');
+  await desk.screenshot({ path: path.join(shots, 'example-desktop.png') });
+  await desk.close();
+  const view = await context.newPage();
+  await goto(view, env.VIEW_URL);
+  await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
+    null, { timeout: 120000 });
+  const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
+  const viewState = await view.evaluate(() => window.sandgateDesktop.connected ? 'connected' : String(window.sandgateDesktop.stopped));
+  const mode = await view.locator('#mode').textContent();
+  await view.screenshot({ path: path.join(shots, 'example-desktop-view.png') });
+  await view.close();
+  return { lit, viewOnly, viewState, mode };
+}
+
+// Playwright connectOverCDP on the CDP URL the API answered: drive a page in the sandbox's Chromium.
+async function cdp() {
+  const remote = await chromium.connectOverCDP(env.CDP_URL, { timeout: 120000 });
+  try {
+    const ctx = remote.contexts()[0] || await remote.newContext();
+    const p = await ctx.newPage();
+    await p.setContent('<title>driven</title><p id=x>over cdp</p>');
+    const text = await p.locator('#x').textContent();
+    const title = await p.title();
+    await p.close();
+    return { text, title };
+  } finally {
+    await remote.close();
+  }
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium', headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run',
+      '--disable-quic'],
+  });
+  const out = {};
+  let context;
+  try {
+    context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 600 }, acceptDownloads: true });
+    log('terminal from the API ticket URL');
+    out.terminal = await terminal(context);
+    const page = await context.newPage();
+    log('console: log in and create');
+    out.created = await consoleCreate(page);
+    log('console: open the app');
+    out.consoleApp = await consoleApp(context, page);
+    log('app ticket URL and the attack page');
+    Object.assign(out, await attack(context));
+    log('workspace HTML through a files ticket');
+    out.download = await download(context);
+    log('desktop');
+    out.desktop = await desktop(context);
+    log('connectOverCDP');
+    out.cdp = await cdp();
+    console.log('RESULT ' + JSON.stringify(out));
+  } catch (e) {
+    if (context) {
+      for (const p of context.pages()) {
+        const text = await p.locator('body').innerText().catch(() => '');
+        console.error('PAGE ' + p.url() + '\n' + text.slice(0, 2000));
+        await p.screenshot({ path: path.join(shots, 'example-failed-' + context.pages().indexOf(p) + '.png') }).catch(() => {});
+      }
+    }
+    console.error('PARTIAL ' + JSON.stringify(out));
+    throw e;
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => { console.error('FAILED ' + (e && e.stack || e)); process.exit(1); });
