@@ -280,6 +280,17 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err != nil {
 		return "", err
 	}
+	// Checked again here, against the socket this driver really talks to, with the host's links as they are now:
+	// the configuration was validated against the default socket paths, possibly long ago.
+	protected := append([]string{}, sandboxes.EngineSockets...)
+	if sock, ok := strings.CutPrefix(d.cli.DaemonHost(), "unix://"); ok {
+		protected = append(protected, sock)
+	}
+	for _, b := range spec.HostBinds {
+		if err := sandboxes.CheckBindSource(strings.Split(b, ":")[0], protected); err != nil {
+			return "", fmt.Errorf("bind %q: %w", b, err)
+		}
+	}
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
