@@ -19,8 +19,8 @@ import (
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
-// agentOf returns a running sandbox's agent URL and token, read from its container (tests only: the gateway never
-// shows them to clients).
+// agentOf returns a running sandbox's agent URL and token: the address from its container, the token from the
+// admin endpoint (the container holds only its digest; the gateway never shows it to clients).
 func (e *edgeGateway) agentOf(t *testing.T, id string) (url, token string) {
 	t.Helper()
 	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+e.ns+".id="+id).Output()
@@ -32,15 +32,7 @@ func (e *edgeGateway) agentOf(t *testing.T, id string) (url, token string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := exec.Command("docker", "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", ctr).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range strings.Split(string(env), "\n") {
-		if v, ok := strings.CutPrefix(kv, agentapi.EnvToken+"="); ok {
-			token = v
-		}
-	}
+	_, token = e.g.Agent(t, id)
 	return fmt.Sprintf("http://%s:%d", strings.TrimSpace(string(ip)), agentapi.DefaultPort), token
 }
 

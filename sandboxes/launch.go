@@ -367,7 +367,11 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		socketDir = m.SocketDir(rec.ID)
 		env[agentapi.EnvSocket] = SocketMountPoint + "/" + AgentSocketName
 	}
-	env["SANDGATE_AGENT_TOKEN"] = rec.Token
+	// Only the digest goes in: the container's environment is readable by the sandbox's own code (/proc/1/environ),
+	// and a digest authenticates nothing. A variable of the same name from the profile or the caller is replaced.
+	delete(env, agentapi.EnvToken)
+	delete(env, agentapi.EnvTokenFile)
+	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
 	env["SANDGATE_SANDBOX_ID"] = rec.ID
 	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
 	labels := map[string]string{

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -232,4 +233,23 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Agent returns a running sandbox's agent address (host:port or unix/path) and token, from the admin endpoint's
+// GET /sandboxes/{id}/agent: the sandbox's container holds only the token's digest.
+func (g *Gateway) Agent(t testing.TB, id string) (addr, token string) {
+	t.Helper()
+	resp, err := http.Get("http://" + g.AdminAddr + "/sandboxes/" + id + "/agent")
+	if err != nil {
+		t.Fatalf("asking the admin endpoint for the agent of %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Addr  string `json:"addr"`
+		Token string `json:"token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil || body.Token == "" {
+		t.Fatalf("the admin endpoint has no agent for %s (%s)", id, resp.Status)
+	}
+	return body.Addr, body.Token
 }
