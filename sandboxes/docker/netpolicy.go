@@ -217,7 +217,11 @@ func (f *packetFilter) removeLocked(ctx context.Context, match func(iface string
 				if !ok || !match(iface) {
 					continue
 				}
+				// -S quotes the comment; our comments hold no spaces, so the fields are the arguments unquoted.
 				args := strings.Fields(strings.Replace(line, "-A "+c, "-D "+c, 1))
+				for i := range args {
+					args[i] = strings.Trim(args[i], `"`)
+				}
 				if o, err := f.run(ctx, v6, args...); err != nil {
 					errs = append(errs, fmt.Errorf("%w: %s: %v %s", ErrPacketFilter, line, err, strings.TrimSpace(o)))
 				}
