@@ -188,8 +188,7 @@ func TestOwnersCannotReachEachOther(t *testing.T) {
 }
 
 // netnsTargets makes a network namespace reachable from the host through a veth pair, with one HTTP server on an
-// ordinary address of a /24 only this test uses and one on a link-local address of a dummy interface in that
-// namespace, routed from the host. It returns both addresses (port 8080).
+// ordinary address of a /24 only this test uses and one on a link-local address of that namespace's loopback, routed from the host. It returns both addresses (port 8080).
 func netnsTargets(t *testing.T) (plain, linkLocal string) {
 	t.Helper()
 	b := make([]byte, 4)
@@ -215,9 +214,8 @@ func netnsTargets(t *testing.T) (plain, linkLocal string) {
 	run("-n", ns, "addr", "add", subnet+".2/24", "dev", nsIf)
 	run("-n", ns, "link", "set", nsIf, "up")
 	run("-n", ns, "link", "set", "lo", "up")
-	run("-n", ns, "link", "add", "ll0", "type", "dummy")
-	run("-n", ns, "addr", "add", linkLocal+"/32", "dev", "ll0")
-	run("-n", ns, "link", "set", "ll0", "up")
+	// The link-local address sits on the namespace's loopback (this kernel has no dummy interfaces).
+	run("-n", ns, "addr", "add", linkLocal+"/32", "dev", "lo")
 	run("-n", ns, "route", "add", "default", "via", subnet+".1")
 	run("route", "add", linkLocal+"/32", "via", subnet+".2", "dev", hostIf)
 	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", linkLocal+"/32").Run() })
@@ -250,8 +248,8 @@ http.server.HTTPServer((sys.argv[1],8080),H).serve_forever()`, addr)
 
 // TestDirectEgressPolicyOnBridge: a sandbox with network bridge (deploy/astrbot's setting) reaches an ordinary
 // address directly, but not a link-local one (where cloud metadata lives; the test's own listener stands in for
-// it), not the host's own services, and not a sibling sandbox. The rules come back after a flush when the gateway
-// restarts.
+// it), not the host's own services, and not a sibling sandbox. Rules removed behind the gateway's back (a firewall
+// reload) come back when the gateway restarts and adopts its sandboxes.
 func TestDirectEgressPolicyOnBridge(t *testing.T) {
 	sweepPolicyAfter(t)
 	plain, linkLocal := netnsTargets(t)
@@ -313,10 +311,7 @@ func TestDirectEgressPolicyOnBridge(t *testing.T) {
 	if got := h.connect(a.ID, linkLocal, 8080); got != "CONNECTED" {
 		t.Fatalf("without its rules the attack should work (the test's premise): %s", got)
 	}
-	h.start(cfg)
-	if err := h.mgr.Stop(context.Background(), a.ID); err != nil {
-		t.Fatal(err)
-	}
+	h.start(cfg) // the restarted gateway adopts both sandboxes, which brings the network's rules back
 	tgA = h.ready(a.ID)
 	tgB = h.ready(b.ID)
 	check("after a restart")
