@@ -480,7 +480,7 @@ func TestNetworkNoneSocketDirIsBounded(t *testing.T) {
 	if !strings.HasPrefix(tg.Addr, "unix/") {
 		t.Fatalf("agent address %q is not a socket", tg.Addr)
 	}
-	out, _ := h.exec(sb.ID, "sh", "-c", `id -u; dd if=/dev/zero of=/run/sandgate/fill bs=64k count=160 2>&1 | tail -1;
+	out, _ := h.exec(sb.ID, "sh", "-c", `id -u; dd if=/dev/zero of=/run/sandgate/fill bs=64k count=160 2>&1 | grep -o "No space left";
 i=0; while [ $i -lt 200 ] && touch /run/sandgate/f$i 2>/dev/null; do i=$((i+1)); done; echo files=$i;
 du -sk /run/sandgate | cut -f1; stat -f -c %T /run/sandgate`)
 	lines := strings.Fields(out)
