@@ -369,8 +369,8 @@ func TestInternalSandboxCannotResolveOutside(t *testing.T) {
 	if !ok {
 		t.Fatalf("cannot run the control resolver on %s", ctlGW)
 	}
-	if out, err := execCommand("docker", "run", "--rm", "--network", ctlNet, "--dns", ctlGW, h.image,
-		"python3", "-c", "import socket\ntry: socket.getaddrinfo('ctlprobe.example',80)\nexcept Exception as e: print(e)"); err != nil {
+	if out, err := execCommand("docker", "run", "--rm", "--network", ctlNet, "--dns", ctlGW, "--entrypoint", "python3", h.image,
+		"-c", "import socket\ntry: socket.getaddrinfo('ctlprobe.example',80)\nexcept Exception as e: print(e)"); err != nil {
 		t.Fatalf("control container: %v %s", err, out)
 	}
 	deadline := time.Now().Add(10 * time.Second)
