@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path"
 	"strconv"
@@ -214,6 +215,10 @@ func (d *Driver) applyPolicy(ctx context.Context, name string, allow []netip.Add
 	iface, err := d.networkInterface(ctx, name)
 	if err != nil {
 		return NetworkPolicy{}, err
+	}
+	// Rules for an interface this host does not have would police nothing (an engine on another host).
+	if _, err := net.InterfaceByName(iface); err != nil {
+		return NetworkPolicy{}, fmt.Errorf("%w: network %s's bridge %s is not on this host (the gateway must run beside the engine): %v", ErrPacketFilter, name, iface, err)
 	}
 	p := NetworkPolicy{Interface: iface, Isolate: isolate, HostAllow: allow}
 	return p, d.filter.Apply(ctx, p)
