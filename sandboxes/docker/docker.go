@@ -224,7 +224,7 @@ func (d *Driver) applyPolicy(ctx context.Context, name string, allow []netip.Add
 	return p, d.filter.Apply(ctx, p)
 }
 
-// policeSpec installs the policy of the network spec joins, allowing its egress proxy, before the container is
+// policeSpec installs the policy of the network spec joins, allowing its egress proxy and mirrors, before the container is
 // created or started: a sandbox never runs on a network without it.
 func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) error {
 	switch spec.Network {
@@ -236,9 +236,15 @@ func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) e
 	if strings.HasPrefix(spec.Network, "container:") {
 		return fmt.Errorf("network %q shares another container's network; refused", spec.Network)
 	}
+	// The host endpoints the operator named for the profile (its egress proxy, its package mirrors) stay
+	// reachable when they are given as addresses; the rest of the host does not.
 	var allow []netip.AddrPort
-	if e := spec.Profile.Egress; e != nil && e.Proxy != "" {
-		if ap, ok := proxyAddr(e.Proxy); ok {
+	endpoints := []string{spec.Profile.NPMRegistry, spec.Profile.PyPIIndexURL, spec.Profile.AptMirror}
+	if e := spec.Profile.Egress; e != nil {
+		endpoints = append(endpoints, e.Proxy)
+	}
+	for _, u := range endpoints {
+		if ap, ok := proxyAddr(u); ok {
 			allow = append(allow, ap)
 		}
 	}
