@@ -42,7 +42,13 @@ func run(logger *slog.Logger) error {
 	// Children must not inherit the token: code in the sandbox has no business calling its own agent with it.
 	os.Unsetenv(agentapi.EnvToken)
 	os.Unsetenv(agentapi.EnvTokenFile)
-	if cfg.token == "" {
+	os.Unsetenv(agentapi.EnvTokenDigest)
+	// Sandbox code runs as the agent's own user: without this it could read the agent's memory (ptrace,
+	// /proc/<agent>/mem) and the tokens callers present. Children are dumpable again after their execve.
+	if err := protectMemory(); err != nil {
+		logger.Warn("the agent's memory stays readable by sandbox code", "error", err)
+	}
+	if !cfg.token.Set() {
 		logger.Warn("no agent token configured; every route but /health refuses")
 	}
 	srv := server.New(server.Config{Token: cfg.token, Version: version, Logger: logger})
@@ -117,7 +123,7 @@ func listenSocket(path string) (net.Listener, error) {
 type config struct {
 	addr         string
 	socket       string
-	token        string
+	token        agentapi.TokenCheck
 	workspace    string
 	capabilities []string
 }
@@ -126,15 +132,25 @@ func loadConfig() (config, error) {
 	c := config{
 		addr:      envOr(agentapi.EnvAddr, fmt.Sprintf(":%d", agentapi.DefaultPort)),
 		socket:    os.Getenv(agentapi.EnvSocket),
-		token:     os.Getenv(agentapi.EnvToken),
 		workspace: envOr(agentapi.EnvWorkspace, "/workspace"),
 	}
-	if f := os.Getenv(agentapi.EnvTokenFile); f != "" && c.token == "" {
-		b, err := os.ReadFile(f)
+	// The gateway passes only the token's digest (agentapi.EnvTokenDigest); the token in the clear, in the
+	// environment or a file, serves running the agent by hand.
+	switch {
+	case os.Getenv(agentapi.EnvTokenDigest) != "":
+		check, err := agentapi.NewTokenCheck(os.Getenv(agentapi.EnvTokenDigest))
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", agentapi.EnvTokenDigest, err)
+		}
+		c.token = check
+	case os.Getenv(agentapi.EnvToken) != "":
+		c.token = agentapi.TokenCheckFor(os.Getenv(agentapi.EnvToken))
+	case os.Getenv(agentapi.EnvTokenFile) != "":
+		b, err := os.ReadFile(os.Getenv(agentapi.EnvTokenFile))
 		if err != nil {
 			return c, fmt.Errorf("reading token file: %w", err)
 		}
-		c.token = strings.TrimSpace(string(b))
+		c.token = agentapi.TokenCheckFor(strings.TrimSpace(string(b)))
 	}
 	for _, cap := range strings.Split(os.Getenv(agentapi.EnvCapabilities), ",") {
 		if cap = strings.TrimSpace(cap); cap != "" {

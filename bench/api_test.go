@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ type apiGateway struct {
 	url string
 	ns  string
 	cli *docker.Client
+	gw  *testenv.Gateway
 }
 
 // startAPIGateway runs the real gateway with the API and two profiles: cold (no pool) and warm (pool of 1).
@@ -69,8 +69,8 @@ http://127.0.0.1:%[3]d {
 	}
 }
 `, ns, image, port, apiBenchKey, b.TempDir())
-	testenv.StartGateway(b, caddyfile, testenv.GatewayOptions{})
-	return &apiGateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), ns: ns, cli: cli}
+	gw := testenv.StartGateway(b, caddyfile, testenv.GatewayOptions{})
+	return &apiGateway{url: fmt.Sprintf("http://127.0.0.1:%d", port), ns: ns, cli: cli, gw: gw}
 }
 
 func (g *apiGateway) agentOf(b *testing.B, id string) (addr, token string) {
@@ -84,11 +84,7 @@ func (g *apiGateway) agentOf(b *testing.B, id string) (addr, token string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, e := range info.Config.Env {
-		if v, ok := strings.CutPrefix(e, "SANDGATE_AGENT_TOKEN="); ok {
-			token = v
-		}
-	}
+	_, token = g.gw.Agent(b, id)
 	for _, n := range info.NetworkSettings.Networks {
 		if n.IPAddress != "" {
 			addr = n.IPAddress + ":7777"

@@ -140,11 +140,7 @@ http://localhost:%d {
 	}
 	r.container = strings.TrimSpace(dockerOut(b, "ps", "-q", "--filter", "label="+ns+".id="+r.id))
 	ip := strings.TrimSpace(dockerOut(b, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", r.container))
-	for _, kv := range strings.Split(dockerOut(b, "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", r.container), "\n") {
-		if v, ok := strings.CutPrefix(kv, agentapi.EnvToken+"="); ok {
-			r.token = v
-		}
-	}
+	_, r.token = r.gw.Agent(b, r.id)
 	r.agentURL = fmt.Sprintf("http://%s:%d", ip, agentapi.DefaultPort)
 	r.echoURL = fmt.Sprintf("ws://%s:9000/", ip)
 	r.startEcho(b)

@@ -124,6 +124,9 @@ func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		return a.list(w, r)
 	}
+	if sid, ok := strings.CutSuffix(id, "/agent"); ok {
+		return a.agent(w, r, mgr, sid)
+	}
 	switch r.Method {
 	case http.MethodGet:
 		sb, err := mgr.Get(r.Context(), id)
@@ -140,6 +143,26 @@ func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
+}
+
+// agentAccess is the body of GET /sandboxes/{id}/agent.
+type agentAccess struct {
+	Addr  string `json:"addr"`
+	Token string `json:"token"`
+}
+
+// agent answers how to reach a running sandbox's agent directly, token included. The sandbox itself holds only the
+// token's digest, so this (the operator's own endpoint, which can already reconfigure everything) is the one place
+// outside the gateway's memory and store that shows it: for debugging an agent by hand, and for tests.
+func (a *AdminAPI) agent(w http.ResponseWriter, r *http.Request, mgr *sandboxes.Manager, id string) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	t, ok := mgr.Resolve(id)
+	if !ok {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("sandbox %s is not running", id)}
+	}
+	return writeJSON(w, agentAccess{Addr: t.Addr, Token: t.Token})
 }
 
 func apiError(err error) error {

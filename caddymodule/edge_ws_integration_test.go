@@ -19,8 +19,8 @@ import (
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
-// agentOf returns a running sandbox's agent URL and token, read from its container (tests only: the gateway never
-// shows them to clients).
+// agentOf returns a running sandbox's agent URL and token: the address from its container, the token from the
+// admin endpoint (the container holds only its digest; the gateway never shows it to clients).
 func (e *edgeGateway) agentOf(t *testing.T, id string) (url, token string) {
 	t.Helper()
 	url, token, ok := e.runningAgentOf(id)
@@ -41,16 +41,11 @@ func (e *edgeGateway) runningAgentOf(id string) (url, token string, ok bool) {
 	if err != nil || strings.TrimSpace(string(ip)) == "" {
 		return "", "", false
 	}
-	env, err := exec.Command("docker", "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", ctr).Output()
+	_, token, err = e.g.TryAgent(id)
 	if err != nil {
 		return "", "", false
 	}
-	for _, kv := range strings.Split(string(env), "\n") {
-		if v, found := strings.CutPrefix(kv, agentapi.EnvToken+"="); found {
-			token = v
-		}
-	}
-	return fmt.Sprintf("http://%s:%d", strings.TrimSpace(string(ip)), agentapi.DefaultPort), token, token != ""
+	return fmt.Sprintf("http://%s:%d", strings.TrimSpace(string(ip)), agentapi.DefaultPort), token, true
 }
 
 var errNoPTYRoute = errors.New("the agent has no PTY route")

@@ -20,14 +20,18 @@ const (
 	AgentSocketName = "agent.sock"
 	// sandboxUID owns the directory's socket: the images' `sandbox` user, which the agent runs as.
 	sandboxUID = 65532
+	// socketFSOptions size the tmpfs each socket directory is: the sandbox user must be able to create its
+	// socket there, and so can write anything, but never more than this into the host's memory.
+	socketFSOptions = "size=64k,nr_inodes=16,mode=0711,uid=65532,gid=65532"
 )
 
 // SocketDir is the host directory holding sandbox id's agent socket (used only by network none sandboxes).
 func (m *Manager) SocketDir(id string) string { return filepath.Join(m.mcfg.SocketDir, id) }
 
-// prepareSocketDir makes id's socket directory: writable by the sandbox user only (so code in another sandbox, or
-// another host user, cannot plant a socket there), searchable by everyone so root on the host can connect.
-// It returns the agent's address as the gateway dials it.
+// prepareSocketDir makes id's socket directory: a tmpfs of its own (64 KiB, 16 inodes), so the sandbox that must
+// be able to write its socket there cannot fill the host's /run; writable by the sandbox user only (so code in
+// another sandbox, or another host user, cannot plant a socket there), searchable by everyone so root on the host
+// can connect. It returns the agent's address as the gateway dials it.
 func (m *Manager) prepareSocketDir(id string) (string, error) {
 	if !socketDirName.MatchString(id) {
 		return "", fmt.Errorf("sandbox id %q cannot name a socket directory", id)
@@ -42,6 +46,9 @@ func (m *Manager) prepareSocketDir(id string) (string, error) {
 	}
 	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("creating the socket directory of %s: %w", id, err)
+	}
+	if err := mountSocketFS(dir); err != nil {
+		return "", fmt.Errorf("mounting the socket directory of %s (the gateway must run as root for network none): %w", id, err)
 	}
 	if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
 		return "", fmt.Errorf("handing the socket directory of %s to the sandbox user (the gateway must run as root for network none): %w", id, err)
@@ -60,6 +67,9 @@ var socketDirName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 func (m *Manager) removeSocketDir(id string) error {
 	if !socketDirName.MatchString(id) {
 		return fmt.Errorf("sandbox id %q cannot name a socket directory", id)
+	}
+	if err := unmountSocketFS(m.SocketDir(id)); err != nil {
+		return fmt.Errorf("unmounting the socket directory: %w", err)
 	}
 	if err := os.RemoveAll(m.SocketDir(id)); err != nil {
 		return fmt.Errorf("removing the socket directory: %w", err)

@@ -37,8 +37,21 @@ func TestSocketDirLifecycle(t *testing.T) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != sandboxUID {
 		t.Fatalf("socket directory owner: %+v", fi.Sys())
 	}
+	// The directory is a tmpfs of its own: what the sandbox writes there is bounded, whoever writes it.
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &sfs); err != nil || sfs.Type != 0x01021994 {
+		t.Fatalf("socket directory is not a tmpfs: type %#x %v", sfs.Type, err)
+	}
+	err = os.WriteFile(filepath.Join(dir, "fill"), make([]byte, 1<<20), 0o600)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing 1 MiB into the socket directory: %v, want ENOSPC", err)
+	}
+	os.Remove(filepath.Join(dir, "fill"))
 	if _, err := m.prepareSocketDir("sandbox-0123abcd"); err != nil {
 		t.Fatalf("second prepare (a relaunch): %v", err)
+	}
+	if err := syscall.Statfs(dir, &sfs); err != nil || sfs.Type != 0x01021994 {
+		t.Fatalf("after a relaunch: type %#x %v", sfs.Type, err)
 	}
 	if err := m.removeSocketDir("sandbox-0123abcd"); err != nil {
 		t.Fatal(err)

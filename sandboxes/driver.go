@@ -12,8 +12,9 @@ import (
 type Driver interface {
 	// Check verifies the engine answers and is safe to run sandboxes on. Warnings are logged; an error refuses start.
 	Check(ctx context.Context) (warnings []string, err error)
-	// EnsureNetwork creates the internal (no egress) network name if it does not exist.
-	EnsureNetwork(ctx context.Context, name string, labels map[string]string) error
+	// EnsureNetwork creates the gateway's own network name if it does not exist: internal (no egress) or not,
+	// sandboxes on it unable to reach each other or the host, and the direct-traffic address policy enforced.
+	EnsureNetwork(ctx context.Context, name string, internal bool, labels map[string]string) error
 	// CreateVolume creates the named volume if it does not exist.
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	// RemoveVolume removes a volume; a missing volume is not an error.

@@ -59,7 +59,7 @@ func newFakeDriver(t *testing.T) *fakeDriver {
 }
 
 func (d *fakeDriver) Check(context.Context) ([]string, error) { return nil, nil }
-func (d *fakeDriver) EnsureNetwork(_ context.Context, name string, _ map[string]string) error {
+func (d *fakeDriver) EnsureNetwork(_ context.Context, name string, _ bool, _ map[string]string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.networks[name]++

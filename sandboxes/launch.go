@@ -36,10 +36,17 @@ func (m *Manager) ContainerName(id string) string { return m.mcfg.Namespace + "-
 // InternalNetwork is the name of the namespace's internal (no egress) network.
 func (m *Manager) InternalNetwork() string { return m.mcfg.Namespace + "-internal" }
 
+// BridgeNetwork is the name of the namespace's network with egress, which profiles with network bridge join
+// instead of Docker's default bridge: the gateway owns it, so it can enforce the address policy on it without
+// touching other containers of the host.
+func (m *Manager) BridgeNetwork() string { return m.mcfg.Namespace + "-bridge" }
+
 func (m *Manager) networkFor(p Profile) string {
 	switch p.Network {
 	case "", NetworkInternal:
 		return m.InternalNetwork()
+	case NetworkBridge:
+		return m.BridgeNetwork()
 	default:
 		return p.Network
 	}
@@ -131,9 +138,9 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 	step := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	}
-	if p.Network == "" || p.Network == NetworkInternal {
+	if p.Network == "" || p.Network == NetworkInternal || p.Network == NetworkBridge {
 		sctx, cancel := step()
-		err := m.ensureNetwork(sctx, spec.Network)
+		err := m.ensureNetwork(sctx, spec.Network, p.Network != NetworkBridge)
 		cancel()
 		if err != nil {
 			return "", err
@@ -324,7 +331,7 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 	}
 }
 
-func (m *Manager) ensureNetwork(ctx context.Context, name string) error {
+func (m *Manager) ensureNetwork(ctx context.Context, name string, internal bool) error {
 	// Docker allows two networks of one name; concurrent first creates must not make both.
 	m.netMu.Lock()
 	defer m.netMu.Unlock()
@@ -334,7 +341,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, name string) error {
 	if ok {
 		return nil
 	}
-	if err := m.driver.EnsureNetwork(ctx, name, map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}); err != nil {
+	if err := m.driver.EnsureNetwork(ctx, name, internal, map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}); err != nil {
 		return fmt.Errorf("creating network %s: %w", name, err)
 	}
 	m.mu.Lock()
@@ -367,7 +374,11 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		socketDir = m.SocketDir(rec.ID)
 		env[agentapi.EnvSocket] = SocketMountPoint + "/" + AgentSocketName
 	}
-	env["SANDGATE_AGENT_TOKEN"] = rec.Token
+	// Only the digest goes in: the container's environment is readable by the sandbox's own code (/proc/1/environ),
+	// and a digest authenticates nothing. A variable of the same name from the profile or the caller is replaced.
+	delete(env, agentapi.EnvToken)
+	delete(env, agentapi.EnvTokenFile)
+	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
 	env["SANDGATE_SANDBOX_ID"] = rec.ID
 	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
 	labels := map[string]string{

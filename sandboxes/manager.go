@@ -110,8 +110,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-var dockerSocketPattern = regexp.MustCompile(`(^|/)(docker|containerd)\.sock$|^/var/run/docker|^/run/docker|^/run/containerd`)
-
 // validateProfilePlacement checks what depends on how the gateway reaches the sandbox and on the host.
 func validateProfilePlacement(p *Profile, allowBinds bool) error {
 	if p.ConnectMode == ConnectHostPort && (p.Network == "" || p.Network == NetworkInternal || p.Network == NetworkNone) {
@@ -128,8 +126,8 @@ func validateProfilePlacement(p *Profile, allowBinds bool) error {
 		if len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw" {
 			return fmt.Errorf("profile %q: bind %q: mode must be ro or rw", p.ID, b)
 		}
-		if dockerSocketPattern.MatchString(parts[0]) {
-			return fmt.Errorf("profile %q: bind %q would hand the sandbox the container engine; refused", p.ID, b)
+		if err := CheckBindSource(parts[0], EngineSockets); err != nil {
+			return fmt.Errorf("profile %q: bind %q refused: %w", p.ID, b, err)
 		}
 		if parts[1] == "/workspace" {
 			return fmt.Errorf("profile %q: bind %q hides the workspace volume", p.ID, b)

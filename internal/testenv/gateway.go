@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -234,4 +235,32 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Agent returns a running sandbox's agent address (host:port or unix/path) and token, from the admin endpoint's
+// GET /sandboxes/{id}/agent: the sandbox's container holds only the token's digest.
+func (g *Gateway) Agent(t testing.TB, id string) (addr, token string) {
+	t.Helper()
+	addr, token, err := g.TryAgent(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, token
+}
+
+// TryAgent is Agent for callers that poll: it reports instead of failing the test.
+func (g *Gateway) TryAgent(id string) (addr, token string, err error) {
+	resp, err := http.Get("http://" + g.AdminAddr + "/sandboxes/" + id + "/agent")
+	if err != nil {
+		return "", "", fmt.Errorf("asking the admin endpoint for the agent of %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Addr  string `json:"addr"`
+		Token string `json:"token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil || body.Token == "" {
+		return "", "", fmt.Errorf("the admin endpoint has no agent for %s (%s)", id, resp.Status)
+	}
+	return body.Addr, body.Token, nil
 }

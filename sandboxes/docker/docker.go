@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -29,6 +31,9 @@ import (
 // SandboxUser is the uid:gid every sandbox runs as (the images' `sandbox` user).
 const SandboxUser = "65532:65532"
 
+// InternalDNS is the only upstream the embedded resolver of an internal sandbox has: the sandbox's own loopback.
+const InternalDNS = "127.0.0.1"
+
 // Defaults for profiles that leave a resource unset.
 const (
 	DefaultMemory   = 1 << 30
@@ -40,8 +45,9 @@ const (
 
 // Driver talks to one Docker engine.
 type Driver struct {
-	cli  *client.Client
-	host string
+	cli    *client.Client
+	host   string
+	filter *packetFilter
 }
 
 // New makes a driver for host (empty: DOCKER_HOST or the default socket). It does no I/O.
@@ -54,7 +60,7 @@ func New(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Driver{cli: cli, host: host}, nil
+	return &Driver{cli: cli, host: host, filter: newPacketFilter()}, nil
 }
 
 // Client is the underlying Engine API client (tests use it to inspect what the driver made).
@@ -158,24 +164,93 @@ func parseVersion(s string) (major, minor, patch int, ok bool) {
 	return n[0], n[1], n[2], true
 }
 
-// EnsureNetwork creates an internal bridge network (no route out) if name does not exist, and refuses to use an
-// existing network of that name that is not internal.
-func (d *Driver) EnsureNetwork(ctx context.Context, name string, labels map[string]string) error {
+// EnsureNetwork creates a bridge network of the gateway's own if name does not exist: internal (no route out) or
+// with egress, its bridge interface named after it, containers unable to reach each other (ICC off), and the
+// address policy installed for it (netpolicy.go). An existing network of that name must be internal when asked
+// for internal. The policy is installed again every time: the packet filter may have been flushed since.
+func (d *Driver) EnsureNetwork(ctx context.Context, name string, internal bool, labels map[string]string) error {
 	nw, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
-	if err == nil {
-		if !nw.Internal {
+	switch {
+	case err == nil:
+		if internal && !nw.Internal {
 			return fmt.Errorf("network %s exists but is not internal; sandboxes would get egress", name)
 		}
+	case !cerrdefs.IsNotFound(err):
+		return err
+	default:
+		_, err = d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: internal, Labels: labels,
+			Options: map[string]string{bridgeNameOption: bridgeName(name), iccOption: "false"}})
+		if err != nil && !cerrdefs.IsConflict(err) {
+			return err
+		}
+	}
+	if err := d.filter.Sweep(ctx); err != nil {
+		return err
+	}
+	_, err = d.applyPolicy(ctx, name, nil, true)
+	return err
+}
+
+// networkInterface is the Linux bridge of a network, and whether sandgate can police it (a bridge network).
+func (d *Driver) networkInterface(ctx context.Context, name string) (string, error) {
+	nw, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("inspecting network %s: %w", name, err)
+	}
+	if nw.Driver != "bridge" {
+		return "", fmt.Errorf("network %s uses the %s driver; sandgate enforces its address policy only on bridge networks", name, nw.Driver)
+	}
+	if n := nw.Options[bridgeNameOption]; n != "" {
+		return n, nil
+	}
+	if len(nw.ID) < 12 {
+		return "", fmt.Errorf("network %s has no usable id", name)
+	}
+	return "br-" + nw.ID[:12], nil
+}
+
+// applyPolicy installs the address policy of a network sandboxes join. isolate is true for the gateway's own
+// networks (sandboxes reach no other container); an operator's named network keeps its members' own traffic.
+func (d *Driver) applyPolicy(ctx context.Context, name string, allow []netip.AddrPort, isolate bool) (NetworkPolicy, error) {
+	iface, err := d.networkInterface(ctx, name)
+	if err != nil {
+		return NetworkPolicy{}, err
+	}
+	// Rules for an interface this host does not have would police nothing (an engine on another host).
+	if _, err := net.InterfaceByName(iface); err != nil {
+		return NetworkPolicy{}, fmt.Errorf("%w: network %s's bridge %s is not on this host (the gateway must run beside the engine): %v", ErrPacketFilter, name, iface, err)
+	}
+	p := NetworkPolicy{Interface: iface, Isolate: isolate, HostAllow: allow}
+	return p, d.filter.Apply(ctx, p)
+}
+
+// policeSpec installs the policy of the network spec joins, allowing its egress proxy and mirrors, before the container is
+// created or started: a sandbox never runs on a network without it.
+func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) error {
+	switch spec.Network {
+	case sandboxes.NetworkNone:
 		return nil
+	case "host", "default", sandboxes.NetworkBridge:
+		return fmt.Errorf("network %q cannot carry sandgate's address policy; use internal, bridge (the gateway's own) or a named bridge network", spec.Network)
 	}
-	if !cerrdefs.IsNotFound(err) {
-		return err
+	if strings.HasPrefix(spec.Network, "container:") {
+		return fmt.Errorf("network %q shares another container's network; refused", spec.Network)
 	}
-	_, err = d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: true, Labels: labels})
-	if err != nil && !cerrdefs.IsConflict(err) {
-		return err
+	// The host endpoints the operator named for the profile (its egress proxy, its package mirrors) stay
+	// reachable when they are given as addresses; the rest of the host does not.
+	var allow []netip.AddrPort
+	endpoints := []string{spec.Profile.NPMRegistry, spec.Profile.PyPIIndexURL, spec.Profile.AptMirror}
+	if e := spec.Profile.Egress; e != nil {
+		endpoints = append(endpoints, e.Proxy)
 	}
-	return nil
+	for _, u := range endpoints {
+		if ap, ok := proxyAddr(u); ok {
+			allow = append(allow, ap)
+		}
+	}
+	own := spec.Profile.Network == "" || spec.Profile.Network == sandboxes.NetworkInternal || spec.Profile.Network == sandboxes.NetworkBridge
+	_, err := d.applyPolicy(ctx, spec.Network, allow, own)
+	return err
 }
 
 // CreateVolume creates a named local volume.
@@ -252,6 +327,13 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 	if p.HasCapability(sandboxes.CapBrowser) {
 		hc.ShmSize = browserShmBytes
 	}
+	if p.Network == "" || p.Network == sandboxes.NetworkInternal {
+		// Docker's embedded resolver answers the names of the network's containers itself and forwards every
+		// other name to the host's resolvers, from the host's own namespace when those are loopback addresses:
+		// a sandbox with no route out could still leak data in the names it looks up. Its only upstream is
+		// the sandbox's own loopback, so a looked-up name never leaves the sandbox.
+		hc.DNS = []string{InternalDNS}
+	}
 	for _, b := range spec.HostBinds {
 		parts := strings.Split(b, ":")
 		m := mount.Mount{Type: mount.TypeBind, Source: parts[0], Target: parts[1]}
@@ -280,6 +362,20 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err != nil {
 		return "", err
 	}
+	// Checked again here, against the socket this driver really talks to, with the host's links as they are now:
+	// the configuration was validated against the default socket paths, possibly long ago.
+	protected := append([]string{}, sandboxes.EngineSockets...)
+	if sock, ok := strings.CutPrefix(d.cli.DaemonHost(), "unix://"); ok {
+		protected = append(protected, sock)
+	}
+	for _, b := range spec.HostBinds {
+		if err := sandboxes.CheckBindSource(strings.Split(b, ":")[0], protected); err != nil {
+			return "", fmt.Errorf("bind %q: %w", b, err)
+		}
+	}
+	if err := d.policeSpec(ctx, spec); err != nil {
+		return "", err
+	}
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
@@ -301,6 +397,9 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 
 // Start starts the container (a running one is left as it is) and returns the agent's address.
 func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) (string, error) {
+	if err := d.policeSpec(ctx, spec); err != nil {
+		return "", err
+	}
 	if err := d.cli.ContainerStart(ctx, containerID, container.StartOptions{}); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("%w: %v", sandboxes.ErrContainerNotFound, err)
@@ -328,6 +427,15 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 	if info.NetworkSettings != nil {
 		if ep := info.NetworkSettings.Networks[spec.Network]; ep != nil && ep.IPAddress != "" {
 			return fmt.Sprintf("%s:%d", ep.IPAddress, spec.AgentPort), nil
+		}
+		// A container made before its profile's network was resolved differently (network bridge meant Docker's
+		// default bridge) is still reached where it is.
+		if len(info.NetworkSettings.Networks) == 1 {
+			for _, ep := range info.NetworkSettings.Networks {
+				if ep != nil && ep.IPAddress != "" {
+					return fmt.Sprintf("%s:%d", ep.IPAddress, spec.AgentPort), nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("container has no address on network %s", spec.Network)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -59,7 +60,7 @@ func TestCreateBecomesReadyHardened(t *testing.T) {
 		t.Errorf("labels: %v", labels)
 	}
 	env := strings.Join(info.Config.Env, "\n")
-	if !strings.Contains(env, "SANDGATE_AGENT_TOKEN="+tg.Token) || !strings.Contains(env, "SANDGATE_SANDBOX_ID="+sb.ID) ||
+	if !strings.Contains(env, agentapi.EnvTokenDigest+"="+agentapi.TokenDigest(tg.Token)) || strings.Contains(env, tg.Token) || !strings.Contains(env, "SANDGATE_SANDBOX_ID="+sb.ID) ||
 		!strings.Contains(env, "SANDGATE_CAPABILITIES=shell,python,filesystem") || len(tg.Token) < 32 {
 		t.Errorf("env: %s", env)
 	}

@@ -22,7 +22,7 @@ type Config struct {
 	// browser's, which have routes of their own that rewrite and filter).
 	Reserved map[int]string
 	// Token is the agent token, removed from what goes upstream so a sandboxed app never sees it.
-	Token  string
+	Token  agentapi.TokenCheck
 	Logger *slog.Logger
 }
 
@@ -147,12 +147,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // stripToken removes the agent token from the upstream request wherever the caller may have put it.
 func (p *Proxy) stripToken(out *http.Request) {
 	out.Header.Del(agentapi.TokenHeader)
-	if p.cfg.Token != "" {
-		if a := out.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && strings.TrimSpace(a[7:]) == p.cfg.Token {
-			out.Header.Del("Authorization")
-		}
+	if a := out.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && p.cfg.Token.Match(strings.TrimSpace(a[7:])) {
+		out.Header.Del("Authorization")
 	}
-	if q := out.URL.Query(); q.Has("access_token") && q.Get("access_token") == p.cfg.Token {
+	if q := out.URL.Query(); q.Has("access_token") && p.cfg.Token.Match(q.Get("access_token")) {
 		q.Del("access_token")
 		out.URL.RawQuery = q.Encode()
 	}

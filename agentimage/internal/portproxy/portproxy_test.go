@@ -51,7 +51,7 @@ func TestProxy(t *testing.T) {
 	l.Close()
 
 	mux := http.NewServeMux()
-	New(Config{Token: "tok", Reserved: map[int]string{9222: "use /cdp"}}).Register(mux)
+	New(Config{Token: agentapi.TokenCheckFor("tok"), Reserved: map[int]string{9222: "use /cdp"}}).Register(mux)
 	front := httptest.NewServer(mux)
 	defer front.Close()
 

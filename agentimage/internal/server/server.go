@@ -3,7 +3,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,8 +13,9 @@ import (
 
 // Config is what the server needs to know.
 type Config struct {
-	// Token is the per-sandbox secret. Empty means every authenticated route refuses (fail closed).
-	Token   string
+	// Token verifies the per-sandbox secret (the agent knows only its digest). The zero value refuses every
+	// authenticated route (fail closed).
+	Token   agentapi.TokenCheck
 	Version string
 	Logger  *slog.Logger
 }
@@ -80,10 +80,9 @@ func (s *Server) NewHTTPServer(addr string) *http.Server {
 }
 
 func (s *Server) authenticate(h http.Handler) http.Handler {
-	want := []byte(s.cfg.Token)
+	check := s.cfg.Token
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(RequestToken(r))
-		if len(want) == 0 || subtle.ConstantTimeCompare(got, want) != 1 {
+		if !check.Match(RequestToken(r)) {
 			agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeUnauthorized, "missing or wrong agent token"))
 			return
 		}
