@@ -401,6 +401,10 @@ func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayap
 	}
 	tk, err := b.issuer.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Permission: perm,
 		Lifetime: req.TTL, Subject: req.Owner})
+	var limited *tickets.RateLimitedError
+	if errors.As(err, &limited) {
+		return bayapi.Ticket{}, err // bayapi answers it as rate_limited with Retry-After
+	}
 	if err != nil {
 		return bayapi.Ticket{}, &bayapi.Error{Code: bayapi.CodeValidation, Message: err.Error()}
 	}
