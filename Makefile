@@ -7,8 +7,11 @@ STATICCHECK_VERSION ?= v0.8.2
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
 BENCHTIME ?= 3x
+# Per fuzz target: a short run in `make test`, a long one under `make fuzz`.
+FUZZTIME_SHORT ?= 10s
+FUZZTIME ?= 5m
 
-.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit bench lint fmt clean
+.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit fuzz fuzz-short bench lint fmt clean
 
 all: build
 
@@ -51,6 +54,7 @@ run: build images
 test: images assets
 	scripts/prereqs.sh chromium pebble
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_SHORT)
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside
 # `make test` and are stopped when it ends, passed, failed or interrupted. The tests wait for states, not times, so
@@ -68,6 +72,14 @@ test-stress:
 # Unit tests only: no Docker, no browser.
 test-unit:
 	$(GO) test -short -count=1 ./...
+
+# Every fuzz target of tenant-input parsers (tickets, CDP filter, RFB filter, path resolution, address policy, ...):
+# `go test` runs their seed corpora; these explore for FUZZTIME_SHORT / FUZZTIME each.
+fuzz-short:
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_SHORT)
+
+fuzz:
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 bench: images
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m ./bench/...

@@ -89,7 +89,10 @@ func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	acme_ca %s
 	acme_ca_root %s
 	on_demand_tls {
-		permission sandbox sb.localhost
+		permission sandbox sb.localhost {
+			cert_burst 1
+			cert_interval 1h
+		}
 	}
 	sandboxes {
 		namespace %s
@@ -97,6 +100,7 @@ func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 			image %s
 			memory 256m
 			capabilities shell
+			app_port 3000
 		}
 	}
 }
@@ -124,7 +128,10 @@ https:// {
 		st := c.(*tls.Conn).ConnectionState()
 		return &st, nil
 	}
-	for _, name := range []string{id + ".sb.localhost", "3000-" + id + ".sb.localhost"} {
+	// The budget is one new name per sandbox per hour: the first name of each sandbox is issued, a second new name of
+	// the same sandbox (its declared app port) is refused, and another sandbox is unaffected.
+	other := e.createSandbox(t)
+	for _, name := range []string{id + ".sb.localhost", "3000-" + other + ".sb.localhost"} {
 		st, err := handshake(name)
 		if err != nil {
 			t.Fatalf("handshake for live sandbox name %s: %v", name, err)
@@ -134,9 +141,12 @@ https:// {
 			t.Fatalf("certificate for %s: issuer %q, names %v", name, leaf.Issuer.CommonName, leaf.DNSNames)
 		}
 	}
-	for _, name := range []string{"sandbox-000000000000.sb.localhost", "random-name.sb.localhost", "www.example.com", "a." + id + ".sb.localhost"} {
+	// Non-canonical spellings of the live sandbox and undeclared ports are refused too (each would be an ACME order).
+	for _, name := range []string{"sandbox-000000000000.sb.localhost", "random-name.sb.localhost", "www.example.com", "a." + id + ".sb.localhost",
+		"03000-" + id + ".sb.localhost", "00001-" + id + ".sb.localhost", "1-" + id + ".sb.localhost", "3001-" + id + ".sb.localhost",
+		"3000-" + id + ".sb.localhost"} {
 		if _, err := handshake(name); err == nil {
-			t.Fatalf("handshake for %s succeeded; on-demand TLS must refuse names of no live sandbox", name)
+			t.Fatalf("handshake for %s succeeded; on-demand TLS must refuse it", name)
 		}
 	}
 	if logs := g.Logs(); strings.Count(logs, "certificate obtained successfully") != 2 {

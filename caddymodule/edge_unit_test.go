@@ -12,21 +12,51 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
-type fakeRegistry map[string]bool
+// fakeNames is a Manager with live sandboxes (id -> profile) and profiles.
+type fakeNames struct {
+	live     map[string]string
+	profiles map[string]sandboxes.Profile
+}
 
-func (f fakeRegistry) Exists(id string) bool { return f[id] }
+func (f fakeNames) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	prof, ok := f.live[id]
+	if !ok {
+		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
+	}
+	return &sandboxes.Sandbox{ID: id, Profile: prof}, nil
+}
 
+func (f fakeNames) Profile(id string) (sandboxes.Profile, bool) {
+	p, ok := f.profiles[id]
+	return p, ok
+}
+
+// TestSandboxPermission: only canonical names of live sandboxes, with declared ports, are approved; every other
+// spelling of the same sandbox is refused before an ACME order.
 func TestSandboxPermission(t *testing.T) {
-	p := &SandboxPermission{BaseDomains: []string{"sb.example.com"}, registry: fakeRegistry{"sandbox-1": true}}
+	names := fakeNames{
+		live: map[string]string{"sandbox-1": "web"},
+		profiles: map[string]sandboxes.Profile{"web": {ID: "web", AppPort: 3000,
+			Services: []sandboxes.Service{{Name: "api", Port: 8080}}}},
+	}
+	p := &SandboxPermission{BaseDomains: []string{"sb.example.com"}, sandboxes: names, limit: newNameLimiter(100, time.Minute)}
 	tests := []struct {
 		name string
 		ok   bool
 	}{
 		{"sandbox-1.sb.example.com", true},
 		{"3000-sandbox-1.sb.example.com", true},
+		{"8080-sandbox-1.sb.example.com", true},
 		{"SANDBOX-1.SB.EXAMPLE.COM", true},
+		{"sandbox-1.sb.example.com.", true},
+		{"03000-sandbox-1.sb.example.com", false},
+		{"00001-sandbox-1.sb.example.com", false},
+		{"1-sandbox-1.sb.example.com", false},
+		{"3001-sandbox-1.sb.example.com", false},
+		{"65535-sandbox-1.sb.example.com", false},
 		{"sandbox-2.sb.example.com", false},
 		{"x.sandbox-1.sb.example.com", false},
 		{"sb.example.com", false},
@@ -40,6 +70,26 @@ func TestSandboxPermission(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, caddytls.ErrPermissionDenied) {
 			t.Errorf("CertificateAllowed(%q) does not wrap ErrPermissionDenied: %v", tc.name, err)
+		}
+	}
+}
+
+// TestSandboxPermissionRateLimit: a sandbox gets at most the burst of new names, then one per interval; names it
+// already had stay approved, and another sandbox is unaffected.
+func TestSandboxPermissionRateLimit(t *testing.T) {
+	l := newNameLimiter(2, time.Minute)
+	now := time.Now()
+	for i, tc := range []struct {
+		id, name string
+		at       time.Duration
+		ok       bool
+	}{
+		{"a", "a1", 0, true}, {"a", "a2", 0, true}, {"a", "a3", 0, false}, {"a", "a1", 0, true},
+		{"b", "b1", 0, true}, {"a", "a3", 30 * time.Second, false}, {"a", "a3", 61 * time.Second, true},
+		{"a", "a4", 62 * time.Second, false},
+	} {
+		if got := l.allow(tc.id, tc.name, now.Add(tc.at)); got != tc.ok {
+			t.Errorf("%d: allow(%s, %s) = %v", i, tc.id, tc.name, got)
 		}
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -36,9 +39,35 @@ type storeHolder struct {
 	st *bayapi.Store
 	// keys is the key ring of the latest config that loaded this store; the console logs in against it.
 	keys *atomic.Pointer[bayapi.KeyRing]
+	// reaper removes deleted sandboxes' history; it lives as long as the store, across reloads.
+	reaper *historyReaper
 }
 
-func (h storeHolder) Destruct() error { return h.st.Close() }
+type historyReaper struct {
+	once   sync.Once
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startReaper starts the store's history reaper on the first config that has a Manager; later configs reuse it.
+func (h storeHolder) startReaper(src bayapi.HistorySource, log *slog.Logger) {
+	h.reaper.once.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.reaper.cancel, h.reaper.done = cancel, make(chan struct{})
+		go func() {
+			defer close(h.reaper.done)
+			h.st.ReapHistory(ctx, src, 10*time.Minute, log)
+		}()
+	})
+}
+
+func (h storeHolder) Destruct() error {
+	if h.reaper.cancel != nil {
+		h.reaper.cancel()
+		<-h.reaper.done
+	}
+	return h.st.Close()
+}
 
 // loadAPIStore takes a reference to the API store of dataDir (opening it on first use); release it with
 // apiStores.Delete(key).
@@ -49,7 +78,7 @@ func loadAPIStore(dataDir string) (holder storeHolder, key string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		return storeHolder{st: st, keys: new(atomic.Pointer[bayapi.KeyRing])}, nil
+		return storeHolder{st: st, keys: new(atomic.Pointer[bayapi.KeyRing]), reaper: new(historyReaper)}, nil
 	})
 	if err != nil {
 		return storeHolder{}, "", err
@@ -167,6 +196,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	logger := ctx.Logger()
 	holder.keys.Store(keys)
+	holder.startReaper(app.Manager(), ctx.Slogger())
 	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
 		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
 	if keys.Source == bayapi.KeyFromGenerated {

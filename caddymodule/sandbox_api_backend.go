@@ -171,7 +171,8 @@ func (a *agentBackend) Exec(ctx context.Context, t sandboxes.Target, req bayapi.
 	if err != nil {
 		return bayapi.ExecResult{}, agentErr("decoding stderr", err)
 	}
-	out := bayapi.ExecResult{Stdout: string(stdout), Stderr: string(stderr), TimedOut: res.Status == agentapi.StatusTimedOut}
+	out := bayapi.ExecResult{Stdout: string(stdout), Stderr: string(stderr), TimedOut: res.Status == agentapi.StatusTimedOut,
+		Truncated: res.Truncated}
 	switch {
 	case res.ExitCode != nil:
 		out.ExitCode = *res.ExitCode
@@ -196,7 +197,8 @@ func (a *agentBackend) Python(ctx context.Context, t sandboxes.Target, req bayap
 
 // kernelResult is Bay's answer for a cell run by either kernel (both answer in python/exec's shape).
 func kernelResult(res agentapi.KernelExecResult) bayapi.PythonResult {
-	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionCount: res.ExecutionCount}
+	out := bayapi.PythonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionCount: res.ExecutionCount,
+		Truncated: res.OutputTruncated}
 	if res.Result != nil {
 		out.Result = *res.Result
 	}
@@ -397,6 +399,10 @@ func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayap
 	}
 	tk, err := b.issuer.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Permission: perm,
 		Lifetime: req.TTL, Subject: req.Owner})
+	var limited *tickets.RateLimitedError
+	if errors.As(err, &limited) {
+		return bayapi.Ticket{}, err // bayapi answers it as rate_limited with Retry-After
+	}
 	if err != nil {
 		return bayapi.Ticket{}, &bayapi.Error{Code: bayapi.CodeValidation, Message: err.Error()}
 	}

@@ -84,8 +84,16 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	tr, truncatable := out.(Truncatable)
+	b, cut, err := readBoundedJSON(resp.Body, MaxReplyBytes, MaxReplyString, truncatable)
+	if err != nil {
+		return fmt.Errorf("reading %s reply: %w", path, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("decoding %s reply: %w", path, err)
+	}
+	if cut {
+		tr.MarkTruncated()
 	}
 	return nil
 }
@@ -288,7 +296,11 @@ func (c *Client) Upload(ctx context.Context, path string, body io.Reader, opts U
 	}
 	defer resp.Body.Close()
 	var res WriteResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+	b, _, err := readBoundedJSON(resp.Body, 1<<20, 0, false)
+	if err != nil {
+		return res, fmt.Errorf("reading upload reply: %w", err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
 		return res, fmt.Errorf("decoding upload reply: %w", err)
 	}
 	return res, nil
@@ -414,7 +426,7 @@ func ReadSSE(r *bufio.Reader) (ExecEvent, error) {
 	var data []byte
 	seen := false
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := readSSELine(r, MaxSSELine)
 		if err != nil {
 			if err == io.EOF && (seen || len(line) > 0) {
 				return ev, io.ErrUnexpectedEOF

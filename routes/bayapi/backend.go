@@ -47,6 +47,8 @@ type ExecResult struct {
 	Stderr   string
 	// TimedOut is set when the command was killed at its timeout.
 	TimedOut bool
+	// Truncated is set when the output was cut (the agent's ring, or the gateway's bound on agent replies).
+	Truncated bool
 }
 
 // PythonRequest runs code in the sandbox's persistent Python kernel.
@@ -63,6 +65,8 @@ type PythonResult struct {
 	Error          string
 	Images         []string
 	ExecutionCount int
+	// Truncated is set when the output was cut (the kernel's cap, or the gateway's bound on agent replies).
+	Truncated bool
 }
 
 // DirEntry is one item of a directory listing, Ship's shape.

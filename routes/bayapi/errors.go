@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -33,6 +36,8 @@ const (
 	CodeContainerDied    = "container_died"
 	CodePayloadTooLarge  = "payload_too_large"
 	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeRateLimited is our addition: the caller asked faster than its budget; Retry-After says when to ask again.
+	CodeRateLimited = "rate_limited"
 )
 
 var codeStatus = map[string]int{
@@ -54,6 +59,7 @@ var codeStatus = map[string]int{
 	CodeContainerDied:    http.StatusGone,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeRateLimited:      http.StatusTooManyRequests,
 }
 
 // Error is an API error, answered as {"error":{"code","message","request_id","details"}}.
@@ -63,6 +69,8 @@ type Error struct {
 	Details map[string]any
 	// Status overrides the status implied by Code.
 	Status int
+	// RetryAfter, when positive, is sent as Retry-After (whole seconds, rounded up) and details.retry_after_seconds.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -109,6 +117,10 @@ func asAPIError(err error) *Error {
 	var ae *agentapi.Error
 	if errors.As(err, &ae) {
 		return fromAgent(ae)
+	}
+	var limited *tickets.RateLimitedError
+	if errors.As(err, &limited) {
+		return &Error{Code: CodeRateLimited, Message: limited.Error(), RetryAfter: limited.RetryAfter}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return errorf(CodeTimeout, "the operation timed out")
@@ -199,6 +211,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	details := e.Details
 	if details == nil {
 		details = map[string]any{}
+	}
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		details["retry_after_seconds"] = secs
 	}
 	writeJSON(w, e.status(), map[string]any{"error": errorBody{
 		Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: details,

@@ -126,6 +126,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 		"execution_id":      eid,
 		"execution_time_ms": elapsed.Milliseconds(),
 		"code":              codeOut,
+		"truncated":         res.Truncated, // our addition: the output was cut
 	})
 }
 
@@ -187,5 +188,6 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 		"execution_id":      eid,
 		"execution_time_ms": elapsed.Milliseconds(),
 		"command":           cmdOut,
+		"truncated":         res.Truncated, // our addition: the output was cut
 	})
 }

@@ -222,6 +222,12 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 				}
 				continue
 			}
+			release, err := h.spool.acquire(p.Owner)
+			if err != nil {
+				writeError(w, r, err)
+				return
+			}
+			defer release()
 			spooled, err = os.CreateTemp("", "sandgate-upload-*")
 			if err != nil {
 				writeError(w, r, fmt.Errorf("spooling the upload: %w", err))

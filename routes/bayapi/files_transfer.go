@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -274,17 +271,8 @@ func decodeTransfer(r *http.Request, into any) error {
 // fetchPublic GETs a URL for an import. The gateway sits next to internal services, so the address actually dialled
 // must be public: loopback, link-local, metadata and private ranges are refused after DNS resolution.
 func fetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
-	public := egress.Policy{}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return fmt.Errorf("unparseable address %q", address)
-		}
-		if ok, why := public.AllowsDial(ap.Addr()); !ok {
-			return &egress.RefusedError{Host: u.Host, Reason: why}
-		}
-		return nil
-	}}
+	// The address policy (routes/egress) runs at dial time on every address, the redirects' too.
+	dialer := egress.AddrRules{}.Dialer(10*time.Second, nil)
 	client := &http.Client{
 		Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, ResponseHeaderTimeout: 30 * time.Second},
 		// Redirects are followed (each dial is checked again), at most 5.
@@ -303,7 +291,7 @@ func fetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
 	if err != nil {
 		var refused *egress.RefusedError
 		if errors.As(err, &refused) {
-			return nil, errorf(CodeForbidden, "importing %s refused: %s", u.Redacted(), refused.Reason)
+			return nil, errorf(CodeForbidden, "importing %s refused: %s", u.Redacted(), refused.Reason).with("address", refused.Host)
 		}
 		return nil, errorf(CodeShipError, "fetching %s: %v", u.Redacted(), err)
 	}

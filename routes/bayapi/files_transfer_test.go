@@ -2,6 +2,10 @@ package bayapi
 
 import (
 	"bytes"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
 )
 
@@ -94,5 +98,71 @@ func TestNodeExecNeedsTheCapability(t *testing.T) {
 	}
 	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"timeout": 5}); st != 422 && st != 400 {
 		t.Fatalf("missing code: %d %v", st, out)
+	}
+}
+
+// TestImportURLSSRFSpellings: files:import with every spelling of loopback, unspecified and link-local (IPv6 zones,
+// 4-in-6, NAT64, 6to4, decimal) is refused, and the gateway-side listener the attack aims at sees no request. The
+// victim's workspace is untouched.
+func TestImportURLSSRFSpellings(t *testing.T) {
+	var hits atomic.Int32
+	srv4, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("gateway-only secret"))
+	})}
+	go target.Serve(srv4)
+	defer target.Close()
+	p4 := strconv.Itoa(srv4.Addr().(*net.TCPAddr).Port)
+	p6 := p4
+	if ln6, err := net.Listen("tcp", "[::]:0"); err == nil {
+		go target.Serve(ln6)
+		p6 = strconv.Itoa(ln6.Addr().(*net.TCPAddr).Port)
+	}
+	lo := "lo"
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			if i.Flags&net.FlagLoopback != 0 {
+				lo = i.Name
+			}
+		}
+	}
+	a := newTestAPI(t)
+	dst := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
+	for _, u := range []string{
+		"http://[::1%25" + lo + "]:" + p6 + "/x",
+		"http://[::%25" + lo + "]:" + p6 + "/x",
+		"http://[::]:" + p6 + "/x",
+		"http://[fe80::1%25" + lo + "]:" + p6 + "/x",
+		"http://[::ffff:127.0.0.1]:" + p4 + "/x",
+		"http://[::ffff:7f00:1]:" + p4 + "/x",
+		"http://[64:ff9b::127.0.0.1]:" + p4 + "/x",
+		"http://[2002:7f00:1::1]:" + p4 + "/x",
+		"http://0.0.0.0:" + p4 + "/x",
+		"http://127.1:" + p4 + "/x",
+		"http://2130706433:" + p4 + "/x",
+		"http://0x7f.0.0.1:" + p4 + "/x",
+		"http://localhost:" + p4 + "/x",
+		"http://[fd00:ec2::254]/latest/meta-data/",
+	} {
+		t.Run(u, func(t *testing.T) {
+			st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+dst+"/files:import", keyAlice,
+				map[string]any{"url": u, "destination": "stolen.txt"})
+			if st == 200 {
+				t.Fatalf("import of %s succeeded: %v", u, out)
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the gateway-side listener served %d requests", n)
+	}
+	a.agent.mu.Lock()
+	_, stolen := a.agent.files["stolen.txt"]
+	a.agent.mu.Unlock()
+	if stolen {
+		t.Fatal("a file was written from a refused URL")
 	}
 }

@@ -24,9 +24,13 @@ type Config struct {
 	AllowAnonymous bool
 	// MaxUploadBytes caps one upload; 0 means 1 GiB.
 	MaxUploadBytes int64
-	Version        string
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// MaxSpooledUploads and MaxSpooledUploadsPerOwner bound uploads spooled to the temp dir at once (a file part
+	// before its path); 0 means DefaultMaxSpooledUploads and DefaultMaxSpooledUploadsPerOwner.
+	MaxSpooledUploads         int
+	MaxSpooledUploadsPerOwner int
+	Version                   string
+	Logger                    *slog.Logger
+	Now                       func() time.Time
 }
 
 // Handler serves the API.
@@ -35,6 +39,7 @@ type Handler struct {
 	mux    *http.ServeMux
 	routes []route
 	idem   *idempotencyCache
+	spool  *spoolSlots
 }
 
 // route is one API operation; the table drives the mux and /v1/openapi.json alike.
@@ -63,7 +68,8 @@ func New(cfg Config) *Handler {
 	if cfg.Store != nil {
 		cfg.Store.SetLogger(cfg.Logger)
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now)}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
+		spool: newSpoolSlots(cfg.MaxSpooledUploads, cfg.MaxSpooledUploadsPerOwner)}
 	h.routes = h.table()
 	for _, rt := range h.routes {
 		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
+	"github.com/sandgate/sandgate/routes/tickets"
 )
 
 const (
@@ -786,5 +787,57 @@ func TestCleanWorkspacePath(t *testing.T) {
 		if err != nil && asAPIError(err).Code != CodeInvalidPath {
 			t.Errorf("cleanWorkspacePath(%q) code %s", tc.in, asAPIError(err).Code)
 		}
+	}
+}
+
+// realIssuer mints with routes/tickets, as the Caddy glue does.
+type realIssuer struct{ iss *tickets.Issuer }
+
+func (r realIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+	tk, err := r.iss.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Lifetime: req.TTL, Subject: req.Owner})
+	if err != nil {
+		return Ticket{}, err
+	}
+	return Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
+}
+
+// TestTicketMintFloodIsRateLimitedPerOwner: alice floods the tickets route; past her budget she gets a typed 429 in
+// the error envelope with Retry-After, and bob's tickets are still minted and verify.
+func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
+	secret := []byte("bayapi-ticket-flood-secret-0123456789abcdef")
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: secret, MintPerMinute: 60, MintBurst: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newTestAPI(t, func(c *Config) { c.Tickets = realIssuer{iss} })
+	mine := a.create(t, keyAlice, nil)
+	bobs := a.create(t, keyBob, nil)
+	limited := 0
+	for range 100 {
+		st, out, hdr := a.call(t, "POST", "/v1/sandboxes/"+mine+"/tickets", keyAlice, map[string]any{"scope": "app"})
+		switch st {
+		case 201:
+		case 429:
+			limited++
+			if errCode(out) != CodeRateLimited || hdr.Get("Retry-After") == "" {
+				t.Fatalf("rate-limited answer: %v %v", out, hdr)
+			}
+		default:
+			t.Fatalf("alice's flood: %d %v", st, out)
+		}
+	}
+	if limited < 70 {
+		t.Fatalf("only %d of alice's 100 mints were limited", limited)
+	}
+	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+bobs+"/tickets", keyBob, map[string]any{"scope": "app"})
+	if st != 201 {
+		t.Fatalf("bob during alice's flood: %d %v", st, out)
+	}
+	if _, err := ver.Verify(out["ticket"].(string), tickets.Expect{SandboxID: bobs, Kind: tickets.KindApp}); err != nil {
+		t.Fatalf("bob's ticket: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package bayapi
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,8 +24,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, q) {
 		return
 	}
-	all, err := h.history(r.Context(), id, p)
-	if err != nil {
+	if _, err := h.visible(r.Context(), id, p); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -36,37 +34,24 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 			want = append(want, t)
 		}
 	}
-	matched := []*HistoryEntry{}
-	for _, e := range all {
-		if execType != "" && e.ExecType != execType {
-			continue
+	keep := func(e *HistoryEntry) bool {
+		switch {
+		case execType != "" && e.ExecType != execType,
+			successOnly && !e.Success,
+			hasNotes && (e.Notes == nil || *e.Notes == ""),
+			hasDescription && (e.Description == nil || *e.Description == ""),
+			len(want) > 0 && !hasAnyTag(e.Tags, want):
+			return false
 		}
-		if successOnly && !e.Success {
-			continue
-		}
-		if hasNotes && (e.Notes == nil || *e.Notes == "") {
-			continue
-		}
-		if hasDescription && (e.Description == nil || *e.Description == "") {
-			continue
-		}
-		if len(want) > 0 && !hasAnyTag(e.Tags, want) {
-			continue
-		}
-		matched = append(matched, e)
+		return true
 	}
-	total := len(matched)
-	start := min(int(offset), total)
-	end := min(start+int(limit), total)
-	writeJSON(w, http.StatusOK, map[string]any{"entries": matched[start:end], "total": total})
-}
-
-// history is the execution history of a sandbox the caller may see, newest first.
-func (h *Handler) history(ctx context.Context, id string, p Principal) ([]*HistoryEntry, error) {
-	if _, err := h.visible(ctx, id, p); err != nil {
-		return nil, err
+	// Only the page is held in memory; total counts every match.
+	page, total, err := h.cfg.Store.HistoryPage(id, keep, int(offset), int(limit))
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
-	return h.cfg.Store.History(id)
+	writeJSON(w, http.StatusOK, map[string]any{"entries": page, "total": total})
 }
 
 func hasAnyTag(tags *string, want []string) bool {
@@ -83,7 +68,11 @@ func hasAnyTag(tags *string, want []string) bool {
 
 func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
-	all, err := h.history(r.Context(), id, p)
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	all, _, err := h.cfg.Store.HistoryPage(id, nil, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -97,16 +86,18 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principa
 
 func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
-	all, err := h.history(r.Context(), id, p)
+	if _, err := h.visible(r.Context(), id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	found, _, err := h.cfg.Store.HistoryPage(id, func(e *HistoryEntry) bool { return e.ID == eid }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	for _, e := range all {
-		if e.ID == eid {
-			writeJSON(w, http.StatusOK, e)
-			return
-		}
+	if len(found) == 1 {
+		writeJSON(w, http.StatusOK, found[0])
+		return
 	}
 	writeError(w, r, errorf(CodeNotFound, "Execution not found: %s", eid))
 }

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -164,6 +166,26 @@ func (s *Store) PutKey(k StoredKey) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(k.Hash), b) })
 }
 
+// History limits: one entry's code, output and error are cut to MaxHistoryField bytes each, and a sandbox keeps its
+// newest MaxHistoryEntries entries. A sandbox's history is removed with it (HistoryReaper).
+const (
+	MaxHistoryField   = 64 << 10
+	MaxHistoryEntries = 1000
+)
+
+// capField cuts s to MaxHistoryField bytes on a UTF-8 boundary, setting *truncated when it does.
+func capField(s string, truncated *bool) string {
+	if len(s) <= MaxHistoryField {
+		return s
+	}
+	*truncated = true
+	cut := MaxHistoryField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // HistoryEntry is one recorded execution, Bay's shape.
 type HistoryEntry struct {
 	ID              string    `json:"id"`
@@ -179,11 +201,21 @@ type HistoryEntry struct {
 	Tags            *string   `json:"tags"`
 	Notes           *string   `json:"notes"`
 	CreatedAt       time.Time `json:"created_at"`
+	// Truncated is our addition: code, output or error was longer than MaxHistoryField and only its start is kept.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
-// AddHistory queues an execution record; it is stored in the background (see Store).
+// AddHistory queues an execution record; it is stored in the background (see Store). Code, output and error are
+// cut to MaxHistoryField bytes each (Truncated says so).
 func (s *Store) AddHistory(e *HistoryEntry) error {
 	c := *e
+	c.Code = capField(c.Code, &c.Truncated)
+	for _, f := range []**string{&c.Output, &c.Error, &c.Description, &c.Tags, &c.Notes} {
+		if *f != nil && len(**f) > MaxHistoryField {
+			v := capField(**f, &c.Truncated)
+			*f = &v
+		}
+	}
 	s.hist <- histOp{entry: &c}
 	return nil
 }
@@ -207,6 +239,18 @@ func (s *Store) putHistory(entries []*HistoryEntry) error {
 			if err := sb.Put([]byte(fmt.Sprintf("%020d", seq)), b); err != nil {
 				return err
 			}
+			// Keep the newest MaxHistoryEntries: keys are consecutive sequence numbers (only the oldest are ever
+			// removed), so the count is seq - first + 1.
+			for {
+				k, _ := sb.Cursor().First()
+				first, err := strconv.ParseUint(string(k), 10, 64)
+				if k == nil || err != nil || seq-first+1 <= MaxHistoryEntries {
+					break
+				}
+				if err := sb.Delete(k); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -219,8 +263,16 @@ type storedHistory struct {
 
 // History returns a sandbox's entries, newest first.
 func (s *Store) History(sandboxID string) ([]*HistoryEntry, error) {
+	page, _, err := s.HistoryPage(sandboxID, nil, 0, MaxHistoryEntries+1)
+	return page, err
+}
+
+// HistoryPage returns the entries matching keep (nil: all), newest first, skipping offset and returning at most
+// limit, with the number that matched. Entries are decoded one at a time: only the page is held.
+func (s *Store) HistoryPage(sandboxID string, keep func(*HistoryEntry) bool, offset, limit int) ([]*HistoryEntry, int, error) {
 	s.flushHistory()
-	var out []*HistoryEntry
+	out := []*HistoryEntry{}
+	total := 0
 	err := s.db.View(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketHistory).Bucket([]byte(sandboxID))
 		if sb == nil {
@@ -234,11 +286,30 @@ func (s *Store) History(sandboxID string) ([]*HistoryEntry, error) {
 			}
 			h.HistoryEntry.SandboxID = h.Sandbox
 			e := h.HistoryEntry
-			out = append(out, &e)
+			if keep != nil && !keep(&e) {
+				continue
+			}
+			if total >= offset && len(out) < limit {
+				out = append(out, &e)
+			}
+			total++
 		}
 		return nil
 	})
-	return out, err
+	return out, total, err
+}
+
+// HistorySandboxes lists the sandbox ids that have stored history.
+func (s *Store) HistorySandboxes() ([]string, error) {
+	s.flushHistory()
+	var ids []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHistory).ForEachBucket(func(k []byte) error {
+			ids = append(ids, string(k))
+			return nil
+		})
+	})
+	return ids, err
 }
 
 // UpdateHistory applies fn to one entry and stores it; it reports false when there is no such entry.

@@ -175,7 +175,7 @@ func TestAllowedNameResolvingPrivateIsRefused(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "http://localhost:9/", nil)
 	req.RemoteAddr = "192.0.2.1:5555"
 	proxy.ServeHTTP(rec, req)
-	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "never reach") {
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "loopback") {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
 	}
 }

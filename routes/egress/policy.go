@@ -16,14 +16,6 @@ type Policy struct {
 	Allow []string `json:"allow,omitempty"`
 }
 
-// Addresses refused whatever the list says: cloud metadata, loopback, link-local, unspecified and multicast.
-var alwaysBlocked = mustPrefixes("127.0.0.0/8", "::1/128", "169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128",
-	"224.0.0.0/4", "ff00::/8", "fd00:ec2::254/128", "100.100.100.200/32")
-
-// Private ranges are refused unless the list names the address or a prefix holding it (a name that resolves into
-// them is refused: that is how DNS rebinding reaches internal services).
-var private = mustPrefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "198.18.0.0/15")
-
 func mustPrefixes(ss ...string) []netip.Prefix {
 	out := make([]netip.Prefix, len(ss))
 	for i, s := range ss {
@@ -77,7 +69,7 @@ func validName(s string) bool {
 func (p Policy) AllowsHost(host string) (bool, string) {
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return p.allowsLiteral(ip.Unmap())
+		return p.allowsLiteral(ip)
 	}
 	for _, a := range p.Allow {
 		a = strings.ToLower(strings.TrimSpace(a))
@@ -92,7 +84,7 @@ func (p Policy) allowsLiteral(ip netip.Addr) (bool, string) {
 	if reason := blockedAlways(ip); reason != "" {
 		return false, reason
 	}
-	if p.namesAddr(ip) {
+	if n, _ := NormaliseAddr(ip); p.namesAddr(n) {
 		return true, ""
 	}
 	return false, "address not on the sandbox's egress allow-list"
@@ -100,6 +92,7 @@ func (p Policy) allowsLiteral(ip netip.Addr) (bool, string) {
 
 // namesAddr reports whether an entry is ip itself or a prefix holding it.
 func (p Policy) namesAddr(ip netip.Addr) bool {
+	ip, _ = NormaliseAddr(ip)
 	for _, a := range p.Allow {
 		a = strings.TrimSpace(a)
 		if pf, err := netip.ParsePrefix(a); err == nil && pf.Contains(ip) {
@@ -112,29 +105,22 @@ func (p Policy) namesAddr(ip netip.Addr) bool {
 	return false
 }
 
-// AllowsDial is the check on the address about to be dialled (after DNS): never an always-blocked address, and a
-// private one only if the list names it.
+// AllowsDial is the check on the address about to be dialled (after DNS), through the address policy
+// (addrpolicy.go): never loopback, link-local, metadata and the like, and a private address only if the list names it.
 func (p Policy) AllowsDial(ip netip.Addr) (bool, string) {
-	ip = ip.Unmap()
-	if reason := blockedAlways(ip); reason != "" {
-		return false, reason
-	}
-	for _, pf := range private {
-		if pf.Contains(ip) && !p.namesAddr(ip) {
-			return false, fmt.Sprintf("%s is a private address not named on the allow-list", ip)
-		}
+	if err := p.Rules().Check(ip); err != nil {
+		return false, err.(*RefusedError).Reason
 	}
 	return true, ""
 }
 
+// Rules is the address policy of the sandbox's dials.
+func (p Policy) Rules() AddrRules { return AddrRules{Private: p.namesAddr} }
+
+// blockedAlways is why ip is refused whatever the list says ("" if it is not).
 func blockedAlways(ip netip.Addr) string {
-	for _, pf := range alwaysBlocked {
-		if pf.Contains(ip) {
-			if ip == netip.MustParseAddr("169.254.169.254") || ip == netip.MustParseAddr("fd00:ec2::254") || ip == netip.MustParseAddr("100.100.100.200") {
-				return fmt.Sprintf("%s is a cloud metadata address", ip)
-			}
-			return fmt.Sprintf("%s is in %s, which sandboxes never reach", ip, pf)
-		}
+	if err := (AddrRules{Private: func(netip.Addr) bool { return true }}).Check(ip); err != nil {
+		return err.(*RefusedError).Reason
 	}
 	return ""
 }

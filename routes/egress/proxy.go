@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -78,21 +77,9 @@ func (e *RefusedError) Error() string {
 
 // dial connects to addr, checking every resolved address against pol before it is used.
 func (p *Proxy) dial(ctx context.Context, pol Policy, addr string) (net.Conn, error) {
-	d := net.Dialer{
-		Timeout:  p.DialTimeout,
-		Resolver: p.Resolver,
-		// Control sees the address actually dialled, after resolution: the last word on private and metadata ranges.
-		Control: func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return &RefusedError{Host: address, Reason: "unparseable address"}
-			}
-			if ok, why := pol.AllowsDial(ap.Addr()); !ok {
-				return &RefusedError{Host: address, Reason: why}
-			}
-			return nil
-		},
-	}
+	// The address policy runs in the dialer's Control, on the address actually dialled after resolution: the last
+	// word on private and metadata ranges.
+	d := pol.Rules().Dialer(p.DialTimeout, p.Resolver)
 	return d.DialContext(ctx, "tcp", addr)
 }
 

@@ -7,13 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/routes/egress"
 )
 
 const (
@@ -38,10 +40,15 @@ var (
 
 var errPreviewRetryable = errors.New("agent preview answered a retryable status")
 
+// agentAddrRules is the address policy (routes/egress) of dials to a sandbox's agent. The sandbox URL comes from the
+// FastGPT app, and sandboxes live on loopback-published ports or private networks, so those are allowed; link-local
+// (cloud metadata), unspecified, multicast and reserved ranges are not, whatever the URL or the DNS says.
+var agentAddrRules = egress.AddrRules{Loopback: true, Private: func(netip.Addr) bool { return true }}
+
 func newPreviewClient(connectTimeout time.Duration) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         agentAddrRules.DialContext(connectTimeout),
 			TLSHandshakeTimeout: connectTimeout,
 			IdleConnTimeout:     90 * time.Second,
 			MaxIdleConnsPerHost: 16,

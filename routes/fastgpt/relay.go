@@ -329,6 +329,9 @@ func (rl *relay) connect(ctx context.Context, target, token string, clientMsgs <
 	}
 }
 
+// agentWSClient dials agents' WebSockets through the address policy (agentAddrRules).
+var agentWSClient = &http.Client{Transport: &http.Transport{DialContext: agentAddrRules.DialContext(30 * time.Second)}}
+
 // dial tries the agent connectAttempts times, connectInterval apart: the agent may still be starting.
 func (rl *relay) dial(ctx context.Context, target, token string) (*websocket.Conn, error) {
 	t := rl.p.cfg.timing
@@ -342,7 +345,8 @@ func (rl *relay) dial(ctx context.Context, target, token string) (*websocket.Con
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, t.dialTimeout)
-		c, resp, err := websocket.Dial(actx, target, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+		c, resp, err := websocket.Dial(actx, target, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled,
+			HTTPClient: agentWSClient})
 		cancel()
 		if resp != nil && resp.Body != nil && err != nil {
 			_ = resp.Body.Close()

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -460,6 +461,12 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 	}
 	t, err := h.cfg.Issuer.Issue(tickets.IssueRequest{SandboxID: sb.ID, Kind: kind, Permission: perm,
 		Lifetime: h.cfg.TicketLifetime, Subject: cs.principal.Owner})
+	var limited *tickets.RateLimitedError
+	if errors.As(err, &limited) {
+		w.Header().Set("Retry-After", strconv.Itoa(int((limited.RetryAfter+time.Second-1)/time.Second)))
+		writeError(w, http.StatusTooManyRequests, "rate_limited", err.Error())
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "ticket_failed", err.Error())
 		return

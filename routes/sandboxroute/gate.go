@@ -51,7 +51,7 @@ func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) 
 	if g.Kind != "" && addr.Kind != g.Kind {
 		return Grant{}, fmt.Errorf("%w: this route serves %s, not %s", ErrNotSandboxRoute, g.Kind, addr.Kind)
 	}
-	want := tickets.Expect{SandboxID: addr.SandboxID, Kind: addr.Kind, Permission: RequiredPermission(addr.Kind, r)}
+	want := tickets.Expect{SandboxID: addr.SandboxID, Kind: addr.Kind, Permission: RequiredPermissionAt(addr, r)}
 
 	// A ticket in the query wins (it is the freshest credential); then the session cookie; then a bearer ticket.
 	// The cookie comes before the bearer so an app's own Authorization header passes through untouched.

@@ -404,3 +404,54 @@ func TestSetContentHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestCDPStateChangesNeedWrite: a read CDP ticket may look (/json/version, /json/list, the DevTools frontend) but
+// not open, close or focus tabs in any spelling, in any spelling; a write ticket may.
+func TestCDPStateChangesNeedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		rest string
+		read bool
+	}{
+		{"", true}, {"/", true}, {"/json", true}, {"/json/", true}, {"/json/version", true}, {"/json/list", true},
+		{"/json/protocol", true}, {"/devtools/inspector.html", true},
+		{"/json/new", false}, {"/json/new/", false}, {"/json/close/ABC", false}, {"/json/activate/ABC", false},
+		{"/json%2Fnew", false}, {"/json/%6eew", false}, {"//json/new", false}, {"/json/./new", false},
+		{"/json/list/../new", false}, {"/JSON/new", false}, {"/devtools/../json/new", false},
+		{"/devtools/json/new", false}, {"/json/version%00", false}, {"/json\\new", false}, {"/json/%", false},
+	} {
+		a := Address{SandboxID: "s1", Kind: tickets.KindCDP, Rest: tc.rest}
+		want := tickets.PermWrite
+		if tc.read {
+			want = tickets.PermRead
+		}
+		if got := RequiredPermissionAt(a, httptest.NewRequest("GET", "/", nil)); got != want {
+			t.Errorf("GET %q needs %s, want %s", tc.rest, got, want)
+		}
+	}
+	g, iss := newGate(t, 0)
+	for _, target := range []string{
+		"https://gw/sandboxes/s1/cdp/json/new?url=https://example.com",
+		"https://gw/sandboxes/s1/cdp/json%2Fnew?url=https://example.com",
+		"https://gw/sandboxes/s1/cdp/json/close/ABC",
+		"https://gw/sandboxes/s1/cdp/json/activate/ABC",
+	} {
+		tok := mint(t, iss, "s1", tickets.KindCDP, tickets.PermRead)
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		r := httptest.NewRequest("GET", target+sep+"ticket="+tok, nil)
+		if _, err := g.Authorize(httptest.NewRecorder(), r); reasonOf(err) != tickets.ReasonReadOnly {
+			t.Errorf("read ticket on %s: %v, want read_only", target, err)
+		}
+		tok = mint(t, iss, "s1", tickets.KindCDP, tickets.PermWrite)
+		r = httptest.NewRequest("GET", target+sep+"ticket="+tok, nil)
+		if _, err := g.Authorize(httptest.NewRecorder(), r); err != nil {
+			t.Errorf("write ticket on %s: %v", target, err)
+		}
+	}
+	tok := mint(t, iss, "s1", tickets.KindCDP, tickets.PermRead)
+	if _, err := g.Authorize(httptest.NewRecorder(), httptest.NewRequest("GET", "https://gw/sandboxes/s1/cdp/json/list?ticket="+tok, nil)); err != nil {
+		t.Errorf("read ticket on /json/list: %v", err)
+	}
+}

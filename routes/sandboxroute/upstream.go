@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,44 @@ func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
 		return tickets.PermRead
 	}
 	return tickets.PermWrite
+}
+
+// RequiredPermissionAt is RequiredPermission for a request at address a, where the path matters too: Chromium's
+// discovery endpoints change browser state on a plain GET (/json/new?url opens a tab, /json/close and
+// /json/activate close and focus one), so on a CDP route only the read-only discovery endpoints and the DevTools
+// frontend's static files are open to a read ticket; every other CDP path needs write. The path is judged as the
+// agent will see it: unescaped, with empty and dot segments resolved.
+func RequiredPermissionAt(a Address, r *http.Request) tickets.Permission {
+	perm := RequiredPermission(a.Kind, r)
+	if a.Kind != tickets.KindCDP || perm == tickets.PermWrite {
+		return perm
+	}
+	if !cdpReadOnly(a.Rest) {
+		return tickets.PermWrite
+	}
+	return perm
+}
+
+// cdpReadOnlyPaths are Chromium's discovery endpoints that only report.
+var cdpReadOnlyPaths = map[string]bool{"/": true, "/json": true, "/json/version": true, "/json/list": true, "/json/protocol": true}
+
+func cdpReadOnly(escapedRest string) bool {
+	p, err := url.PathUnescape(escapedRest)
+	if err != nil || strings.ContainsAny(p, "\\\x00?#") || strings.Contains(p, "%") {
+		return false
+	}
+	if p == "" {
+		p = "/"
+	}
+	clean := path.Clean(p)
+	if clean != strings.TrimSuffix(p, "/") && clean != p {
+		return false // dot or empty segments: not a spelling a client needs
+	}
+	if cdpReadOnlyPaths[clean] {
+		return true
+	}
+	// The DevTools frontend's static files; Chromium serves nothing stateful under /devtools/ over plain HTTP.
+	return strings.HasPrefix(clean, "/devtools/") && !strings.Contains(strings.ToLower(clean), "json")
 }
 
 // IsWebSocket reports whether r opens a WebSocket: an HTTP/1.1 GET with Upgrade, or an extended CONNECT with

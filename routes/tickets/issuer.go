@@ -17,14 +17,19 @@ type IssuerConfig struct {
 	DefaultLifetime time.Duration
 	// MaxLifetime caps requested lifetimes; 0 means DefaultMaxLifetime.
 	MaxLifetime time.Duration
+	// MintPerMinute and MintBurst bound how fast one subject mints (a token bucket per subject); 0 means
+	// DefaultMintPerMinute and DefaultMintBurst, negative means unlimited.
+	MintPerMinute int
+	MintBurst     int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
-// Issuer mints tickets. It holds no state beyond its key and is safe for concurrent use.
+// Issuer mints tickets. Its only state is the per-subject mint budget; it is safe for concurrent use.
 type Issuer struct {
-	keys keys
-	cfg  IssuerConfig
+	keys  keys
+	cfg   IssuerConfig
+	limit *mintLimiter // nil: unlimited
 }
 
 // NewIssuer checks the configuration and returns an Issuer.
@@ -45,7 +50,17 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Issuer{keys: k, cfg: cfg}, nil
+	iss := &Issuer{keys: k, cfg: cfg}
+	if cfg.MintPerMinute >= 0 {
+		if cfg.MintPerMinute == 0 {
+			cfg.MintPerMinute = DefaultMintPerMinute
+		}
+		if cfg.MintBurst <= 0 {
+			cfg.MintBurst = DefaultMintBurst
+		}
+		iss.limit = newMintLimiter(cfg.MintPerMinute, cfg.MintBurst)
+	}
+	return iss, nil
 }
 
 // IssueRequest asks for a ticket.
@@ -70,7 +85,8 @@ type Ticket struct {
 	ExpiresIn int `json:"expires_in"`
 }
 
-// Issue mints a one-time ticket for one route kind of one sandbox.
+// Issue mints a one-time ticket for one route kind of one sandbox. A subject minting faster than its budget gets a
+// *RateLimitedError.
 func (i *Issuer) Issue(req IssueRequest) (Ticket, error) {
 	if req.SandboxID == "" {
 		return Ticket{}, fmt.Errorf("issuing ticket: sandbox id is required")
@@ -91,11 +107,16 @@ func (i *Issuer) Issue(req IssueRequest) (Ticket, error) {
 	case life > i.cfg.MaxLifetime:
 		life = i.cfg.MaxLifetime
 	}
+	now := i.cfg.Now()
+	if i.limit != nil {
+		if err := i.limit.take(req.Subject, now); err != nil {
+			return Ticket{}, err
+		}
+	}
 	nonce, err := newNonce()
 	if err != nil {
 		return Ticket{}, fmt.Errorf("issuing ticket: %w", err)
 	}
-	now := i.cfg.Now()
 	exp := now.Add(life)
 	claims := Claims{
 		SandboxID:  req.SandboxID,

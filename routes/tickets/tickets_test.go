@@ -174,33 +174,96 @@ func TestTicketWorksOnce(t *testing.T) {
 	}
 }
 
-// TestReplayCacheOverflowFailsClosed fills a tiny cache with live tickets: the evicted nonce must stay refused.
-func TestReplayCacheOverflowFailsClosed(t *testing.T) {
+// TestReplayCacheFloodStaysWithItsOwner: owner A mints and spends more live tickets than the replay cache keeps for
+// one owner. A's further tickets are refused, every ticket A spent stays spent, and owner B's fresh ticket (and one
+// B spent before the flood) behave as if A had done nothing. Once A's tickets expire, A is served again.
+func TestReplayCacheFloodStaysWithItsOwner(t *testing.T) {
 	c := &clock{t: time.Now()}
-	iss, ver := newPair(t, c, 2)
+	iss, err := NewIssuer(IssuerConfig{Secret: secret, Now: c.now, MintPerMinute: -1, MaxLifetime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := NewVerifier(VerifierConfig{Secret: secret, Now: c.now, ReplayCacheSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := Expect{SandboxID: "s", Kind: KindApp}
-	var toks []string
-	for range 3 {
-		tk, err := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
+	mint := func(subject string, life time.Duration) string {
+		tk, err := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Subject: subject, Lifetime: life})
 		if err != nil {
 			t.Fatal(err)
 		}
-		toks = append(toks, tk.Token)
+		return tk.Token
 	}
-	for i, tok := range toks {
+	bSpent := mint("bob", 0)
+	if _, err := ver.Verify(bSpent, want); err != nil {
+		t.Fatal(err)
+	}
+	var aToks []string
+	for range 5000 {
+		aToks = append(aToks, mint("alice", time.Hour))
+	}
+	refusedA := 0
+	for _, tok := range aToks {
 		if _, err := ver.Verify(tok, want); err != nil {
-			t.Fatalf("ticket %d: %v", i, err)
+			if reasonOf(err) != ReasonReplayed {
+				t.Fatalf("alice's flood: %v", err)
+			}
+			refusedA++
 		}
 	}
-	// toks[0]'s nonce was evicted while live: replaying it must still fail.
-	if _, err := ver.Verify(toks[0], want); reasonOf(err) != ReasonReplayed {
-		t.Fatalf("replay of evicted nonce: %v, want replayed", err)
+	if refusedA != 4000 {
+		t.Fatalf("alice's flood: %d refused, want the 4000 beyond her 1000", refusedA)
 	}
-	// Tickets issued after the overflow expire later than the floor and pass.
-	c.t = c.t.Add(2 * time.Second)
-	tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp})
-	if _, err := ver.Verify(tk.Token, want); err != nil {
-		t.Fatalf("fresh ticket after overflow: %v", err)
+	for i, tok := range aToks[:1000] {
+		if _, err := ver.Verify(tok, want); reasonOf(err) != ReasonReplayed {
+			t.Fatalf("alice's spent ticket %d replayed: %v", i, err)
+		}
+	}
+	if _, err := ver.Verify(mint("bob", 0), want); err != nil {
+		t.Fatalf("bob's fresh ticket after alice's flood: %v", err)
+	}
+	if _, err := ver.Verify(bSpent, want); reasonOf(err) != ReasonReplayed {
+		t.Fatalf("bob's spent ticket after alice's flood: %v", err)
+	}
+	// Alice's spent tickets expire; her nonces are forgotten and she is served again.
+	c.t = c.t.Add(time.Hour + DefaultLeeway + spentBucket + time.Second)
+	if _, err := ver.Verify(mint("alice", 0), want); err != nil {
+		t.Fatalf("alice after her tickets expired: %v", err)
+	}
+	if n := ver.spent.Len(); n != 1 {
+		t.Fatalf("%d nonces kept after expiry, want 1", n)
+	}
+}
+
+// TestMintRateLimitPerSubject: a subject minting past its budget gets a RateLimitedError with a retry delay; another
+// subject is unaffected; after the delay the first is served again.
+func TestMintRateLimitPerSubject(t *testing.T) {
+	c := &clock{t: time.Now()}
+	iss, err := NewIssuer(IssuerConfig{Secret: secret, Now: c.now, MintPerMinute: 60, MintBurst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(subject string) error {
+		_, err := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Subject: subject})
+		return err
+	}
+	for i := range 5 {
+		if err := req("alice"); err != nil {
+			t.Fatalf("mint %d within the burst: %v", i, err)
+		}
+	}
+	err = req("alice")
+	var rl *RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > time.Second {
+		t.Fatalf("mint past the burst: %v, want a RateLimitedError of at most 1s", err)
+	}
+	if err := req("bob"); err != nil {
+		t.Fatalf("bob while alice is limited: %v", err)
+	}
+	c.t = c.t.Add(rl.RetryAfter)
+	if err := req("alice"); err != nil {
+		t.Fatalf("alice after Retry-After: %v", err)
 	}
 }
 
@@ -278,7 +341,7 @@ func TestSession(t *testing.T) {
 }
 
 // TestSharedSpentNonces: verifiers of one secret sharing a store (as across a config reload) refuse each other's
-// spent tickets, and shrinking the store fails closed.
+// spent tickets, and shrinking the store forgets nothing.
 func TestSharedSpentNonces(t *testing.T) {
 	c := &clock{t: time.Now()}
 	spent, err := NewSpentNonces(10, c.now)
@@ -300,13 +363,52 @@ func TestSharedSpentNonces(t *testing.T) {
 	if _, err := after.Verify(toks[0], want); reasonOf(err) != ReasonReplayed {
 		t.Fatalf("spent before the reload, replayed after: %v", err)
 	}
-	if err := spent.Resize(1); err != nil || spent.Len() != 1 {
+	if err := spent.Resize(1); err != nil || spent.Len() != 3 {
 		t.Fatalf("resize: %v, len %d", err, spent.Len())
 	}
 	if _, err := after.Verify(toks[1], want); reasonOf(err) != ReasonReplayed {
-		t.Fatalf("nonce evicted by a shrink: %v, want replayed", err)
+		t.Fatalf("nonce forgotten by a shrink: %v, want replayed", err)
 	}
 	if _, err := NewSpentNonces(0, nil); err == nil {
 		t.Fatal("zero-sized store accepted")
 	}
+}
+
+// FuzzVerify: the ticket parser and verifier never panic on any token, refuse with a typed reason, and a token that
+// passes once never passes again.
+func FuzzVerify(f *testing.F) {
+	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	iss, err := NewIssuer(IssuerConfig{Secret: secret, Now: c.now, MintPerMinute: -1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, k := range Kinds {
+		tk, _ := iss.Issue(IssueRequest{SandboxID: "sandbox-1", Kind: k, Permission: PermWrite, Subject: "alice"})
+		f.Add(tk.Token, string(k))
+	}
+	f.Add("", "app")
+	f.Add("a.b.c", "app")
+	f.Add("eyJhbGciOiJub25lIn0.eyJzaWQiOiJzYW5kYm94LTEifQ.", "app")
+	f.Add("eyJhbGciOiJIUzI1NiJ9.eyJpZCI6MS4wLCJzaWQiOiJzIiwic2lkIjoidCJ9.x", "cdp")
+	f.Fuzz(func(t *testing.T, token, kind string) {
+		ver, err := NewVerifier(VerifierConfig{Secret: secret, Now: c.now, ReplayCacheSize: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Expect{SandboxID: "sandbox-1", Kind: Kind(kind), Permission: PermRead}
+		claims, err := ver.Verify(token, want)
+		if err != nil {
+			if reasonOf(err) == "" {
+				t.Fatalf("untyped refusal: %v", err)
+			}
+			return
+		}
+		if claims.SandboxID != "sandbox-1" || string(claims.Kind) != kind || claims.ID == "" {
+			t.Fatalf("accepted claims %+v for %+v", claims, want)
+		}
+		if _, err := ver.Verify(token, want); reasonOf(err) != ReasonReplayed {
+			t.Fatalf("accepted twice: %v", err)
+		}
+		_, _ = ver.VerifySession(token, want)
+	})
 }

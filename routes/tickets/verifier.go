@@ -3,12 +3,9 @@ package tickets
 import (
 	"crypto/subtle"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // VerifierConfig configures a Verifier.
@@ -18,9 +15,9 @@ type VerifierConfig struct {
 	// Leeway absorbs clock skew on exp, nbf and iat; 0 means DefaultLeeway, negative means none.
 	Leeway time.Duration
 	// Spent remembers spent nonces. Verifiers of one secret must share one (the Caddy glue keeps it across config
-	// reloads); nil makes a private one of ReplayCacheSize entries.
+	// reloads); nil makes a private one holding up to ReplayCacheSize live nonces per subject.
 	Spent *SpentNonces
-	// ReplayCacheSize sizes a private Spent; 0 means DefaultReplayCacheSize.
+	// ReplayCacheSize sizes a private Spent (live spent nonces per subject); 0 means DefaultReplayCacheSize.
 	ReplayCacheSize int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -32,100 +29,6 @@ type Verifier struct {
 	leeway time.Duration
 	now    func() time.Time
 	spent  *SpentNonces
-}
-
-// SpentNonces is the one-time memory of tickets: an LRU of spent nonces with their tickets' expiry. Safe for
-// concurrent use.
-type SpentNonces struct {
-	cache *lru.Cache[string, time.Time] // nonce -> the ticket's expiry
-
-	// floor is the latest expiry of a nonce that was evicted from the full cache while its ticket was still valid.
-	// Such a ticket could be replayed without the cache noticing, so every ticket expiring at or before the floor
-	// is refused: under a flood of tickets (or a shrink) the cache fails closed instead of open.
-	mu    sync.Mutex
-	floor time.Time
-	grace time.Duration // the largest leeway of the verifiers using the store
-	size  int
-	now   func() time.Time
-}
-
-// NewSpentNonces returns an empty store for size nonces; now is the clock (nil: time.Now).
-func NewSpentNonces(size int, now func() time.Time) (*SpentNonces, error) {
-	if size <= 0 {
-		return nil, fmt.Errorf("replay cache size must be positive, not %d", size)
-	}
-	if now == nil {
-		now = time.Now
-	}
-	s := &SpentNonces{now: now, size: size}
-	var err error
-	if s.cache, err = lru.NewWithEvict(size, s.evicted); err != nil {
-		return nil, fmt.Errorf("creating replay cache: %w", err)
-	}
-	return s, nil
-}
-
-// Resize changes how many nonces are remembered. Shrinking evicts the oldest, raising the floor if they were live.
-func (s *SpentNonces) Resize(size int) error {
-	if size <= 0 {
-		return fmt.Errorf("replay cache size must be positive, not %d", size)
-	}
-	s.cache.Resize(size)
-	s.mu.Lock()
-	s.size = size
-	s.mu.Unlock()
-	return nil
-}
-
-// Size is how many nonces the store can remember.
-func (s *SpentNonces) Size() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.size
-}
-
-// Len is how many nonces are remembered.
-func (s *SpentNonces) Len() int { return s.cache.Len() }
-
-func (s *SpentNonces) evicted(_ string, exp time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !exp.Add(s.grace).After(s.now()) {
-		return // the ticket is dead anyway: forgetting its nonce is harmless
-	}
-	if exp.After(s.floor) {
-		s.floor = exp
-	}
-}
-
-func (s *SpentNonces) useLeeway(leeway time.Duration) {
-	s.mu.Lock()
-	s.grace = max(s.grace, leeway)
-	s.mu.Unlock()
-}
-
-// spend records nonce as spent; it reports a replay, or a ticket the store cannot prove unspent.
-func (s *SpentNonces) spend(nonce string, exp time.Time, leeway time.Duration) error {
-	s.mu.Lock()
-	floor := s.floor
-	s.mu.Unlock()
-	if !exp.After(floor) {
-		return refuse(ReasonReplayed, "replay cache overflowed while tickets expiring at or before %s were live", floor.Format(time.RFC3339))
-	}
-	// Forget a few of the oldest nonces whose tickets have expired (with the leeway), so entries leave with their
-	// tickets instead of only when the cache is full. An expired ticket fails its exp check before reaching here.
-	now := s.now()
-	for range 4 {
-		_, e, ok := s.cache.GetOldest()
-		if !ok || e.Add(leeway).After(now) {
-			break
-		}
-		s.cache.RemoveOldest()
-	}
-	if seen, _ := s.cache.ContainsOrAdd(nonce, exp); seen {
-		return refuse(ReasonReplayed, "nonce %s already spent", nonce)
-	}
-	return nil
 }
 
 // NewVerifier checks the configuration and returns a Verifier.
@@ -174,7 +77,7 @@ func (v *Verifier) Verify(token string, want Expect) (*Claims, error) {
 	if c.ID == "" {
 		return nil, refuse(ReasonMalformed, "no jti nonce")
 	}
-	if err := v.spent.spend(c.ID, c.ExpiresAt.Time, v.leeway); err != nil {
+	if err := v.spent.spend(c.ID, c.Subject, c.ExpiresAt.Time, v.leeway); err != nil {
 		return nil, err
 	}
 	return c, nil

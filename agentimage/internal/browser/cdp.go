@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chromedp/cdproto"
-	cdpbrowser "github.com/chromedp/cdproto/browser"
-	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
@@ -145,9 +142,9 @@ func (b *Browser) serveDevtools(w http.ResponseWriter, r *http.Request) {
 	}
 	client.SetReadLimit(limit)
 	upstream.SetReadLimit(limit)
-	var inspect func([]byte) []byte
+	var inspect func([]byte) ([]byte, error)
 	if filter {
-		inspect = answerBrowserClose
+		inspect = filterBrowserEnding
 	}
 	relay(r.Context(), client, upstream, inspect)
 }
@@ -173,30 +170,11 @@ func (b *Browser) frontendProxy() *httputil.ReverseProxy {
 	}
 }
 
-// answerBrowserClose inspects a client->browser message; for Browser.close it returns the reply to send the client
-// (an empty result with the command's id) and the message is not forwarded. Anything else, including messages that
-// are not CDP, returns nil and goes through untouched.
-func answerBrowserClose(msg []byte) []byte {
-	var m cdproto.Message
-	if err := jsonv2.Unmarshal(msg, &m); err != nil || m.Method != cdpbrowser.CommandClose {
-		return nil
-	}
-	// Built by hand: cdproto.Message would omit an empty result, and clients expect one.
-	reply, err := json.Marshal(struct {
-		ID        int64    `json:"id"`
-		SessionID string   `json:"sessionId,omitempty"`
-		Result    struct{} `json:"result"`
-	}{ID: m.ID, SessionID: string(m.SessionID)})
-	if err != nil {
-		return nil
-	}
-	return reply
-}
-
 // relay copies messages both ways, message for message with their type, until either end closes; the other end
 // then gets the same close code. Both ends are pinged so idle connections through proxies stay up and dead peers
-// are noticed. inspect, when set, sees each client->upstream text message first and may answer it instead.
-func relay(ctx context.Context, client, upstream *websocket.Conn, inspect func([]byte) []byte) {
+// are noticed. inspect, when set, sees each client->upstream message (text or binary) first and may answer it
+// instead; an error from it ends the relay with 1008 (policy violation).
+func relay(ctx context.Context, client, upstream *websocket.Conn, inspect func([]byte) ([]byte, error)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)
@@ -210,19 +188,24 @@ func relay(ctx context.Context, client, upstream *websocket.Conn, inspect func([
 	cancel()
 }
 
-// pump copies src to dst. With inspect, text messages are read whole and may be answered on replyTo instead.
-func pump(ctx context.Context, src, dst, replyTo *websocket.Conn, inspect func([]byte) []byte) error {
+// pump copies src to dst. With inspect, every message is read whole and may be answered on replyTo instead.
+// Binary messages are inspected too: Chromium reads a binary frame's payload as a command just like a text one.
+func pump(ctx context.Context, src, dst, replyTo *websocket.Conn, inspect func([]byte) ([]byte, error)) error {
 	for {
 		typ, r, err := src.Reader(ctx)
 		if err != nil {
 			return err
 		}
-		if inspect != nil && typ == websocket.MessageText {
+		if inspect != nil {
 			msg, err := io.ReadAll(r)
 			if err != nil {
 				return err
 			}
-			if reply := inspect(msg); reply != nil {
+			reply, err := inspect(msg)
+			if err != nil {
+				return err
+			}
+			if reply != nil {
 				if err := replyTo.Write(ctx, websocket.MessageText, reply); err != nil {
 					return err
 				}
@@ -284,6 +267,10 @@ func closeCodeFor(err error) (websocket.StatusCode, string) {
 	}
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		return websocket.StatusMessageTooBig, "message too big"
+	}
+	var refused *filterError
+	if errors.As(err, &refused) {
+		return websocket.StatusPolicyViolation, truncate(refused.Error(), 100)
 	}
 	if errors.Is(err, context.Canceled) {
 		return websocket.StatusGoingAway, ""

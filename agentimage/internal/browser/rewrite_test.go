@@ -52,19 +52,3 @@ func TestRewriteDiscoveryURLs(t *testing.T) {
 		t.Fatalf("relative frontend: %s", got)
 	}
 }
-
-func TestAnswerBrowserClose(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{"close", `{"id":7,"method":"Browser.close"}`, `{"id":7,"result":{}}`},
-		{"close in a session", `{"id":8,"sessionId":"S1","method":"Browser.close","params":{}}`, `{"id":8,"sessionId":"S1","result":{}}`},
-		{"other command", `{"id":9,"method":"Browser.getVersion"}`, ``},
-		{"not json", `hello`, ``},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := string(answerBrowserClose([]byte(tc.in))); got != tc.want {
-				t.Fatalf("got %s, want %s", got, tc.want)
-			}
-		})
-	}
-}

@@ -1,0 +1,69 @@
+package bayapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// HistorySource is what the reaper needs of the lifecycle core: its events, and whether a sandbox still exists.
+type HistorySource interface {
+	Subscribe(buffer int) (<-chan sandboxes.Event, func())
+	Get(ctx context.Context, id string) (*sandboxes.Sandbox, error)
+}
+
+// ReapHistory removes the execution history of deleted sandboxes until ctx ends. Every deletion path of the core
+// (API or console delete, admin delete, TTL expiry, orphan sweep) ends in one "deleted" event, so that event is the
+// hook; a sweep at start and every interval drops the history of any sandbox the core no longer knows, which covers
+// events a slow subscriber lost and deletions made while the gateway was down.
+func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval time.Duration, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	events, cancel := src.Subscribe(256)
+	defer cancel()
+	sweep := time.NewTicker(interval)
+	defer sweep.Stop()
+	s.sweepHistory(ctx, src, log)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Type == sandboxes.EventDeleted && ev.SandboxID != "" {
+				if err := s.DropHistory(ev.SandboxID); err != nil {
+					log.Warn("removing a deleted sandbox's history", "sandbox", ev.SandboxID, "error", err)
+				}
+			}
+		case <-sweep.C:
+			s.sweepHistory(ctx, src, log)
+		}
+	}
+}
+
+func (s *Store) sweepHistory(ctx context.Context, src HistorySource, log *slog.Logger) {
+	ids, err := s.HistorySandboxes()
+	if err != nil {
+		log.Warn("listing stored history", "error", err)
+		return
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		_, err := src.Get(ctx, id)
+		var se *sandboxes.Error
+		if !errors.As(err, &se) || se.Code != sandboxes.CodeNotFound {
+			continue // alive, or the core could not say: keep it
+		}
+		if err := s.DropHistory(id); err != nil {
+			log.Warn("removing a deleted sandbox's history", "sandbox", id, "error", err)
+		}
+	}
+}
