@@ -59,6 +59,8 @@ type App struct {
 	OnExit string `json:"on_exit,omitempty"`
 	// Egress is the outbound proxy every profile without its own gets (HTTP(S)_PROXY, NO_PROXY).
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
+	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
+	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
 
 	driver  Driver
 	key     string
@@ -167,7 +169,7 @@ func (a *App) managerConfig() sandboxes.Config {
 		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
-		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds,
+		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
 	}
 }
 
