@@ -43,6 +43,26 @@ func BenchmarkLifecyclePause(b *testing.B) {
 		lb.agentExec(t)
 		resume = append(resume, time.Since(start))
 	}
+	// Baseline: the engine's own pause, and its unpause followed by the same first exec, on the same container
+	// (straight through the Engine API, bypassing the Manager).
+	var enginePause, engineResume []time.Duration
+	t, err := lb.mgr.EnsureRunning(ctx, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range samples {
+		start := time.Now()
+		if err := lb.cli.ContainerPause(ctx, lb.mgr.ContainerName(sb.ID)); err != nil {
+			b.Fatal(err)
+		}
+		enginePause = append(enginePause, time.Since(start))
+		start = time.Now()
+		if err := lb.cli.ContainerUnpause(ctx, lb.mgr.ContainerName(sb.ID)); err != nil {
+			b.Fatal(err)
+		}
+		lb.agentExec(t)
+		engineResume = append(engineResume, time.Since(start))
+	}
 	var cold, warm []time.Duration
 	for range 5 {
 		for deadline := time.Now().Add(2 * time.Minute); lb.mgr.WarmReady() == 0; time.Sleep(10 * time.Millisecond) {
@@ -70,6 +90,8 @@ func BenchmarkLifecyclePause(b *testing.B) {
 	}
 	p50 := func(d []time.Duration) float64 { return ms(testenv.Percentile(d, .5)) }
 	b.ReportMetric(p50(pause), "pause-p50-ms")
+	b.ReportMetric(p50(enginePause), "docker-pause-p50-ms")
+	b.ReportMetric(p50(engineResume), "docker-unpause-exec-p50-ms")
 	b.ReportMetric(p50(resume), "resume-exec-p50-ms")
 	b.ReportMetric(p50(cold), "cold-exec-p50-ms")
 	b.ReportMetric(p50(warm), "warm-exec-p50-ms")
@@ -77,6 +99,8 @@ func BenchmarkLifecyclePause(b *testing.B) {
 		"cold create to first exec: p50 %.0f ms (resume is %.1fx faster); warm claim to first exec: p50 %.1f ms (resume/warm %.2fx)",
 		p50(pause), ms(testenv.Percentile(pause, .95)), p50(resume), ms(testenv.Percentile(resume, .95)),
 		p50(cold), p50(cold)/p50(resume), p50(warm), p50(resume)/p50(warm))
+	b.Logf("engine baseline on the same container: docker pause p50 %.1f ms (sandgate's pause %.2fx); docker unpause + first exec p50 %.1f ms (sandgate's resume %.2fx)",
+		p50(enginePause), p50(pause)/p50(enginePause), p50(engineResume), p50(resume)/p50(engineResume))
 }
 
 // BenchmarkSnapshotFork: snapshot and fork time and MB/s for 10 MB, 100 MB and 1 GB workspaces (1 MiB files),

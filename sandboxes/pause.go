@@ -201,7 +201,9 @@ func (m *Manager) resume(ctx context.Context, e *entry, reason string) error {
 	e.rec.Phase = PhaseRunning
 	setIdleDeadline(e, time.Now())
 	m.mu.Unlock()
-	m.persist(e)
+	// Written off the request's path: a gateway that dies first finds a paused record on a running container,
+	// which reconcile adopts as running.
+	go m.persist(e)
 	m.emit(Event{Type: EventResumed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: reason,
 		Duration: time.Since(began)})
 	return nil
