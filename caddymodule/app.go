@@ -182,6 +182,9 @@ func (a *App) Validate() error {
 	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
+	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+		return err
+	}
 	switch a.OnExit {
 	case "", "keep", "destroy":
 	default:

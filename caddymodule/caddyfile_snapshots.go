@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"fmt"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/sandgate/sandgate/sandboxes"
@@ -16,7 +18,26 @@ type SnapshotOptions struct {
 	MaxPerOwner int `json:"max_per_owner,omitempty"`
 }
 
-// limits converts the options; sizes were checked by Validate (a bad one here counts as unset).
+// validate checks the sizes and counts (a JSON config may hold anything).
+func (o *SnapshotOptions) validate() error {
+	if o == nil {
+		return nil
+	}
+	for name, s := range map[string]string{"max_size": o.MaxSize, "quota": o.Quota} {
+		if s == "" {
+			continue
+		}
+		if _, err := sandboxes.ParseBytes(s); err != nil {
+			return fmt.Errorf("sandboxes: snapshots %s: %w", name, err)
+		}
+	}
+	if o.MaxPerOwner < 0 {
+		return fmt.Errorf("sandboxes: snapshots max_per_owner must not be negative")
+	}
+	return nil
+}
+
+// limits converts the options; sizes were checked by validate (a bad one here counts as unset).
 func (o *SnapshotOptions) limits() sandboxes.SnapshotLimits {
 	if o == nil {
 		return sandboxes.SnapshotLimits{}
