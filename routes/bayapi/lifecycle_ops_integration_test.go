@@ -164,3 +164,49 @@ func TestPauseSnapshotForkAgainstGateway(t *testing.T) {
 		t.Fatalf("snapshot once the quota was freed: %v", err)
 	}
 }
+
+// TestIdlePauseAgainstGateway: with idle_action pause, a sandbox left idle is paused (not stopped) by the
+// gateway, and the next request resumes it inside the call with its kernel's variables.
+func TestIdlePauseAgainstGateway(t *testing.T) {
+	g := startGateway(t, "", nil, true, func(s string) string {
+		return strings.Replace(s, "idle_timeout 30m", "idle_timeout 2s\n\t\t\tidle_action pause\n\t\t\tpause_timeout 10m", 1)
+	})
+	creds := readCredentials(t, g.dataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := client.New(g.url, creds.APIKey)
+	sb, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitReady(ctx, sb.ID, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Python(ctx, sb.ID, "napped = 'yes'", 30); err != nil || !r.Success {
+		t.Fatalf("python: %+v %v", r, err)
+	}
+	for {
+		s, err := c.GetSandbox(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Status == "paused" {
+			if s.IdleExpiresAt == nil {
+				t.Errorf("an idle-paused sandbox shows no second deadline: %+v", s)
+			}
+			break
+		}
+		if s.Status != "ready" {
+			t.Fatalf("idle sandbox went %s, want paused", s.Status)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("never paused")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	r, err := c.Python(ctx, sb.ID, "napped", 30)
+	if err != nil || !strings.Contains(r.Output, "yes") {
+		t.Fatalf("python after the idle pause: %+v %v", r, err)
+	}
+}
