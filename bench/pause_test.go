@@ -45,13 +45,21 @@ func BenchmarkLifecyclePause(b *testing.B) {
 		lb.agentExec(t)
 		resume = append(resume, time.Since(start))
 
+		// Docker's paused flag can lag right after an unpause (sandboxes/docker/pause.go): wait for it first.
+		name := lb.mgr.ContainerName(sb.ID)
+		for info, err := lb.cli.ContainerInspect(ctx, name); err != nil || info.State.Paused; info, err = lb.cli.ContainerInspect(ctx, name) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		start = time.Now()
-		if err := lb.cli.ContainerPause(ctx, lb.mgr.ContainerName(sb.ID)); err != nil {
+		if err := lb.cli.ContainerPause(ctx, name); err != nil {
 			b.Fatal(err)
 		}
 		enginePause = append(enginePause, time.Since(start))
 		start = time.Now()
-		if err := lb.cli.ContainerUnpause(ctx, lb.mgr.ContainerName(sb.ID)); err != nil {
+		if err := lb.cli.ContainerUnpause(ctx, name); err != nil {
 			b.Fatal(err)
 		}
 		lb.agentExec(t)
