@@ -24,6 +24,8 @@ func init() {
 //	POST   /sandboxes {"profile":..., "owner":..., "ttl": seconds or "1h", "env": {...}, "workspace_id": ...}
 //	GET    /sandboxes/{id}
 //	DELETE /sandboxes/{id}
+//	POST   /sandboxes/{id}/pause | /resume | /fork | /snapshots {"name": ...}     (admin_lifecycle.go)
+//	GET    /sandbox-snapshots[?owner=]   GET|DELETE /sandbox-snapshots/{snapshot id}
 type AdminAPI struct {
 	ctx caddy.Context
 }
@@ -44,6 +46,8 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/sandboxes", Handler: caddy.AdminHandlerFunc(a.list)},
 		{Pattern: "/sandboxes/", Handler: caddy.AdminHandlerFunc(a.one)},
+		{Pattern: "/sandbox-snapshots", Handler: caddy.AdminHandlerFunc(a.snapshots)},
+		{Pattern: "/sandbox-snapshots/", Handler: caddy.AdminHandlerFunc(a.snapshots)},
 	}
 }
 
@@ -127,6 +131,9 @@ func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
 	if sid, ok := strings.CutSuffix(id, "/agent"); ok {
 		return a.agent(w, r, mgr, sid)
 	}
+	if sid, action, ok := strings.Cut(id, "/"); ok {
+		return a.lifecycle(w, r, mgr, sid, action) // admin_lifecycle.go
+	}
 	switch r.Method {
 	case http.MethodGet:
 		sb, err := mgr.Get(r.Context(), id)
@@ -168,9 +175,13 @@ func (a *AdminAPI) agent(w http.ResponseWriter, r *http.Request, mgr *sandboxes.
 func apiError(err error) error {
 	status := http.StatusInternalServerError
 	switch sandboxes.ErrorCode(err) {
-	case sandboxes.CodeNotFound:
+	case sandboxes.CodeNotFound, sandboxes.CodeSnapshotNotFound:
 		status = http.StatusNotFound
-	case sandboxes.CodeInvalid, sandboxes.CodeUnknownProfile:
+	case sandboxes.CodeInvalidState:
+		status = http.StatusConflict
+	case sandboxes.CodeSnapshotTooLarge:
+		status = http.StatusRequestEntityTooLarge
+	case sandboxes.CodeInvalid, sandboxes.CodeUnknownProfile, sandboxes.CodeCapabilityAbsent:
 		status = http.StatusBadRequest
 	case sandboxes.CodeQuotaExceeded:
 		status = http.StatusTooManyRequests

@@ -60,6 +60,8 @@ type App struct {
 	OnExit string `json:"on_exit,omitempty"`
 	// Egress is the outbound proxy every profile without its own gets (HTTP(S)_PROXY, NO_PROXY).
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
+	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
+	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
 
 	driver  Driver
 	key     string
@@ -168,7 +170,7 @@ func (a *App) managerConfig() sandboxes.Config {
 		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
-		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds,
+		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
 	}
 }
 
@@ -180,6 +182,9 @@ func (a *App) Validate() error {
 	}
 	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
+	}
+	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+		return err
 	}
 	switch a.OnExit {
 	case "", "keep", "destroy":

@@ -32,6 +32,7 @@ func init() {
 //	    warm_refill_rate 2
 //	    allow_host_binds
 //	    on_exit       keep|destroy
+//	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
 //	    profile <id> {
 //	        image         sandgate/sandbox:base
 //	        description   <text>
@@ -42,6 +43,8 @@ func init() {
 //	        capabilities  shell python filesystem
 //	        env           <NAME> <value>
 //	        idle_timeout  30m
+//	        idle_action   stop|pause
+//	        pause_timeout 1h                                  (idle_action pause: stop after this long paused)
 //	        warm_pool     2
 //	        network       internal|bridge|none|<docker network>
 //	        connect_mode  container_network|host_port
@@ -107,6 +110,8 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			app.AllowHostBinds = true
+		case "snapshots":
+			err = parseSnapshotsOption(d, app) // caddyfile_snapshots.go
 		case "profile":
 			var p sandboxes.Profile
 			if p, err = parseProfile(d); err == nil {
@@ -171,6 +176,13 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			var s string
 			if err = oneString(d, &s); err == nil {
 				p.IdleTimeout, err = sandboxes.ParseDuration(s)
+			}
+		case "idle_action":
+			err = oneString(d, &p.IdleAction)
+		case "pause_timeout":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				p.PauseTimeout, err = sandboxes.ParseDuration(s)
 			}
 		case "warm_pool", "warm_pool_size":
 			err = oneInt(d, &p.WarmPoolSize)

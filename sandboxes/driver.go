@@ -69,6 +69,7 @@ type ContainerState struct {
 	Labels     map[string]string
 	Created    time.Time
 	Running    bool
+	Paused     bool // frozen by the cgroup freezer (List reports a paused container as not Running)
 	ExitCode   int
 	OOMKilled  bool
 	Error      string

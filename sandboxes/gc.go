@@ -26,6 +26,7 @@ func (m *Manager) gcLoop() {
 // GCReport counts what one collection did.
 type GCReport struct {
 	IdleStopped      int
+	IdlePaused       int
 	Expired          int
 	WarmRecycled     int
 	OrphanContainers int
@@ -65,7 +66,7 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 		case expired(e, now):
 			m.detachLocked(e)
 			jobs = append(jobs, job{e, "expired"})
-		case e.rec.Phase == PhaseRunning && e.rec.IdleExpiresAt != nil && now.After(*e.rec.IdleExpiresAt):
+		case idleDue(e, now): // running past its idle deadline, or idle-paused past its second one (pause.go)
 			jobs = append(jobs, job{e, "idle"})
 		}
 	}
@@ -89,26 +90,27 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 			rep.Expired++
 			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: "expired"})
 		case "idle":
-			// Re-check under the lock: activity or a lease may have arrived since the scan.
-			m.mu.RLock()
-			still := j.e.leases == 0 && j.e.rec.Phase == PhaseRunning && j.e.rec.IdleExpiresAt != nil && time.Now().After(*j.e.rec.IdleExpiresAt)
-			m.mu.RUnlock()
-			if !still {
-				continue
-			}
-			if err := m.stop(ctx, j.e, "idle"); err != nil {
+			did, err := m.collectIdle(ctx, j.e)
+			if err != nil {
 				rep.Errors++
-				m.log.Warn("stopping idle sandbox", "sandbox", j.e.rec.ID, "error", err)
+				m.log.Warn("collecting idle sandbox", "sandbox", j.e.rec.ID, "action", did, "error", err)
 				continue
 			}
-			rep.IdleStopped++
-			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: "idle_stopped"})
+			switch did {
+			case "":
+				continue
+			case "idle_paused":
+				rep.IdlePaused++
+			default:
+				rep.IdleStopped++
+			}
+			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: did})
 		}
 	}
 	m.sweepOrphans(ctx, &rep)
 	m.flushAll()
 	if rep != (GCReport{}) {
-		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
+		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
 			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)
 	}
 	kick(m.warmKick)

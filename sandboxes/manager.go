@@ -59,6 +59,8 @@ type Config struct {
 	StopGrace time.Duration
 	// AllowHostBinds permits profiles' binds.
 	AllowHostBinds bool
+	// Snapshots bounds stored workspace snapshots (snapshots.go).
+	Snapshots SnapshotLimits
 }
 
 func (c *Config) setDefaults() {
@@ -233,6 +235,9 @@ type Manager struct {
 	warmKick  chan struct{}
 	gcTicker  *time.Ticker
 	startOnce sync.Mutex
+	// snapMu serialises snapshot captures and deletes, so a per-owner quota check and the capture it allows are
+	// one step (snapshots.go).
+	snapMu sync.Mutex
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -693,6 +698,13 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 				m.beginLaunchLocked(e)
 			}
 			triggered = true
+		case PhasePaused:
+			// Thawed inside the request (pause.go); the next round returns the target.
+			m.mu.Unlock()
+			if err := m.resume(ctx, e, "request"); err != nil {
+				return Target{}, err
+			}
+			continue
 		case PhaseCreating, PhaseStarting:
 			if !e.launching {
 				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
@@ -976,6 +988,8 @@ func statusOf(e *entry, now time.Time) Status {
 		return StatusFailed
 	case e.rec.Phase == PhaseRunning:
 		return StatusReady
+	case e.rec.Phase == PhasePaused:
+		return StatusPaused
 	case e.rec.Phase == PhaseCreating || e.rec.Phase == PhaseStarting:
 		return StatusStarting
 	default:
@@ -1000,7 +1014,7 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 		t := *e.rec.ExpiresAt
 		sb.ExpiresAt = &t
 	}
-	if e.rec.IdleExpiresAt != nil && e.rec.Phase == PhaseRunning {
+	if e.rec.IdleExpiresAt != nil && (e.rec.Phase == PhaseRunning || e.rec.Phase == PhasePaused) {
 		t := *e.rec.IdleExpiresAt
 		sb.IdleExpiresAt = &t
 	}

@@ -64,6 +64,10 @@ type Profile struct {
 	Env          map[string]string `json:"env,omitempty"`
 	// IdleTimeout stops the container (keeping its workspace) after this long without activity; 0 never does.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// IdleAction is what the idle timeout does: stop (the default) or pause (pause.go).
+	IdleAction string `json:"idle_action,omitempty"`
+	// PauseTimeout stops a sandbox paused for idleness once it has stayed paused this long (default 1h).
+	PauseTimeout Duration `json:"pause_timeout,omitempty"`
 	// WarmPoolSize is how many ready sandboxes of this profile are kept waiting for a create.
 	WarmPoolSize int `json:"warm_pool_size,omitempty"`
 	// Network is none, bridge or internal (the default), or the name of an existing Docker network.
@@ -135,6 +139,9 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile %q: invalid env name %q", p.ID, k)
 		}
 	}
+	if err := p.validateLifecycle(); err != nil { // pause.go
+		return err
+	}
 	return p.validateCustomise()
 }
 
@@ -148,6 +155,8 @@ func (p *Profile) Hash() string {
 	shape.Description = ""
 	shape.WarmPoolSize = 0
 	shape.IdleTimeout = 0
+	shape.IdleAction = ""
+	shape.PauseTimeout = 0
 	b, _ := json.Marshal(shape) // a struct of plain fields always marshals
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])

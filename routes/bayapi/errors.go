@@ -144,6 +144,12 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		sandboxes.CodeContainerDied:
 	case sandboxes.CodeUnknownProfile:
 		code = CodeValidation
+	case sandboxes.CodeInvalidState:
+		code = CodeConflict
+	case sandboxes.CodeSnapshotNotFound:
+		code = CodeNotFound
+	case sandboxes.CodeSnapshotTooLarge:
+		code = CodePayloadTooLarge
 	case sandboxes.CodeStartupFailed:
 		// The sandbox's runtime could not bring itself up (an init hook failed, the installer could not get a
 		// dependency): Bay's ship_error (502), the code it answers when the runtime inside the sandbox fails, with the

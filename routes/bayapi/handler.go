@@ -126,7 +126,8 @@ func (h *Handler) table() []route {
 		{"POST", S + "/tickets", "Issue a short-lived one-time ticket for a browser URL", false, false, h.createTicket},
 		{"GET", "/v1/openapi.json", "This API's OpenAPI document", true, false, h.openapi},
 	}
-	rs = append(rs, h.transferRoutes()...) // files_transfer.go
+	rs = append(rs, h.transferRoutes()...)  // files_transfer.go
+	rs = append(rs, h.lifecycleRoutes()...) // lifecycle_ops.go
 	// Bay routes sandgate does not implement answer a clear capability_not_supported instead of a bare 404, so a
 	// client (AstrBot's Neo skill tools) reports why. docs/api.md explains each decision.
 	for _, u := range unsupported {

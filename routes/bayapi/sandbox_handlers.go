@@ -124,7 +124,20 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 		cargoID := f.optStr("cargo_id")
 		ttl := f.integer("ttl", 0, bound(0), nil, false)
 		depsEnv := f.dependencies() // create_customise.go
+		snapshotID := f.optStr("snapshot_id")
+		_, profileGiven := f.get("profile")
 		if !decodeOrFail(w, f) {
+			return
+		}
+		if snapshotID != nil {
+			if cargoID != nil {
+				writeError(w, r, errorf(CodeValidation, "cargo_id and snapshot_id cannot both be given"))
+				return
+			}
+			if !profileGiven {
+				profile = "" // the snapshot's own
+			}
+			h.createFromSnapshot(w, r, p, *snapshotID, profile, ttl, depsEnv) // lifecycle_ops.go
 			return
 		}
 		var known []string
@@ -177,9 +190,9 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p Princi
 	limit := q.integer("limit", 50, bound(1), bound(200), false)
 	cursor := q.str("cursor", false, "")
 	status := q.str("status", false, "")
-	if status != "" && !slices.Contains([]string{"idle", "starting", "ready", "failed", "expired"}, status) {
-		q.issue("enum", q.loc("status"), "Input should be 'idle', 'starting', 'ready', 'failed' or 'expired'", status,
-			map[string]any{"expected": "'idle', 'starting', 'ready', 'failed' or 'expired'"})
+	if status != "" && !slices.Contains([]string{"idle", "starting", "ready", "paused", "failed", "expired"}, status) {
+		q.issue("enum", q.loc("status"), "Input should be 'idle', 'starting', 'ready', 'paused', 'failed' or 'expired'", status,
+			map[string]any{"expected": "'idle', 'starting', 'ready', 'paused', 'failed' or 'expired'"})
 	}
 	if !decodeOrFail(w, q) {
 		return

@@ -382,7 +382,7 @@ func (h *Handler) consoleCreate(w http.ResponseWriter, r *http.Request, cs *cons
 	writeJSON(w, http.StatusCreated, sandboxView{Sandbox: sb})
 }
 
-// consoleAction runs stop, extend, open and delete on one sandbox the session may see.
+// consoleAction runs stop, pause, resume, extend, open and delete on one sandbox the session may see.
 func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *consoleSession, id, action string) {
 	if !sandboxroute.ValidSandboxID(id) {
 		writeError(w, http.StatusNotFound, sandboxes.CodeNotFound, "no such sandbox")
@@ -407,6 +407,8 @@ func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *cons
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	case (action == "pause" || action == "resume") && r.Method == http.MethodPost:
+		h.consolePause(w, r, id, action == "pause") // console_pause.go
 	case action == "extend" && r.Method == http.MethodPost:
 		var req struct {
 			Seconds int `json:"seconds"`

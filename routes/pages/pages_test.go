@@ -47,6 +47,14 @@ func (f *fakeLifecycle) Create(_ context.Context, r sandboxes.CreateRequest) (*s
 	return b, nil
 }
 func (f *fakeLifecycle) Stop(context.Context, string) error { return nil }
+func (f *fakeLifecycle) Pause(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	f.boxes[id].Status = sandboxes.StatusPaused
+	return f.boxes[id], nil
+}
+func (f *fakeLifecycle) Resume(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	f.boxes[id].Status = sandboxes.StatusReady
+	return f.boxes[id], nil
+}
 func (f *fakeLifecycle) ExtendTTL(_ context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
 	return f.boxes[id], nil
 }
@@ -295,6 +303,26 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 	r.Header.Set(CSRFHeader, csrf)
 	if w := f.do(t, r); w.Code != http.StatusNotFound || len(f.life.deleted) != 0 {
 		t.Fatalf("deleting bob's sandbox as alice: %d, deleted %v", w.Code, f.life.deleted)
+	}
+	// Pause and resume: one's own sandbox only.
+	for _, tc := range []struct {
+		id, action string
+		code       int
+		status     sandboxes.Status
+	}{
+		{"sb-bob", "pause", http.StatusNotFound, sandboxes.StatusReady},
+		{"sb-alice", "pause", http.StatusOK, sandboxes.StatusPaused},
+		{"sb-alice", "resume", http.StatusOK, sandboxes.StatusReady},
+	} {
+		r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/"+tc.id+"/"+tc.action, nil)
+		r.AddCookie(ck)
+		r.Header.Set(CSRFHeader, csrf)
+		if w := f.do(t, r); w.Code != tc.code {
+			t.Fatalf("%s %s: %d %s", tc.action, tc.id, w.Code, w.Body)
+		}
+		if got := f.life.boxes[tc.id].Status; tc.code == http.StatusOK && got != tc.status {
+			t.Fatalf("%s %s: status %s", tc.action, tc.id, got)
+		}
 	}
 	// Open mints a ticket URL for the page.
 	r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/sb-alice/open", strings.NewReader(`{"kind":"terminal"}`))

@@ -486,6 +486,7 @@ func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.Con
 	st.Created, _ = time.Parse(time.RFC3339Nano, info.Created)
 	if s := info.State; s != nil {
 		st.Running = s.Running
+		st.Paused = s.Paused
 		st.ExitCode = s.ExitCode
 		st.OOMKilled = s.OOMKilled
 		st.Error = s.Error
@@ -514,7 +515,8 @@ func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes
 	}
 	out := make([]sandboxes.ContainerState, 0, len(list))
 	for _, c := range list {
-		st := sandboxes.ContainerState{ID: c.ID, Labels: c.Labels, Created: time.Unix(c.Created, 0), Running: c.State == container.StateRunning}
+		st := sandboxes.ContainerState{ID: c.ID, Labels: c.Labels, Created: time.Unix(c.Created, 0), Running: c.State == container.StateRunning,
+			Paused: c.State == container.StatePaused}
 		if len(c.Names) > 0 {
 			st.Name = strings.TrimPrefix(c.Names[0], "/")
 		}

@@ -1,4 +1,4 @@
-// The console: list, create, stop, extend, delete and open sandboxes. Live updates arrive as Server-Sent Events;
+// The console: list, create, stop, pause, resume, extend, delete and open sandboxes. Live updates arrive as Server-Sent Events;
 // every action carries the session's CSRF token.
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const canOpen = document.body.dataset.canOpen === 'true';
@@ -115,7 +115,9 @@ function actionsOf(sb) {
     if (caps.includes('vnc') || caps.includes('browser')) list.push('desktop', 'view');
     if (profiles[sb.profile] && profiles[sb.profile].app_port) list.push('app');
   }
-  if (sb.status === 'ready' || sb.status === 'starting') list.push('stop');
+  if (sb.status === 'ready') list.push('pause');
+  if (sb.status === 'paused') list.push('resume');
+  if (sb.status === 'ready' || sb.status === 'starting' || sb.status === 'paused') list.push('stop');
   if (sb.expires_at) list.push('extend');
   list.push('delete');
   return list;
@@ -130,6 +132,10 @@ function actionButton(sb, a) {
     case 'app': return button('App', 'Open the app of ' + sb.id, () => open(sb, 'app'));
     case 'stop': return button('Stop', 'Stop ' + sb.id + ' (keeps its workspace)', () =>
       act('Stop', () => api('POST', 'api/sandboxes/' + id + '/stop')));
+    case 'pause': return button('Pause', 'Pause ' + sb.id + ' (freezes its processes, keeps its memory)', () =>
+      act('Pause', () => api('POST', 'api/sandboxes/' + id + '/pause')));
+    case 'resume': return button('Resume', 'Resume ' + sb.id, () =>
+      act('Resume', () => api('POST', 'api/sandboxes/' + id + '/resume')));
     case 'extend': return button('+1h', 'Extend the lifetime of ' + sb.id + ' by one hour', () =>
       act('Extend', () => api('POST', 'api/sandboxes/' + id + '/extend', { seconds: 3600 })));
     case 'delete': return button('Delete', 'Delete ' + sb.id + ' and its workspace', () => {
@@ -221,7 +227,7 @@ function connectEvents() {
   es.onopen = () => { live.textContent = 'Live'; refresh(); };
   es.onerror = () => { live.textContent = 'Reconnecting live updates…'; };
   const onEvent = () => { clearTimeout(pending); pending = setTimeout(refresh, 150); };
-  for (const t of ['created', 'ready', 'stopped', 'started', 'deleted', 'died', 'oom', 'failed', 'gc']) es.addEventListener(t, onEvent);
+  for (const t of ['created', 'ready', 'stopped', 'started', 'paused', 'resumed', 'deleted', 'died', 'oom', 'failed', 'gc']) es.addEventListener(t, onEvent);
   es.addEventListener('logout', () => location.reload());
 }
 

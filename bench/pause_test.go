@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// BenchmarkLifecyclePause: pause p50, and resume-to-first-exec p50 against the cold start and the warm claim of
+// the same profile (each to its first exec), all in one run.
+//
+//	go test -run x -bench LifecyclePause -benchtime 1x ./bench
+func BenchmarkLifecyclePause(b *testing.B) {
+	p := benchProfile("pz")
+	p.WarmPoolSize = 2
+	lb := newLifecycleBench(b, p, 4)
+	ctx := context.Background()
+	const samples = 20
+	sb, err := lb.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "pz"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb.agentExec(lb.ready(sb.ID))
+	// Sandgate's pause and resume-to-first-exec, interleaved with the engine's own pause, and its unpause followed
+	// by the same first exec, on the same container (straight through the Engine API, bypassing the Manager).
+	var pause, resume, enginePause, engineResume []time.Duration
+	for range samples {
+		start := time.Now()
+		if _, err := lb.mgr.Pause(ctx, sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		pause = append(pause, time.Since(start))
+		start = time.Now()
+		t, err := lb.mgr.EnsureRunning(ctx, sb.ID) // what every request does to a paused sandbox
+		if err != nil {
+			b.Fatal(err)
+		}
+		lb.agentExec(t)
+		resume = append(resume, time.Since(start))
+
+		// Docker's paused flag can lag right after an unpause (sandboxes/docker/pause.go): wait for it first.
+		name := lb.mgr.ContainerName(sb.ID)
+		for info, err := lb.cli.ContainerInspect(ctx, name); err != nil || info.State.Paused; info, err = lb.cli.ContainerInspect(ctx, name) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		start = time.Now()
+		if err := lb.cli.ContainerPause(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		enginePause = append(enginePause, time.Since(start))
+		start = time.Now()
+		if err := lb.cli.ContainerUnpause(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		lb.agentExec(t)
+		engineResume = append(engineResume, time.Since(start))
+	}
+	var cold, warm []time.Duration
+	for range 5 {
+		for deadline := time.Now().Add(2 * time.Minute); lb.mgr.WarmReady() == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("warm pool never refilled")
+			}
+		}
+		start := time.Now()
+		w, err := lb.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "pz"})
+		if err != nil || w.LaunchType != sandboxes.LaunchWarm {
+			b.Fatalf("warm claim: %+v %v", w, err)
+		}
+		lb.agentExec(lb.ready(w.ID))
+		warm = append(warm, time.Since(start))
+		_ = lb.mgr.Delete(ctx, w.ID)
+
+		start = time.Now()
+		c, err := lb.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "pz", Env: map[string]string{"COLD": "1"}}) // env skips the pool
+		if err != nil || c.LaunchType != sandboxes.LaunchCold {
+			b.Fatalf("cold create: %+v %v", c, err)
+		}
+		lb.agentExec(lb.ready(c.ID))
+		cold = append(cold, time.Since(start))
+		_ = lb.mgr.Delete(ctx, c.ID)
+	}
+	p50 := func(d []time.Duration) float64 { return ms(testenv.Percentile(d, .5)) }
+	b.ReportMetric(p50(pause), "pause-p50-ms")
+	b.ReportMetric(p50(enginePause), "docker-pause-p50-ms")
+	b.ReportMetric(p50(engineResume), "docker-unpause-exec-p50-ms")
+	b.ReportMetric(p50(resume), "resume-exec-p50-ms")
+	b.ReportMetric(p50(cold), "cold-exec-p50-ms")
+	b.ReportMetric(p50(warm), "warm-exec-p50-ms")
+	b.Logf("pause: p50 %.1f ms, p95 %.1f ms; resume to first exec: p50 %.1f ms, p95 %.1f ms (target p50 < 50 ms); "+
+		"cold create to first exec: p50 %.0f ms (resume is %.1fx faster); warm claim to first exec: p50 %.1f ms (resume/warm %.2fx)",
+		p50(pause), ms(testenv.Percentile(pause, .95)), p50(resume), ms(testenv.Percentile(resume, .95)),
+		p50(cold), p50(cold)/p50(resume), p50(warm), p50(resume)/p50(warm))
+	b.Logf("engine baseline on the same container: docker pause p50 %.1f ms (sandgate's pause %.2fx); docker unpause + first exec p50 %.1f ms (sandgate's resume %.2fx)",
+		p50(enginePause), p50(pause)/p50(enginePause), p50(engineResume), p50(resume)/p50(engineResume))
+}
+
+// BenchmarkSnapshotFork: snapshot and fork time and MB/s for 10 MB, 100 MB and 1 GB workspaces (1 MiB files),
+// against `cp -a` of the same data into a volume on the same disk, in the same run.
+//
+//	go test -run x -bench SnapshotFork -benchtime 1x -timeout 30m ./bench
+func BenchmarkSnapshotFork(b *testing.B) {
+	lb := newLifecycleBench(b, benchProfile("snap"), 4)
+	ctx := context.Background()
+	for _, mb := range []int{10, 100, 1024} {
+		sb, err := lb.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "snap"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lb.ready(sb.ID)
+		fill := fmt.Sprintf("import os\nfor i in range(%d):\n    open('/workspace/f%%04d' %% i, 'wb').write(os.urandom(1 << 20))", mb)
+		if out, err := exec.Command("docker", "exec", lb.mgr.ContainerName(sb.ID), "python3", "-c", fill).CombinedOutput(); err != nil {
+			b.Fatalf("filling %d MB: %v %s", mb, err, out)
+		}
+		got, _ := lb.mgr.Get(ctx, sb.ID)
+		src, err := lb.cli.VolumeInspect(ctx, lb.mgr.VolumeName(got.WorkspaceID))
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		// Baseline: cp -a of the same files into a fresh volume on the same disk, before the snapshot and again
+		// right after the fork (the disk's state drifts over a run: each copy is compared with the cp -a next to it).
+		cpA := func() time.Duration {
+			base := testenv.Unique("sgb-cp")
+			dst, err := lb.cli.VolumeCreate(ctx, volume.CreateOptions{Name: base, Labels: map[string]string{lb.ns + ".managed": "true"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.cli.VolumeRemove(ctx, base, true)
+			settle(b)
+			start := time.Now()
+			if out, err := exec.Command("cp", "-a", src.Mountpoint+"/.", dst.Mountpoint+"/").CombinedOutput(); err != nil {
+				b.Fatalf("cp -a: %v %s", err, out)
+			}
+			return time.Since(start)
+		}
+		cp := cpA()
+
+		settle(b)
+		start := time.Now()
+		snap, err := lb.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		snapT := time.Since(start)
+
+		settle(b)
+		start = time.Now()
+		fork, err := lb.mgr.Fork(ctx, sb.ID, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		forkT := time.Since(start)
+		cp2 := cpA()
+
+		mbps := func(d time.Duration) float64 { return float64(snap.SizeBytes) / (1 << 20) / d.Seconds() }
+		label := fmt.Sprintf("%dMB", mb)
+		b.ReportMetric(ms(snapT), label+"-snapshot-ms")
+		b.ReportMetric(ms(forkT), label+"-fork-ms")
+		b.ReportMetric(ms(cp), label+"-cp-a-ms")
+		b.ReportMetric(ms(cp2), label+"-cp-a-after-ms")
+		b.ReportMetric(float64(forkT)/float64(cp2), label+"-fork/cp")
+		b.Logf("%5d MB (%d files, running source): cp -a %.0f ms (%.0f MB/s); snapshot %.0f ms (%.0f MB/s, %.2fx that cp); "+
+			"fork %.0f ms (%.0f MB/s; copy alone %.0f ms, method %s); cp -a right after the fork %.0f ms (%.0f MB/s): fork %.2fx it (target <= 1.5x)",
+			mb, snap.Files, ms(cp), mbps(cp), ms(snapT), mbps(snapT), float64(snapT)/float64(cp),
+			ms(forkT), mbps(forkT), ms(fork.Copy.Duration), fork.Copy.Method, ms(cp2), mbps(cp2), float64(forkT)/float64(cp2))
+		_ = lb.mgr.DeleteSnapshot(ctx, snap.ID)
+		_ = lb.mgr.Delete(ctx, fork.Sandbox.ID)
+		_ = lb.mgr.Delete(ctx, sb.ID)
+	}
+}
+
+// settle writes back the dirty pages the previous step left (untimed), so every copy starts from the same disk
+// state instead of paying for its predecessor's writeback. No copy here fsyncs its own data, cp -a included.
+func settle(b *testing.B) {
+	if out, err := exec.Command("sync").CombinedOutput(); err != nil {
+		b.Fatalf("sync: %v %s", err, out)
+	}
+}

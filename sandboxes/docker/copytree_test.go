@@ -1,0 +1,83 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// TestCopyTree: contents, modes, times, symlinks (copied as links, never followed, even when they point at host
+// secrets), hard links and fifos survive; sockets are skipped; the byte limit stops a copy with the typed error.
+func TestCopyTree(t *testing.T) {
+	src := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(src, "a/b"), 0o755))
+	must(os.WriteFile(filepath.Join(src, "a/b/file"), []byte("hello"), 0o640))
+	must(os.WriteFile(filepath.Join(src, "exe"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.Symlink("/etc/shadow", filepath.Join(src, "evil")))
+	must(os.Symlink("a/b/file", filepath.Join(src, "rel")))
+	must(os.Link(filepath.Join(src, "a/b/file"), filepath.Join(src, "hard")))
+	must(unix.Mkfifo(filepath.Join(src, "fifo"), 0o600))
+	must(os.Chmod(filepath.Join(src, "a"), 0o500)) // read-only directory: its children must still be copied
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	must(os.Chtimes(filepath.Join(src, "exe"), old, old))
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(src, "a"), 0o755) })
+
+	dst := t.TempDir()
+	stats, err := copyTree(context.Background(), src, dst, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dst, "a"), 0o755) })
+	if stats.Bytes != int64(len("hello")+len("#!/bin/sh\n")) || (stats.Method != sandboxes.CopyStreamed && stats.Method != sandboxes.CopyReflink) {
+		t.Errorf("stats %+v", stats)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "a/b/file")); err != nil || string(b) != "hello" {
+		t.Errorf("file: %q %v", b, err)
+	}
+	for path, want := range map[string]os.FileMode{"a/b/file": 0o640, "exe": 0o755, "a": 0o500} {
+		if fi, err := os.Stat(filepath.Join(dst, path)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s mode: %v %v, want %v", path, fi.Mode(), err, want)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "exe")); !fi.ModTime().Equal(old) {
+		t.Errorf("mtime %v, want %v", fi.ModTime(), old)
+	}
+	for name, want := range map[string]string{"evil": "/etc/shadow", "rel": "a/b/file"} {
+		if l, err := os.Readlink(filepath.Join(dst, name)); err != nil || l != want {
+			t.Errorf("symlink %s: %q %v", name, l, err)
+		}
+	}
+	a, _ := os.Stat(filepath.Join(dst, "hard"))
+	b, _ := os.Stat(filepath.Join(dst, "a/b/file"))
+	if a.Sys().(*syscall.Stat_t).Ino != b.Sys().(*syscall.Stat_t).Ino {
+		t.Error("hard link became two files")
+	}
+	if fi, err := os.Lstat(filepath.Join(dst, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("fifo: %v %v", fi, err)
+	}
+
+	// The limit stops the copy with the typed error.
+	if _, err := copyTree(context.Background(), src, t.TempDir(), 8); !errors.Is(err, sandboxes.ErrSnapshotTooLarge) {
+		t.Errorf("copy over the limit: %v", err)
+	}
+	// A cancelled context stops it.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := copyTree(ctx, src, t.TempDir(), 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled copy: %v", err)
+	}
+}

@@ -1,0 +1,418 @@
+package sandboxes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Snapshots are owner-scoped, named copies of a sandbox's workspace, stored by the gateway as volumes of their
+// own: they outlive the sandbox they came from and gateway restarts, and new sandboxes start from a copy of one.
+// A capture of a running sandbox is consistent: its processes are frozen for the copy (pause, capture, resume).
+// Fork is the same copy straight into the workspace of a new sandbox.
+
+// SnapshotKind says what a snapshot holds. Only workspace snapshots exist today; a memory checkpoint (CRIU) would
+// be another kind, stored beside the workspace copy and restored by a driver that can, without changing the API.
+type SnapshotKind string
+
+const (
+	// SnapshotWorkspace holds the files of /workspace. Our profiles' root filesystems are read-only (their writable
+	// tmpfs mounts are memory), so the workspace is every byte a sandbox can keep.
+	SnapshotWorkspace SnapshotKind = "workspace"
+)
+
+// Copy methods a CopyStats reports.
+const (
+	CopyReflink  = "reflink"  // every file shares extents with its source (FICLONE on XFS or btrfs)
+	CopyStreamed = "streamed" // bytes were copied (copy_file_range) because the filesystem has no reflinks
+)
+
+// CopyStats is what one workspace copy did.
+type CopyStats struct {
+	Bytes    int64         `json:"bytes"`
+	Files    int64         `json:"files"`
+	Dirs     int64         `json:"dirs"`
+	Skipped  int64         `json:"skipped,omitempty"` // sockets and device nodes, which cannot be copied
+	Method   string        `json:"method"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// VolumeCopier is what a Driver offers when it can copy a volume's files into a new volume (sandboxes/docker
+// does it on the engine host's disk). The Manager asks for it with a type assertion.
+type VolumeCopier interface {
+	// CopyVolume creates dst with labels and copies src's files into it; limit > 0 fails with ErrSnapshotTooLarge
+	// past that many bytes. A failed copy leaves no dst.
+	CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (CopyStats, error)
+}
+
+var (
+	// ErrSnapshotTooLarge is returned (wrapped) by a copy that would exceed its byte limit.
+	ErrSnapshotTooLarge = errors.New("snapshot exceeds its size limit")
+	// ErrVolumesUnreachable is returned (wrapped) when the gateway cannot reach the engine's volume data.
+	ErrVolumesUnreachable = errors.New("the gateway cannot reach the engine's volume data (snapshots need the gateway on the engine host, as root)")
+)
+
+// SnapshotLimits bounds stored snapshots. Zero values take the defaults.
+type SnapshotLimits struct {
+	// MaxBytes caps one snapshot. Default 10 GiB.
+	MaxBytes int64
+	// QuotaBytes caps the bytes of all snapshots of one owner. Default 20 GiB.
+	QuotaBytes int64
+	// MaxPerOwner caps how many snapshots one owner keeps. Default 50.
+	MaxPerOwner int
+}
+
+func (l SnapshotLimits) withDefaults() SnapshotLimits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = 10 << 30
+	}
+	if l.QuotaBytes <= 0 {
+		l.QuotaBytes = 20 << 30
+	}
+	if l.MaxPerOwner <= 0 {
+		l.MaxPerOwner = 50
+	}
+	return l
+}
+
+// Snapshot is one stored snapshot.
+type Snapshot struct {
+	ID     string       `json:"id"`
+	Name   string       `json:"name"`
+	Owner  string       `json:"owner"`
+	Kind   SnapshotKind `json:"kind"`
+	Source string       `json:"source_sandbox_id"`
+	// Profile is the source's profile: a sandbox created from the snapshot without a profile gets this one.
+	Profile   string    `json:"profile"`
+	SizeBytes int64     `json:"size_bytes"`
+	Files     int64     `json:"files"`
+	Method    string    `json:"copy_method"`
+	CreatedAt time.Time `json:"created_at"`
+	// Volume is where the copy lives (internal; the API does not show it).
+	Volume string `json:"volume"`
+}
+
+// SnapshotRequest asks for a snapshot of a sandbox.
+type SnapshotRequest struct {
+	// Name is the owner's label for it (1-128 printable characters); "" names it after its id.
+	Name string
+	// Kind is "" or workspace.
+	Kind SnapshotKind
+}
+
+// SnapshotStore is implemented by a Store that keeps snapshot records (BoltStore does, in a bucket of its own).
+type SnapshotStore interface {
+	LoadSnapshots() ([]Snapshot, error)
+	PutSnapshot(s Snapshot) error
+	DeleteSnapshot(id string) error
+}
+
+// ForkResult is a new sandbox made from another's workspace, and how the copy was made.
+type ForkResult struct {
+	Sandbox *Sandbox
+	Copy    CopyStats
+}
+
+// Error codes of snapshots.
+const (
+	CodeSnapshotNotFound = "snapshot_not_found"
+	CodeSnapshotTooLarge = "snapshot_too_large"
+)
+
+var snapshotIDPattern = regexp.MustCompile(`^snap-[0-9a-f]{12}$`)
+
+func snapshotNotFound(id string) error {
+	return &Error{Code: CodeSnapshotNotFound, Message: fmt.Sprintf("snapshot %s not found", id)}
+}
+
+// ValidateSnapshotName checks an owner-chosen snapshot name.
+func ValidateSnapshotName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if len(name) > 128 || !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return Errorf(CodeInvalid, "snapshot name: at most 128 printable characters")
+	}
+	return nil
+}
+
+func (m *Manager) snapshotBackends() (VolumeCopier, SnapshotStore, error) {
+	vc, ok := m.driver.(VolumeCopier)
+	if !ok {
+		return nil, nil, &Error{Code: CodeCapabilityAbsent, Message: "this container engine cannot copy workspaces", Details: map[string]any{"capability": "snapshots"}}
+	}
+	ss, ok := m.store.(SnapshotStore)
+	if !ok {
+		return nil, nil, &Error{Code: CodeCapabilityAbsent, Message: "this sandbox store cannot keep snapshots", Details: map[string]any{"capability": "snapshots"}}
+	}
+	return vc, ss, nil
+}
+
+// snapshotVolume names the volume of a snapshot id.
+func (m *Manager) snapshotVolume(id string) string { return m.mcfg.Namespace + "-" + id }
+
+// CreateSnapshot captures the workspace of sandbox id as a snapshot owned by the sandbox's owner. A running
+// sandbox is frozen for the copy and thawed after it (its requests wait meanwhile); a stopped or paused one is
+// copied as it is. Quotas: the snapshot must fit the per-snapshot limit and its owner's remaining quota.
+func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotRequest) (*Snapshot, error) {
+	if req.Kind != "" && req.Kind != SnapshotWorkspace {
+		return nil, &Error{Code: CodeCapabilityAbsent, Message: fmt.Sprintf("snapshot kind %q is not supported (only %q; memory checkpoints need CRIU, which this host cannot run)", req.Kind, SnapshotWorkspace),
+			Details: map[string]any{"capability": "snapshot_kind", "available": []string{string(SnapshotWorkspace)}}}
+	}
+	if err := ValidateSnapshotName(req.Name); err != nil {
+		return nil, err
+	}
+	vc, ss, err := m.snapshotBackends()
+	if err != nil {
+		return nil, err
+	}
+	e, err := m.liveEntry(id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	owner, profile, ws := e.rec.Owner, e.rec.Profile, e.rec.WorkspaceID
+	limits := m.cfg.Snapshots.withDefaults()
+	m.mu.RUnlock()
+
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	all, err := ss.LoadSnapshots()
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshots: %w", err)
+	}
+	var used int64
+	n := 0
+	for _, s := range all {
+		if s.Owner == owner {
+			used += s.SizeBytes
+			n++
+		}
+	}
+	if n >= limits.MaxPerOwner {
+		return nil, &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("owner has %d snapshots, the limit is %d", n, limits.MaxPerOwner),
+			Hint: "delete snapshots you no longer need", Details: map[string]any{"scope": "snapshots", "limit": limits.MaxPerOwner}}
+	}
+	room := limits.QuotaBytes - used
+	if room <= 0 {
+		return nil, quotaBytesError(used, limits.QuotaBytes)
+	}
+	limit := min(limits.MaxBytes, room)
+
+	snap := Snapshot{ID: "snap-" + randomHex(6), Name: req.Name, Owner: owner, Kind: SnapshotWorkspace, Source: id,
+		Profile: profile, CreatedAt: time.Now().UTC()}
+	for _, s := range all {
+		for s.ID == snap.ID {
+			snap.ID = "snap-" + randomHex(6)
+		}
+	}
+	if snap.Name == "" {
+		snap.Name = snap.ID
+	}
+	snap.Volume = m.snapshotVolume(snap.ID)
+	labels := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
+		m.label("snapshot"): snap.ID, m.label(labelOwner): owner, m.label(labelManagedWorkspace): "false"}
+	stats, err := m.captureWorkspace(ctx, e, vc, m.VolumeName(ws), snap.Volume, labels, limit)
+	if err != nil {
+		if errors.Is(err, ErrSnapshotTooLarge) {
+			if limit < limits.MaxBytes {
+				return nil, quotaBytesError(used, limits.QuotaBytes)
+			}
+			return nil, &Error{Code: CodeSnapshotTooLarge, Message: fmt.Sprintf("the workspace is larger than the snapshot limit of %d bytes", limits.MaxBytes),
+				Details: map[string]any{"limit_bytes": limits.MaxBytes}, Err: err}
+		}
+		return nil, err
+	}
+	snap.SizeBytes, snap.Files, snap.Method = stats.Bytes, stats.Files, stats.Method
+	if err := ss.PutSnapshot(snap); err != nil {
+		_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), snap.Volume)
+		return nil, fmt.Errorf("recording snapshot %s: %w", snap.ID, err)
+	}
+	return &snap, nil
+}
+
+func quotaBytesError(used, quota int64) error {
+	return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("owner's snapshots use %d of %d bytes", used, quota),
+		Hint: "delete snapshots you no longer need", Details: map[string]any{"scope": "snapshot_bytes", "limit": quota, "used": used}}
+}
+
+// captureWorkspace copies e's workspace volume into a new volume dst while nothing can change it: e's engine
+// operations are held (no start, stop or delete meanwhile) and a running sandbox is frozen for the copy.
+func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64) (CopyStats, error) {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	m.mu.RLock()
+	deleted, phase, cid := e.deleted, e.rec.Phase, e.rec.ContainerID
+	m.mu.RUnlock()
+	if deleted {
+		return CopyStats{}, notFound(e.rec.ID)
+	}
+	if phase == PhaseRunning && cid != "" {
+		pd, err := m.pauser()
+		if err != nil {
+			return CopyStats{}, err
+		}
+		if err := pd.Pause(ctx, cid); err != nil {
+			return CopyStats{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
+		}
+		defer func() {
+			if err := pd.Unpause(context.WithoutCancel(ctx), cid); err != nil {
+				m.log.Error("thawing a sandbox after a workspace copy", "sandbox", e.rec.ID, "error", err)
+			}
+		}()
+	}
+	stats, err := vc.CopyVolume(ctx, src, dst, labels, limit)
+	if err != nil {
+		if errors.Is(err, ErrSnapshotTooLarge) {
+			return stats, err
+		}
+		return stats, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), Err: err}
+	}
+	return stats, nil
+}
+
+// Snapshots lists snapshots, newest first; owner "" lists every owner's.
+func (m *Manager) Snapshots(ctx context.Context, owner string) ([]Snapshot, error) {
+	_, ss, err := m.snapshotBackends()
+	if err != nil {
+		return nil, err
+	}
+	all, err := ss.LoadSnapshots()
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshots: %w", err)
+	}
+	out := all[:0]
+	for _, s := range all {
+		if owner == "" || s.Owner == owner {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return newerThan(out[i].CreatedAt, out[i].ID, out[j].CreatedAt, out[j].ID) })
+	return out, nil
+}
+
+// GetSnapshot returns one snapshot (any owner's: callers scope it).
+func (m *Manager) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	if !snapshotIDPattern.MatchString(id) {
+		return nil, snapshotNotFound(id)
+	}
+	all, err := m.Snapshots(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range all {
+		if s.ID == id {
+			return &s, nil
+		}
+	}
+	return nil, snapshotNotFound(id)
+}
+
+// DeleteSnapshot removes a snapshot and its stored copy, freeing its bytes of its owner's quota.
+func (m *Manager) DeleteSnapshot(ctx context.Context, id string) error {
+	s, err := m.GetSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, ss, err := m.snapshotBackends()
+	if err != nil {
+		return err
+	}
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	if err := m.driver.RemoveVolume(ctx, s.Volume); err != nil {
+		return &Error{Code: CodeEngine, Message: fmt.Sprintf("removing the stored copy of snapshot %s", id), Err: err}
+	}
+	if err := ss.DeleteSnapshot(id); err != nil {
+		return fmt.Errorf("deleting snapshot %s from the store: %w", id, err)
+	}
+	return nil
+}
+
+// CreateFromSnapshot creates a sandbox whose workspace starts as a copy of snapshot snapshotID. The caller has
+// checked that req.Owner may use the snapshot. An empty req.Profile takes the snapshot's.
+func (m *Manager) CreateFromSnapshot(ctx context.Context, req CreateRequest, snapshotID string) (*Sandbox, CopyStats, error) {
+	if req.WorkspaceID != "" {
+		return nil, CopyStats{}, Errorf(CodeInvalid, "a sandbox starts from a snapshot or from a workspace, not both")
+	}
+	s, err := m.GetSnapshot(ctx, snapshotID)
+	if err != nil {
+		return nil, CopyStats{}, err
+	}
+	vc, _, err := m.snapshotBackends()
+	if err != nil {
+		return nil, CopyStats{}, err
+	}
+	if req.Profile == "" {
+		req.Profile = s.Profile
+	}
+	if _, ok := m.Profile(req.Profile); !ok {
+		return nil, CopyStats{}, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("unknown profile %q", req.Profile)}
+	}
+	ws := "ws-" + randomHex(6)
+	// Held for the copy: a delete of the snapshot waits for it instead of pulling the files from under it.
+	m.snapMu.Lock()
+	stats, err := vc.CopyVolume(ctx, s.Volume, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
+	m.snapMu.Unlock()
+	if err != nil {
+		return nil, stats, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying snapshot %s", snapshotID), Err: err}
+	}
+	sb, err := m.createOnCopy(ctx, req, ws)
+	return sb, stats, err
+}
+
+// Fork creates a sandbox of the same profile, owner and env whose workspace is a copy of sandbox id's, made
+// with one copy (a fork keeps no snapshot). The source is frozen for the copy if it runs.
+func (m *Manager) Fork(ctx context.Context, id string, ttl time.Duration) (*ForkResult, error) {
+	vc, ok := m.driver.(VolumeCopier)
+	if !ok {
+		return nil, &Error{Code: CodeCapabilityAbsent, Message: "this container engine cannot copy workspaces", Details: map[string]any{"capability": "fork"}}
+	}
+	e, err := m.liveEntry(id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	req := CreateRequest{Profile: e.rec.Profile, Owner: e.rec.Owner, TTL: ttl, Env: e.rec.Env}
+	src := m.VolumeName(e.rec.WorkspaceID)
+	m.mu.RUnlock()
+	if _, ok := m.Profile(req.Profile); !ok {
+		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("profile %q of sandbox %s is no longer configured", req.Profile, id)}
+	}
+	ws := "ws-" + randomHex(6)
+	stats, err := m.captureWorkspace(ctx, e, vc, src, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := m.createOnCopy(ctx, req, ws)
+	if err != nil {
+		return nil, err
+	}
+	return &ForkResult{Sandbox: sb, Copy: stats}, nil
+}
+
+// createOnCopy creates a sandbox on the freshly copied workspace ws and makes the workspace its own (deleted
+// with it). A create that fails removes the copy.
+func (m *Manager) createOnCopy(ctx context.Context, req CreateRequest, ws string) (*Sandbox, error) {
+	req.WorkspaceID = ws
+	sb, err := m.Create(ctx, req)
+	if err != nil {
+		_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), m.VolumeName(ws))
+		return nil, err
+	}
+	m.mu.Lock()
+	e := m.entries[sb.ID]
+	if e != nil {
+		e.rec.ManagedWorkspace = true
+	}
+	m.mu.Unlock()
+	if e != nil {
+		m.persist(e)
+	}
+	return sb, nil
+}
