@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/mcpapi"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -104,7 +106,11 @@ type SandboxAPI struct {
 	// TicketBaseURL, when set, makes ticket answers carry a ready-to-open URL (https://gw.example.com).
 	TicketBaseURL string `json:"ticket_base_url,omitempty"`
 
+	// MCP serves the gateway's MCP server (Streamable HTTP) at this path, e.g. /mcp; empty: off.
+	MCP string `json:"mcp,omitempty"`
+
 	handler  *bayapi.Handler
+	mcp      *mcpapi.Server
 	storeKey string
 	vols     *volumeRemover
 }
@@ -188,6 +194,13 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		cfg.Tickets = ticketBackend{issuer: iss, baseURL: s.TicketBaseURL}
 	}
 	s.handler = bayapi.New(cfg)
+	if s.MCP != "" {
+		s.mcp, err = loadMCPServer(storeKey, ctx.Slogger())
+		if err != nil {
+			return fmt.Errorf("sandbox_api: %w", err)
+		}
+		s.mcp.SetOps(s.handler)
+	}
 	return nil
 }
 
@@ -200,12 +213,20 @@ func (s *SandboxAPI) Cleanup() error {
 	if s.storeKey != "" {
 		_, err := apiStores.Delete(s.storeKey)
 		errs = append(errs, err)
+		if s.mcp != nil {
+			_, err := mcpServers.Delete(s.storeKey)
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// ServeHTTP serves /health and /v1/...; anything else goes to next.
+// ServeHTTP serves /health, /v1/... and the MCP path; anything else goes to next.
 func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if s.mcp != nil && r.URL.Path == s.MCP {
+		s.mcp.Handler().ServeHTTP(w, r)
+		return nil
+	}
 	if !s.handler.Owns(r) {
 		return next.ServeHTTP(w, r)
 	}
@@ -224,6 +245,7 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 //	    max_upload       <size>                # e.g. 512m
 //	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
 //	    ticket_base_url  <url>
+//	    mcp              [<path>]              # the MCP server, default path /mcp
 //	}
 func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	s := new(SandboxAPI)
@@ -261,6 +283,14 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 			err = oneString(d, &s.TicketSecret)
 		case "ticket_base_url":
 			err = oneString(d, &s.TicketBaseURL)
+		case "mcp":
+			s.MCP = "/mcp"
+			if d.NextArg() {
+				s.MCP = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		default:
 			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
 		}
@@ -282,6 +312,9 @@ func (s *SandboxAPI) Validate() error {
 			return fmt.Errorf("sandbox_api: a key is configured twice")
 		}
 		seen[k.Key] = true
+	}
+	if s.MCP != "" && (!strings.HasPrefix(s.MCP, "/") || s.MCP == "/" || s.MCP == "/v1" || strings.HasPrefix(s.MCP, "/v1/") || s.MCP == "/health") {
+		return fmt.Errorf("sandbox_api: mcp path %q must start with / and not overlap the REST API", s.MCP)
 	}
 	if s.MaxUploadBytes < 0 {
 		return fmt.Errorf("sandbox_api: max_upload must not be negative")
