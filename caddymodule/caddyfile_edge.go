@@ -41,6 +41,7 @@ const (
 //	    session      <duration>|off      # session cookie lifetime, default 10m
 //	    leeway       <duration>          # default 5s
 //	    replay_cache <entries>           # default 100000
+//	    api_keys     [<api data dir>]    # sandbox_api's keys open the mcp route of their owner's sandboxes
 //	}
 func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	t := new(SandboxTicket)
@@ -100,6 +101,14 @@ func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 				return nil, h.Errf("replay_cache must be a positive number of entries, not %q", v)
 			}
 			t.ReplayCache = n
+		case "api_keys":
+			t.APIKeys = true
+			if h.NextArg() {
+				t.APIDataDir = h.Val()
+			}
+			if h.NextArg() {
+				return nil, h.ArgErr()
+			}
 		default:
 			return nil, h.Errf("unknown sandbox_ticket option %q", h.Val())
 		}

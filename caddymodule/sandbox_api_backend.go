@@ -391,7 +391,7 @@ type ticketBackend struct {
 
 // ticketPaths are the browser routes of routes/sandboxroute, per kind.
 var ticketPaths = map[string]string{
-	"app": "/app/", "vnc": "/vnc/", "terminal": "/terminal/", "cdp": "/cdp/", "pty": "/pty/", "files": "/files/",
+	"app": "/app/", "vnc": "/vnc/", "terminal": "/terminal/", "cdp": "/cdp/", "pty": "/pty/", "files": "/files/", "mcp": "/mcp",
 }
 
 func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayapi.Ticket, error) {

@@ -187,7 +187,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 // TicketScopes are the browser routes a ticket can open.
-var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files"}
+var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files", "mcp"}
 
 func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
 	if h.cfg.Tickets == nil {
