@@ -242,3 +242,63 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.key)
 	return b.next.RoundTrip(r)
 }
+
+// TestMCPPassthrough reaches one sandbox's own agent MCP server through the gateway at /sandboxes/{id}/mcp with the
+// official TypeScript client: with its owner's API key and with an mcp ticket; without either, or with another
+// owner's key, it is refused.
+func TestMCPPassthrough(t *testing.T) {
+	testenv.Integration(t)
+	e := startMCPGateway(t)
+	api := func(method, path, key, body string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %s", method, path, resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sb struct {
+		ID string `json:"id"`
+	}
+	api(http.MethodPost, "/v1/sandboxes", mcpKeyAlice, `{"profile":"py"}`, &sb)
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	api(http.MethodPost, "/v1/sandboxes/"+sb.ID+"/tickets", mcpKeyAlice, `{"scope":"mcp","permission":"write","ttl":120}`, &tk)
+
+	script := filepath.Join(testenv.RepoRoot(), "caddymodule", "testdata", "mcp_client.cjs")
+	out, err := testenv.RunNode(t, script, "MODE=passthrough", "BASE="+e.base, "SANDBOX="+sb.ID, "TICKET="+tk.Ticket,
+		"KEY="+mcpKeyAlice, "OTHER_KEY="+mcpKeyBob, "NODE_EXTRA_CA_CERTS="+e.g.RootCAPath())
+	if err != nil {
+		t.Fatalf("MCP passthrough client: %v\n%s\ngateway log tail:\n%s", err, out, tail(e.g.Logs(), 4000))
+	}
+	_, res, _ := strings.Cut(out, "RESULT ")
+	res, _, _ = strings.Cut(res, "\n")
+	var r struct {
+		WithKey, WithTicket, Without, OtherOwner json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(res), &r); err != nil {
+		t.Fatalf("result %q: %v\n%s", res, err, out)
+	}
+	t.Logf("agent tools through the gateway: %s", r.WithKey)
+	for name, got := range map[string]json.RawMessage{"API key": r.WithKey, "mcp ticket": r.WithTicket} {
+		var tools []string
+		if err := json.Unmarshal(got, &tools); err != nil || !slices.Contains(tools, "bash") || !slices.Contains(tools, "read") {
+			t.Errorf("with an %s: %s, want the agent's tools (bash, read, ...)", name, got)
+		}
+	}
+	for name, got := range map[string]json.RawMessage{"no credential": r.Without, "another owner's key": r.OtherOwner} {
+		if !strings.HasPrefix(strings.Trim(string(got), `"`), "refused") {
+			t.Errorf("with %s: %s, want refused", name, got)
+		}
+	}
+}

@@ -143,7 +143,50 @@ async function main() {
   console.log('RESULT ' + JSON.stringify(out));
 }
 
-main().then(() => process.exit(0), (e) => {
+// passthrough: the sandbox's own agent MCP server at /sandboxes/{id}/mcp, with an API key, with an mcp ticket
+// (the gateway turns it into a session cookie, so this client keeps cookies), and refused without either.
+async function passthrough() {
+  const url = new URL(env.BASE + '/sandboxes/' + env.SANDBOX + '/mcp');
+  const out = {};
+  const tryList = async (transport) => {
+    const client = new Client({ name: 'sandgate-passthrough', version: '1.0.0' });
+    try {
+      await client.connect(transport);
+      const tools = await client.listTools();
+      await client.close();
+      return tools.tools.map((t) => t.name).sort();
+    } catch (e) {
+      return 'refused: ' + String(e.message || e).slice(0, 200);
+    }
+  };
+  out.withKey = await tryList(new StreamableHTTPClientTransport(url, {
+    requestInit: { headers: { Authorization: 'Bearer ' + env.KEY } },
+  }));
+  const jar = new Map();
+  const cookieFetch = async (input, init) => {
+    init = Object.assign({}, init || {});
+    const headers = new Headers(init.headers || {});
+    if (jar.size) headers.set('Cookie', [...jar].map(([k, v]) => k + '=' + v).join('; '));
+    init.headers = headers;
+    const resp = await fetch(input, init);
+    for (const c of resp.headers.getSetCookie()) {
+      const [kv] = c.split(';');
+      const i = kv.indexOf('=');
+      jar.set(kv.slice(0, i), kv.slice(i + 1));
+    }
+    return resp;
+  };
+  const ticketURL = new URL(url.href);
+  ticketURL.searchParams.set('ticket', env.TICKET);
+  out.withTicket = await tryList(new StreamableHTTPClientTransport(ticketURL, { fetch: cookieFetch }));
+  out.without = await tryList(new StreamableHTTPClientTransport(url));
+  out.otherOwner = await tryList(new StreamableHTTPClientTransport(url, {
+    requestInit: { headers: { Authorization: 'Bearer ' + env.OTHER_KEY } },
+  }));
+  console.log('RESULT ' + JSON.stringify(out));
+}
+
+(env.MODE === 'passthrough' ? passthrough() : main()).then(() => process.exit(0), (e) => {
   console.error(e && e.stack || e);
   process.exit(1);
 });
