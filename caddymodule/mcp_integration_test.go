@@ -34,7 +34,9 @@ func startMCPGateway(t *testing.T) *edgeGateway {
 	sandbox_pages {
 		api_keys
 	}
-	sandbox_ticket /sandboxes/*
+	sandbox_ticket /sandboxes/* {
+		api_keys
+	}
 	sandbox_proxy /sandboxes/*`, mcpKeyAlice, mcpKeyBob)
 	return startEdgeWithProfiles(t, site, "")
 }
