@@ -128,7 +128,7 @@ type proxyOptions struct {
 
 // parseSandboxProxy expands
 //
-//	sandbox_proxy [<matcher>] [app|vnc|terminal|cdp|pty|files|port <N>] {
+//	sandbox_proxy [<matcher>] [app|vnc|terminal|cdp|pty|files|mcp|port <N>] {
 //	    start_timeout <duration>    # wait for an idle sandbox to start, default 60s
 //	    rewrite_host  <host>        # replace a loopback agent host (gateway in a container)
 //	    max_message   <size>        # WebSocket message limit the agent enforces with close 1009
@@ -203,7 +203,7 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 		}
 		opts.kinds = []tickets.Kind{k}
 	default:
-		return opts, d.Errf("want sandbox_proxy [app|vnc|terminal|cdp|pty|files|port <N>], got %v", args)
+		return opts, d.Errf("want sandbox_proxy [app|vnc|terminal|cdp|pty|files|mcp|port <N>], got %v", args)
 	}
 	d.DeleteN(len(args))
 
