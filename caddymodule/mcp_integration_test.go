@@ -224,6 +224,9 @@ func TestMCPServer(t *testing.T) {
 		if err := e.g.Reload(changed); err != nil {
 			t.Fatal(err)
 		}
+		// The old server closes its idle connections as it hands over; the session is what must survive, so the
+		// next call goes over a fresh connection rather than racing that close.
+		e.client.Transport.(*http.Transport).CloseIdleConnections()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_sandboxes", Arguments: map[string]any{}})
 		if err != nil {
 			t.Fatalf("the session did not survive the reload: %v", err)
