@@ -65,9 +65,14 @@ type mcpResult struct {
 		Stdout   string `json:"stdout"`
 		Progress int    `json:"progress"`
 	} `json:"long"`
-	Read         string   `json:"read"`
-	Listed       []string `json:"listed"`
-	Found        []string `json:"found"`
+	Read     string   `json:"read"`
+	Listed   []string `json:"listed"`
+	Found    []string `json:"found"`
+	Transfer struct {
+		Size       int    `json:"size"`
+		Copy       string `json:"copy"`
+		Unexported string `json:"unexported"`
+	} `json:"transfer"`
 	Escape       codeSeen `json:"escape"`
 	BadArgs      codeSeen `json:"badArgs"`
 	TicketURL    string   `json:"ticketURL"`
@@ -154,6 +159,9 @@ func checkMCPFlow(t *testing.T, r mcpResult) {
 	}
 	if r.Read != "hello from mcp\nedited line\n" || !slices.Contains(r.Listed, "hello.txt") || !slices.Contains(r.Found, "notes/hello.txt:2") {
 		t.Errorf("file round trip: read %q, listed %v, found %v", r.Read, r.Listed, r.Found)
+	}
+	if r.Transfer.Copy != "hello from mcp\nedited line\n" || r.Transfer.Size != len(r.Transfer.Copy) || r.Transfer.Unexported != "forbidden" {
+		t.Errorf("export and import between sandboxes: %+v", r.Transfer)
 	}
 	if !r.Escape.IsError || r.Escape.Code != "invalid_path" {
 		t.Errorf("a path escaping the workspace: %+v", r.Escape)

@@ -111,6 +111,18 @@ async function main() {
   out.listed = listed.structuredContent.entries.map((e) => e.name);
   const found = await ok(client, 'search_files', { sandbox_id: id, pattern: 'edited' });
   out.found = found.structuredContent.matches.map((m) => m.path + ':' + m.line);
+  // Import and export: a second sandbox copies the file the first one exported; an unexported one is refused.
+  const second2 = await ok(client, 'create_sandbox', { profile: env.PROFILE });
+  const id2 = second2.structuredContent.id;
+  await ok(client, 'export_files', { sandbox_id: id, paths: ['notes/hello.txt'] });
+  const imported = await ok(client, 'import_file', { sandbox_id: id2, from_sandbox: id, path: 'notes/hello.txt', destination: 'copy.txt' });
+  const copied = await ok(client, 'read_file', { sandbox_id: id2, path: 'copy.txt' });
+  const unexported = await call(client, 'import_file', { sandbox_id: id2, from_sandbox: id, path: 'other.txt' });
+  out.transfer = {
+    size: imported.structuredContent.size, copy: text(copied),
+    unexported: unexported.structuredContent && unexported.structuredContent.error.code,
+  };
+  await ok(client, 'delete_sandbox', { sandbox_id: id2 });
   const escape = await call(client, 'read_file', { sandbox_id: id, path: '../etc/passwd' });
   out.escape = { isError: !!escape.isError, code: escape.structuredContent && escape.structuredContent.error.code };
   const badArgs = await call(client, 'run_code', { sandbox_id: id, language: 'cobol', code: '1' });
