@@ -44,6 +44,7 @@ const (
 //	    session      <duration>|off      # session cookie lifetime, default 10m
 //	    leeway       <duration>          # default 5s
 //	    replay_cache <entries>           # default 100000
+//	    api_keys     [<api data dir>]    # sandbox_api's keys open the mcp route of their owner's sandboxes
 //	}
 func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	t := new(SandboxTicket)
@@ -103,6 +104,14 @@ func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 				return nil, h.Errf("replay_cache must be a positive number of entries, not %q", v)
 			}
 			t.ReplayCache = n
+		case "api_keys":
+			t.APIKeys = true
+			if h.NextArg() {
+				t.APIDataDir = h.Val()
+			}
+			if h.NextArg() {
+				return nil, h.ArgErr()
+			}
 		default:
 			return nil, h.Errf("unknown sandbox_ticket option %q", h.Val())
 		}
@@ -124,7 +133,7 @@ type proxyOptions struct {
 
 // parseSandboxProxy expands
 //
-//	sandbox_proxy [<matcher>] [app|vnc|terminal|cdp|pty|files|port <N>] {
+//	sandbox_proxy [<matcher>] [app|vnc|terminal|cdp|pty|files|mcp|port <N>] {
 //	    start_timeout <duration>    # wait for an idle sandbox to start, default 60s
 //	    rewrite_host  <host>        # replace a loopback agent host (gateway in a container)
 //	    max_message   <size>        # WebSocket message limit the agent enforces with close 1009
@@ -196,7 +205,7 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 		for _, a := range args {
 			k, err := tickets.ParseKind(a)
 			if err != nil {
-				return opts, d.Errf("want sandbox_proxy [<kind>...|port <N>] with kinds app, vnc, terminal, cdp, pty, files: %v", err)
+				return opts, d.Errf("want sandbox_proxy [<kind>...|port <N>] with kinds app, vnc, terminal, cdp, pty, files, mcp: %v", err)
 			}
 			if slices.Contains(opts.kinds, k) {
 				return opts, d.Errf("sandbox_proxy names kind %s twice", k)

@@ -60,10 +60,15 @@ type SandboxTicket struct {
 	Leeway caddy.Duration `json:"leeway,omitempty"`
 	// ReplayCache is how many spent nonces are remembered; 0 means 100000.
 	ReplayCache int `json:"replay_cache,omitempty"`
+	// APIKeys admits the sandbox_api's bearer keys (of the API whose data dir is APIDataDir) on mcp routes, for
+	// the sandboxes of the key's owner.
+	APIKeys    bool   `json:"api_keys,omitempty"`
+	APIDataDir string `json:"api_data_dir,omitempty"`
 
-	gate    *sandboxroute.Gate
-	poolKey string
-	logger  *zap.Logger
+	gate     *sandboxroute.Gate
+	poolKey  string
+	storeKey string
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -110,11 +115,25 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.gate = &sandboxroute.Gate{Verifier: v, BaseDomains: bases, Kind: kind, SessionLifetime: session}
+	if h.APIKeys {
+		checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
+		if err != nil {
+			return fmt.Errorf("sandbox_ticket: api_keys: %w", err)
+		}
+		h.storeKey, h.gate.APIKeys = storeKey, checker
+	}
 	return nil
 }
 
-// Cleanup releases the shared store of spent nonces.
-func (h *SandboxTicket) Cleanup() error { return releaseVerifier(h.poolKey) }
+// Cleanup releases the shared store of spent nonces and the API store.
+func (h *SandboxTicket) Cleanup() error {
+	err := releaseVerifier(h.poolKey)
+	if h.storeKey != "" {
+		_, derr := apiStores.Delete(h.storeKey)
+		err = errors.Join(err, derr)
+	}
+	return err
+}
 
 // sharedVerifier returns a ticket verifier over the store of spent nonces that every handler with the same secret
 // shares (sandbox_ticket, sandbox_pages), so a ticket spent on one route is spent on all of them, across reloads.

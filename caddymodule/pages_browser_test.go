@@ -211,6 +211,7 @@ https://localhost:%d {
 %s
 }
 `, httpPort, httpsPort, e.ns, testenv.Image(t, "base"), profiles, httpsPort, site)
+	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/routes/mcpapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -137,7 +139,11 @@ type SandboxAPI struct {
 	// https://{id}.sandbox.example.com/ instead of a path on the gateway's origin.
 	ContentBaseURL string `json:"content_base_url,omitempty"`
 
+	// MCP serves the gateway's MCP server (Streamable HTTP) at this path, e.g. /mcp; empty: off.
+	MCP string `json:"mcp,omitempty"`
+
 	handler  *bayapi.Handler
+	mcp      *mcpapi.Server
 	storeKey string
 	vols     *volumeRemover
 }
@@ -226,6 +232,13 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		cfg.Tickets = ticketBackend{issuer: iss, urls: urls}
 	}
 	s.handler = bayapi.New(cfg)
+	if s.MCP != "" {
+		s.mcp, err = loadMCPServer(storeKey, ctx.Slogger())
+		if err != nil {
+			return fmt.Errorf("sandbox_api: %w", err)
+		}
+		s.mcp.SetOps(s.handler)
+	}
 	return nil
 }
 
@@ -238,12 +251,20 @@ func (s *SandboxAPI) Cleanup() error {
 	if s.storeKey != "" {
 		_, err := apiStores.Delete(s.storeKey)
 		errs = append(errs, err)
+		if s.mcp != nil {
+			_, err := mcpServers.Delete(s.storeKey)
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// ServeHTTP serves /health and /v1/...; anything else goes to next.
+// ServeHTTP serves /health, /v1/... and the MCP path; anything else goes to next.
 func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if s.mcp != nil && r.URL.Path == s.MCP {
+		s.mcp.Handler().ServeHTTP(w, r)
+		return nil
+	}
 	if !s.handler.Owns(r) {
 		return next.ServeHTTP(w, r)
 	}
@@ -263,6 +284,7 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 //	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
 //	    ticket_base_url  <url>                 # the gateway's origin, for ticket URLs
 //	    content_base_url <url>                 # the content origin's base, for app ticket URLs
+//	    mcp              [<path>]              # the MCP server, default path /mcp
 //	}
 func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	s := new(SandboxAPI)
@@ -302,6 +324,14 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 			err = oneString(d, &s.TicketBaseURL)
 		case "content_base_url":
 			err = oneString(d, &s.ContentBaseURL)
+		case "mcp":
+			s.MCP = "/mcp"
+			if d.NextArg() {
+				s.MCP = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		default:
 			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
 		}
@@ -323,6 +353,9 @@ func (s *SandboxAPI) Validate() error {
 			return fmt.Errorf("sandbox_api: a key is configured twice")
 		}
 		seen[k.Key] = true
+	}
+	if s.MCP != "" && (!strings.HasPrefix(s.MCP, "/") || s.MCP == "/" || s.MCP == "/v1" || strings.HasPrefix(s.MCP, "/v1/") || s.MCP == "/health") {
+		return fmt.Errorf("sandbox_api: mcp path %q must start with / and not overlap the REST API", s.MCP)
 	}
 	if s.MaxUploadBytes < 0 {
 		return fmt.Errorf("sandbox_api: max_upload must not be negative")

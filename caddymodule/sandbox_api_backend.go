@@ -414,3 +414,14 @@ func (b ticketBackend) Issue(_ context.Context, req bayapi.TicketRequest) (bayap
 	}
 	return out, nil
 }
+
+// Edit and Grep serve bayapi.FileTools (the MCP server's edit_file and search_files).
+func (a *agentBackend) Edit(ctx context.Context, t sandboxes.Target, req agentapi.EditRequest) (agentapi.EditResult, error) {
+	res, err := a.client(t).FSEdit(ctx, req)
+	return res, agentErr("editing a file", err)
+}
+
+func (a *agentBackend) Grep(ctx context.Context, t sandboxes.Target, req agentapi.GrepRequest) (agentapi.GrepResult, error) {
+	res, err := a.client(t).FSGrep(ctx, req)
+	return res, agentErr("searching files", err)
+}

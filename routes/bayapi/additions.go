@@ -186,7 +186,8 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	writeJSON(w, http.StatusCreated, json.RawMessage(doc))
 }
 
-var ticketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files"}
+// TicketScopes are the browser routes a ticket can open.
+var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files", "mcp"}
 
 func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
 	if h.cfg.Tickets == nil {
@@ -203,21 +204,16 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 		f.issue("enum", f.loc("permission"), "Input should be 'read' or 'write'", write, nil)
 	}
 	valid := false
-	for _, s := range ticketScopes {
+	for _, s := range TicketScopes {
 		valid = valid || s == scope
 	}
 	if !valid {
-		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(ticketScopes, ", "), scope, nil)
+		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(TicketScopes, ", "), scope, nil)
 	}
 	if !decodeOrFail(w, f) {
 		return
 	}
-	sb, err := h.unexpired(r.Context(), id, p)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	tk, err := h.cfg.Tickets.Issue(r.Context(), TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write == "write", TTL: time.Duration(ttl) * time.Second})
+	tk, err := h.IssueTicket(r.Context(), p, id, scope, write == "write", time.Duration(ttl)*time.Second)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -20,18 +20,10 @@ func (f *fields) dependencies() map[string]string {
 		f.issue("model_type", f.loc("dependencies"), "Input should be {python: {name: version}, node: {name: range}}", v, nil)
 		return nil
 	}
-	if err := d.Validate(); err != nil {
-		f.issue("value_error", f.loc("dependencies"), err.Error(), v, nil)
+	env, err := DependenciesEnv(&d) // ops.go: the same rules for every dialect
+	if err != nil {
+		f.issue("value_error", f.loc("dependencies"), AsError(err).Message, v, nil)
 		return nil
 	}
-	if len(d.Apt) > 0 {
-		f.issue("value_error", f.loc("dependencies"), "apt packages cannot be installed at create: the sandbox runs as a non-root "+
-			"user on a read-only root filesystem; build a derived image with them (make profile-images) and use it as the profile's image", v, nil)
-		return nil
-	}
-	if len(d.Python)+len(d.Node) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(d)
-	return map[string]string{sandboxes.EnvDependencies: string(b)}
+	return env
 }

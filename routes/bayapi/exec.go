@@ -3,7 +3,6 @@ package bayapi
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
@@ -18,14 +17,15 @@ const (
 	agentGrace = 10 * time.Second
 )
 
-type execMeta struct {
+// ExecMeta is what a caller may attach to an execution in the history (REST: include_code, description, tags).
+type ExecMeta struct {
 	includeCode bool
 	description *string
 	tags        *string
 }
 
-func readExecMeta(f *fields) execMeta {
-	return execMeta{
+func readExecMeta(f *fields) ExecMeta {
+	return ExecMeta{
 		includeCode: f.boolean("include_code", false),
 		description: f.optStr("description"),
 		tags:        f.optStr("tags"),
@@ -43,7 +43,7 @@ func emptyToNil(s string) *string {
 }
 
 // record stores an execution in the history; a failure to record is logged, never fails the call.
-func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed time.Duration, output, errText string, m execMeta) string {
+func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed time.Duration, output, errText string, m ExecMeta) string {
 	e := &HistoryEntry{
 		ID: newID("exec-"), SandboxID: sandboxID, ExecType: execType, Code: code, Success: success,
 		ExecutionTimeMS: elapsed.Milliseconds(), Output: strPtr(output), Error: emptyToNil(errText),
@@ -56,16 +56,15 @@ func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed
 }
 
 func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.kernelExec(w, r, p, "python", sandboxes.CapPython, h.cfg.Agent.Python)
+	h.kernelExec(w, r, p, LangPython)
 }
 
 // kernelRun runs code in one of the sandbox's persistent kernels.
 type kernelRun func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
 
-// kernelExec serves python/exec and node/exec, one body and one answer: code runs in the sandbox's kernel of
-// execType (needing capability) and is recorded in the history under execType. A nil run means the gateway's
-// agent client cannot run that kernel at all.
-func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal, execType, capability string, run kernelRun) {
+// kernelExec serves python/exec and node/exec, one body and one answer: RunKernel runs the code in the sandbox's
+// kernel of lang and records it in the history.
+func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal, lang string) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	code := f.str("code", true, "")
@@ -74,57 +73,29 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if run == nil {
-		writeError(w, r, errorf(CodeCapability, "this gateway's agent client does not run %s", execType).with("capability", capability).with("available", []string{}))
-		return
-	}
-	t, err := h.running(r.Context(), id, p, capability)
+	res, err := h.RunKernel(r.Context(), p, id, lang, code, time.Duration(timeout)*time.Second, meta)
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	d := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, d+agentGrace)
-	defer cancel()
-	start := time.Now()
-	res, err := run(ctx, t, PythonRequest{Code: code, Timeout: d})
-	elapsed := time.Since(start)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	text := res.Stdout
-	if res.Result != "" {
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		text += res.Result
-	}
-	errText := res.Error
-	if errText == "" {
-		// stderr of a successful cell (warnings) is output, as Jupyter shows it; it is not an error.
-		text += res.Stderr
 	}
 	images := make([]map[string]string, 0, len(res.Images))
 	for _, img := range res.Images {
 		images = append(images, map[string]string{"image/png": img})
 	}
-	success := res.Error == ""
-	eid := h.record(id, execType, code, success, elapsed, text, errText, meta)
 	var codeOut *string
 	if meta.includeCode {
 		codeOut = &code
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"success": success,
-		"output":  text,
-		"error":   emptyToNil(errText),
+		"success": res.Success,
+		"output":  res.Text,
+		"error":   emptyToNil(res.Error),
 		"data": map[string]any{
 			"execution_count": res.ExecutionCount,
-			"output":          map[string]any{"text": text, "images": images},
+			"output":          map[string]any{"text": res.Text, "images": images},
 		},
-		"execution_id":      eid,
-		"execution_time_ms": elapsed.Milliseconds(),
+		"execution_id":      res.ExecutionID,
+		"execution_time_ms": res.Elapsed.Milliseconds(),
 		"code":              codeOut,
 		"truncated":         res.Truncated, // our addition: the output was cut
 	})
@@ -153,40 +124,22 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	t, err := h.shellTarget(r.Context(), id, p, cwd, &req.Cwd)
+	res, err := h.RunShell(r.Context(), p, id, ShellParams{Command: command, Cwd: cwd, Timeout: time.Duration(timeout) * time.Second}, meta)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	ctx, cancel := contextWithTimeout(r, req.Timeout+agentGrace)
-	defer cancel()
-	start := time.Now()
-	res, err := h.cfg.Agent.Exec(ctx, t, req)
-	elapsed := time.Since(start)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	exit := res.ExitCode
-	errText := res.Stderr
-	if res.TimedOut {
-		exit = -1
-		errText = strings.TrimRight("Command timed out\n"+res.Stderr, "\n")
-	}
-	success := exit == 0 && !res.TimedOut
-	eid := h.record(id, "shell", command, success, elapsed, res.Stdout, errText, meta)
 	var cmdOut *string
 	if meta.includeCode {
 		cmdOut = &command
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"success":           success,
+		"success":           res.Success,
 		"output":            res.Stdout,
-		"error":             emptyToNil(errText),
-		"exit_code":         exit,
-		"execution_id":      eid,
-		"execution_time_ms": elapsed.Milliseconds(),
+		"error":             emptyToNil(res.Error),
+		"exit_code":         res.ExitCode,
+		"execution_id":      res.ExecutionID,
+		"execution_time_ms": res.Elapsed.Milliseconds(),
 		"command":           cmdOut,
 		"truncated":         res.Truncated, // our addition: the output was cut
 	})

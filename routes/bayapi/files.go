@@ -33,12 +33,7 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) 
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	b, err := h.cfg.Agent.ReadFile(r.Context(), t, fp)
+	b, err := h.ReadFile(r.Context(), p, r.PathValue("id"), fp)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -53,17 +48,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	c, err := cleanWorkspacePath(fp, false)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.cfg.Agent.WriteFile(r.Context(), t, c, strings.NewReader(content)); err != nil {
+	if err := h.WriteFile(r.Context(), p, r.PathValue("id"), fp, strings.NewReader(content)); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -92,18 +77,10 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	entries, err := h.ListDir(r.Context(), p, r.PathValue("id"), dp)
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	entries, err := h.cfg.Agent.ListDir(r.Context(), t, dp)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if entries == nil {
-		entries = []DirEntry{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }

@@ -111,30 +111,13 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p Principa
 		writeError(w, r, err)
 		return
 	}
-	if len(req.Paths) == 0 || len(req.Paths) > 1000 {
-		writeError(w, r, errorf(CodeValidation, "paths must list 1 to 1000 workspace paths"))
-		return
-	}
-	sb, err := h.visible(r.Context(), r.PathValue("id"), p)
+	id := r.PathValue("id")
+	es, err := h.ExportFiles(r.Context(), p, id, req.Paths)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	now := h.cfg.Now().UTC()
-	es := make([]Export, 0, len(req.Paths))
-	for _, raw := range req.Paths {
-		c, err := cleanWorkspacePath(raw, false)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		es = append(es, Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now})
-	}
-	if err := h.cfg.Store.putExports(es); err != nil {
-		writeError(w, r, fmt.Errorf("recording exports: %w", err))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": sb.ID, "exports": es})
+	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": id, "exports": es})
 }
 
 func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -164,99 +147,66 @@ func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p Principal
 		writeError(w, r, err)
 		return
 	}
+	res, err := h.ImportFile(r.Context(), p, r.PathValue("id"), ImportParams(req))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": res.Path, "size": res.Size, "source": res.Source})
+}
+
+// importSource opens what an import reads: an exported file of another sandbox of p's, or a public URL, once the
+// destination sandbox is known to be p's. It returns the body, a description of the source and its base name.
+func (h *Handler) importSource(ctx context.Context, p Principal, id string, req ImportParams) (io.ReadCloser, string, string, error) {
 	fromSandbox := req.FromSandbox != "" || req.Path != ""
 	if fromSandbox == (req.URL != "") {
-		writeError(w, r, errorf(CodeValidation, "give either from_sandbox and path, or url"))
-		return
+		return nil, "", "", errorf(CodeValidation, "give either from_sandbox and path, or url")
 	}
-	id := r.PathValue("id")
-	var (
-		body   io.ReadCloser
-		source string
-		base   string
-	)
-	if fromSandbox {
-		src, err := cleanWorkspacePath(req.Path, false)
-		if err != nil || req.FromSandbox == "" {
-			if err == nil {
-				err = errorf(CodeValidation, "from_sandbox is required with path")
-			}
-			writeError(w, r, err)
-			return
-		}
-		// The source must be the caller's (another owner's sandbox does not exist for it) and the path exported.
-		from, err := h.visible(r.Context(), req.FromSandbox, p)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		exp, err := h.cfg.Store.export(from.ID, src)
-		if err != nil {
-			writeError(w, r, fmt.Errorf("reading exports: %w", err))
-			return
-		}
-		if exp == nil {
-			writeError(w, r, errorf(CodeForbidden, "%s is not exported by sandbox %s", src, from.ID).with("sandbox_id", from.ID).with("path", src))
-			return
-		}
-		if _, err := h.visible(r.Context(), id, p); err != nil { // check the destination before starting the source
-			writeError(w, r, err)
-			return
-		}
-		st, err := h.running(r.Context(), from.ID, p, sandboxes.CapFilesystem)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		d, err := h.cfg.Agent.Download(r.Context(), st, src, "")
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		body, source, base = d.Body, "sandbox:"+from.ID+"/"+src, path.Base(src)
-	} else {
+	if !fromSandbox {
 		u, err := url.Parse(req.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			writeError(w, r, errorf(CodeValidation, "url must be an absolute http(s) URL"))
-			return
+			return nil, "", "", errorf(CodeValidation, "url must be an absolute http(s) URL")
 		}
-		if _, err := h.visible(r.Context(), id, p); err != nil {
-			writeError(w, r, err)
-			return
+		if _, err := h.visible(ctx, id, p); err != nil {
+			return nil, "", "", err
 		}
-		rc, err := fetchPublic(r.Context(), u)
+		rc, err := fetchPublic(ctx, u)
 		if err != nil {
-			writeError(w, r, err)
-			return
+			return nil, "", "", err
 		}
-		body, source, base = rc, u.Redacted(), path.Base(u.Path)
+		return rc, u.Redacted(), path.Base(u.Path), nil
 	}
-	defer body.Close()
-	dest := req.Destination
-	if dest == "" {
-		dest = base
-	}
-	dst, err := cleanWorkspacePath(dest, false)
+	src, err := cleanWorkspacePath(req.Path, false)
 	if err != nil {
-		writeError(w, r, err)
-		return
+		return nil, "", "", err
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapFilesystem)
+	if req.FromSandbox == "" {
+		return nil, "", "", errorf(CodeValidation, "from_sandbox is required with path")
+	}
+	// The source must be the caller's (another owner's sandbox does not exist for it) and the path exported.
+	from, err := h.visible(ctx, req.FromSandbox, p)
 	if err != nil {
-		writeError(w, r, err)
-		return
+		return nil, "", "", err
 	}
-	capped := &cappedReader{r: body, max: h.cfg.MaxUploadBytes}
-	n, err := h.cfg.Agent.Upload(r.Context(), t, dst, capped)
-	if capped.n > h.cfg.MaxUploadBytes || errors.Is(err, errTooLarge) {
-		writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
-		return
-	}
+	exp, err := h.cfg.Store.export(from.ID, src)
 	if err != nil {
-		writeError(w, r, err)
-		return
+		return nil, "", "", fmt.Errorf("reading exports: %w", err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": dst, "size": n, "source": source})
+	if exp == nil {
+		return nil, "", "", errorf(CodeForbidden, "%s is not exported by sandbox %s", src, from.ID).with("sandbox_id", from.ID).with("path", src)
+	}
+	if _, err := h.visible(ctx, id, p); err != nil { // check the destination before starting the source
+		return nil, "", "", err
+	}
+	st, err := h.running(ctx, from.ID, p, sandboxes.CapFilesystem)
+	if err != nil {
+		return nil, "", "", err
+	}
+	d, err := h.cfg.Agent.Download(ctx, st, src, "")
+	if err != nil {
+		return nil, "", "", err
+	}
+	return d.Body, "sandbox:" + from.ID + "/" + src, path.Base(src), nil
 }
 
 func decodeTransfer(r *http.Request, into any) error {

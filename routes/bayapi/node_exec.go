@@ -16,13 +16,5 @@ type NodeAgent interface {
 // nodeExec is POST /v1/sandboxes/{id}/node/exec: python/exec's body and answer, run in the sandbox's persistent
 // Node.js context (variables persist, top-level await, the last expression's value). Node answers carry no images.
 func (h *Handler) nodeExec(w http.ResponseWriter, r *http.Request, p Principal) {
-	var run kernelRun
-	if agent, ok := h.cfg.Agent.(NodeAgent); ok {
-		run = func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error) {
-			res, err := agent.Node(ctx, t, req)
-			res.Images = nil
-			return res, err
-		}
-	}
-	h.kernelExec(w, r, p, "node", sandboxes.CapNode, run)
+	h.kernelExec(w, r, p, LangNode)
 }

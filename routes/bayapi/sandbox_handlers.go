@@ -140,48 +140,13 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 			h.createFromSnapshot(w, r, p, *snapshotID, profile, ttl, depsEnv) // lifecycle_ops.go
 			return
 		}
-		var known []string
-		found := false
-		for _, pr := range h.cfg.Sandboxes.Profiles() {
-			known = append(known, pr.ID)
-			found = found || pr.ID == profile
-		}
-		if !found {
-			writeError(w, r, errorf(CodeValidation, "Invalid profile: %s", profile).with("profile", profile).with("available", known))
-			return
-		}
-		req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: depsEnv}
-		if ttl > 0 {
-			req.TTL = time.Duration(ttl) * time.Second
-		}
-		if cargoID != nil {
-			c, err := h.cfg.Store.Cargo(*cargoID)
-			if err != nil {
-				writeError(w, r, err)
-				return
-			}
-			if c == nil || (!p.Admin && c.Owner != p.Owner) {
-				writeError(w, r, errorf(CodeNotFound, "Cargo not found: %s", *cargoID))
-				return
-			}
-			req.WorkspaceID = c.ID
-		}
-		sb, err := h.cfg.Sandboxes.Create(r.Context(), req)
+		cp := CreateParams{Profile: profile, TTL: time.Duration(ttl) * time.Second, CargoID: cargoID}
+		resp, err := h.createSandboxEnv(r.Context(), p, cp, depsEnv)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		if cargoID == nil && sb.WorkspaceID != "" {
-			now := h.cfg.Now().UTC()
-			sid := sb.ID
-			if err := h.cfg.Store.PutCargo(&Cargo{
-				ID: sb.WorkspaceID, Owner: p.Owner, Managed: true, ManagedBySandboxID: &sid, Backend: cargoBackend,
-				SizeLimitMB: defaultCargoMB, CreatedAt: now, LastAccessedAt: now,
-			}); err != nil {
-				h.cfg.Logger.Warn("recording a managed cargo", "sandbox", sb.ID, "error", err)
-			}
-		}
-		writeJSON(w, http.StatusCreated, h.sandboxResponse(sb, false))
+		writeJSON(w, http.StatusCreated, resp)
 	})
 }
 
@@ -197,18 +162,10 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p Princi
 	if !decodeOrFail(w, q) {
 		return
 	}
-	opts := sandboxes.ListOptions{Status: sandboxes.Status(status), Limit: int(limit), Cursor: cursor}
-	if !p.Admin {
-		opts.Owner = p.Owner
-	}
-	list, next, err := h.cfg.Sandboxes.List(r.Context(), opts)
+	items, next, err := h.ListSandboxes(r.Context(), p, sandboxes.ListOptions{Status: sandboxes.Status(status), Limit: int(limit), Cursor: cursor})
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	items := make([]SandboxResponse, 0, len(list))
-	for _, sb := range list {
-		items = append(items, h.sandboxResponse(sb, false))
 	}
 	var nc *string
 	if next != "" {
@@ -227,40 +184,15 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p Principal
 }
 
 func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
-	id := r.PathValue("id")
-	sb, err := h.visible(r.Context(), id, p)
-	if err != nil {
-		if asAPIError(err).Code == CodeNotFound {
-			w.WriteHeader(http.StatusNoContent) // idempotent: already gone (or never visible to this caller)
-			return
-		}
+	if err := h.DeleteSandbox(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
-	}
-	if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil && asAPIError(err).Code != CodeNotFound {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.cfg.Store.DropHistory(id); err != nil {
-		h.cfg.Logger.Warn("dropping history of a deleted sandbox", "sandbox", id, "error", err)
-	}
-	if sb.WorkspaceID != "" {
-		if c, err := h.cfg.Store.Cargo(sb.WorkspaceID); err == nil && c != nil && c.Managed {
-			if err := h.cfg.Store.DeleteCargo(c.ID); err != nil {
-				h.cfg.Logger.Warn("forgetting a managed cargo", "cargo", c.ID, "error", err)
-			}
-		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
-	id := r.PathValue("id")
-	if _, err := h.visible(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.cfg.Sandboxes.Stop(r.Context(), id); err != nil {
+	if err := h.StopSandbox(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package sandboxroute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,13 +30,22 @@ type Gate struct {
 	Kind tickets.Kind
 	// SessionLifetime > 0 sets a session cookie after an accepted ticket; 0 disables sessions.
 	SessionLifetime time.Duration
+	// APIKeys, when set, also admits the API's bearer keys on mcp routes, for the sandboxes the key may see.
+	APIKeys KeyChecker
+}
+
+// KeyChecker checks an API key presented on a sandbox route.
+type KeyChecker interface {
+	// KeyAllows reports whether token is an API key whose owner owns sandbox id (or an admin key). A sandbox of
+	// another owner and one that does not exist answer alike.
+	KeyAllows(ctx context.Context, token, sandboxID string) bool
 }
 
 // Grant is an admitted request.
 type Grant struct {
 	Address Address
 	Claims  *tickets.Claims
-	// Via says what was presented: "query", "bearer" or "session".
+	// Via says what was presented: "query", "bearer", "session" or "api_key".
 	Via string
 }
 
@@ -74,16 +84,22 @@ func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) 
 		grant = Grant{Address: addr, Claims: c, Via: "session"}
 	} else if tok, ok := bearer(r); ok {
 		c, berr := g.Verifier.Verify(tok, want)
-		if berr != nil {
+		switch {
+		case berr == nil:
+			grant = Grant{Address: addr, Claims: c, Via: "bearer"}
+		case addr.Kind == tickets.KindMCP && g.APIKeys != nil && g.APIKeys.KeyAllows(r.Context(), tok, addr.SandboxID):
+			// An MCP client holding an API key reaches its own sandbox's MCP server directly, request after request.
+			grant = Grant{Address: addr, Via: "api_key",
+				Claims: &tickets.Claims{SandboxID: addr.SandboxID, Kind: addr.Kind, Permission: tickets.PermWrite}}
+		default:
 			return Grant{}, berr
 		}
-		grant = Grant{Address: addr, Claims: c, Via: "bearer"}
 	} else {
 		return Grant{}, err
 	}
 
 	stripCredentials(r, grant.Via)
-	if grant.Via != "session" && g.SessionLifetime > 0 {
+	if (grant.Via == "query" || grant.Via == "bearer") && g.SessionLifetime > 0 {
 		if err := g.setSession(w, grant); err != nil {
 			return Grant{}, err
 		}
@@ -146,7 +162,7 @@ func stripCredentials(r *http.Request, via string) {
 		r.URL.ForceQuery = false
 		r.RequestURI = r.URL.RequestURI()
 	}
-	if via == "bearer" {
+	if via == "bearer" || via == "api_key" {
 		r.Header.Del("Authorization")
 	}
 	removeCookie(r, SessionCookie)

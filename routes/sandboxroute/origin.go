@@ -17,18 +17,18 @@ const SandboxCSP = "sandbox allow-scripts allow-forms allow-modals allow-popups 
 	"allow-downloads allow-pointer-lock allow-presentation"
 
 // SetContentHeaders sets, before the proxy copies the sandbox's own headers, what sandbox content gets when it is
-// not served from the content origin: apps run under SandboxCSP, and workspace files are always downloads (never
+// not served from the content origin: every proxied response runs under SandboxCSP, and workspace files are always downloads (never
 // rendered on the gateway's origin, whatever their type). filePath is the files route's ?path=, for the name.
 // Headers the sandbox sends are added beside these, so they cannot lift the policy (browsers enforce every CSP).
 func SetContentHeaders(h http.Header, a Address, filePath string) {
 	if a.Subdomain {
 		return
 	}
+	// Every kind: the agent answering a route runs as the sandbox user, so sandbox code can replace it and answer
+	// terminal, cdp or mcp requests with a page of its own.
+	h.Set("Content-Security-Policy", SandboxCSP)
 	switch a.Kind {
-	case tickets.KindApp:
-		h.Set("Content-Security-Policy", SandboxCSP)
 	case tickets.KindFiles:
-		h.Set("Content-Security-Policy", SandboxCSP)
 		h.Set("X-Content-Type-Options", "nosniff")
 		name := path.Base(filePath)
 		if filePath == "" || name == "/" || name == "." {

@@ -96,6 +96,9 @@ func TestAgentPath(t *testing.T) {
 		{path: "/sandboxes/s/terminal/ws", query: "pty=../x", bad: true},
 		{path: "/sandboxes/s/terminal/", bad: true},
 		{path: "/sandboxes/s/files", query: "path=a.txt", want: "/v1/files", wantQuery: "path=a.txt"},
+		{path: "/sandboxes/s/mcp", want: "/mcp"},
+		{path: "/sandboxes/s/mcp/", want: "/mcp"},
+		{path: "/sandboxes/s/mcp/../v1/exec", bad: true},
 	}
 	for _, tc := range tests {
 		a, err := ParsePath(tc.path)
@@ -390,7 +393,8 @@ func TestSetContentHeaders(t *testing.T) {
 		{"files are downloads", Address{Kind: tickets.KindFiles}, "/workspace/x.html", SandboxCSP, `attachment; filename=x.html`},
 		{"files without a name", Address{Kind: tickets.KindFiles}, "", SandboxCSP, "attachment"},
 		{"odd names are quoted", Address{Kind: tickets.KindFiles}, `/w/a "b".html`, SandboxCSP, `attachment; filename="a \"b\".html"`},
-		{"terminal gets nothing", Address{Kind: tickets.KindTerminal}, "", "", ""},
+		{"terminal responses run sandboxed too", Address{Kind: tickets.KindTerminal}, "", SandboxCSP, ""},
+		{"mcp responses run sandboxed too", Address{Kind: tickets.KindMCP}, "", SandboxCSP, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
@@ -400,6 +404,63 @@ func TestSetContentHeaders(t *testing.T) {
 			}
 			if got := h.Get("Content-Disposition"); got != tc.disp {
 				t.Errorf("Content-Disposition %q, want %q", got, tc.disp)
+			}
+		})
+	}
+}
+
+// keysOf is a fake KeyChecker: token -> the sandboxes it may reach.
+type keysOf map[string][]string
+
+func (k keysOf) KeyAllows(_ context.Context, token, id string) bool {
+	for _, s := range k[token] {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestGateAPIKeyOnMCP(t *testing.T) {
+	g, iss := newGate(t, time.Minute)
+	g.APIKeys = keysOf{"key-alice": {"s1"}}
+	tests := []struct {
+		name, method, path, auth string
+		via                      string // "" means refused
+	}{
+		{"owner's key on mcp", "POST", "/sandboxes/s1/mcp", "Bearer key-alice", "api_key"},
+		{"owner's key on the event stream", "GET", "/sandboxes/s1/mcp", "Bearer key-alice", "api_key"},
+		{"another sandbox", "POST", "/sandboxes/s2/mcp", "Bearer key-alice", ""},
+		{"unknown key", "POST", "/sandboxes/s1/mcp", "Bearer key-mallory", ""},
+		{"a key opens no other kind", "GET", "/sandboxes/s1/files", "Bearer key-alice", ""},
+		{"a key opens no terminal", "GET", "/sandboxes/s1/terminal/", "Bearer key-alice", ""},
+		{"mcp ticket", "POST", "/sandboxes/s1/mcp", "Bearer " + mint(t, iss, "s1", tickets.KindMCP, tickets.PermWrite), "bearer"},
+		{"a read ticket cannot drive mcp", "GET", "/sandboxes/s1/mcp", "Bearer " + mint(t, iss, "s1", tickets.KindMCP, tickets.PermRead), ""},
+		{"a terminal ticket is not an mcp ticket", "POST", "/sandboxes/s1/mcp", "Bearer " + mint(t, iss, "s1", tickets.KindTerminal, tickets.PermWrite), ""},
+		{"nothing", "POST", "/sandboxes/s1/mcp", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "https://gw"+tc.path, nil)
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			w := httptest.NewRecorder()
+			grant, err := g.Authorize(w, r)
+			if tc.via == "" {
+				if err == nil || !IsRefusal(err) {
+					t.Fatalf("admitted (%+v) or not a refusal: %v", grant, err)
+				}
+				return
+			}
+			if err != nil || grant.Via != tc.via {
+				t.Fatalf("grant %+v, %v; want via %s", grant, err, tc.via)
+			}
+			if r.Header.Get("Authorization") != "" {
+				t.Fatal("the credential reached the agent")
+			}
+			if tc.via == "api_key" && len(w.Result().Cookies()) != 0 {
+				t.Fatal("an API key got a session cookie")
 			}
 		})
 	}

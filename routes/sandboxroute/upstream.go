@@ -17,6 +17,9 @@ import (
 // view-only (it drops key, pointer and clipboard messages), told the permission in X-Sandgate-Permission. An app WebSocket is an ordinary GET to the app; a read ticket lets a viewer load
 // an app that pushes updates (the agent tells the app the permission in X-Sandgate-Permission).
 func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
+	if kind == tickets.KindMCP {
+		return tickets.PermWrite // every MCP request, even the GET of its event stream, belongs to a session that drives the sandbox
+	}
 	if IsWebSocket(r) {
 		switch kind {
 		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP:
@@ -103,6 +106,7 @@ type AgentRequest struct {
 //	app       -> /proxy/{port}{rest}        vnc -> /vnc{rest}        cdp -> /cdp{rest}
 //	pty       -> /v1/pty/{pty}/ws           terminal: /ws?pty={pty} -> /v1/pty/{pty}/ws
 //	files     -> /v1/files{rest}
+//	mcp       -> /mcp                       (/sandboxes/{id}/mcp exactly)
 //
 // port is the app port to use (the caller resolves path, directive and profile defaults).
 func AgentPath(a Address, port int, rawQuery string) (AgentRequest, error) {
@@ -137,6 +141,11 @@ func AgentPath(a Address, port int, rawQuery string) (AgentRequest, error) {
 		return AgentRequest{EscapedPath: "/v1/pty/" + pty + "/ws", RawQuery: RemoveQueryParam(rawQuery, "pty")}, nil
 	case tickets.KindFiles:
 		return AgentRequest{EscapedPath: "/v1/files" + strings.TrimSuffix(a.Rest, "/"), RawQuery: rawQuery}, nil
+	case tickets.KindMCP:
+		if a.Rest != "" && a.Rest != "/" {
+			return AgentRequest{}, fmt.Errorf("the sandbox's MCP endpoint is /sandboxes/%s/mcp", a.SandboxID)
+		}
+		return AgentRequest{EscapedPath: "/mcp", RawQuery: rawQuery}, nil
 	}
 	return AgentRequest{}, fmt.Errorf("unknown route kind %q", a.Kind)
 }

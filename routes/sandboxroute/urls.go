@@ -53,6 +53,9 @@ func (u URLs) Ticket(id string, kind tickets.Kind, token string) string {
 		ws := strings.Replace(strings.Replace(u.Gateway, "https://", "wss://", 1), "http://", "ws://", 1)
 		return ws + path + q
 	}
+	if kind == tickets.KindMCP {
+		return u.Gateway + path + q // the agent's endpoint is /mcp itself
+	}
 	return u.Gateway + path + "/" + q
 }
 

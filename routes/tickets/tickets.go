@@ -49,10 +49,11 @@ const (
 	KindCDP      Kind = "cdp"      // Chrome DevTools Protocol
 	KindPTY      Kind = "pty"      // a raw PTY WebSocket
 	KindFiles    Kind = "files"    // file download and upload URLs
+	KindMCP      Kind = "mcp"      // the agent's MCP server (Streamable HTTP), for an MCP client that wants one sandbox
 )
 
 // Kinds lists every route kind.
-var Kinds = []Kind{KindApp, KindVNC, KindTerminal, KindCDP, KindPTY, KindFiles}
+var Kinds = []Kind{KindApp, KindVNC, KindTerminal, KindCDP, KindPTY, KindFiles, KindMCP}
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
@@ -68,7 +69,7 @@ func (k Kind) Valid() bool {
 func ParseKind(s string) (Kind, error) {
 	k := Kind(s)
 	if !k.Valid() {
-		return "", fmt.Errorf("unknown route kind %q (known: app, vnc, terminal, cdp, pty, files)", s)
+		return "", fmt.Errorf("unknown route kind %q (known: app, vnc, terminal, cdp, pty, files, mcp)", s)
 	}
 	return k, nil
 }

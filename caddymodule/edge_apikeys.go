@@ -1,0 +1,48 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route: the key's owner must
+// own the sandbox (admin keys reach any), checked against the Manager, as the REST API scopes its calls.
+type apiKeyChecker struct {
+	keys liveKeys
+	m    *sandboxes.Manager
+}
+
+func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
+	p, ok := k.keys.Lookup(token)
+	if !ok {
+		return false
+	}
+	sb, err := k.m.Get(ctx, sandboxID)
+	return err == nil && (p.Admin || sb.Owner == p.Owner)
+}
+
+// newAPIKeyChecker takes a reference to the API store of dataDir (for its live key ring); release it with
+// apiStores.Delete on the returned key.
+func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
+	appIface, err := ctx.App("sandboxes")
+	if err != nil {
+		return apiKeyChecker{}, "", fmt.Errorf("needs the sandboxes app: %w", err)
+	}
+	app, ok := appIface.(*App)
+	if !ok || app.Manager() == nil {
+		return apiKeyChecker{}, "", fmt.Errorf("the sandboxes app has no Manager")
+	}
+	dir, err := apiDataDir(dataDir)
+	if err != nil {
+		return apiKeyChecker{}, "", err
+	}
+	holder, storeKey, err := loadAPIStore(dir)
+	if err != nil {
+		return apiKeyChecker{}, "", fmt.Errorf("the API's store: %w", err)
+	}
+	return apiKeyChecker{keys: liveKeys{ring: holder.keys}, m: app.Manager()}, storeKey, nil
+}

@@ -1,0 +1,69 @@
+package bayapi
+
+import (
+	"context"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// FileTools is implemented by an Agent that edits and searches workspace files in place (the agent's /v1/fs/edit
+// and /v1/fs/grep). The REST API has no route for them; the MCP server's edit_file and search_files use them.
+type FileTools interface {
+	Edit(ctx context.Context, t sandboxes.Target, req agentapi.EditRequest) (agentapi.EditResult, error)
+	Grep(ctx context.Context, t sandboxes.Target, req agentapi.GrepRequest) (agentapi.GrepResult, error)
+}
+
+func (h *Handler) fileTools() (FileTools, error) {
+	ft, ok := h.cfg.Agent.(FileTools)
+	if !ok {
+		return nil, errorf(CodeCapability, "this gateway's agent client does not edit or search files").
+			with("capability", "file_tools").with("available", []string{})
+	}
+	return ft, nil
+}
+
+// EditFile replaces text in a workspace file of a sandbox p owns: req.Old must occur exactly once unless
+// req.ReplaceAll.
+func (h *Handler) EditFile(ctx context.Context, p Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error) {
+	ft, err := h.fileTools()
+	if err != nil {
+		return agentapi.EditResult{}, err
+	}
+	if req.Path, err = cleanWorkspacePath(req.Path, false); err != nil {
+		return agentapi.EditResult{}, err
+	}
+	if req.Old == "" {
+		return agentapi.EditResult{}, errorf(CodeValidation, "the text to replace must not be empty")
+	}
+	t, err := h.running(ctx, id, p, sandboxes.CapFilesystem)
+	if err != nil {
+		return agentapi.EditResult{}, err
+	}
+	return ft.Edit(ctx, t, req)
+}
+
+// SearchFiles greps the workspace (or req.Path inside it) of a sandbox p owns.
+func (h *Handler) SearchFiles(ctx context.Context, p Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error) {
+	ft, err := h.fileTools()
+	if err != nil {
+		return agentapi.GrepResult{}, err
+	}
+	if req.Path == "" {
+		req.Path = "."
+	}
+	if req.Path, err = cleanWorkspacePath(req.Path, true); err != nil {
+		return agentapi.GrepResult{}, err
+	}
+	if req.Pattern == "" {
+		return agentapi.GrepResult{}, errorf(CodeValidation, "the pattern must not be empty")
+	}
+	t, err := h.running(ctx, id, p, sandboxes.CapFilesystem)
+	if err != nil {
+		return agentapi.GrepResult{}, err
+	}
+	return ft.Grep(ctx, t, req)
+}
+
+// Profiles lists the profiles a sandbox can be created from.
+func (h *Handler) Profiles() []sandboxes.Profile { return h.cfg.Sandboxes.Profiles() }
