@@ -238,6 +238,21 @@ async function cdp() {
   }
 }
 
+// ONLY=shared: the console and apps on one origin (shared_origin). The operator is logged in; the attack page,
+// served in path form under Content-Security-Policy: sandbox, tries the console.
+async function shared(context) {
+  const page = await context.newPage();
+  await goto(page, base + '/console/');
+  await page.getByLabel('API key').fill(env.KEY);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForSelector('#sandboxes', { timeout: 60000 });
+  await goto(page, env.ATTACK_URL);
+  await page.waitForFunction(() => window.attackResult, null, { timeout: 90000 });
+  const res = await page.evaluate(() => window.attackResult);
+  const origin = await page.evaluate(() => String(self.origin));
+  return { attack: res, origin };
+}
+
 (async () => {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium', headless: true,
@@ -248,6 +263,10 @@ async function cdp() {
   let context;
   try {
     context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 600 }, acceptDownloads: true });
+    if (env.ONLY === 'shared') {
+      console.log('RESULT ' + JSON.stringify(await shared(context)));
+      return;
+    }
     log('terminal from the API ticket URL');
     out.terminal = await terminal(context);
     const page = await context.newPage();
