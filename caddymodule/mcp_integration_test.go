@@ -37,7 +37,7 @@ func startMCPGateway(t *testing.T) *edgeGateway {
 	sandbox_ticket /sandboxes/* {
 		api_keys
 	}
-	sandbox_proxy /sandboxes/*`, mcpKeyAlice, mcpKeyBob)
+	sandbox_proxy /sandboxes/* terminal pty vnc cdp files mcp`, mcpKeyAlice, mcpKeyBob)
 	return startEdgeWithProfiles(t, site, "")
 }
 
