@@ -108,6 +108,7 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 		}
 	}
 	m.sweepOrphans(ctx, &rep)
+	m.sweepSnapshotOrphans(ctx, &rep) // snapshots.go
 	m.flushAll()
 	if rep != (GCReport{}) {
 		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,

@@ -416,3 +416,44 @@ func (m *Manager) createOnCopy(ctx context.Context, req CreateRequest, ws string
 	}
 	return sb, nil
 }
+
+// sweepSnapshotOrphans removes snapshot volumes of this namespace and instance that no snapshot record names (a
+// gateway that died between a copy and its record leaves one) once they are older than the orphan minimum age.
+// It holds snapMu, so no capture whose record is still to be written is in flight.
+func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
+	ss, ok := m.store.(SnapshotStore)
+	if !ok {
+		return
+	}
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	vols, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label("snapshot"): ""})
+	if err != nil || len(vols) == 0 {
+		return
+	}
+	all, err := ss.LoadSnapshots()
+	if err != nil {
+		rep.Errors++
+		m.log.Warn("reading snapshots for the orphan sweep", "error", err)
+		return
+	}
+	known := make(map[string]bool, len(all))
+	for _, s := range all {
+		known[s.Volume] = true
+	}
+	m.mu.RLock()
+	minAge := m.cfg.OrphanMinAge
+	m.mu.RUnlock()
+	for _, v := range vols {
+		if known[v.Name] || time.Since(v.Created) < minAge {
+			continue
+		}
+		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
+			rep.Errors++
+			m.log.Warn("removing orphan snapshot volume", "volume", v.Name, "error", err)
+			continue
+		}
+		rep.OrphanVolumes++
+		m.emit(Event{Type: EventGC, Reason: "orphan_snapshot"})
+	}
+}

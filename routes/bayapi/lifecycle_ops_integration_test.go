@@ -209,4 +209,33 @@ func TestIdlePauseAgainstGateway(t *testing.T) {
 	if err != nil || !strings.Contains(r.Output, "yes") {
 		t.Fatalf("python after the idle pause: %+v %v", r, err)
 	}
+
+	// The admin API pauses, resumes and snapshots too (the operator's own: no owner scoping).
+	admin := client.New("http://"+g.AdminAddr, "")
+	var st struct {
+		Status string `json:"status"`
+	}
+	if err := admin.Do(ctx, "POST", "/sandboxes/"+sb.ID+"/pause", nil, &st); err != nil || st.Status != "paused" {
+		t.Fatalf("admin pause: %+v %v", st, err)
+	}
+	if err := admin.Do(ctx, "POST", "/sandboxes/"+sb.ID+"/resume", nil, &st); err != nil || st.Status != "ready" {
+		t.Fatalf("admin resume: %+v %v", st, err)
+	}
+	var snap struct {
+		ID string `json:"id"`
+	}
+	if err := admin.Do(ctx, "POST", "/sandboxes/"+sb.ID+"/snapshots", map[string]any{"name": "ops"}, &snap); err != nil || snap.ID == "" {
+		t.Fatalf("admin snapshot: %+v %v", snap, err)
+	}
+	var list struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+	}
+	if err := admin.Do(ctx, "GET", "/sandbox-snapshots", nil, &list); err != nil || len(list.Items) != 1 || list.Items[0].ID != snap.ID {
+		t.Fatalf("admin snapshot list: %+v %v", list, err)
+	}
+	if err := admin.Do(ctx, "DELETE", "/sandbox-snapshots/"+snap.ID, nil, nil); err != nil {
+		t.Fatalf("admin snapshot delete: %v", err)
+	}
 }

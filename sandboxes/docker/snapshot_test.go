@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -140,5 +141,36 @@ func TestSnapshotRestoreForkQuota(t *testing.T) {
 	}
 	if err := h.mgr.DeleteSnapshot(ctx, again.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSnapshotOrphanSwept: a snapshot volume no record names (a gateway died between the copy and its record) is
+// removed by the collector; a recorded snapshot's volume is kept.
+func TestSnapshotOrphanSwept(t *testing.T) {
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}, GCInterval: time.Hour,
+		OrphanMinAge: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := h.create("small")
+	h.ready(sb.ID)
+	snap, err := h.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := h.ns + "-snap-0123456789ab"
+	if _, err := h.cli.VolumeCreate(ctx, volume.CreateOptions{Name: orphan, Labels: map[string]string{
+		h.ns + ".managed": "true", h.ns + ".instance": h.mgr.Instance(), h.ns + ".snapshot": "snap-0123456789ab"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Older than the 1 ms minimum age by the time the collector looks (Docker records creation to the second).
+	h.mgr.CollectGarbage(ctx)
+	if _, err := h.cli.VolumeInspect(ctx, orphan); !cerrdefs.IsNotFound(err) {
+		t.Fatalf("orphan snapshot volume survived the sweep: %v", err)
+	}
+	if _, err := h.cli.VolumeInspect(ctx, snap.Volume); err != nil {
+		t.Fatalf("the recorded snapshot's volume was swept: %v", err)
+	}
+	if got, _ := h.mgr.Get(ctx, sb.ID); got == nil || got.Status != sandboxes.StatusReady {
+		t.Fatalf("the sandbox after the sweep: %+v", got)
 	}
 }
