@@ -108,7 +108,7 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 	// a busy machine the docker and agent calls between the first request and the open stream can outlast that
 	// (the sandbox then stops and the PTY with it): try again until the stream is open, its lease then holds.
 	var c *websocket.Conn
-	var pty string
+	var pty, agentURL, token string
 	readRefused := false
 	for attempt := 1; c == nil; attempt++ {
 		if ctx.Err() != nil {
@@ -118,8 +118,8 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 		if status == http.StatusUnauthorized {
 			t.Fatal("ticket refused")
 		}
-		agentURL, token, ok := e.runningAgentOf(id)
-		if !ok {
+		var ok bool
+		if agentURL, token, ok = e.runningAgentOf(id); !ok {
 			continue // idle-stopped already
 		}
 		var err error
@@ -169,6 +169,26 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 	if err := ptyRun(ctx, c, "echo after-$((10+5))", "after-15"); err != nil {
 		t.Fatalf("terminal after reload: %v", err)
 	}
+
+	// A second stream holds a lease until the end: below, c is closed (1009) before the pty route reattaches, and
+	// that gap must not let the sandbox idle-stop on a busy machine.
+	holdPTY, err := createPTYOnce(agentURL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, _, err := websocket.Dial(ctx, wss+"/sandboxes/"+id+"/terminal/ws?pty="+holdPTY+"&ticket="+e.ticket(t, id, tickets.KindTerminal, tickets.PermWrite),
+		&websocket.DialOptions{HTTPClient: e.client})
+	if err != nil {
+		t.Fatalf("dialing the lease-holding terminal: %v", err)
+	}
+	defer hold.CloseNow()
+	go func() { // read (and discard) so the stream stays healthy; the test never looks at it
+		for {
+			if _, _, err := hold.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
 
 	// An oversized message is refused by the agent with 1009, the limit the gateway set.
 	big := append([]byte{agentapi.PTYChannelStdin}, bytes.Repeat([]byte("x"), 8<<10)...)
