@@ -62,7 +62,8 @@ func (r *reapSource) Get(_ context.Context, id string) (*sandboxes.Sandbox, erro
 }
 
 // TestHistoryReaper: history goes with its sandbox on a deleted event (any deletion path: TTL expiry, console,
-// admin), and a sweep drops the history of sandboxes deleted while nobody listened. A live sandbox's history stays.
+// admin), and a periodic sweep drops the history of sandboxes deleted while nobody listened. A live sandbox's
+// history stays.
 func TestHistoryReaper(t *testing.T) {
 	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
 	if err != nil {
@@ -75,7 +76,7 @@ func TestHistoryReaper(t *testing.T) {
 	src := &reapSource{alive: map[string]bool{"sb-live": true, "sb-expired": true}, ch: make(chan sandboxes.Event, 4)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); st.ReapHistory(ctx, src, time.Hour, nil) }()
+	go func() { defer close(done); st.ReapHistory(ctx, src, 50*time.Millisecond, nil) }()
 	defer func() { cancel(); <-done }()
 	has := func(id string) bool {
 		h, _ := st.History(id)
@@ -91,7 +92,7 @@ func TestHistoryReaper(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	waitFor("the start sweep to drop sb-missed", func() bool { return !has("sb-missed") })
+	waitFor("a sweep to drop sb-missed", func() bool { return !has("sb-missed") })
 	src.mu.Lock()
 	src.alive["sb-expired"] = false
 	src.mu.Unlock()

@@ -17,8 +17,9 @@ type HistorySource interface {
 
 // ReapHistory removes the execution history of deleted sandboxes until ctx ends. Every deletion path of the core
 // (API or console delete, admin delete, TTL expiry, orphan sweep) ends in one "deleted" event, so that event is the
-// hook; a sweep at start and every interval drops the history of any sandbox the core no longer knows, which covers
-// events a slow subscriber lost and deletions made while the gateway was down.
+// hook; a sweep every interval drops the history of any sandbox the core no longer knows, which covers events a slow
+// subscriber lost and deletions made while the gateway was down. There is no sweep at start: the reaper starts when
+// the API is provisioned, before the Manager has loaded its sandboxes, when every sandbox would look deleted.
 func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval time.Duration, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
@@ -27,7 +28,6 @@ func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval tim
 	defer cancel()
 	sweep := time.NewTicker(interval)
 	defer sweep.Stop()
-	s.sweepHistory(ctx, src, log)
 	for {
 		select {
 		case <-ctx.Done():

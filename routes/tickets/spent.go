@@ -73,10 +73,10 @@ func (s *SpentNonces) useLeeway(leeway time.Duration) {
 	s.mu.Unlock()
 }
 
-// bucketOf is the bucket of a ticket expiring at exp: the first bucket boundary at or after exp plus the grace, so
-// a bucket may be dropped once the clock passes its key.
-func (s *SpentNonces) bucketOf(exp time.Time) int64 {
-	end := exp.Add(s.grace).UnixNano()
+// bucketOf is the bucket of a ticket expiring at exp: the first bucket boundary at or after exp. It depends on exp
+// alone (signed, so a replay lands in the same bucket), never on the leeway, which may grow while nonces are held.
+func bucketOf(exp time.Time) int64 {
+	end := exp.UnixNano()
 	w := int64(spentBucket)
 	k := end / w
 	if end%w != 0 {
@@ -85,13 +85,15 @@ func (s *SpentNonces) bucketOf(exp time.Time) int64 {
 	return k
 }
 
-// prune drops every bucket whose tickets have all expired. It runs at most once per second of the store's clock.
+// prune drops every bucket whose tickets have all expired, leeway included: a bucket k holds tickets expiring at or
+// before k*spentBucket, which pass no exp check after k*spentBucket + grace. It runs at most once per second of the
+// store's clock.
 func (s *SpentNonces) prune(now time.Time) {
 	if now.Sub(s.lastPrune) < time.Second && now.After(s.lastPrune) {
 		return
 	}
 	s.lastPrune = now
-	limit := now.UnixNano() / int64(spentBucket)
+	limit := now.Add(-s.grace).UnixNano() / int64(spentBucket)
 	for k, b := range s.buckets {
 		if k > limit {
 			continue
@@ -113,7 +115,7 @@ func (s *SpentNonces) spend(nonce, subject string, exp time.Time, _ time.Duratio
 	defer s.mu.Unlock()
 	now := s.now()
 	s.prune(now)
-	k := s.bucketOf(exp)
+	k := bucketOf(exp)
 	b := s.buckets[k]
 	if _, seen := b[nonce]; seen {
 		// A replay carries the same signed exp, so it lands in the same bucket.

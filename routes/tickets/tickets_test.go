@@ -412,3 +412,29 @@ func FuzzVerify(f *testing.F) {
 		_, _ = ver.VerifySession(token, want)
 	})
 }
+
+// TestSpentNonceSurvivesALeewayIncrease: a reload that adds a verifier with a larger leeway must not move spent
+// nonces out of reach: the ticket stays spent.
+func TestSpentNonceSurvivesALeewayIncrease(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 3, 0, time.UTC)}
+	spent, _ := NewSpentNonces(10, c.now)
+	iss, _ := NewIssuer(IssuerConfig{Secret: secret, Now: c.now})
+	before, _ := NewVerifier(VerifierConfig{Secret: secret, Spent: spent, Now: c.now, Leeway: time.Second})
+	want := Expect{SandboxID: "s", Kind: KindApp}
+	var toks []string
+	for range 20 {
+		tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Subject: "alice", Lifetime: time.Duration(len(toks)+1) * time.Second})
+		toks = append(toks, tk.Token)
+	}
+	for _, tok := range toks[:10] {
+		if _, err := before.Verify(tok, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _ := NewVerifier(VerifierConfig{Secret: secret, Spent: spent, Now: c.now, Leeway: 9 * time.Second})
+	for i, tok := range toks[:10] {
+		if _, err := after.Verify(tok, want); reasonOf(err) != ReasonReplayed {
+			t.Fatalf("ticket %d replayed after the leeway grew: %v", i, err)
+		}
+	}
+}
