@@ -272,6 +272,17 @@ func TestBrowserCDPAndVNC(t *testing.T) {
 				t.Fatalf("%s: reply %s", how.path, reply)
 			}
 		}
+		// Browser.crash is answered too; messages the filter cannot read exactly as Chromium would end the
+		// connection (1008) and never reach Chromium.
+		if reply := cdpCall(t, sb, "/cdp?filter=browser_close", nil, `{"id":47,"method":"Browser.crash"}`); reply != `{"id":47,"result":{}}` {
+			t.Fatalf("Browser.crash: reply %s", reply)
+		}
+		for _, msg := range []string{`{"id":1.0,"method":"Browser.close"}`, `{"id":44,"method":"Browser.getVersion","method":"Browser.close"}`,
+			`{"id":45,"sessionId":5,"method":"Browser.close"}`, "{\"id\":46,\"method\":\"Browser.close\",\"params\":{\"x\":\"\xff\"}}"} {
+			if reply := cdpCall(t, sb, "/cdp?filter=browser_close", nil, msg); reply != "" {
+				t.Fatalf("%q through the filter: reply %s", msg, reply)
+			}
+		}
 		// Other commands still pass.
 		if reply := cdpCall(t, sb, "/cdp?filter=browser_close", nil, `{"id":42,"method":"Browser.getVersion"}`); !strings.Contains(reply, `"product"`) {
 			t.Fatalf("getVersion through filter: %s", reply)
