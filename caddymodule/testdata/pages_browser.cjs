@@ -43,14 +43,16 @@ async function litPixels(tab) {
   }
 }
 
-// goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED: Docker adding interfaces on this shared
-// machine makes Chromium's network-change detector drop in-flight requests.
+// goto retries navigations Chromium aborts because the network changed: Docker adding interfaces on this shared
+// machine makes Chromium's network-change detector drop in-flight requests (ERR_NETWORK_CHANGED, or the navigation
+// is "interrupted by another navigation to chrome-error://chromewebdata/", its error page). Other tests keep making
+// containers, so this repeats for as long as the machine is busy.
 async function goto(page, url) {
-  for (let i = 0; ; i++) {
+  for (;;) {
     try {
       return await page.goto(url);
     } catch (e) {
-      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
+      if (Date.now() > deadline || !/ERR_NETWORK_CHANGED|chrome-error:\/\/chromewebdata/.test(String(e))) throw e;
       await page.waitForTimeout(500);
     }
   }
