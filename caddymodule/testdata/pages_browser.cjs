@@ -91,14 +91,21 @@ async function typeLine(page, line) {
 }
 
 // openFromConsole clicks an open button of the sandbox's row and returns the page it opened.
+// A navigation Chromium drops because the network changed (see goto) ends on its error page: the console mints a
+// fresh ticket on every click, so click again.
 async function openFromConsole(context, page, id, label) {
-  const [tab] = await Promise.all([
-    context.waitForEvent('page'),
-    page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
-  ]);
-  await tab.waitForURL(/\/sandboxes\/[^/]+\/(terminal|vnc|app)\//);
-  await tab.waitForLoadState('domcontentloaded');
-  return tab;
+  for (;;) {
+    const [tab] = await Promise.all([
+      context.waitForEvent('page'),
+      page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
+    ]);
+    await tab.waitForURL((u) => /\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(u.href) || u.href.startsWith('chrome-error:'));
+    if (!tab.url().startsWith('chrome-error:') || Date.now() > deadline) {
+      await tab.waitForLoadState('domcontentloaded');
+      return tab;
+    }
+    await tab.close();
+  }
 }
 
 const steps = {
