@@ -43,14 +43,16 @@ async function litPixels(tab) {
   }
 }
 
-// goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED: Docker adding interfaces on this shared
-// machine makes Chromium's network-change detector drop in-flight requests.
+// goto retries navigations Chromium aborts because the network changed: Docker adding interfaces on this shared
+// machine makes Chromium's network-change detector drop in-flight requests (ERR_NETWORK_CHANGED, or the navigation
+// is "interrupted by another navigation to chrome-error://chromewebdata/", its error page). Other tests keep making
+// containers, so this repeats for as long as the machine is busy.
 async function goto(page, url) {
-  for (let i = 0; ; i++) {
+  for (;;) {
     try {
       return await page.goto(url);
     } catch (e) {
-      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
+      if (Date.now() > deadline || !/ERR_NETWORK_CHANGED|chrome-error:\/\/chromewebdata/.test(String(e))) throw e;
       await page.waitForTimeout(500);
     }
   }
@@ -89,14 +91,21 @@ async function typeLine(page, line) {
 }
 
 // openFromConsole clicks an open button of the sandbox's row and returns the page it opened.
+// A navigation Chromium drops because the network changed (see goto) ends on its error page: the console mints a
+// fresh ticket on every click, so click again.
 async function openFromConsole(context, page, id, label) {
-  const [tab] = await Promise.all([
-    context.waitForEvent('page'),
-    page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
-  ]);
-  await tab.waitForURL(/\/sandboxes\/[^/]+\/(terminal|vnc|app)\//);
-  await tab.waitForLoadState('domcontentloaded');
-  return tab;
+  for (;;) {
+    const [tab] = await Promise.all([
+      context.waitForEvent('page'),
+      page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
+    ]);
+    await tab.waitForURL((u) => /\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(u.href) || u.href.startsWith('chrome-error:'));
+    if (!tab.url().startsWith('chrome-error:') || Date.now() > deadline) {
+      await tab.waitForLoadState('domcontentloaded');
+      return tab;
+    }
+    await tab.close();
+  }
 }
 
 const steps = {
