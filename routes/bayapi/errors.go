@@ -200,6 +200,10 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if details == nil {
 		details = map[string]any{}
 	}
+	if e.status() == http.StatusServiceUnavailable {
+		// Retryable (a rebuild after a crash, a start another request began): say when.
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.status(), map[string]any{"error": errorBody{
 		Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: details,
 	}})

@@ -126,7 +126,7 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p Principa
 	now := h.cfg.Now().UTC()
 	es := make([]Export, 0, len(req.Paths))
 	for _, raw := range req.Paths {
-		c, err := cleanWorkspacePath(raw, false)
+		c, err := cleanWorkspacePath("paths", raw, false)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -179,7 +179,7 @@ func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p Principal
 		base   string
 	)
 	if fromSandbox {
-		src, err := cleanWorkspacePath(req.Path, false)
+		src, err := cleanWorkspacePath("path", req.Path, false)
 		if err != nil || req.FromSandbox == "" {
 			if err == nil {
 				err = errorf(CodeValidation, "from_sandbox is required with path")
@@ -239,7 +239,7 @@ func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p Principal
 	if dest == "" {
 		dest = base
 	}
-	dst, err := cleanWorkspacePath(dest, false)
+	dst, err := cleanWorkspacePath("destination", dest, false)
 	if err != nil {
 		writeError(w, r, err)
 		return

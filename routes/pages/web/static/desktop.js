@@ -65,6 +65,10 @@ async function probe() {
     stop('This sandbox is gone.', 'gone');
     return;
   }
+  if (res && res.status === 503) {
+    // The sandbox died and is being rebuilt on its workspace (or is starting): keep trying.
+    setStatus('The sandbox is being rebuilt after its container died; reconnecting…');
+  }
   if (res && res.ok && viewOnly && !everConnected) {
     // The page admits a read ticket but the stream was refused: the gateway requires write for VNC streams.
     stop('The gateway refused the desktop stream to this read-only link; open the desktop with a write ticket.', 'refused');
@@ -72,7 +76,7 @@ async function probe() {
   }
   const delay = Math.min(1000 * 2 ** attempts, 10000);
   attempts++;
-  setStatus('Connection lost, reconnecting…');
+  if (!res || res.status !== 503) setStatus('Connection lost, reconnecting…');
   timer = setTimeout(connect, delay);
 }
 
