@@ -42,6 +42,8 @@ func init() {
 //	        capabilities  shell python filesystem
 //	        env           <NAME> <value>
 //	        idle_timeout  30m
+//	        crash_limit   3      (deaths rebuilt within crash_window; -1: fail at the first)
+//	        crash_window  10m
 //	        warm_pool     2
 //	        network       internal|bridge|none|<docker network>
 //	        connect_mode  container_network|host_port
@@ -171,6 +173,13 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			var s string
 			if err = oneString(d, &s); err == nil {
 				p.IdleTimeout, err = sandboxes.ParseDuration(s)
+			}
+		case "crash_limit":
+			err = oneInt(d, &p.CrashLimit)
+		case "crash_window":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				p.CrashWindow, err = sandboxes.ParseDuration(s)
 			}
 		case "warm_pool", "warm_pool_size":
 			err = oneInt(d, &p.WarmPoolSize)

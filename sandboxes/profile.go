@@ -20,9 +20,10 @@ const (
 	CapBrowser    = "browser"
 	CapVNC        = "vnc"
 	CapNode       = "node"
+	CapR          = "r"
 )
 
-var knownCapabilities = []string{CapShell, CapPython, CapFilesystem, CapBrowser, CapVNC, CapNode}
+var knownCapabilities = []string{CapShell, CapPython, CapFilesystem, CapBrowser, CapVNC, CapNode, CapR}
 
 // Network modes of a profile.
 const (

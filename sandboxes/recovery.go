@@ -101,5 +101,5 @@ func recoveringError(id string, d Death) error {
 	return &Error{Code: CodeNotReady,
 		Message: fmt.Sprintf("sandbox %s: its container died (%s); it is being rebuilt on the same workspace", id, d.Message),
 		Hint:    HintRecovering,
-		Details: map[string]any{"reason": d.Reason, "exit_code": d.ExitCode, "at": d.At, "recovering": true, "retry_after_seconds": 1}}
+		Details: map[string]any{"reason": d.Reason, "exit_code": d.ExitCode, "at": d.At, "recovering": true, "retry_after_ms": 1000}}
 }

@@ -50,7 +50,7 @@ progress() {
 	if [ -n "${SANDGATE_BUILD_QUIET:-}" ]; then
 		cat >/dev/null
 	else
-		grep --line-buffered -E '^(Step [0-9]+/[0-9]+ : |#[0-9]+ \[|Setting up |Get:[0-9]+ )' | sed -u "s/^/images: $1: /" | cut -c1-160 >&2 || true
+		grep --line-buffered -E '^(Step [0-9]+/[0-9]+ : |#[0-9]+ \[|Setting up |Get:[0-9]+ )' | sed -u -E "s/^(.{0,150}).*/images: $1: \\1/" >&2 || true
 	fi
 }
 

@@ -26,3 +26,18 @@ func (h *Handler) nodeExec(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	h.kernelExec(w, r, p, "node", sandboxes.CapNode, run)
 }
+
+// RAgent is implemented by an Agent whose sandboxes run the R session (POST /v1/r/exec), in python/exec's shape.
+type RAgent interface {
+	R(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
+}
+
+// rExec is POST /v1/sandboxes/{id}/r/exec: python/exec's body and answer, run in the sandbox's persistent R session
+// (variables persist, plots come back as PNG images, an R error is success false with R's message).
+func (h *Handler) rExec(w http.ResponseWriter, r *http.Request, p Principal) {
+	var run kernelRun
+	if agent, ok := h.cfg.Agent.(RAgent); ok {
+		run = agent.R
+	}
+	h.kernelExec(w, r, p, "r", sandboxes.CapR, run)
+}
