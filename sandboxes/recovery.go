@@ -81,6 +81,9 @@ func (m *Manager) recoverLocked(e *entry) (err error, ok bool) {
 			derr.Details["crash_window_seconds"] = window.Seconds()
 		}
 		return derr, true
+	case e.rec.Phase == PhaseDied && e.rec.Died != nil && e.launching:
+		// It died while a launch was under way: that launch ends first (it was cancelled), then a call rebuilds.
+		return recoveringError(e.rec.ID, *e.rec.Died), true
 	case e.rec.Phase == PhaseDied && e.rec.Died != nil:
 		d := *e.rec.Died
 		// The death stays in Crashes and LastError; Died is cleared so a death during the rebuild is its own.
