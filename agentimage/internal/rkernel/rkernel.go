@@ -39,7 +39,7 @@ const (
 )
 
 // ErrRMissing means the image has no R.
-var ErrRMissing = errors.New("R is not installed in this sandbox image (use the sandgate/sandbox:r image)")
+var ErrRMissing = errors.New("this sandbox image has no R (use the sandgate/sandbox:r image)")
 
 // Config says how to start the kernel.
 type Config struct {
