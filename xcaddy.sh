@@ -21,17 +21,19 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$output" in /*) ;; *) output="$here/$output" ;; esac
+# /health and the Bay containers' version: a release tag, or 0.0.0-dev+<commit> (scripts/version.sh).
+ldflags="-X github.com/sandgate/sandgate/caddymodule.buildVersion=$(scripts/version.sh)"
 
 if command -v xcaddy >/dev/null 2>&1 && [ -z "${SANDGATE_NO_XCADDY:-}" ]; then
 	echo "xcaddy.sh: building with xcaddy" >&2
 	args=(build ${version:+"$version"} --output "$output" --with "github.com/sandgate/sandgate=$here")
 	for w in "${withs[@]}"; do args+=(--with "$w"); done
-	exec xcaddy "${args[@]}"
+	XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -ldflags=${ldflags// /=}" exec xcaddy "${args[@]}"
 fi
 
 if [ -z "$version" ] && [ ${#withs[@]} -eq 0 ]; then
 	echo "xcaddy.sh: xcaddy not found; building with go build ./cmd/caddy" >&2
-	exec go build -trimpath -o "$output" ./cmd/caddy
+	exec go build -trimpath -ldflags "$ldflags" -o "$output" ./cmd/caddy
 fi
 
 # Extra plugins or another Caddy version: a throwaway main module, as xcaddy makes one.
@@ -73,5 +75,5 @@ GO
 		fi
 	done
 	go mod tidy
-	go build -trimpath -o "$output" .
+	go build -trimpath -ldflags "$ldflags" -o "$output" .
 )

@@ -18,12 +18,15 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
+	"github.com/sandgate/sandgate/internal/buildversion"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (scripts/images.sh passes scripts/version.sh's
+// answer); whatever it holds, the agent reports it as a semantic version (0.0.0-dev when unset).
+var version = ""
 
 func main() {
+	version = buildversion.Normalize(version)
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(healthcheck())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/nodekernel"
+	"github.com/sandgate/sandgate/agentimage/internal/rkernel"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 	"github.com/sandgate/sandgate/agentimage/internal/startup"
 )
@@ -17,6 +18,7 @@ import (
 type customisation struct {
 	st     *startup.Startup
 	kernel *nodekernel.Kernel
+	r      *rkernel.Kernel
 }
 
 // registerCustomise registers the routes and sets the environment every process of the sandbox inherits (the
@@ -35,6 +37,9 @@ func registerCustomise(srv *server.Server, cfg config, logger *slog.Logger) *cus
 		kernel: nodekernel.New(nodekernel.Config{Dir: cfg.workspace, Logger: logger.With("component", "nodekernel")}),
 	}
 	srv.HandleFunc("POST /v1/node/exec", c.kernel.ServeExec)
+	// The R session (the r image): R_LIBS_USER, the workspace library dependencies.r installs into, comes first.
+	c.r = rkernel.New(rkernel.Config{Dir: cfg.workspace, Logger: logger.With("component", "rkernel")})
+	srv.HandleFunc("POST /v1/r/exec", c.r.ServeExec)
 	srv.HandleFunc("GET /v1/services", func(w http.ResponseWriter, _ *http.Request) {
 		agentapi.WriteJSON(w, http.StatusOK, map[string]any{"services": c.st.Services()})
 	})
@@ -52,5 +57,6 @@ func (c *customisation) start(ctx context.Context, hs *http.Server) {
 		c.st.Run(ctx)
 		<-ctx.Done()
 		c.kernel.Close()
+		c.r.Close()
 	}()
 }

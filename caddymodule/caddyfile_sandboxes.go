@@ -45,6 +45,8 @@ func init() {
 //	        idle_timeout  30m
 //	        idle_action   stop|pause
 //	        pause_timeout 1h                                  (idle_action pause: stop after this long paused)
+//	        crash_limit   3      (deaths rebuilt within crash_window; -1: fail at the first)
+//	        crash_window  10m
 //	        warm_pool     2
 //	        network       internal|bridge|none|<docker network>
 //	        connect_mode  container_network|host_port
@@ -183,6 +185,13 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			var s string
 			if err = oneString(d, &s); err == nil {
 				p.PauseTimeout, err = sandboxes.ParseDuration(s)
+			}
+		case "crash_limit":
+			err = oneInt(d, &p.CrashLimit)
+		case "crash_window":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				p.CrashWindow, err = sandboxes.ParseDuration(s)
 			}
 		case "warm_pool", "warm_pool_size":
 			err = oneInt(d, &p.WarmPoolSize)

@@ -329,7 +329,8 @@ func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
 		t.Fatalf("after a request to an idle sandbox its status is %s", s)
 	}
 
-	// Kill the container behind the Manager's back: the route answers 410 container_died with the reason.
+	// Kill the container behind the Manager's back: the route tells the page its sandbox died (a retryable 503
+	// naming the reason while the sandbox is rebuilt on its workspace), and the page then reaches it again.
 	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+e.ns+".id="+id).Output()
 	if err != nil || len(strings.Fields(string(out))) != 1 {
 		t.Fatalf("finding the container: %v %q", err, out)
@@ -338,14 +339,28 @@ func TestEdgeProxyStartsIdleSandboxAndReportsDeath(t *testing.T) {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
 	deadline = time.Now().Add(5 * time.Minute) // the engine's die event on a busy machine; a hang guard only
+	var resp *http.Response
 	for {
-		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
-		if status == http.StatusGone || time.Now().After(deadline) {
+		status, body, resp = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+		if status == http.StatusServiceUnavailable || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if status != http.StatusGone || !strings.Contains(body, `"code":"container_died"`) || !strings.Contains(body, `"request_id"`) {
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"session_not_ready"`) || !strings.Contains(body, `"reason":"sigkill"`) ||
+		!strings.Contains(body, `"recovering":true`) || !strings.Contains(body, `"request_id"`) || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("dead sandbox answered %d %s", status, body)
+	}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		status, body, _ = e.get(t, e.client, "/sandboxes/"+id+"/app/8000/?ticket="+e.ticket(t, id, tickets.KindApp, tickets.PermRead), nil)
+		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	agentReached(t, status, body, `"port":8000`) // rebuilt: the agent answers again
+	if s := e.sandboxStatus(t, id); s != "ready" {
+		t.Fatalf("after the rebuild its status is %s", s)
 	}
 }

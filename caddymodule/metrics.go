@@ -14,6 +14,8 @@ type metrics struct {
 	coldStart  prometheus.Histogram
 	gc         *prometheus.CounterVec
 	deaths     *prometheus.CounterVec
+	recoveries *prometheus.CounterVec
+	crashLoops prometheus.Counter
 	collectors []prometheus.Collector
 	mgr        *sandboxes.Manager
 }
@@ -47,8 +49,12 @@ func newMetrics(mgr *sandboxes.Manager) *metrics {
 			Help: "Things the collector stopped or removed, by reason."}, []string{"reason"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deaths_total",
 			Help: "Sandbox containers that died, by reason."}, []string{"reason"}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "recoveries_total",
+			Help: "Dead sandboxes rebuilt on their workspace, by the death's reason."}, []string{"reason"}),
+		crashLoops: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "crash_loops_total",
+			Help: "Sandboxes left failed after dying more often than their profile's crash limit."}),
 	}
-	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths}
+	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths, m.recoveries, m.crashLoops}
 	return m
 }
 
@@ -71,6 +77,12 @@ func (m *metrics) follow(mgr *sandboxes.Manager) func() {
 				m.gc.WithLabelValues(ev.Reason).Inc()
 			case sandboxes.EventDied:
 				m.deaths.WithLabelValues(ev.Reason).Inc()
+			case sandboxes.EventRecovering:
+				m.recoveries.WithLabelValues(ev.Reason).Inc()
+			case sandboxes.EventFailed:
+				if ev.Reason == "crash_loop" {
+					m.crashLoops.Inc()
+				}
 			}
 		}
 	}()

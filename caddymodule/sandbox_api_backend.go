@@ -64,6 +64,11 @@ func (v *volumeRemover) close() error {
 	return err
 }
 
+// CreateWorkspace creates a cargo's volume now (bayapi.WorkspaceCreator).
+func (b managerBackend) CreateWorkspace(ctx context.Context, workspaceID string) error {
+	return b.m.CreateWorkspace(ctx, workspaceID)
+}
+
 // RemoveWorkspace removes a cargo's volume (bayapi.WorkspaceRemover).
 func (b managerBackend) RemoveWorkspace(ctx context.Context, workspaceID string) error {
 	if b.vols == nil {

@@ -3,36 +3,23 @@ package caddymodule
 import (
 	"runtime/debug"
 	"sync"
+
+	"github.com/sandgate/sandgate/internal/buildversion"
 )
 
 const sandgateModule = "github.com/sandgate/sandgate"
 
-// sandgateVersion is the version of the sandgate module in this binary, for /health: the module version when
-// xcaddy built it as a dependency, else the VCS revision of a `go build ./cmd/caddy`, else "dev".
+// buildVersion is set by the build scripts (xcaddy.sh, from scripts/version.sh) with
+// -ldflags "-X github.com/sandgate/sandgate/caddymodule.buildVersion=...".
+var buildVersion string
+
+// sandgateVersion is the semantic version of sandgate in this binary, for /health and the containers' version:
+// the one the build scripts stamped, else the module version when xcaddy built it as a dependency, else
+// 0.0.0-dev+<revision> of a plain `go build ./cmd/caddy`. Never "dev".
 var sandgateVersion = sync.OnceValue(func() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
+	if buildVersion != "" {
+		return buildversion.Normalize(buildVersion)
 	}
-	version := info.Main.Version
-	if info.Main.Path != sandgateModule {
-		version = ""
-		for _, dep := range info.Deps {
-			if dep.Path == sandgateModule {
-				version = dep.Version
-				if dep.Replace != nil && dep.Replace.Version != "" {
-					version = dep.Replace.Version
-				}
-			}
-		}
-	}
-	if version != "" && version != "(devel)" && version != "v0.0.0" {
-		return version
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "dev-" + s.Value[:12]
-		}
-	}
-	return "dev"
+	info, _ := debug.ReadBuildInfo()
+	return buildversion.FromBuildInfo(info, sandgateModule)
 })

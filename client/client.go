@@ -105,6 +105,7 @@ type HistoryEntry struct {
 	ExecutionTimeMS int64     `json:"execution_time_ms"`
 	Output          *string   `json:"output"`
 	Error           *string   `json:"error"`
+	PayloadRef      *string   `json:"payload_ref"`
 	Description     *string   `json:"description"`
 	Tags            *string   `json:"tags"`
 	Notes           *string   `json:"notes"`

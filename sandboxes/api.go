@@ -63,8 +63,10 @@ type CreateRequest struct {
 type ListOptions struct {
 	Owner  string // empty: every owner
 	Status Status // empty: any
-	Limit  int
-	Cursor string
+	// Statuses, when set, admits any of them (Status included).
+	Statuses []Status
+	Limit    int
+	Cursor   string
 }
 
 // Target is how to reach a sandbox's agent: from memory, no I/O.

@@ -99,9 +99,7 @@ func (m *Manager) recordDeath(e *entry, cid string, death *Death) {
 		m.mu.Unlock()
 		return
 	}
-	e.rec.Died = death
-	e.rec.Phase = PhaseFailed
-	e.rec.IdleExpiresAt = nil
+	crashLoop := m.noteDeathLocked(e, death) // recovery.go
 	if e.cancelLaunch != nil {
 		e.cancelLaunch()
 	}
@@ -117,6 +115,9 @@ func (m *Manager) recordDeath(e *entry, cid string, death *Death) {
 	}
 	m.persist(e)
 	m.emit(Event{Type: EventDied, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: death.Reason, Death: death, At: death.At})
+	if crashLoop {
+		m.emit(Event{Type: EventFailed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: "crash_loop", Death: death})
+	}
 }
 
 // classifyDeath names why a container stopped: exit 137 is SIGKILL (the OOM killer's signal too, so a recent oom

@@ -232,6 +232,8 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	m.mu.Lock()
 	e.launching = false
 	e.cancelLaunch = nil
+	recovered := e.recovering
+	e.recovering = false
 	ch := e.ready
 	deleted := e.deleted
 	var ev Event
@@ -254,7 +256,10 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	default:
 		e.rec.Phase = PhaseRunning
 		e.rec.Addr = addr
-		e.rec.LastError = ""
+		if !recovered {
+			// A rebuilt sandbox keeps its death's reason in last_error.
+			e.rec.LastError = ""
+		}
 		if !e.rec.Warm && !(e.adopting && e.rec.IdleExpiresAt != nil) {
 			setIdleDeadline(e, now)
 		}
@@ -264,6 +269,9 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		}
 		ev = Event{Type: EventReady, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Warm: e.rec.Warm,
 			LaunchType: e.rec.LaunchType, Duration: now.Sub(e.startBegan)}
+		if recovered {
+			ev.Reason = "recovered"
+		}
 	}
 	warmFailed := err != nil && e.rec.Warm && !deleted
 	if warmFailed {
@@ -426,6 +434,7 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
 		e.rec.Phase = PhaseStopped
 		e.rec.IdleExpiresAt = nil
 		e.rec.Addr = ""
+		e.rec.Died = nil // a stopped dead sandbox starts afresh; its death stays in Crashes and LastError
 	}
 	m.mu.Unlock()
 	if err != nil {

@@ -195,6 +195,7 @@ type entry struct {
 	leases        int
 	expectStop    bool // we are stopping or removing it: its die event is no crash
 	stopRequested bool // a stop cancelled the launch in flight
+	recovering    bool // the launch in flight rebuilds a dead container (recovery.go)
 	deleted       bool
 	lastOOM       time.Time
 	lastPersist   time.Time
@@ -590,7 +591,7 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 			continue
 		}
 		sb := m.snapshotLocked(e, now)
-		if opts.Status != "" && sb.Status != opts.Status {
+		if (opts.Status != "" || len(opts.Statuses) > 0) && sb.Status != opts.Status && !slices.Contains(opts.Statuses, sb.Status) {
 			continue
 		}
 		all = append(all, sb)
@@ -659,14 +660,13 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			m.mu.Unlock()
 			return Target{}, expiredError(id)
 		}
-		if e.rec.Died != nil {
-			err := diedError(id, e.rec.Died)
-			m.mu.Unlock()
-			return Target{}, err
-		}
 		if m.closed || !m.started {
 			m.mu.Unlock()
 			return Target{}, Errorf(CodeEngine, "the sandbox manager is not running")
+		}
+		if err, ok := m.recoverLocked(e); ok { // a dead container: recovery.go
+			m.mu.Unlock()
+			return Target{}, err
 		}
 		switch e.rec.Phase {
 		case PhaseRunning:
@@ -763,7 +763,8 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 		m.mu.Unlock()
 		return notFound(id)
 	}
-	if e.rec.Phase == PhaseStopped {
+	if e.rec.Phase == PhaseStopped || (e.rec.Phase == PhaseFailed && e.rec.Died != nil) {
+		// A crash-looped sandbox stays failed: stopping it must not make it restartable.
 		m.mu.Unlock()
 		return nil
 	}
@@ -984,7 +985,7 @@ func statusOf(e *entry, now time.Time) Status {
 	switch {
 	case expired(e, now):
 		return StatusExpired
-	case e.rec.Died != nil || e.rec.Phase == PhaseFailed:
+	case e.rec.Phase == PhaseFailed:
 		return StatusFailed
 	case e.rec.Phase == PhaseRunning:
 		return StatusReady

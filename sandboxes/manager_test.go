@@ -220,34 +220,108 @@ func TestGlobalCapCountsWarmMembersAndEvictsThem(t *testing.T) {
 	}
 }
 
-func TestDeathIsReportedWithItsReason(t *testing.T) {
-	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
-	events, stop := m.Subscribe(16)
+func TestDeathIsRecoveredThenCrashLoopStaysFailed(t *testing.T) {
+	p := testProfile("a")
+	p.CrashLimit = 2
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
+	events, stop := m.Subscribe(64)
 	defer stop()
+	ctx := context.Background()
+	sb, _ := m.Create(ctx, CreateRequest{Profile: "a"})
+	mustReady(t, m, sb.ID)
+	containerID := func() string {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return m.entries[sb.ID].rec.ContainerID
+	}
+	nextEvent := func(typ string) Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Type == typ && ev.SandboxID == sb.ID {
+					return ev
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s event", typ)
+			}
+		}
+	}
+	for death := 1; death <= 2; death++ {
+		cid := containerID()
+		d.die(cid, 139, false)
+		ev := nextEvent(EventDied)
+		if ev.Reason != "sigsegv" || ErrorCode(ev.Err()) != CodeContainerDied {
+			t.Fatalf("death %d: event %+v", death, ev)
+		}
+		got, _ := m.Get(ctx, sb.ID)
+		if got.Status != StatusIdle || !strings.Contains(got.LastError, "sigsegv") || got.Died == nil {
+			t.Fatalf("death %d: after the death the sandbox reads %+v", death, got)
+		}
+		// The first call after the death answers a retryable session_not_ready naming the reason and starts the
+		// rebuild on the same workspace; once it is ready calls succeed on the same sandbox.
+		_, err := m.EnsureRunning(ctx, sb.ID)
+		var se *Error
+		if !errors.As(err, &se) || se.Code != CodeNotReady || se.Details["reason"] != "sigsegv" || se.Details["recovering"] != true {
+			t.Fatalf("death %d: first call after the death: %#v", death, err)
+		}
+		if ev := nextEvent(EventRecovering); ev.Reason != "sigsegv" {
+			t.Fatalf("recovering event %+v", ev)
+		}
+		if ev := nextEvent(EventReady); ev.Reason != "recovered" {
+			t.Fatalf("ready event %+v", ev)
+		}
+		tg := mustReady(t, m, sb.ID)
+		if tg.SandboxID != sb.ID {
+			t.Fatalf("target %+v", tg)
+		}
+		got, _ = m.Get(ctx, sb.ID)
+		if got.Status != StatusReady || got.WorkspaceID != sb.WorkspaceID || !strings.Contains(got.LastError, "sigsegv") || got.Died != nil {
+			t.Fatalf("death %d: after the rebuild the sandbox reads %+v", death, got)
+		}
+		if containerID() != cid {
+			t.Fatalf("the rebuild made a new container %s instead of restarting %s", containerID(), cid)
+		}
+	}
+	// A third death within the window passes the limit of 2: the sandbox stays failed with the reason.
+	d.die(containerID(), 137, true)
+	nextEvent(EventDied)
+	if ev := nextEvent(EventFailed); ev.Reason != "crash_loop" {
+		t.Fatalf("failed event %+v", ev)
+	}
+	got, _ := m.Get(ctx, sb.ID)
+	if got.Status != StatusFailed || !strings.Contains(got.LastError, "crash loop") || got.Died == nil || got.Died.Reason != "oom" {
+		t.Fatalf("after the crash loop the sandbox reads %+v", got)
+	}
+	_, err := m.EnsureRunning(ctx, sb.ID)
+	var se *Error
+	if !errors.As(err, &se) || se.Code != CodeContainerDied || se.Hint != HintContainerDied || se.Details["reason"] != "oom" || se.Details["crashes"] != 3 {
+		t.Fatalf("ensure running a crash-looped sandbox: %#v", err)
+	}
+	if err := m.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Get(ctx, sb.ID); got.Status != StatusFailed {
+		t.Fatalf("a stop made a crash-looped sandbox %s", got.Status)
+	}
+	if _, ok := m.Resolve(sb.ID); ok {
+		t.Error("a dead sandbox resolves")
+	}
+}
+
+func TestCrashLimitNegativeFailsAtTheFirstDeath(t *testing.T) {
+	p := testProfile("a")
+	p.CrashLimit = -1
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
 	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
 	mustReady(t, m, sb.ID)
 	m.mu.RLock()
 	cid := m.entries[sb.ID].rec.ContainerID
 	m.mu.RUnlock()
-	d.die(cid, 139, false)
-	var ev Event
-	for ev.Type != EventDied {
-		select {
-		case ev = <-events:
-		case <-time.After(5 * time.Second):
-			t.Fatal("no died event")
-		}
-	}
-	if ev.Reason != "sigsegv" || ev.SandboxID != sb.ID || ErrorCode(ev.Err()) != CodeContainerDied {
-		t.Fatalf("event %+v", ev)
-	}
-	_, err := m.EnsureRunning(context.Background(), sb.ID)
-	var se *Error
-	if !errors.As(err, &se) || se.Code != CodeContainerDied || se.Hint != HintContainerDied || se.Details["reason"] != "sigsegv" {
-		t.Fatalf("ensure running a dead sandbox: %#v", err)
-	}
-	if _, ok := m.Resolve(sb.ID); ok {
-		t.Error("a dead sandbox resolves")
+	d.die(cid, 1, false)
+	waitFor(t, func() bool { got, _ := m.Get(context.Background(), sb.ID); return got.Status == StatusFailed })
+	if _, err := m.EnsureRunning(context.Background(), sb.ID); ErrorCode(err) != CodeContainerDied {
+		t.Fatalf("ensure running: %v", err)
 	}
 }
 
@@ -386,10 +460,16 @@ func TestRestartAdoptsFromTheStore(t *testing.T) {
 	if cid != keptCID {
 		t.Errorf("adopted sandbox has container %s, was %s", cid, keptCID)
 	}
+	// A container that vanished while the gateway was down is a death: the next use rebuilds it.
 	gone, _ := m2.Get(ctx, lost.ID)
-	if gone.Status != StatusFailed || gone.Died == nil || gone.Died.Reason != "removed" {
+	if gone.Status != StatusIdle || gone.Died == nil || gone.Died.Reason != "removed" || !strings.Contains(gone.LastError, "removed") {
 		t.Errorf("sandbox whose container vanished: %+v", gone)
 	}
+	if _, err := m2.EnsureRunning(ctx, lost.ID); ErrorCode(err) != CodeNotReady {
+		t.Fatalf("first use of the vanished sandbox: %v", err)
+	}
+	waitFor(t, func() bool { sb, _ := m2.Get(ctx, lost.ID); return sb.Status == StatusReady })
+	mustReady(t, m2, lost.ID)
 }
 
 func TestBoltStoreRoundTrip(t *testing.T) {

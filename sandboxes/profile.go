@@ -20,9 +20,10 @@ const (
 	CapBrowser    = "browser"
 	CapVNC        = "vnc"
 	CapNode       = "node"
+	CapR          = "r"
 )
 
-var knownCapabilities = []string{CapShell, CapPython, CapFilesystem, CapBrowser, CapVNC, CapNode}
+var knownCapabilities = []string{CapShell, CapPython, CapFilesystem, CapBrowser, CapVNC, CapNode, CapR}
 
 // Network modes of a profile.
 const (
@@ -78,6 +79,11 @@ type Profile struct {
 	Runtime string `json:"runtime,omitempty"`
 	// AppPort is the port inside the sandbox that /app routes to.
 	AppPort int `json:"app_port,omitempty"`
+	// CrashLimit is how many container deaths inside CrashWindow are rebuilt on the next use; one more and the
+	// sandbox stays failed with the reason. 0 means DefaultCrashLimit; negative fails at the first death.
+	CrashLimit int `json:"crash_limit,omitempty"`
+	// CrashWindow is how far back deaths count toward CrashLimit; 0 means DefaultCrashWindow.
+	CrashWindow Duration `json:"crash_window,omitempty"`
 	// Binds are host paths mounted into the sandbox ("/host/path:/container/path[:ro]"). They are refused unless
 	// the configuration sets allow_host_binds, and the Docker socket is refused always.
 	Binds []string `json:"binds,omitempty"`
@@ -123,6 +129,9 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile %q: unknown capability %q (known: %s)", p.ID, c, strings.Join(knownCapabilities, ", "))
 		}
 	}
+	if p.CrashWindow < 0 {
+		return fmt.Errorf("profile %q: crash_window must not be negative", p.ID)
+	}
 	if p.WarmPoolSize < 0 {
 		return fmt.Errorf("profile %q: warm_pool_size must not be negative", p.ID)
 	}
@@ -157,6 +166,8 @@ func (p *Profile) Hash() string {
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""
 	shape.PauseTimeout = 0
+	shape.CrashLimit = 0
+	shape.CrashWindow = 0
 	b, _ := json.Marshal(shape) // a struct of plain fields always marshals
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])

@@ -44,7 +44,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			toDestroy = append(toDestroy, e)
 			dropped++
 		case rec.Died != nil:
-			// Already dead before the restart: keep answering container_died.
+			// Already dead before the restart: rebuilt on its next use, or failed for good past its crash limit.
 		case !found && (rec.Phase == PhaseCreating || rec.ContainerID == ""):
 			// The create never reached the engine (or its container was cleaned up after a failed start).
 			if rec.Phase != PhaseFailed {
@@ -53,9 +53,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			e.rec.IdleExpiresAt = nil
 			toPersist = append(toPersist, e)
 		case !found:
-			e.rec.Phase = PhaseFailed
-			e.rec.Died = &Death{Reason: "removed", ExitCode: -1, At: now, Message: "container removed while the gateway was down"}
-			e.rec.IdleExpiresAt = nil
+			m.noteDeathLocked(e, &Death{Reason: "removed", ExitCode: -1, At: now, Message: "container removed while the gateway was down"})
 			toPersist = append(toPersist, e)
 			dead++
 		case c.Running:
@@ -68,8 +66,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			// It stopped while nobody watched. A signal or OOM is a death; a clean exit (host reboot, engine
 			// restart) is treated like an idle stop: the next use starts it again.
 			if c.OOMKilled || c.ExitCode == 137 || c.ExitCode == 139 {
-				e.rec.Phase = PhaseFailed
-				e.rec.Died = classifyDeath(c.ExitCode, c.OOMKilled, time.Time{}, c.FinishedAt)
+				m.noteDeathLocked(e, classifyDeath(c.ExitCode, c.OOMKilled, time.Time{}, c.FinishedAt))
 				dead++
 			} else {
 				e.rec.Phase = PhaseStopped

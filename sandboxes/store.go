@@ -21,7 +21,9 @@ const (
 	PhaseStarting Phase = "starting" // container started, agent not ready yet
 	PhaseRunning  Phase = "running"  // agent answered /health
 	PhaseStopped  Phase = "stopped"  // stopped by us (idle or asked); container and workspace kept
-	PhaseFailed   Phase = "failed"   // could not start, or died (Died says why)
+	PhaseFailed   Phase = "failed"   // could not start, or died past its profile's crash limit (Died says why)
+	// PhaseDied: its container died (Died says why); the next use rebuilds it on the same workspace (recovery.go).
+	PhaseDied Phase = "died"
 )
 
 // Record is the persistent state of one sandbox. Immutable identity is also on the container's labels.
@@ -44,7 +46,10 @@ type Record struct {
 	LaunchType       string            `json:"launch_type,omitempty"`
 	Died             *Death            `json:"died,omitempty"`
 	LastError        string            `json:"last_error,omitempty"`
-	Addr             string            `json:"addr,omitempty"`
+	// Crashes are the deaths inside the profile's crash window, oldest first: past its crash limit the sandbox
+	// stays failed.
+	Crashes []Death `json:"crashes,omitempty"`
+	Addr    string  `json:"addr,omitempty"`
 	// Spec is the profile as it was when the sandbox was made: restarts keep that shape across reloads.
 	Spec *Profile `json:"spec,omitempty"`
 }

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds the sandbox images from agentimage/Dockerfile: `images.sh [target...]` (default: base browser; also: node).
+# Builds the sandbox images from agentimage/Dockerfile: `images.sh [target...]` (default: base browser; also: node, r).
 # Tags: ${SANDGATE_IMAGE_REPO:-sandgate/sandbox}:<target>. Docker's layer cache makes a rebuild with unchanged inputs
 # a no-op, and a changed agent rebuilds only its own layer. Concurrent callers (parallel test packages) are
 # serialised with a lock so an image is never built twice at once.
+# BuildKit builds when the docker CLI has buildx (it builds only the target's own stages); otherwise the legacy
+# builder runs, and the Dockerfile's stage order keeps it to the target's stages too. Progress (the build steps
+# and the packages being set up) goes to stderr as it happens; SANDGATE_BUILD_QUIET=1 keeps only the summary.
+# Extra `docker build` flags (e.g. --no-cache) come from SANDGATE_BUILD_FLAGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +23,7 @@ flock 9
 scripts/prereqs.sh docker base-image
 
 mkdir -p "$CTX"
-version=$(git describe --always --dirty 2>/dev/null || echo dev)
+version=$(scripts/version.sh)
 # A static, reproducible binary: the same sources give the same bytes, so Docker's cache holds.
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -buildid= -X main.version=$version" \
 	-o "$CTX/sandgate-agent.new" ./agentimage
@@ -30,10 +34,33 @@ else
 fi
 chmod 0755 "$CTX/sandgate-agent"
 
+builder=legacy
+if docker buildx version >/dev/null 2>&1; then
+	builder=buildkit
+fi
+build() {
+	if [ "$builder" = buildkit ]; then
+		DOCKER_BUILDKIT=1 docker build --progress=plain "$@"
+	else
+		DOCKER_BUILDKIT=0 docker build "$@"
+	fi
+}
+# The lines worth showing a person waiting: build steps, and each package apt sets up.
+progress() {
+	if [ -n "${SANDGATE_BUILD_QUIET:-}" ]; then
+		cat >/dev/null
+	else
+		grep --line-buffered -E '^(Step [0-9]+/[0-9]+ : |#[0-9]+ \[|Setting up |Get:[0-9]+ )' | sed -u -E "s/^(.{0,150}).*/images: $1: \\1/" >&2 || true
+	fi
+}
+
 for t in "${targets[@]}"; do
 	start=$(date +%s)
 	log=build/image-$t.log
-	if ! docker build --build-arg "BASE_IMAGE=$BASE_IMAGE" -f agentimage/Dockerfile --target "$t" -t "$REPO:$t" "$CTX" >"$log" 2>&1; then
+	echo "images: building $REPO:$t with the $builder builder (log: $log)" >&2
+	# shellcheck disable=SC2086 # SANDGATE_BUILD_FLAGS is a list of flags
+	if ! build ${SANDGATE_BUILD_FLAGS:-} --build-arg "BASE_IMAGE=$BASE_IMAGE" -f agentimage/Dockerfile --target "$t" -t "$REPO:$t" "$CTX" 2>&1 \
+		| tee "$log" | progress "$t"; then # pipefail: the build's own status
 		tail -n 40 "$log" >&2
 		echo "images: building $REPO:$t failed; the whole log is $log" >&2
 		exit 1

@@ -20,6 +20,12 @@ func (c *Client) PythonRestart(ctx context.Context) (PythonRestartResult, error)
 	return res, c.doJSON(ctx, http.MethodPost, "/v1/python/restart", nil, &res)
 }
 
+// RExec runs code in the sandbox's persistent R session (POST /v1/r/exec).
+func (c *Client) RExec(ctx context.Context, r KernelExecRequest) (KernelExecResult, error) {
+	var res KernelExecResult
+	return res, c.doJSON(ctx, http.MethodPost, "/v1/r/exec", r, &res)
+}
+
 // NodeExec runs code on the sandbox's persistent Node.js kernel (POST /v1/node/exec).
 func (c *Client) NodeExec(ctx context.Context, r KernelExecRequest) (KernelExecResult, error) {
 	var res KernelExecResult

@@ -70,7 +70,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 				screenshotPath = strings.TrimPrefix(a, WorkspaceRoot+"/")
 			}
 		}
-		c, err := cleanWorkspacePath(screenshotPath, false)
+		c, err := cleanWorkspacePath("path", screenshotPath, false)
 		if err != nil {
 			return browserStep{stderr: err.Error(), exit: 1}, nil
 		}

@@ -32,6 +32,14 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principa
 			ID: newID("ws-"), Owner: p.Owner, Backend: cargoBackend, SizeLimitMB: int(size),
 			CreatedAt: now, LastAccessedAt: now,
 		}
+		// The volume exists when the answer arrives (Bay's cargo manager creates it in the request), not at the
+		// first mount.
+		if wc, ok := h.cfg.Sandboxes.(WorkspaceCreator); ok {
+			if err := wc.CreateWorkspace(r.Context(), c.ID); err != nil {
+				writeError(w, r, err)
+				return
+			}
+		}
 		if err := h.cfg.Store.PutCargo(c); err != nil {
 			writeError(w, r, err)
 			return

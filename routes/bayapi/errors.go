@@ -222,6 +222,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		details["retry_after_seconds"] = secs
+	} else if e.status() == http.StatusServiceUnavailable {
+		// Retryable (a rebuild after a crash, a start another request began): say when.
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.status(), map[string]any{"error": errorBody{
 		Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: details,

@@ -105,7 +105,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 // directory, when given, is checked and cleaned into *dst.
 func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
 	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath(*cwd, true)
+		c, err := cleanWorkspacePath("cwd", *cwd, true)
 		if err != nil {
 			return sandboxes.Target{}, err
 		}

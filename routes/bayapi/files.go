@@ -20,7 +20,7 @@ func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot boo
 	if !decodeOrFail(w, q) {
 		return "", false
 	}
-	c, err := cleanWorkspacePath(p, allowRoot)
+	c, err := cleanWorkspacePath("path", p, allowRoot)
 	if err != nil {
 		writeError(w, r, err)
 		return "", false
@@ -138,7 +138,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}()
 	send := func(body io.Reader) error {
-		c, err := cleanWorkspacePath(*dest, false)
+		c, err := cleanWorkspacePath("path", *dest, false)
 		if err != nil {
 			return err
 		}

@@ -97,6 +97,7 @@ func (h *Handler) transferRoutes() []route {
 	S := "/v1/sandboxes/{id}"
 	return []route{
 		{"POST", S + "/node/exec", "Run JavaScript in the sandbox's persistent Node.js kernel (python/exec's shape)", false, false, h.nodeExec},
+		{"POST", S + "/r/exec", "Run R in the sandbox's persistent R session (python/exec's shape; plots as PNG)", false, false, h.rExec},
 		{"POST", S + "/files:export", "Register workspace files another sandbox of the same owner may import (no copy)", false, false, h.exportFiles},
 		{"GET", S + "/files:export", "List the sandbox's exported files", false, false, h.listExports},
 		{"POST", S + "/files:import", "Copy an exported file of another sandbox, or a public URL, into the workspace (streamed)", false, false, h.importFile},
@@ -176,7 +177,7 @@ func (h *Handler) importSource(ctx context.Context, p Principal, id string, req 
 		}
 		return rc, u.Redacted(), path.Base(u.Path), nil
 	}
-	src, err := cleanWorkspacePath(req.Path, false)
+	src, err := cleanWorkspacePath("path", req.Path, false)
 	if err != nil {
 		return nil, "", "", err
 	}

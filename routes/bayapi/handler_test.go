@@ -764,28 +764,33 @@ func TestCleanWorkspacePath(t *testing.T) {
 	tests := []struct {
 		in, want  string
 		allowRoot bool
-		ok        bool
+		reason    string // "" when the path is accepted
 	}{
-		{"a.txt", "a.txt", false, true},
-		{"skills/./x//y", "skills/x/y", false, true},
-		{"a/../b", "b", false, true},
-		{".", ".", true, true},
-		{".", "", false, false},
-		{"", "", true, false},
-		{"   ", "", true, false},
-		{"/abs", "", true, false},
-		{"/workspace/a", "", true, false},
-		{"..", "", true, false},
-		{"a/../../b", "", true, false},
-		{"a\x00b", "", true, false},
+		{"a.txt", "a.txt", false, ""},
+		{"skills/./x//y", "skills/x/y", false, ""},
+		{"a/../b", "b", false, ""},
+		{".", ".", true, ""},
+		{".", "", false, PathReasonRoot},
+		{"", "", true, PathReasonEmpty},
+		{"   ", "", true, PathReasonEmpty},
+		{"/abs", "", true, PathReasonAbsolute},
+		{"/workspace/a", "", true, PathReasonAbsolute},
+		{"..", "", true, PathReasonTraversal},
+		{"a/../../b", "", true, PathReasonTraversal},
+		{"a\x00b", "", true, PathReasonNullByte},
 	}
 	for _, tc := range tests {
-		got, err := cleanWorkspacePath(tc.in, tc.allowRoot)
-		if (err == nil) != tc.ok || got != tc.want {
+		got, err := cleanWorkspacePath("cwd", tc.in, tc.allowRoot)
+		if (err == nil) != (tc.reason == "") || got != tc.want {
 			t.Errorf("cleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
 		}
-		if err != nil && asAPIError(err).Code != CodeInvalidPath {
-			t.Errorf("cleanWorkspacePath(%q) code %s", tc.in, asAPIError(err).Code)
+		if err == nil {
+			continue
+		}
+		// Bay's details: {field, reason}.
+		e := asAPIError(err)
+		if e.Code != CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
+			t.Errorf("cleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
 		}
 	}
 }

@@ -19,7 +19,8 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 	hasNotes := q.boolean("has_notes", false)
 	hasDescription := q.boolean("has_description", false)
 	if execType != "" && !slices.Contains(execTypes, execType) {
-		q.issue("enum", q.loc("exec_type"), "Input should be 'python', 'shell', 'browser' or 'browser_batch'", execType, nil)
+		q.issue("string_pattern_mismatch", q.loc("exec_type"), "String should match pattern '^(python|shell|browser|browser_batch)$'", execType,
+			map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
 	}
 	if !decodeOrFail(w, q) {
 		return
@@ -68,20 +69,35 @@ func hasAnyTag(tags *string, want []string) bool {
 
 func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := r.PathValue("id")
+	q := queryFields(r)
+	execType := q.str("exec_type", false, "")
+	if execType != "" && !slices.Contains(execTypes, execType) {
+		q.issue("string_pattern_mismatch", q.loc("exec_type"), "String should match pattern '^(python|shell|browser|browser_batch)$'", execType,
+			map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
+	}
+	if !decodeOrFail(w, q) {
+		return
+	}
 	if _, err := h.visible(r.Context(), id, p); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	all, _, err := h.cfg.Store.HistoryPage(id, nil, 0, 1)
+	all, _, err := h.cfg.Store.HistoryPage(id, func(e *HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if len(all) == 0 {
-		writeError(w, r, errorf(CodeNotFound, "No execution history for sandbox %s", id))
+	for _, e := range all { // newest first
+		if execType == "" || e.ExecType == execType {
+			writeJSON(w, http.StatusOK, e)
+			return
+		}
+	}
+	if execType != "" {
+		writeError(w, r, errorf(CodeNotFound, "No %s execution history for sandbox %s", execType, id))
 		return
 	}
-	writeJSON(w, http.StatusOK, all[0])
+	writeError(w, r, errorf(CodeNotFound, "No execution history for sandbox %s", id))
 }
 
 func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -6,9 +6,13 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 )
+
+// idempotencyKeyPattern is the only key form Bay accepts.
+var idempotencyKeyPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
 // maxIdempotencyEntries bounds the cache: a client sending endless distinct keys evicts the oldest answers
 // rather than growing the gateway's memory.
@@ -58,6 +62,11 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p Prin
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		op(w, r)
+		return
+	}
+	if !idempotencyKeyPattern.MatchString(key) {
+		// Bay refuses a malformed key with 409 conflict and performs nothing.
+		writeError(w, r, errorf(CodeConflict, "Invalid Idempotency-Key format: must be 1-128 alphanumeric characters, dash, or underscore").with("key", key))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))

@@ -18,3 +18,14 @@ type NodeAgent interface {
 func (h *Handler) nodeExec(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.kernelExec(w, r, p, LangNode)
 }
+
+// RAgent is implemented by an Agent whose sandboxes run the R session (POST /v1/r/exec), in python/exec's shape.
+type RAgent interface {
+	R(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
+}
+
+// rExec is POST /v1/sandboxes/{id}/r/exec: python/exec's body and answer, run in the sandbox's persistent R session
+// (variables persist, plots come back as PNG images, an R error is success false with R's message).
+func (h *Handler) rExec(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.kernelExec(w, r, p, LangR)
+}

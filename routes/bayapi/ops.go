@@ -122,6 +122,13 @@ func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 
 // ListSandboxes lists one page of the sandboxes p may see and the cursor of the next page ("" at the end).
 func (h *Handler) ListSandboxes(ctx context.Context, p Principal, opts sandboxes.ListOptions) ([]SandboxResponse, string, error) {
+	switch opts.Status {
+	case sandboxes.StatusIdle:
+		// What reads idle includes the sandboxes still starting (bayStatus).
+		opts.Statuses = []sandboxes.Status{sandboxes.StatusStarting}
+	case sandboxes.StatusStarting:
+		return []SandboxResponse{}, "", nil // a Bay client never sees starting
+	}
 	opts.Owner = ""
 	if !p.Admin {
 		opts.Owner = p.Owner
@@ -189,6 +196,7 @@ func (h *Handler) Target(ctx context.Context, p Principal, id, capability string
 const (
 	LangPython = "python"
 	LangNode   = "node"
+	LangR      = "r"
 )
 
 // KernelOutput is a finished kernel cell.
@@ -224,8 +232,13 @@ func (h *Handler) RunKernel(ctx context.Context, p Principal, id, lang, code str
 				return res, err
 			}
 		}
+	case LangR:
+		capability = sandboxes.CapR
+		if agent, ok := h.cfg.Agent.(RAgent); ok {
+			run = agent.R
+		}
 	default:
-		return KernelOutput{}, errorf(CodeValidation, "unknown kernel language %q (python or node)", lang)
+		return KernelOutput{}, errorf(CodeValidation, "unknown kernel language %q (python, node or r)", lang)
 	}
 	if run == nil {
 		return KernelOutput{}, errorf(CodeCapability, "this gateway's agent client does not run %s", lang).with("capability", capability).with("available", []string{})
@@ -326,7 +339,7 @@ func (h *Handler) StreamShell(ctx context.Context, p Principal, id string, sp Sh
 
 // ReadFile reads a workspace file of a sandbox p owns.
 func (h *Handler) ReadFile(ctx context.Context, p Principal, id, path string) ([]byte, error) {
-	c, err := cleanWorkspacePath(path, false)
+	c, err := cleanWorkspacePath("path", path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +352,7 @@ func (h *Handler) ReadFile(ctx context.Context, p Principal, id, path string) ([
 
 // WriteFile writes a workspace file of a sandbox p owns (parents are created).
 func (h *Handler) WriteFile(ctx context.Context, p Principal, id, path string, content io.Reader) error {
-	c, err := cleanWorkspacePath(path, false)
+	c, err := cleanWorkspacePath("path", path, false)
 	if err != nil {
 		return err
 	}
@@ -352,7 +365,7 @@ func (h *Handler) WriteFile(ctx context.Context, p Principal, id, path string, c
 
 // ListDir lists a workspace directory ("." is the root) of a sandbox p owns.
 func (h *Handler) ListDir(ctx context.Context, p Principal, id, path string) ([]DirEntry, error) {
-	c, err := cleanWorkspacePath(path, true)
+	c, err := cleanWorkspacePath("path", path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +423,7 @@ func (h *Handler) ExportFiles(ctx context.Context, p Principal, id string, paths
 	now := h.cfg.Now().UTC()
 	es := make([]Export, 0, len(paths))
 	for _, raw := range paths {
-		c, err := cleanWorkspacePath(raw, false)
+		c, err := cleanWorkspacePath("paths", raw, false)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +462,7 @@ func (h *Handler) ImportFile(ctx context.Context, p Principal, id string, req Im
 	if dest == "" {
 		dest = base
 	}
-	dst, err := cleanWorkspacePath(dest, false)
+	dst, err := cleanWorkspacePath("destination", dest, false)
 	if err != nil {
 		return Imported{}, err
 	}

@@ -30,7 +30,7 @@ func (h *Handler) EditFile(ctx context.Context, p Principal, id string, req agen
 	if err != nil {
 		return agentapi.EditResult{}, err
 	}
-	if req.Path, err = cleanWorkspacePath(req.Path, false); err != nil {
+	if req.Path, err = cleanWorkspacePath("path", req.Path, false); err != nil {
 		return agentapi.EditResult{}, err
 	}
 	if req.Old == "" {
@@ -52,7 +52,7 @@ func (h *Handler) SearchFiles(ctx context.Context, p Principal, id string, req a
 	if req.Path == "" {
 		req.Path = "."
 	}
-	if req.Path, err = cleanWorkspacePath(req.Path, true); err != nil {
+	if req.Path, err = cleanWorkspacePath("path", req.Path, true); err != nil {
 		return agentapi.GrepResult{}, err
 	}
 	if req.Pattern == "" {

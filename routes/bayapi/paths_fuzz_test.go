@@ -11,12 +11,13 @@ import (
 func FuzzCleanWorkspacePath(f *testing.F) {
 	for _, s := range []string{"a/b", "../x", "/etc/passwd", "a/../../b", "\\x", "a\x00b", ".", "./a/./b/", "..", " "} {
 		f.Add(s, false)
+		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, p string, allowRoot bool) {
-		c, err := cleanWorkspacePath(p, allowRoot)
+		c, err := cleanWorkspacePath("path", p, allowRoot)
 		if err != nil {
-			if asAPIError(err).Code != CodeInvalidPath {
-				t.Fatalf("%q: %v is not invalid_path", p, err)
+			if e := asAPIError(err); e.Code != CodeInvalidPath || e.Details["field"] != "path" || e.Details["reason"] == "" {
+				t.Fatalf("%q: %v is not invalid_path with Bay's {field, reason}", p, err)
 			}
 			return
 		}

@@ -45,7 +45,7 @@ func (h *Handler) sandboxResponse(sb sandboxes.Sandbox, withContainers bool) San
 		caps = []string{}
 	}
 	resp := SandboxResponse{
-		ID: sb.ID, Status: string(sb.Status), Profile: sb.Profile, Capabilities: caps,
+		ID: sb.ID, Status: bayStatus(sb.Status), Profile: sb.Profile, Capabilities: caps,
 		CreatedAt: iso(sb.CreatedAt), ExpiresAt: isoPtr(sb.ExpiresAt), IdleExpiresAt: isoPtr(sb.IdleExpiresAt),
 	}
 	if sb.WorkspaceID != "" {
@@ -63,6 +63,16 @@ func (h *Handler) sandboxResponse(sb sandboxes.Sandbox, withContainers bool) San
 		}}
 	}
 	return resp
+}
+
+// bayStatus is the status a Bay client sees. Bay answers a create with idle (no session yet) and a warm claim with
+// ready; we start every sandbox eagerly, so a sandbox whose agent is not ready yet reads idle until it is usable,
+// and starting is never answered (docs/api.md lists this among the deliberate differences).
+func bayStatus(s sandboxes.Status) string {
+	if s == sandboxes.StatusStarting {
+		return string(sandboxes.StatusIdle)
+	}
+	return string(s)
 }
 
 // visible fetches a sandbox the caller may see; another owner's sandbox does not exist for it (Bay scopes queries).

@@ -188,19 +188,21 @@ func capField(s string, truncated *bool) string {
 
 // HistoryEntry is one recorded execution, Bay's shape.
 type HistoryEntry struct {
-	ID              string    `json:"id"`
-	SandboxID       string    `json:"-"`
-	SessionID       *string   `json:"session_id"`
-	ExecType        string    `json:"exec_type"`
-	Code            string    `json:"code"`
-	Success         bool      `json:"success"`
-	ExecutionTimeMS int64     `json:"execution_time_ms"`
-	Output          *string   `json:"output"`
-	Error           *string   `json:"error"`
-	Description     *string   `json:"description"`
-	Tags            *string   `json:"tags"`
-	Notes           *string   `json:"notes"`
-	CreatedAt       time.Time `json:"created_at"`
+	ID              string  `json:"id"`
+	SandboxID       string  `json:"-"`
+	SessionID       *string `json:"session_id"`
+	ExecType        string  `json:"exec_type"`
+	Code            string  `json:"code"`
+	Success         bool    `json:"success"`
+	ExecutionTimeMS int64   `json:"execution_time_ms"`
+	Output          *string `json:"output"`
+	Error           *string `json:"error"`
+	// PayloadRef names a stored payload of the execution (Bay's blob:blob-... of a learning run); null when none.
+	PayloadRef  *string   `json:"payload_ref"`
+	Description *string   `json:"description"`
+	Tags        *string   `json:"tags"`
+	Notes       *string   `json:"notes"`
+	CreatedAt   time.Time `json:"created_at"`
 	// Truncated is our addition: code, output or error was longer than MaxHistoryField and only its start is kept.
 	Truncated bool `json:"truncated,omitempty"`
 }

@@ -94,9 +94,9 @@ func (a runCodeArgs) validate() error {
 		return err
 	}
 	switch a.Language {
-	case "", bayapi.LangPython, bayapi.LangNode:
+	case "", bayapi.LangPython, bayapi.LangNode, bayapi.LangR:
 	default:
-		return invalid("language must be python or node, not %q", a.Language)
+		return invalid("language must be python, node or r, not %q", a.Language)
 	}
 	if strings.TrimSpace(a.Code) == "" {
 		return invalid("code must not be empty")

@@ -104,8 +104,9 @@ type sessionRequest struct {
 }
 
 // serveTerminalSession creates a PTY session (POST) or reports one (GET ?pty=), through the sandbox's agent.
-// GET is also the terminal's probe after a dropped connection: 401 means the session cookie expired, 410
-// container_died that the sandbox is gone, 404 that the PTY ended.
+// GET is also the terminal's probe after a dropped connection: 401 means the session cookie expired, 503 with
+// details.recovering that the sandbox died and is being rebuilt (the page says so and retries), 410 container_died
+// that it died past its crash limit, 404 that the PTY ended.
 func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, pg page, grant sandboxroute.Grant) {
 	setSecurityHeaders(w.Header(), "")
 	w.Header().Set("Cache-Control", "no-store")
@@ -197,8 +198,16 @@ func (h *Handler) agentFailed(ctx context.Context, w http.ResponseWriter, id str
 		return
 	}
 	if sb, gerr := h.cfg.Sandboxes.Get(ctx, id); gerr == nil && sb.Died != nil {
-		sandboxroute.WriteLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeContainerDied,
-			Message: "the sandbox's container died: " + sb.Died.Message, Details: map[string]any{"reason": sb.Died.Reason}}, "")
+		if sb.Status == sandboxes.StatusFailed {
+			// Past its crash limit: it stays dead.
+			sandboxroute.WriteLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeContainerDied,
+				Message: "the sandbox's container died: " + sb.Died.Message, Details: map[string]any{"reason": sb.Died.Reason}}, "")
+			return
+		}
+		// Its next use rebuilds it on the same workspace: the page says why its session went away and retries.
+		sandboxroute.WriteLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeNotReady,
+			Message: "the sandbox's container died: " + sb.Died.Message + "; it is rebuilt on its next use",
+			Details: map[string]any{"reason": sb.Died.Reason, "recovering": true}}, "")
 		return
 	}
 	writeError(w, http.StatusBadGateway, "sandbox_unavailable", err.Error())

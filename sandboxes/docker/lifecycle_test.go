@@ -372,14 +372,19 @@ func TestCrashReasons(t *testing.T) {
 	if ev.Reason != "sigkill" || ev.Death == nil || ev.Death.ExitCode != 137 {
 		t.Fatalf("kill reported as %+v", ev)
 	}
-	_, err := h.mgr.EnsureRunning(context.Background(), killed.ID)
-	var se *sandboxes.Error
-	if !errors.As(err, &se) || se.Code != sandboxes.CodeContainerDied || se.Details["reason"] != "sigkill" || !strings.Contains(se.Hint, "do not re-run") {
-		t.Fatalf("next use after kill: %#v", err)
-	}
-	if got, _ := h.mgr.Get(context.Background(), killed.ID); got.Status != sandboxes.StatusFailed || got.Died == nil {
+	// A dead sandbox reads idle with the reason; its next use starts the rebuild and says why it is not ready.
+	if got, _ := h.mgr.Get(context.Background(), killed.ID); got.Status != sandboxes.StatusIdle || got.Died == nil || !strings.Contains(got.LastError, "sigkill") {
 		t.Fatalf("status after kill: %+v", got)
 	}
+	_, err := h.mgr.EnsureRunning(context.Background(), killed.ID)
+	var se *sandboxes.Error
+	if !errors.As(err, &se) || se.Code != sandboxes.CodeNotReady || se.Details["reason"] != "sigkill" || se.Hint != sandboxes.HintRecovering {
+		t.Fatalf("next use after kill: %#v", err)
+	}
+	h.waitEvent(events, 90*time.Second, func(e sandboxes.Event) bool {
+		return e.SandboxID == killed.ID && e.Type == sandboxes.EventReady && e.Reason == "recovered"
+	})
+	h.ready(killed.ID)
 
 	// A python allocation beyond the memory limit: the kernel OOM-kills it inside the sandbox.
 	out, _ := h.exec(oom.ID, "python3", "-c", "b = bytearray(512*1024*1024); print(len(b))")

@@ -227,7 +227,7 @@ function connectEvents() {
   es.onopen = () => { live.textContent = 'Live'; refresh(); };
   es.onerror = () => { live.textContent = 'Reconnecting live updates…'; };
   const onEvent = () => { clearTimeout(pending); pending = setTimeout(refresh, 150); };
-  for (const t of ['created', 'ready', 'stopped', 'started', 'paused', 'resumed', 'deleted', 'died', 'oom', 'failed', 'gc']) es.addEventListener(t, onEvent);
+  for (const t of ['created', 'ready', 'stopped', 'started', 'paused', 'resumed', 'deleted', 'died', 'recovering', 'oom', 'failed', 'gc']) es.addEventListener(t, onEvent);
   es.addEventListener('logout', () => location.reload());
 }
 

@@ -63,9 +63,13 @@ async function probe() {
     stop('This sandbox is gone.', 'gone');
     return;
   }
+  if (res && res.status === 503) {
+    // The sandbox died and is being rebuilt on its workspace (or is starting): keep trying.
+    setStatus('The sandbox is being rebuilt after its container died; reconnecting…');
+  }
   const delay = Math.min(1000 * 2 ** attempts, 10000);
   attempts++;
-  setStatus('Connection lost, reconnecting…');
+  if (!res || res.status !== 503) setStatus('Connection lost, reconnecting…');
   timer = setTimeout(connect, delay);
 }
 

@@ -48,6 +48,7 @@ let liveOffset = 0;     // where live output starts on the current connection
 let attempts = 0;       // reconnects since the last good connection
 let ended = false;      // no more reconnects (exit, expiry, death, takeover)
 let timer = null;
+let diedReason = null;  // the sandbox died and is being rebuilt: the next session is a new shell
 
 function setStatus(text) { statusEl.textContent = text; }
 function showBanner(text, fatal) {
@@ -158,7 +159,10 @@ function onControl(msg) {
       break;
     case 'error':
       if (msg.code === 'container_died') {
-        stop('The sandbox died' + (msg.message ? ': ' + msg.message : '') + '. Its terminal cannot come back.', 'died');
+        // The gateway rebuilds a dead sandbox on its workspace unless it crashed too often; the probe after the
+        // drop tells which (503 recovering, or 410 for good).
+        diedReason = (msg.details && msg.details.reason) || 'died';
+        showBanner('The sandbox died' + (msg.message ? ': ' + msg.message : '') + '. Waiting for it to be rebuilt…');
       } else {
         showBanner('Terminal error: ' + (msg.message || msg.code));
       }
@@ -223,6 +227,12 @@ async function explain(res) {
     stop('Your ticket has expired. Open the terminal again from the console (or ask for a new ticket); the shell keeps running meanwhile.', 'expired');
     return true;
   }
+  if (res.status === 503 && err.details && err.details.recovering) {
+    diedReason = err.details.reason || 'died';
+    showBanner('The sandbox died (' + diedReason + ') and is being rebuilt on the same workspace; its processes are gone. Reconnecting…');
+    setStatus('Sandbox rebuilding…');
+    return false;
+  }
   if (err.code === 'container_died' || res.status === 410) {
     const reason = err.details && err.details.reason ? ' (' + err.details.reason + ')' : '';
     stop('The sandbox died' + reason + ': ' + (err.message || 'its container stopped') + '.', 'died');
@@ -230,6 +240,15 @@ async function explain(res) {
   }
   if (err.code === 'not_found' || err.code === 'sandbox_expired') {
     stop('This sandbox no longer exists.', 'gone');
+    return true;
+  }
+  if (err.code === 'pty_not_found' && diedReason) {
+    // The rebuilt sandbox has no old shell: open a new one on the same workspace.
+    showBanner('The sandbox was rebuilt after its container died (' + diedReason + '); this is a new shell on the same workspace.');
+    diedReason = null;
+    sessionStorage.removeItem(storageKey);
+    offset = 0;
+    createSession();
     return true;
   }
   if (err.code === 'pty_not_found') {

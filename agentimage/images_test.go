@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
+)
+
+// toolsScript is what an agent used to Bay's Ship image runs first: python (not only python3), a venv with pip,
+// node and npm, curl, git and unzip, as the sandbox user under the read-only root's rules (writes go to the
+// workspace and $HOME only).
+const toolsScript = `set -e
+python -m venv /workspace/v
+/workspace/v/bin/pip --version
+python -c 'print(1)'
+pip --version
+node -e 1
+npm --version
+curl --version | head -n 1
+git --version
+unzip -v | head -n 1
+npm config get prefix
+`
+
+// TestImageToolsAsSandboxUser runs toolsScript in every image target, hardened as a sandbox is.
+func TestImageToolsAsSandboxUser(t *testing.T) {
+	for _, target := range []string{"base", "node", "browser", "r"} {
+		t.Run(target, func(t *testing.T) {
+			image := testenv.Image(t, target)
+			out, err := exec.Command("docker", "run", "--rm", "--user", "65532:65532", "--cap-drop", "ALL",
+				"--security-opt", "no-new-privileges", "--read-only",
+				"--tmpfs", "/tmp:rw,exec,nosuid,size=256m", "--tmpfs", "/home/sandbox:rw,exec,nosuid,size=256m,uid=65532,gid=65532",
+				"-v", "/workspace", "--entrypoint", "bash", image, "-c", toolsScript).CombinedOutput()
+			if err != nil {
+				t.Fatalf("tools as the sandbox user in %s: %v\n%s", image, err, out)
+			}
+			for _, want := range []string{"pip ", "\n1\n", "curl ", "git version", "UnZip", "/home/sandbox/.npm-global"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("%s: output lacks %q:\n%s", image, want, out)
+				}
+			}
+		})
+	}
+}
+
+func rExec(t *testing.T, sb *testenv.Sandbox, code string) agentapi.KernelExecResult {
+	t.Helper()
+	body, _ := json.Marshal(agentapi.KernelExecRequest{Code: code, TimeoutMS: 60000})
+	req, _ := sb.Request(context.Background(), http.MethodPost, "/v1/r/exec", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("r exec %q: %s %s", code, resp.Status, raw)
+	}
+	var res agentapi.KernelExecResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestRKernelKeepsStateAndPlots: the r image's persistent R session keeps a variable across calls, returns a plot
+// as PNG, and reports an R error with its message.
+func TestRKernelKeepsStateAndPlots(t *testing.T) {
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "r"})
+	if res := rExec(t, sb, "x <- 21\ncat('set\\n')"); !res.Success || res.Stdout != "set\n" || res.ExecutionCount != 1 {
+		t.Fatalf("first call: %+v %+v", res, res.Error)
+	}
+	res := rExec(t, sb, "x * 2\nplot(1:10, main = 'sandgate')\nmessage('to stderr')")
+	if !res.Success || !strings.Contains(res.Stdout, "[1] 42") || !strings.Contains(res.Stderr, "to stderr") || res.ExecutionCount != 2 {
+		t.Fatalf("second call: %+v %+v", res, res.Error)
+	}
+	if len(res.Images) != 1 {
+		t.Fatalf("plot: %d images", len(res.Images))
+	}
+	png, err := base64.StdEncoding.DecodeString(res.Images[0])
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 1000 {
+		t.Fatalf("plot is not a PNG (%d bytes, %v)", len(png), err)
+	}
+	res = rExec(t, sb, "stop('boom')")
+	if res.Success || res.Error == nil || !strings.Contains(res.Error.EValue, "boom") {
+		t.Fatalf("an R error: %+v %+v", res, res.Error)
+	}
+	if res := rExec(t, sb, "x"); !res.Success || !strings.Contains(res.Stdout, "[1] 21") || len(res.Images) != 0 {
+		t.Fatalf("state after an error: %+v %+v", res, res.Error)
+	}
+}
