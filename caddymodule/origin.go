@@ -55,7 +55,7 @@ func checkOrigins(app *caddyhttp.App) error {
 				return fmt.Errorf("%s serves the console and sandbox apps on one origin: script a sandbox serves would "+
 					"run with the operator's console session. Serve apps on their own origin (a site such as "+
 					"*.sandbox.example.com with `sandbox_ticket app { base_domains sandbox.example.com }` and `sandbox_proxy app`) "+
-					"and list this site's kinds without app (`sandbox_proxy /sandboxes/* terminal pty vnc cdp files`), "+
+					"and list this site's kinds without app (`sandbox_proxy /sandboxes/* terminal pty vnc cdp files mcp`), "+
 					"or accept the risk with `shared_origin` in this sandbox_proxy (apps then run under "+
 					"Content-Security-Policy: sandbox); see docs/edge.md, Origins", u.name)
 			}
