@@ -91,9 +91,11 @@ func TestNodeKernelInSandbox(t *testing.T) {
 	}
 }
 
-// TestNodeExecWithoutNode: the base image has no node; the route says so.
+// TestNodeExecWithoutNode: where node is missing, the route says so.
 func TestNodeExecWithoutNode(t *testing.T) {
-	sb := testenv.RunSandbox(t, testenv.SandboxOptions{})
+	// Every image ships node now: a PATH without /usr/bin stands for an image without it (the agent itself is
+	// started by its absolute path).
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Env: []string{"PATH=/usr/local/bin"}})
 	req, _ := sb.Request(context.Background(), http.MethodPost, "/v1/node/exec", strings.NewReader(`{"code":"1"}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
