@@ -161,11 +161,14 @@ func TestPagesInBrowser(t *testing.T) {
 			ID string `json:"id"`
 		}
 		runBrowserStep(t, e, "create", &doomed, "PROFILE=py")
-		var res struct{ Banner string }
+		var res struct{ Banner, Rebuilt string }
 		runBrowserStep(t, e, "died", &res, "SANDBOX="+doomed.ID, "NAMESPACE="+e.ns)
-		t.Logf("after docker kill: %q", res.Banner)
+		t.Logf("after docker kill: %q, then %q", res.Banner, res.Rebuilt)
 		if !strings.Contains(res.Banner, "The sandbox died") {
 			t.Errorf("death banner: %q", res.Banner)
+		}
+		if !strings.Contains(res.Rebuilt, "sigkill") || !strings.Contains(res.Rebuilt, "new shell") {
+			t.Errorf("rebuilt banner: %q", res.Rebuilt)
 		}
 	})
 

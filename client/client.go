@@ -56,6 +56,8 @@ type Sandbox struct {
 	ExpiresAt     *time.Time       `json:"expires_at"`
 	IdleExpiresAt *time.Time       `json:"idle_expires_at"`
 	Containers    []map[string]any `json:"containers"`
+	// LastError is sandgate's addition: why the last start failed, or why its container died.
+	LastError *string `json:"last_error"`
 }
 
 // ShellResult is shell/exec's answer.
@@ -239,6 +241,9 @@ func (c *Client) WaitReady(ctx context.Context, id string, interval time.Duratio
 		case "ready":
 			return sb, nil
 		case "failed", "expired":
+			if sb.LastError != nil && *sb.LastError != "" {
+				return sb, fmt.Errorf("sandbox %s is %s: %s", id, sb.Status, *sb.LastError)
+			}
 			return sb, fmt.Errorf("sandbox %s is %s", id, sb.Status)
 		}
 		select {

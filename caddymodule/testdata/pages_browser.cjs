@@ -201,7 +201,8 @@ const steps = {
     return { first: first[0], second, offsetBefore, expiredBanner };
   },
 
-  // The sandbox's container is killed under an open terminal: the page says the sandbox died, with the reason.
+  // The sandbox's container is killed under an open terminal: the page says the sandbox died, with the reason, and
+  // reconnects to a new shell once the gateway has rebuilt it on its workspace.
   async died(context, page) {
     const id = process.env.SANDBOX;
     await login(page);
@@ -212,7 +213,12 @@ const steps = {
     await term.locator('#banner[data-kind="died"]').waitFor({ timeout: remaining() });
     const banner = await term.locator('#banner').textContent();
     await term.screenshot({ path: path.join(shots, 'terminal-died.png') });
-    return { banner };
+    // The gateway rebuilds the sandbox on its workspace: the page opens a new shell there and says so.
+    await term.locator('#banner[data-kind="rebuilt"]').waitFor({ timeout: remaining() });
+    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: remaining() });
+    const rebuilt = await term.locator('#banner').textContent();
+    await term.screenshot({ path: path.join(shots, 'terminal-rebuilt.png') });
+    return { banner, rebuilt };
   },
 
   async desktop(context, page) {

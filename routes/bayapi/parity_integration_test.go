@@ -316,11 +316,16 @@ func TestBayCrashRecovery(t *testing.T) {
 	}
 	recovered(killed, "sigkill")
 
-	// An OOM that takes the agent (the kernel picks it: its oom_score_adj is raised, which its own user may do).
+	// An OOM that takes the agent (the kernel picks it: its oom_score_adj is raised). The agent is non-dumpable, so
+	// its /proc files belong to root: the test raises it from the host, through the container's init.
 	oom := create()
 	ctr := containerOf(t, g.ns, oom)
-	if out, err := exec.Command("docker", "exec", ctr, "sh", "-c",
-		`for p in $(cat /proc/1/task/*/children); do echo 1000 > /proc/$p/oom_score_adj; done`).CombinedOutput(); err != nil {
+	initPID, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", ctr).Output()
+	if err != nil {
+		t.Fatalf("the container's init: %v", err)
+	}
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf(
+		`for p in $(cat /proc/%s/task/*/children); do echo 1000 > /proc/$p/oom_score_adj; done`, strings.TrimSpace(string(initPID)))).CombinedOutput(); err != nil {
 		t.Fatalf("raising the agent's oom_score_adj: %v %s", err, out)
 	}
 	_ = exec.Command("docker", "exec", ctr, "python3", "-c", "b = bytearray(2 * 1024**3)").Run() // killed with the container
@@ -334,7 +339,7 @@ func TestBayCrashRecovery(t *testing.T) {
 	if le := fmt.Sprint(sb["last_error"]); !strings.Contains(le, "crash loop") || !strings.Contains(le, "sigkill") {
 		t.Errorf("last_error of a crash-looped sandbox: %s", le)
 	}
-	_, err := c.Python(ctx, killed, "1", 30)
+	_, err = c.Python(ctx, killed, "1", 30)
 	var e *client.Error
 	if !asClientError(err, &e) || e.Status != http.StatusGone || e.Code != "container_died" || e.Details["reason"] != "sigkill" {
 		t.Fatalf("a call to a crash-looped sandbox: %v %v", err, detailsOf(err))

@@ -51,18 +51,19 @@ let timer = null;
 let diedReason = null;  // the sandbox died and is being rebuilt: the next session is a new shell
 
 function setStatus(text) { statusEl.textContent = text; }
-function showBanner(text, fatal) {
+// kind names the banner for scripts and tests (data-kind): died, rebuilt, expired, gone, ...
+function showBanner(text, fatal, kind) {
   banner.textContent = text;
   banner.classList.toggle('fatal', !!fatal);
+  banner.dataset.kind = kind || '';
   banner.hidden = false;
 }
-function hideBanner() { banner.hidden = true; banner.textContent = ''; }
+function hideBanner() { banner.hidden = true; banner.textContent = ''; banner.dataset.kind = ''; }
 function stop(text, kind) {
   ended = true;
   clearTimeout(timer);
   setStatus(kind === 'expired' ? 'Ticket expired' : 'Disconnected');
-  showBanner(text, true);
-  banner.dataset.kind = kind;
+  showBanner(text, true, kind);
 }
 
 function send(bytes) {
@@ -145,7 +146,8 @@ function onControl(msg) {
     case 'connected':
       liveOffset = msg.offset || 0;
       attempts = 0;
-      hideBanner();
+      // A rebuilt sandbox's notice stays: the person should know this is a new shell.
+      if (banner.dataset.kind !== 'rebuilt') hideBanner();
       setStatus('Connected');
       sendResize();
       break;
@@ -162,7 +164,7 @@ function onControl(msg) {
         // The gateway rebuilds a dead sandbox on its workspace unless it crashed too often; the probe after the
         // drop tells which (503 recovering, or 410 for good).
         diedReason = (msg.details && msg.details.reason) || 'died';
-        showBanner('The sandbox died' + (msg.message ? ': ' + msg.message : '') + '. Waiting for it to be rebuilt…');
+        showBanner('The sandbox died' + (msg.message ? ': ' + msg.message : '') + '. Waiting for it to be rebuilt…', false, 'died');
       } else {
         showBanner('Terminal error: ' + (msg.message || msg.code));
       }
@@ -229,7 +231,7 @@ async function explain(res) {
   }
   if (res.status === 503 && err.details && err.details.recovering) {
     diedReason = err.details.reason || 'died';
-    showBanner('The sandbox died (' + diedReason + ') and is being rebuilt on the same workspace; its processes are gone. Reconnecting…');
+    showBanner('The sandbox died (' + diedReason + ') and is being rebuilt on the same workspace; its processes are gone. Reconnecting…', false, 'died');
     setStatus('Sandbox rebuilding…');
     return false;
   }
@@ -244,7 +246,7 @@ async function explain(res) {
   }
   if (err.code === 'pty_not_found' && diedReason) {
     // The rebuilt sandbox has no old shell: open a new one on the same workspace.
-    showBanner('The sandbox was rebuilt after its container died (' + diedReason + '); this is a new shell on the same workspace.');
+    showBanner('The sandbox was rebuilt after its container died (' + diedReason + '); this is a new shell on the same workspace.', false, 'rebuilt');
     diedReason = null;
     sessionStorage.removeItem(storageKey);
     offset = 0;
