@@ -98,7 +98,12 @@ func (m *Manager) removeFailedContainer(e *entry, err error) {
 	m.mu.Lock()
 	cid := e.rec.ContainerID
 	if e.deleted || e.stopRequested || cid == "" {
+		beforeContainer := cid == "" && !e.deleted
 		m.mu.Unlock()
+		if beforeContainer {
+			// Failed before the engine made a container (network, packet filter, socket directory, volume).
+			m.log.Warn("sandbox failed to start", "sandbox", e.rec.ID, "error", err)
+		}
 		return
 	}
 	e.expectStop = true

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The address policy for traffic a sandbox sends directly (not through the egress proxy) is a set of packet-filter
@@ -159,9 +160,28 @@ func (f *packetFilter) ensureChains(ctx context.Context, v6 bool) error {
 }
 
 // Apply installs a policy's rules that are missing. IPv6 rules are best effort when the host has no ip6tables.
+// Another process changing the rule set at the same moment (Docker, another gateway) can fail a command under the
+// nftables backend, where -w does not serialise: every step is idempotent, so Apply tries again a few times.
 func (f *packetFilter) Apply(ctx context.Context, p NetworkPolicy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var err error
+	for attempt := range applyAttempts {
+		if err = f.applyLocked(ctx, p); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+const applyAttempts = 5
+
+func (f *packetFilter) applyLocked(ctx context.Context, p NetworkPolicy) error {
 	v6ok := true
 	if err := f.ensureChains(ctx, false); err != nil {
 		return err
