@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 GO ?= go
 CADDY ?= ./caddy
-STATICCHECK_VERSION ?= v0.8.2
 # Integration tests share one Docker engine and two cores: a few packages at a time.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 40m
@@ -87,7 +86,7 @@ bench: images
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
