@@ -117,16 +117,18 @@ func proxyAddr(raw string) (netip.AddrPort, bool) {
 // bypass the address policy is not started.
 var ErrPacketFilter = errors.New("the packet filter could not be programmed")
 
-// packetFilter programs iptables and ip6tables. One mutex serialises this process's changes; the -w flag waits
-// for other processes' (Docker's, other gateways').
+// packetFilter programs iptables and ip6tables. One mutex serialises this process's changes, a lock file other
+// gateways' (netpolicy_lock.go), and the -w flag waits for iptables-legacy users such as Docker.
 type packetFilter struct {
 	mu sync.Mutex
+	// lockPath is the host-wide lock file; empty in unit tests, which share no host.
+	lockPath string
 	// run executes one iptables or ip6tables command; tests may replace it.
 	run func(ctx context.Context, v6 bool, args ...string) (string, error)
 }
 
 func newPacketFilter() *packetFilter {
-	return &packetFilter{run: func(ctx context.Context, v6 bool, args ...string) (string, error) {
+	return &packetFilter{lockPath: hostLockPath, run: func(ctx context.Context, v6 bool, args ...string) (string, error) {
 		bin := "iptables"
 		if v6 {
 			bin = "ip6tables"
@@ -163,9 +165,11 @@ func (f *packetFilter) ensureChains(ctx context.Context, v6 bool) error {
 // Another process changing the rule set at the same moment (Docker, another gateway) can fail a command under the
 // nftables backend, where -w does not serialise: every step is idempotent, so Apply tries again a few times.
 func (f *packetFilter) Apply(ctx context.Context, p NetworkPolicy) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var err error
+	unlock, err := f.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for attempt := range applyAttempts {
 		if err = f.applyLocked(ctx, p); err == nil {
 			return nil
@@ -180,6 +184,20 @@ func (f *packetFilter) Apply(ctx context.Context, p NetworkPolicy) error {
 }
 
 const applyAttempts = 5
+
+// lock serialises a change with this process's others and, through the lock file, with other gateways on the host.
+func (f *packetFilter) lock(ctx context.Context) (func(), error) {
+	f.mu.Lock()
+	if f.lockPath == "" {
+		return f.mu.Unlock, nil
+	}
+	release, err := lockHost(ctx, f.lockPath)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	return func() { release(); f.mu.Unlock() }, nil
+}
 
 func (f *packetFilter) applyLocked(ctx context.Context, p NetworkPolicy) error {
 	v6ok := true
@@ -215,15 +233,21 @@ func (f *packetFilter) applyLocked(ctx context.Context, p NetworkPolicy) error {
 
 // Remove deletes every rule tagged with iface.
 func (f *packetFilter) Remove(ctx context.Context, iface string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	unlock, err := f.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return f.removeLocked(ctx, func(tagged string) bool { return tagged == iface })
 }
 
 // Sweep deletes the rules of interfaces that no longer exist (networks removed while no gateway watched).
 func (f *packetFilter) Sweep(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	unlock, err := f.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return f.removeLocked(ctx, func(tagged string) bool {
 		_, err := net.InterfaceByName(tagged)
 		return err != nil

@@ -2,7 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -137,3 +139,23 @@ var errNoRule = &ruleError{}
 type ruleError struct{}
 
 func (*ruleError) Error() string { return "no such rule" }
+
+// The host lock is per open file, so two holders in one process contend as two gateways would.
+func TestLockHostSerialisesHolders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "packetfilter.lock")
+	release, err := lockHost(context.Background(), path)
+	if err != nil {
+		t.Fatalf("first lock: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := lockHost(ctx, path); !errors.Is(err, ErrPacketFilter) {
+		t.Fatalf("second lock while held: got %v, want ErrPacketFilter after the wait is cancelled", err)
+	}
+	release()
+	release2, err := lockHost(context.Background(), path)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	release2()
+}
