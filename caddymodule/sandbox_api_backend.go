@@ -105,8 +105,8 @@ func (b managerBackend) List(ctx context.Context, opts sandboxes.ListOptions) ([
 	return out, next, nil
 }
 
-func (b managerBackend) EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error) {
-	return b.m.EnsureRunning(ctx, id)
+func (b managerBackend) Hold(ctx context.Context, id string) (sandboxes.Target, error) {
+	return b.m.Hold(ctx, id)
 }
 
 func (b managerBackend) Stop(ctx context.Context, id string) error { return b.m.Stop(ctx, id) }

@@ -28,6 +28,9 @@ type fakeDriver struct {
 	// that its start-up customisation failed with this message.
 	removeDelay    time.Duration
 	startupFailure string
+	// stopGate, when set, holds every Stop until it is closed; stopsDone counts the Stops that returned.
+	stopGate  chan struct{}
+	stopsDone int
 }
 
 type fakeContainer struct {
@@ -114,10 +117,17 @@ func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (str
 }
 func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {
 	d.mu.Lock()
+	gate := d.stopGate
+	d.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c := d.containers[id]; c != nil {
 		c.state.Running = false
 	}
+	d.stopsDone++
 	return nil
 }
 func (d *fakeDriver) Remove(_ context.Context, id string) error {

@@ -412,6 +412,16 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 
 // stop stops e's compute, keeping container and workspace.
 func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
+	return m.stopIf(ctx, e, reason, nil)
+}
+
+// errNoLongerIdle is stopIf's answer when a lease or activity arrived between the collector's scan and the stop.
+var errNoLongerIdle = errors.New("sandbox is no longer idle")
+
+// stopIf stops e when still(e) holds under the lock (nil: always). The check and the commitment to stop are one
+// critical section, so a request that takes a lease (Hold, Acquire) either stops the stop or, arriving later, finds
+// e.stopping and waits for it to end before starting the sandbox again: it never gets a container being stopped.
+func (m *Manager) stopIf(ctx context.Context, e *entry, reason string, still func(*entry) bool) error {
 	m.mu.Lock()
 	if e.cancelLaunch != nil {
 		e.stopRequested = true
@@ -425,9 +435,14 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
 		m.mu.Unlock()
 		return nil
 	}
+	if still != nil && !still(e) {
+		m.mu.Unlock()
+		return errNoLongerIdle
+	}
 	cid := e.rec.ContainerID
 	grace := m.cfg.StopGrace
 	e.expectStop = true
+	e.stopping = true
 	m.mu.Unlock()
 	var err error
 	if cid != "" {
@@ -435,6 +450,7 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason string) error {
 	}
 	m.mu.Lock()
 	e.expectStop = false
+	e.stopping = false
 	if err == nil {
 		e.rec.Phase = PhaseStopped
 		e.rec.IdleExpiresAt = nil

@@ -194,6 +194,7 @@ type entry struct {
 	cancelLaunch  context.CancelFunc
 	leases        int
 	expectStop    bool // we are stopping or removing it: its die event is no crash
+	stopping      bool // stop holds opMu and has committed to stopping it: a request waits, then starts it again
 	stopRequested bool // a stop cancelled the launch in flight
 	recovering    bool // the launch in flight rebuilds a dead container (recovery.go)
 	deleted       bool
@@ -670,6 +671,14 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 		}
 		switch e.rec.Phase {
 		case PhaseRunning:
+			if e.stopping {
+				// The idle collector committed to stopping it before this request's lease: wait for the stop to
+				// end (it holds opMu), then start it again on the next round.
+				m.mu.Unlock()
+				e.opMu.Lock()
+				e.opMu.Unlock()
+				continue
+			}
 			m.touchLocked(e, now)
 			t := m.targetLocked(e)
 			m.mu.Unlock()
@@ -853,6 +862,23 @@ func (m *Manager) Acquire(id string) (func(), error) {
 			m.mu.Unlock()
 		})
 	}, nil
+}
+
+// Hold starts a sandbox if it is idle and holds a lease on it until ctx ends: the request that uses the target
+// can never lose its container to the idle collector. The lease is taken first, so a collector that has not yet
+// committed to a stop sees it, and one that has is waited for (EnsureRunning).
+func (m *Manager) Hold(ctx context.Context, id string) (Target, error) {
+	release, err := m.Acquire(id)
+	if err != nil {
+		return Target{}, err
+	}
+	t, err := m.EnsureRunning(ctx, id)
+	if err != nil {
+		release()
+		return Target{}, err
+	}
+	context.AfterFunc(ctx, release)
+	return t, nil
 }
 
 // Touch records activity on a sandbox (resets its idle timer).

@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -128,6 +129,11 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 	case e.deleted:
 		m.mu.Unlock()
 		return notFound(e.rec.ID)
+	case idle && !stillIdle(e):
+		// A lease or activity arrived since the collector's scan: checked in the same critical section that
+		// commits the pause, so a request never holds a sandbox that is being frozen (see stopIf).
+		m.mu.Unlock()
+		return errNoLongerIdle
 	case e.rec.Phase == PhasePaused:
 		m.mu.Unlock()
 		return nil
@@ -220,21 +226,34 @@ func idleDue(e *entry, now time.Time) bool {
 // "pause_expired".
 func (m *Manager) collectIdle(ctx context.Context, e *entry) (string, error) {
 	m.mu.RLock()
-	still := e.leases == 0 && !e.deleted && idleDue(e, time.Now())
+	still := stillIdle(e)
 	phase, action := e.rec.Phase, e.profile.IdleAction
 	m.mu.RUnlock()
 	if !still {
 		return "", nil
 	}
+	var did string
+	var err error
 	switch {
 	case phase == PhaseRunning && action == IdleActionPause:
 		if _, ok := m.driver.(PauseDriver); ok {
-			return "idle_paused", m.pause(ctx, e, "idle", true)
+			did, err = "idle_paused", m.pause(ctx, e, "idle", true)
+			break
 		}
-		return "idle_stopped", m.stop(ctx, e, "idle")
+		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", stillIdle)
 	case phase == PhasePaused:
-		return "pause_expired", m.stop(ctx, e, "paused too long")
+		did, err = "pause_expired", m.stopIf(ctx, e, "paused too long", stillIdle)
 	default:
-		return "idle_stopped", m.stop(ctx, e, "idle")
+		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", stillIdle)
 	}
+	if errors.Is(err, errNoLongerIdle) {
+		return "", nil
+	}
+	return did, err
+}
+
+// stillIdle reports whether the collector may act on e: no lease, not deleted, past its idle deadline. The caller
+// holds m.mu.
+func stillIdle(e *entry) bool {
+	return e.leases == 0 && !e.deleted && idleDue(e, time.Now())
 }

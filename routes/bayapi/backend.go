@@ -16,9 +16,9 @@ type Sandboxes interface {
 	Get(ctx context.Context, id string) (sandboxes.Sandbox, error)
 	// List returns one page and the cursor of the next ("" when it was the last).
 	List(ctx context.Context, opts sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error)
-	// EnsureRunning starts the sandbox's compute if it is idle and returns how to reach its agent. It counts as
-	// activity (pushes the idle deadline).
-	EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error)
+	// Hold starts the sandbox's compute if it is idle and returns how to reach its agent, holding a lease until
+	// ctx ends so the idle collector never stops the container a request is using. It counts as activity.
+	Hold(ctx context.Context, id string) (sandboxes.Target, error)
 	Stop(ctx context.Context, id string) error
 	Keepalive(ctx context.Context, id string) error
 	ExtendTTL(ctx context.Context, id string, by time.Duration) (sandboxes.Sandbox, error)
@@ -109,7 +109,7 @@ type BrowserResult struct {
 	PNG []byte
 }
 
-// Agent is what the API needs of the in-sandbox agent, addressed by a Target from EnsureRunning. Paths are relative
+// Agent is what the API needs of the in-sandbox agent, addressed by a Target from Hold. Paths are relative
 // to the workspace root and already validated.
 type Agent interface {
 	Exec(ctx context.Context, t sandboxes.Target, req ExecRequest) (ExecResult, error)

@@ -108,7 +108,7 @@ func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]sandbo
 	return out, "", nil
 }
 
-func (m *fakeManager) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+func (m *fakeManager) Hold(_ context.Context, id string) (sandboxes.Target, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb, ok := m.boxes[id]

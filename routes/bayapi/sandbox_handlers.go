@@ -278,7 +278,7 @@ func (h *Handler) running(ctx context.Context, id string, p Principal, capabilit
 		return sandboxes.Target{}, errorf(CodeCapability, "Sandbox %s does not support capability %q", id, capability).
 			with("capability", capability).with("available", avail)
 	}
-	t, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
+	t, err := h.cfg.Sandboxes.Hold(ctx, id)
 	if err != nil {
 		var e *sandboxes.Error
 		if errors.As(err, &e) && e.Code == sandboxes.CodeNotReady {

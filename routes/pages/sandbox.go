@@ -131,17 +131,18 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 	id := pg.addr.SandboxID
 	ctx, cancel := context.WithTimeout(r.Context(), sandboxroute.DefaultStartTimeout)
 	defer cancel()
-	target, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
-	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
-		return
-	}
+	// Lease first, then start: the idle collector never stops a container this request holds.
 	release, err := h.cfg.Sandboxes.Acquire(id)
 	if err != nil {
 		sandboxroute.WriteLifecycleError(w, err, "")
 		return
 	}
 	defer release()
+	target, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
+	if err != nil {
+		sandboxroute.WriteLifecycleError(w, err, "")
+		return
+	}
 	agent := agentapi.NewClientFor(target.Addr, target.Token, h.cfg.AgentClient)
 	ws := pg.addr.Prefix + "/ws?pty="
 

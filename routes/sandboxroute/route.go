@@ -69,10 +69,17 @@ func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Pr
 	if timeout <= 0 {
 		timeout = DefaultStartTimeout
 	}
+	// The lease comes first: the idle collector then never stops the container this request is about to use
+	// (sandboxes.Manager.Hold explains the order).
+	release, err := rt.Sandboxes.Acquire(addr.SandboxID)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("holding sandbox %s: %w", addr.SandboxID, err)
+	}
 	startCtx, cancel := context.WithTimeout(ctx, timeout)
 	target, err := rt.Sandboxes.EnsureRunning(startCtx, addr.SandboxID)
 	cancel()
 	if err != nil {
+		release()
 		return Prepared{}, fmt.Errorf("starting sandbox %s: %w", addr.SandboxID, err)
 	}
 	port := addr.Port
@@ -84,11 +91,8 @@ func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Pr
 	}
 	agent, err := AgentPath(addr, port, rawQuery)
 	if err != nil {
+		release()
 		return Prepared{}, &RequestError{Status: http.StatusNotFound, Code: sandboxes.CodeNotFound, Message: err.Error()}
-	}
-	release, err := rt.Sandboxes.Acquire(addr.SandboxID)
-	if err != nil {
-		return Prepared{}, fmt.Errorf("holding sandbox %s: %w", addr.SandboxID, err)
 	}
 	return Prepared{Target: target, Agent: agent, Release: release}, nil
 }
