@@ -1,5 +1,7 @@
 # The sandgate gateway image. Its default config is deploy/fastgpt/Caddyfile, which makes it a drop-in for
 # ghcr.io/labring/fastgpt-agent-sandbox-proxy: same port (1006), same environment variables, plain HTTP.
+# deploy/astrbot/compose.yaml runs the same image as a sandbox manager (Bay's API): iptables is here for the
+# address policy it programs on the host's packet filter.
 #
 #   CGO_ENABLED=0 ./xcaddy.sh && docker build -t sandgate .
 #
@@ -9,7 +11,7 @@ ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates iptables \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 sandgate \
  && useradd --uid 65532 --gid 65532 --home-dir /data --no-create-home --shell /usr/sbin/nologin sandgate \

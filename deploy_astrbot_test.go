@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,8 +19,8 @@ import (
 // TestAstrBotDeployCaddyfile runs deploy/astrbot/Caddyfile as it ships, with the environment its compose.yaml gives
 // the gateway (BAY_DATA_DIR) plus a port and a label namespace of the test's own: the generated key lands in
 // $BAY_DATA_DIR/credentials.json where AstrBot's discovery reads it, and AstrBot's calls work with it: Bay's
-// profiles, create python-default, wait ready, an exec, a file round trip, delete. (compose.yaml itself also needs
-// AstrBot's image, which cannot be pulled here, and Compose, which this machine lacks.)
+// profiles, create python-default, wait ready, an exec, a file round trip, delete. TestAstrBotComposeFile runs the
+// same calls against compose.yaml.
 func TestAstrBotDeployCaddyfile(t *testing.T) {
 	testenv.Integration(t)
 	testenv.ShippedImage(t, "base")
@@ -52,7 +53,14 @@ func TestAstrBotDeployCaddyfile(t *testing.T) {
 	if !strings.HasPrefix(creds.APIKey, "sk-bay-") || !strings.HasSuffix(creds.Endpoint, fmt.Sprintf(":%d", port)) {
 		t.Errorf("credentials.json: %+v", creds)
 	}
-	bay := client.New(fmt.Sprintf("http://127.0.0.1:%d", port), creds.APIKey)
+	astrBotCalls(ctx, t, fmt.Sprintf("http://127.0.0.1:%d", port), creds.APIKey)
+}
+
+// astrBotCalls makes AstrBot's calls against a gateway serving deploy/astrbot/Caddyfile: Bay's profiles, create
+// python-default, wait ready, an exec, a file round trip, delete.
+func astrBotCalls(ctx context.Context, t *testing.T, baseURL, key string) {
+	t.Helper()
+	bay := client.New(baseURL, key)
 	profiles, err := bay.Profiles(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -85,4 +93,56 @@ func TestAstrBotDeployCaddyfile(t *testing.T) {
 	if err := bay.DeleteSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAstrBotComposeFile runs deploy/astrbot/compose.yaml as it ships (its sandgate service; AstrBot's own image
+// cannot be pulled here) on the gateway image `make gateway-image` builds, with only the variables the file offers
+// for a second instance: the image tag, the port and the label namespace. The gateway runs in a container, manages
+// sandboxes through the socket, programs the host's packet filter, and answers AstrBot's calls with the key it
+// wrote into its data volume.
+func TestAstrBotComposeFile(t *testing.T) {
+	testenv.Integration(t)
+	compose := testenv.Compose(t)
+	testenv.ShippedImage(t, "base")
+	image := testenv.GatewayImage(t)
+	ns := testenv.Unique("sgcompose")
+	testenv.RemoveNamespace(t, ns)
+	port := testenv.FreePort(t)
+	env := append(os.Environ(), "SANDGATE_GATEWAY_IMAGE="+image, fmt.Sprintf("BAY_SERVER__PORT=%d", port),
+		"SANDGATE_NAMESPACE="+ns)
+	run := func(args ...string) (string, error) {
+		argv := append(append(compose[1:len(compose):len(compose)], "-p", ns, "-f", filepath.Join("deploy", "astrbot", "compose.yaml")), args...)
+		cmd := exec.Command(compose[0], argv...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := run("logs", "--no-color", "--tail", "80", "sandgate")
+			t.Logf("gateway log:\n%s", logs)
+		}
+		if out, err := run("down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Logf("compose down: %v\n%s", err, out)
+		}
+	})
+	if out, err := run("up", "-d", "--no-deps", "sandgate"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var creds struct {
+		APIKey string `json:"api_key"`
+	}
+	for {
+		out, err := run("exec", "-T", "sandgate", "cat", "/data/credentials.json")
+		if err == nil && json.Unmarshal([]byte(out), &creds) == nil && creds.APIKey != "" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no credentials.json in the gateway's data volume: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	astrBotCalls(ctx, t, fmt.Sprintf("http://127.0.0.1:%d", port), creds.APIKey)
 }

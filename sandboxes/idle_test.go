@@ -69,7 +69,7 @@ func TestHoldDuringIdleStopWaitsAndRestarts(t *testing.T) {
 	waitFor(t, func() bool {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return m.entries[sb.ID].stopping
+		return m.entries[sb.ID].stopping != nil
 	})
 
 	type held struct {

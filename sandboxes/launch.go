@@ -442,7 +442,8 @@ func (m *Manager) stopIf(ctx context.Context, e *entry, reason string, still fun
 	cid := e.rec.ContainerID
 	grace := m.cfg.StopGrace
 	e.expectStop = true
-	e.stopping = true
+	stopping := make(chan struct{})
+	e.stopping = stopping
 	m.mu.Unlock()
 	var err error
 	if cid != "" {
@@ -450,7 +451,8 @@ func (m *Manager) stopIf(ctx context.Context, e *entry, reason string, still fun
 	}
 	m.mu.Lock()
 	e.expectStop = false
-	e.stopping = false
+	e.stopping = nil
+	close(stopping)
 	if err == nil {
 		e.rec.Phase = PhaseStopped
 		e.rec.IdleExpiresAt = nil

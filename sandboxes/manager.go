@@ -194,7 +194,7 @@ type entry struct {
 	cancelLaunch  context.CancelFunc
 	leases        int
 	expectStop    bool // we are stopping or removing it: its die event is no crash
-	stopping      bool // stop holds opMu and has committed to stopping it: a request waits, then starts it again
+	stopping      chan struct{} // non-nil while a stop committed to stopping it runs; closed when it ends
 	stopRequested bool // a stop cancelled the launch in flight
 	recovering    bool // the launch in flight rebuilds a dead container (recovery.go)
 	deleted       bool
@@ -671,12 +671,15 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 		}
 		switch e.rec.Phase {
 		case PhaseRunning:
-			if e.stopping {
+			if stopping := e.stopping; stopping != nil {
 				// The idle collector committed to stopping it before this request's lease: wait for the stop to
-				// end (it holds opMu), then start it again on the next round.
+				// end, then start it again on the next round.
 				m.mu.Unlock()
-				e.opMu.Lock()
-				e.opMu.Unlock()
+				select {
+				case <-stopping:
+				case <-ctx.Done():
+					return Target{}, &Error{Code: CodeTimeout, Message: fmt.Sprintf("sandbox %s was still stopping when the request ended", id), Err: ctx.Err()}
+				}
 				continue
 			}
 			m.touchLocked(e, now)

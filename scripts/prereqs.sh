@@ -6,6 +6,7 @@
 #   prereqs.sh pebble      the pebble ACME test server exists (TLS tests)
 #   prereqs.sh node        node and npm exist (browser tests drive Playwright)
 #   prereqs.sh stress-ng   stress-ng exists (make test-stress runs the suite beside CPU hogs)
+#   prereqs.sh compose     `docker compose` or `docker-compose` exists (the deploy/ compose files are tested)
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -99,6 +100,12 @@ ensure_stress_ng() {
 	apt_install stress-ng
 }
 
+ensure_compose() {
+	docker compose version >/dev/null 2>&1 && return 0
+	command -v docker-compose >/dev/null && return 0
+	apt_install docker-compose
+}
+
 mkdir -p "$STATE_DIR"
 for what in "$@"; do
 	case "$what" in
@@ -108,6 +115,7 @@ for what in "$@"; do
 	pebble) ensure_pebble ;;
 	node) ensure_node ;;
 	stress-ng) ensure_stress_ng ;;
+	compose) ensure_compose ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done

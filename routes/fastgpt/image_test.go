@@ -2,12 +2,9 @@ package fastgpt
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +17,7 @@ import (
 // serves plain HTTP on 1006 as a non-root user, turns healthy, and refuses to start with a short secret.
 func TestGatewayImage(t *testing.T) {
 	testenv.Integration(t)
-	root := testenv.RepoRoot()
-	ctxDir := t.TempDir()
-	copyFile(t, testenv.CaddyBinary(t), filepath.Join(ctxDir, "caddy"), 0o755)
-	for _, f := range []string{"Dockerfile", ".dockerignore", "deploy/fastgpt/Caddyfile"} {
-		copyFile(t, filepath.Join(root, f), filepath.Join(ctxDir, f), 0o644)
-	}
-	image := "sandgate/gateway-test:" + testenv.Unique("fg")
-	if out, err := exec.Command("docker", "build", "-t", image, ctxDir).CombinedOutput(); err != nil {
-		t.Fatalf("docker build: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	image := testenv.GatewayImage(t)
 
 	run := func(env ...string) string {
 		name := testenv.Unique("sgfg")
@@ -98,18 +85,4 @@ func TestGatewayImage(t *testing.T) {
 			t.Fatalf("log does not say why:\n%s", logs)
 		}
 	})
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, mode); err != nil {
-		t.Fatal(fmt.Errorf("copying %s: %w", from, err))
-	}
 }
