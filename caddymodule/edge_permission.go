@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -28,6 +29,7 @@ type SandboxPermission struct {
 	PortsCache caddy.Duration `json:"ports_cache,omitempty"`
 
 	policy *sandboxroute.CertPolicy
+	agents *http.Client
 }
 
 // CaddyModule returns the Caddy module information.
@@ -41,16 +43,25 @@ func (p *SandboxPermission) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("tls.permission.sandbox: %w", err)
 	}
+	p.agents = newAgentBackend().http
 	p.policy, err = sandboxroute.NewCertPolicy(sandboxroute.CertPolicyConfig{
 		BaseDomains: p.BaseDomains,
 		Sandboxes:   mgr,
-		Ports:       sandboxroute.AgentPorts{HTTP: newAgentBackend().http},
+		Ports:       sandboxroute.AgentPorts{HTTP: p.agents},
 		PortsTTL:    time.Duration(p.PortsCache),
 		Burst:       p.CertBurst,
 		Interval:    time.Duration(p.CertInterval),
 	})
 	if err != nil {
 		return fmt.Errorf("tls.permission.sandbox: %w", err)
+	}
+	return nil
+}
+
+// Cleanup closes the idle agent connections this config's permission opened.
+func (p *SandboxPermission) Cleanup() error {
+	if p.agents != nil {
+		p.agents.CloseIdleConnections()
 	}
 	return nil
 }
@@ -124,6 +135,7 @@ func (p *SandboxPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 var (
 	_ caddy.Provisioner           = (*SandboxPermission)(nil)
+	_ caddy.CleanerUpper          = (*SandboxPermission)(nil)
 	_ caddytls.OnDemandPermission = (*SandboxPermission)(nil)
 	_ caddyfile.Unmarshaler       = (*SandboxPermission)(nil)
 )
