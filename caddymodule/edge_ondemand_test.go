@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,8 +166,8 @@ https:// {
 // TestEdgeOnDemandTLSForListeningPort: a certificate is issued for a port nothing declared once something listens
 // on it in the sandbox. Against pebble and our image: before `python3 -m http.server 5173` starts the name is
 // refused; once it listens the gateway obtains 5173-<id>.<base> and the HTTPS request through the gateway reaches
-// the server. A port nothing listens on, the agent's own port, a non-canonical spelling and an unknown sandbox
-// get no certificate (the handshake fails), and pebble saw exactly one order.
+// the server. A port nothing listens on, the agent's own port, a non-canonical spelling, an unknown sandbox and a
+// flood of random names get no certificate (the handshake fails), and pebble saw exactly one order.
 func TestEdgeOnDemandTLSForListeningPort(t *testing.T) {
 	testenv.Integration(t)
 	dirURL, pebbleRoot, pebbleLog := startPebble(t)
@@ -313,6 +315,26 @@ https:// {
 		if _, err := handshake(denied); err == nil {
 			t.Fatalf("handshake for %s succeeded; on-demand TLS must refuse it", denied)
 		}
+	}
+	// A flood of random names for the live sandbox and for made-up ones: every handshake fails (the agent's
+	// listing answers from the policy's cache; sandboxroute.TestCertPolicyHammeringCostsOneAgentCall counts its
+	// calls) and none reaches pebble.
+	var wg sync.WaitGroup
+	var accepted atomic.Int32
+	for i := range 64 {
+		wg.Go(func() {
+			name := fmt.Sprintf("%d-%s.sb.localhost", 20000+i, id)
+			if i%2 == 1 {
+				name = fmt.Sprintf("%d-sandbox-%012x.sb.localhost", 20000+i, i)
+			}
+			if _, err := handshake(name); err == nil {
+				accepted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("%d handshakes for random names succeeded", n)
 	}
 	if n := strings.Count(pebbleLog.String(), "Added order"); n != 1 {
 		t.Fatalf("pebble saw %d orders, want exactly the one for %s; pebble log:\n%s", n, name, pebbleLog.String())
