@@ -10,12 +10,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/internal/browser"
+	"github.com/sandgate/sandgate/agentimage/internal/listening"
 	"github.com/sandgate/sandgate/agentimage/internal/portproxy"
 	"github.com/sandgate/sandgate/agentimage/internal/pykernel"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 )
 
-// extras are the agent's optional capabilities: the Python kernel, the browser and the port proxy.
+// extras are the agent's optional capabilities: the Python kernel, the browser, the port proxy and the listing of
+// listening ports.
 type extras struct {
 	kernel  *pykernel.Kernel
 	browser *browser.Browser
@@ -33,8 +35,8 @@ func (e *extras) Close() {
 	e.browser.Stop()
 }
 
-// registerExtras adds the Python kernel, the browser (CDP, VNC, REST helpers) and the port proxy to srv, starting
-// the browser's processes when the profile asks for them.
+// registerExtras adds the Python kernel, the browser (CDP, VNC, REST helpers), the port proxy and GET /v1/ports to
+// srv, starting the browser's processes when the profile asks for them.
 func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras {
 	dir := cfg.workspace
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -62,6 +64,9 @@ func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras
 		reserved[5900] = "the VNC server is served at /vnc/websockify"
 	}
 	portproxy.New(portproxy.Config{Reserved: reserved, Token: cfg.token, Logger: logger.With("component", "proxy")}).Register(srv)
+	// GET /v1/ports tells the gateway which ports serve something, marked with the proxy's reservations, so it can
+	// approve a certificate for {port}-{id}.{base} only where the proxy would reach a listener.
+	listening.New(listening.Config{Reserved: reserved, Logger: logger.With("component", "ports")}).Register(srv)
 
 	return &extras{kernel: kernel, browser: b}
 }

@@ -11,85 +11,44 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// fakeNames is a Manager with live sandboxes (id -> profile) and profiles.
-type fakeNames struct {
-	live     map[string]string
-	profiles map[string]sandboxes.Profile
-}
+// oneSandbox is a Manager holding one live, idle sandbox of a profile with app port 3000.
+type oneSandbox struct{}
 
-func (f fakeNames) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	prof, ok := f.live[id]
-	if !ok {
+func (oneSandbox) Exists(id string) bool { return id == "sandbox-1" }
+func (oneSandbox) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	if id != "sandbox-1" {
 		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
 	}
-	return &sandboxes.Sandbox{ID: id, Profile: prof}, nil
+	return &sandboxes.Sandbox{ID: id, Profile: "web"}, nil
 }
-
-func (f fakeNames) Profile(id string) (sandboxes.Profile, bool) {
-	p, ok := f.profiles[id]
-	return p, ok
+func (oneSandbox) Profile(id string) (sandboxes.Profile, bool) {
+	return sandboxes.Profile{ID: "web", AppPort: 3000}, id == "web"
 }
+func (oneSandbox) Resolve(string) (sandboxes.Target, bool) { return sandboxes.Target{}, false }
 
-// TestSandboxPermission: only canonical names of live sandboxes, with declared ports, are approved; every other
-// spelling of the same sandbox is refused before an ACME order.
+// TestSandboxPermission: the Caddy module answers with the policy's decision (sandboxroute.TestCertPolicy holds
+// the cases), a refusal wrapping caddytls.ErrPermissionDenied and naming why.
 func TestSandboxPermission(t *testing.T) {
-	names := fakeNames{
-		live: map[string]string{"sandbox-1": "web"},
-		profiles: map[string]sandboxes.Profile{"web": {ID: "web", AppPort: 3000,
-			Services: []sandboxes.Service{{Name: "api", Port: 8080}}}},
+	policy, err := sandboxroute.NewCertPolicy(sandboxroute.CertPolicyConfig{BaseDomains: []string{"sb.example.com"}, Sandboxes: oneSandbox{}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := &SandboxPermission{BaseDomains: []string{"sb.example.com"}, sandboxes: names, limit: newNameLimiter(100, time.Minute)}
-	tests := []struct {
-		name string
-		ok   bool
-	}{
-		{"sandbox-1.sb.example.com", true},
-		{"3000-sandbox-1.sb.example.com", true},
-		{"8080-sandbox-1.sb.example.com", true},
-		{"SANDBOX-1.SB.EXAMPLE.COM", true},
-		{"sandbox-1.sb.example.com.", true},
-		{"03000-sandbox-1.sb.example.com", false},
-		{"00001-sandbox-1.sb.example.com", false},
-		{"1-sandbox-1.sb.example.com", false},
-		{"3001-sandbox-1.sb.example.com", false},
-		{"65535-sandbox-1.sb.example.com", false},
-		{"sandbox-2.sb.example.com", false},
-		{"x.sandbox-1.sb.example.com", false},
-		{"sb.example.com", false},
-		{"sandbox-1.example.com", false},
-		{"www.google.com", false},
-	}
-	for _, tc := range tests {
-		err := p.CertificateAllowed(context.Background(), tc.name)
-		if tc.ok != (err == nil) {
-			t.Errorf("CertificateAllowed(%q) = %v", tc.name, err)
-		}
-		if err != nil && !errors.Is(err, caddytls.ErrPermissionDenied) {
-			t.Errorf("CertificateAllowed(%q) does not wrap ErrPermissionDenied: %v", tc.name, err)
+	p := &SandboxPermission{policy: policy}
+	for _, name := range []string{"sandbox-1.sb.example.com", "3000-sandbox-1.sb.example.com"} {
+		if err := p.CertificateAllowed(context.Background(), name); err != nil {
+			t.Errorf("CertificateAllowed(%q) = %v", name, err)
 		}
 	}
-}
-
-// TestSandboxPermissionRateLimit: a sandbox gets at most the burst of new names, then one per interval; names it
-// already had stay approved, and another sandbox is unaffected.
-func TestSandboxPermissionRateLimit(t *testing.T) {
-	l := newNameLimiter(2, time.Minute)
-	now := time.Now()
-	for i, tc := range []struct {
-		id, name string
-		at       time.Duration
-		ok       bool
-	}{
-		{"a", "a1", 0, true}, {"a", "a2", 0, true}, {"a", "a3", 0, false}, {"a", "a1", 0, true},
-		{"b", "b1", 0, true}, {"a", "a3", 30 * time.Second, false}, {"a", "a3", 61 * time.Second, true},
-		{"a", "a4", 62 * time.Second, false},
-	} {
-		if got := l.allow(tc.id, tc.name, now.Add(tc.at)); got != tc.ok {
-			t.Errorf("%d: allow(%s, %s) = %v", i, tc.id, tc.name, got)
+	for _, name := range []string{"03000-sandbox-1.sb.example.com", "5173-sandbox-1.sb.example.com", "sandbox-2.sb.example.com", "www.google.com"} {
+		err := p.CertificateAllowed(context.Background(), name)
+		var denied *sandboxroute.CertDenied
+		if !errors.Is(err, caddytls.ErrPermissionDenied) || !errors.As(err, &denied) {
+			t.Errorf("CertificateAllowed(%q) = %v, want ErrPermissionDenied with a *CertDenied", name, err)
 		}
 	}
 }
@@ -158,4 +117,19 @@ func testContext(t *testing.T) caddy.Context {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func TestSandboxPermissionCaddyfileErrors(t *testing.T) {
+	for _, src := range []string{
+		"sandbox",
+		"sandbox sb.example.com {\n cert_burst 0\n}",
+		"sandbox sb.example.com {\n cert_interval soon\n}",
+		"sandbox sb.example.com {\n ports_cache -1s\n}",
+		"sandbox sb.example.com {\n ports_cache\n}",
+		"sandbox sb.example.com {\n listening yes\n}",
+	} {
+		if err := new(SandboxPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser(src)); err == nil {
+			t.Errorf("%q parsed", src)
+		}
+	}
 }
