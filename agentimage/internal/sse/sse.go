@@ -34,6 +34,23 @@ func (s *Writer) Send(event, id string, data any) error {
 	}
 	s.buf.Reset()
 	Encode(&s.buf, event, id, b)
+	return s.write(event)
+}
+
+// SendBare writes data as bare JSON followed by a blank line, with no SSE field names: the framing of OpenSandbox's
+// execd, whose clients read one JSON object per line. JSON never holds a raw newline, so one event is one line.
+func (s *Writer) SendBare(data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encoding event: %w", err)
+	}
+	s.buf.Reset()
+	s.buf.Write(b)
+	s.buf.WriteString("\n\n")
+	return s.write("bare")
+}
+
+func (s *Writer) write(event string) error {
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream; charset=utf-8")
