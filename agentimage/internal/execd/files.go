@@ -35,7 +35,8 @@ const (
 // osError maps a file-system error on p (as the caller gave it) onto execd's codes.
 func osError(doing, p string, err error) error {
 	var ae *agentapi.Error
-	if errors.As(err, &ae) {
+	var ee *Error
+	if errors.As(err, &ae) || errors.As(err, &ee) {
 		return err
 	}
 	msg := err.Error()

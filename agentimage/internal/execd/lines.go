@@ -21,6 +21,7 @@ type LineSplitter struct {
 	emit func(string) error
 	buf  []byte
 	cr   bool
+	cut  bool // the line so far went out in pieces: its terminator must not read as an empty line
 }
 
 // NewLineSplitter returns a splitter sending each line to emit.
@@ -37,10 +38,12 @@ func (l *LineSplitter) Write(p []byte) error {
 			case len(l.buf) > 0:
 				err = l.emitBuf(len(l.buf))
 			case b == '\n' && l.cr: // the second half of "\r\n"
+			case l.cut:
 			default:
 				err = l.emit("\n")
 			}
 			l.cr = b == '\r'
+			l.cut = false
 			if err != nil {
 				return err
 			}
@@ -56,6 +59,7 @@ func (l *LineSplitter) Write(p []byte) error {
 			if err := l.emitBuf(n); err != nil {
 				return err
 			}
+			l.cut = true
 		}
 	}
 	return nil
