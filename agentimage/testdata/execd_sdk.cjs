@@ -1,5 +1,6 @@
 // Drives the agent's execd API with the real OpenSandbox SDK (@alibaba-group/opensandbox), its execd client pointed
-// straight at the agent: AGENT is the agent's base URL, TOKEN its token. Prints "OK <json>" when every check passes;
+// straight at the agent: AGENT is the agent's base URL, TOKEN its token; WS, HOMEDIR and OWNER default to our image's
+// /workspace, /home/sandbox and sandbox. Prints "OK <json>" when every check passes;
 // any failed check throws (non-zero exit).
 const assert = require("node:assert/strict");
 const { ConnectionConfig, DefaultAdapterFactory } = require("@alibaba-group/opensandbox");
@@ -13,6 +14,10 @@ async function code(promise) {
   throw new Error("expected a failure");
 }
 
+const WS = process.env.WS || "/workspace";
+const HOME = process.env.HOMEDIR || "/home/sandbox";
+const OWNER = process.env.OWNER || "sandbox";
+
 async function main() {
   const connectionConfig = new ConnectionConfig({ domain: process.env.AGENT, headers: { "X-Sandgate-Token": process.env.TOKEN } });
   const { commands, files, health, metrics } = new DefaultAdapterFactory().createExecdStack({
@@ -25,9 +30,9 @@ async function main() {
 
   // commands.run: stdout, stderr, exit code, cwd, env
   let ex = await commands.run("echo \"$GREETING from $(pwd)\"; echo warn >&2; exit 5", {
-    workingDirectory: "/workspace", envs: { GREETING: "hello" }, timeoutSeconds: 60,
+    workingDirectory: WS, envs: { GREETING: "hello" }, timeoutSeconds: 60,
   });
-  assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["hello from /workspace"]);
+  assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["hello from " + WS]);
   assert.deepEqual(ex.logs.stderr.map((m) => m.text), ["warn"]);
   assert.equal(ex.exitCode, 5);
   assert.ok(ex.id.startsWith("proc_"));
@@ -47,12 +52,12 @@ async function main() {
   assert.deepEqual(types.filter((t) => t !== "ping"), ["init", "stdout:streamed", "execution_complete"]);
 
   // background, logs with cursor, status, interrupt
-  const bg = await commands.run("echo first; while [ ! -e /workspace/go ]; do sleep 0.05; done; echo second; sleep 60", { background: true });
+  const bg = await commands.run("echo first; while [ ! -e go ]; do sleep 0.05; done; echo second; sleep 60", { background: true });
   let logs = { content: "", cursor: 0 };
   while (logs.content === "") logs = await commands.getBackgroundCommandLogs(bg.id, 0);
   assert.equal(logs.content, "first\n");
   assert.equal(logs.cursor, 6);
-  await files.writeFiles([{ path: "/workspace/go", data: "" }]);
+  await files.writeFiles([{ path: WS + "/go", data: "" }]);
   let more = { content: "" };
   while (more.content === "") more = await commands.getBackgroundCommandLogs(bg.id, logs.cursor);
   assert.equal(more.content, "second\n");
@@ -65,39 +70,39 @@ async function main() {
 
   // files, as FastGPT writes package mirrors (into HOME) and the workspace
   await files.writeFiles([
-    { path: "/home/sandbox/.npmrc", data: "registry=http://mirror/\n" },
-    { path: "/workspace/src/a.txt", data: "l1\nl2\r\nl3\nl4", mode: 600 },
-    { path: "/workspace/src/deep/b.md", data: "# b" },
+    { path: HOME + "/.npmrc", data: "registry=http://mirror/\n" },
+    { path: WS + "/src/a.txt", data: "l1\nl2\r\nl3\nl4", mode: 600 },
+    { path: WS + "/src/deep/b.md", data: "# b" },
   ]);
-  assert.equal(await files.readFile("/home/sandbox/.npmrc"), "registry=http://mirror/\n");
-  assert.equal(await files.readFile("/workspace/src/a.txt", { offset: 2, limit: 2 }), "l2\nl3");
-  assert.equal(await files.readFile("/workspace/src/a.txt", { range: "bytes=0-1" }), "l1");
-  const info = await files.getFileInfo(["/workspace/src/a.txt"]);
-  assert.equal(info["/workspace/src/a.txt"].type, "file");
-  assert.equal(info["/workspace/src/a.txt"].mode, 600);
-  assert.equal(info["/workspace/src/a.txt"].owner, "sandbox");
-  assert.ok(info["/workspace/src/a.txt"].modifiedAt instanceof Date);
-  out.missing = await code(files.getFileInfo(["/workspace/src/a.txt", "/workspace/nope"]));
+  assert.equal(await files.readFile(HOME + "/.npmrc"), "registry=http://mirror/\n");
+  assert.equal(await files.readFile(WS + "/src/a.txt", { offset: 2, limit: 2 }), "l2\nl3");
+  assert.equal(await files.readFile(WS + "/src/a.txt", { range: "bytes=0-1" }), "l1");
+  const info = await files.getFileInfo([WS + "/src/a.txt"]);
+  assert.equal(info[WS + "/src/a.txt"].type, "file");
+  assert.equal(info[WS + "/src/a.txt"].mode, 600);
+  assert.equal(info[WS + "/src/a.txt"].owner, OWNER);
+  assert.ok(info[WS + "/src/a.txt"].modifiedAt instanceof Date);
+  out.missing = await code(files.getFileInfo([WS + "/src/a.txt", WS + "/nope"]));
   out.outside = await code(files.readFile("/etc/passwd"));
   out.outsideInfo = await code(files.getFileInfo(["/etc/passwd"]));
-  const found = await files.search({ path: "/workspace/src", pattern: "*.md" });
-  assert.deepEqual(found.map((f) => f.path), ["/workspace/src/deep/b.md"]);
-  await files.moveFiles([{ src: "/workspace/src/deep/b.md", dest: "/workspace/moved/b.md" }]);
-  const replaced = await files.replaceContentsDetailed([{ path: "/workspace/moved/b.md", oldContent: "b", newContent: "c" }]);
-  assert.deepEqual(replaced, [{ path: "/workspace/moved/b.md", replacedCount: 1 }]);
-  assert.equal(await files.readFile("/workspace/moved/b.md"), "# c");
-  await files.setPermissions([{ path: "/workspace/moved/b.md", mode: 640 }]);
-  assert.equal((await files.getFileInfo(["/workspace/moved/b.md"]))["/workspace/moved/b.md"].mode, 640);
-  await files.deleteFiles(["/workspace/moved/b.md"]);
-  out.deleted = await code(files.getFileInfo(["/workspace/moved/b.md"]));
+  const found = await files.search({ path: WS + "/src", pattern: "*.md" });
+  assert.deepEqual(found.map((f) => f.path), [WS + "/src/deep/b.md"]);
+  await files.moveFiles([{ src: WS + "/src/deep/b.md", dest: WS + "/moved/b.md" }]);
+  const replaced = await files.replaceContentsDetailed([{ path: WS + "/moved/b.md", oldContent: "b", newContent: "c" }]);
+  assert.deepEqual(replaced, [{ path: WS + "/moved/b.md", replacedCount: 1 }]);
+  assert.equal(await files.readFile(WS + "/moved/b.md"), "# c");
+  await files.setPermissions([{ path: WS + "/moved/b.md", mode: 640 }]);
+  assert.equal((await files.getFileInfo([WS + "/moved/b.md"]))[WS + "/moved/b.md"].mode, 640);
+  await files.deleteFiles([WS + "/moved/b.md"]);
+  out.deleted = await code(files.getFileInfo([WS + "/moved/b.md"]));
 
   // directories
-  await files.createDirectories([{ path: "/workspace/d1/d2", mode: 700 }]);
-  const listed = await files.listDirectory({ path: "/workspace", depth: 2 });
+  await files.createDirectories([{ path: WS + "/d1/d2", mode: 700 }]);
+  const listed = await files.listDirectory({ path: WS, depth: 2 });
   const names = listed.map((f) => f.path);
-  assert.ok(names.includes("/workspace/d1/d2") && names.includes("/workspace/src/a.txt"), names.join(","));
-  await files.deleteDirectories(["/workspace/d1"]);
-  assert.ok(!(await files.listDirectory({ path: "/workspace", depth: 1 })).some((f) => f.path === "/workspace/d1"));
+  assert.ok(names.includes(WS + "/d1/d2") && names.includes(WS + "/src/a.txt"), names.join(","));
+  await files.deleteDirectories([WS + "/d1"]);
+  assert.ok(!(await files.listDirectory({ path: WS, depth: 1 })).some((f) => f.path === WS + "/d1"));
 
   const m = await metrics.getMetrics();
   assert.ok(m.cpuCount > 0 && m.memoryTotalMiB > 0 && m.memoryUsedMiB > 0, JSON.stringify(m));
