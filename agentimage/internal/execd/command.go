@@ -104,9 +104,13 @@ func (a *API) stream(ctx context.Context, sw *sse.Writer, p *process.Process) er
 		off   int64
 		lines *LineSplitter
 	}
+	// Line events are queued and flushed once per round: a flush per line would let a chatty command outrun the
+	// stream and its 1 MiB ring.
+	var buf []byte
 	send := func(typ string) func(string) error {
 		return func(text string) error {
-			return sw.SendBare(agentapi.ExecdEvent{Type: typ, Text: text, Timestamp: nowMS()})
+			buf = AppendLineEvent(buf[:0], typ, text, nowMS())
+			return sw.QueueRaw(buf)
 		}
 	}
 	streams := []*stream{
@@ -147,6 +151,9 @@ func (a *API) stream(ctx context.Context, sw *sse.Writer, p *process.Process) er
 			return sw.SendBare(finalEvent(p))
 		}
 		if progressed {
+			if err := sw.Flush(); err != nil {
+				return err
+			}
 			continue
 		}
 		select {

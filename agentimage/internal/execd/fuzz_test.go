@@ -2,6 +2,7 @@ package execd_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/execd"
 	"github.com/sandgate/sandgate/agentimage/internal/workspace"
 )
@@ -147,5 +149,27 @@ func FuzzConfinedPath(f *testing.F) {
 			}
 		}
 		t.Fatalf("%q resolved to %q, outside %s and %s", p, abs, ws, home)
+	})
+}
+
+// FuzzAppendLineEvent: the hand-made encoding of line events decodes to what json.Marshal's would.
+func FuzzAppendLineEvent(f *testing.F) {
+	for _, s := range []string{"plain", "quote \" back \\ slash", "\x00\x01\x1f\t", "héllo ☺", "\xff\xfe bad", "\u2028\u2029", "<&>", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		b := execd.AppendLineEvent(nil, agentapi.ExecdEventStdout, text, 42)
+		if !bytes.HasSuffix(b, []byte("}\n\n")) || bytes.Count(b, []byte("\n")) != 2 {
+			t.Fatalf("framing %q", b)
+		}
+		var got, want agentapi.ExecdEvent
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		ref, _ := json.Marshal(agentapi.ExecdEvent{Type: agentapi.ExecdEventStdout, Text: text, Timestamp: 42})
+		_ = json.Unmarshal(ref, &want)
+		if got.Type != want.Type || got.Text != want.Text || got.Timestamp != want.Timestamp {
+			t.Fatalf("%q: %+v, want %+v", text, got, want)
+		}
 	})
 }

@@ -2,6 +2,7 @@ package execd
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"strconv"
@@ -31,36 +32,50 @@ func NewLineSplitter(emit func(string) error) *LineSplitter {
 
 // Write consumes p, emitting every line it completes.
 func (l *LineSplitter) Write(p []byte) error {
-	for _, b := range p {
-		if b == '\n' || b == '\r' {
-			var err error
-			switch {
-			case len(l.buf) > 0:
-				err = l.emitBuf(len(l.buf))
-			case b == '\n' && l.cr: // the second half of "\r\n"
-			case l.cut:
-			default:
-				err = l.emit("\n")
-			}
-			l.cr = b == '\r'
-			l.cut = false
-			if err != nil {
-				return err
-			}
-			continue
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			return l.content(p)
 		}
-		l.cr = false
-		l.buf = append(l.buf, b)
-		if len(l.buf) >= MaxLineBytes {
-			n := process.CompleteUTF8(l.buf)
-			if n == 0 {
-				n = len(l.buf)
-			}
-			if err := l.emitBuf(n); err != nil {
-				return err
-			}
-			l.cut = true
+		if err := l.content(p[:i]); err != nil {
+			return err
 		}
+		b := p[i]
+		p = p[i+1:]
+		var err error
+		switch {
+		case len(l.buf) > 0:
+			err = l.emitBuf(len(l.buf))
+		case b == '\n' && l.cr: // the second half of "\r\n"
+		case l.cut:
+		default:
+			err = l.emit("\n")
+		}
+		l.cr = b == '\r'
+		l.cut = false
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// content adds bytes of a line, sending it in pieces while it is over MaxLineBytes.
+func (l *LineSplitter) content(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	l.cr = false
+	l.buf = append(l.buf, b...)
+	for len(l.buf) >= MaxLineBytes {
+		n := process.CompleteUTF8(l.buf[:MaxLineBytes])
+		if n == 0 {
+			n = MaxLineBytes
+		}
+		if err := l.emitBuf(n); err != nil {
+			return err
+		}
+		l.cut = true
 	}
 	return nil
 }
