@@ -88,6 +88,9 @@ func TestUploadRefusals(t *testing.T) {
 	if err := os.Symlink("/etc", filepath.Join(e.workspace, "etc-link")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink("/tmp", filepath.Join(e.home, "up")); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		parts  [][2]string // form name, content
@@ -104,6 +107,8 @@ func TestUploadRefusals(t *testing.T) {
 		{"through a symlink", [][2]string{{"metadata", `{"path":"etc-link/evil"}`}, {"file", "x"}}, 403, agentapi.ExecdCodePathNotAllowed},
 		{"over the size cap", [][2]string{{"metadata", `{"path":"big"}`}, {"file", strings.Repeat("x", 1<<20+1)}}, 413, agentapi.ExecdCodeInvalidFileContent},
 		{"nothing", nil, 400, agentapi.ExecdCodeInvalidFileMetadata},
+		{"huge metadata", [][2]string{{"metadata", `{"path":"` + strings.Repeat("a", 70<<10) + `"}`}, {"file", "x"}}, 400, agentapi.ExecdCodeInvalidFileMetadata},
+		{"home symlink out", [][2]string{{"metadata", `{"path":"~/up/evil"}`}, {"file", "x"}}, 403, agentapi.ExecdCodePathNotAllowed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
