@@ -60,6 +60,11 @@ type ContainerSpec struct {
 	// AgentSocketDir, set for network none, is the gateway-owned host directory mounted at SocketMountPoint in
 	// which the agent creates its socket; Start then answers the socket's address.
 	AgentSocketDir string
+	// AgentImage, set when the profile injects the agent (profile_image.go), is the image the agent binary is
+	// copied from into a read-only volume named AgentVolumePrefix + that image's id, mounted at AgentMountPoint;
+	// the container's command becomes the agent supervising the image's own entrypoint and cmd.
+	AgentImage        string
+	AgentVolumePrefix string
 }
 
 // ContainerState is what the engine reports about one container.

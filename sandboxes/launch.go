@@ -394,6 +394,17 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
 	env["SANDGATE_SANDBOX_ID"] = rec.ID
 	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
+	var agentImage string
+	if p.InjectsAgent() {
+		m.mu.RLock()
+		agentImage = m.cfg.AgentImage
+		m.mu.RUnlock()
+		// Another image's HOME belongs to its own user (often /root); the sandbox user's writable home is our
+		// tmpfs. A profile or caller that names HOME keeps theirs.
+		if _, ok := env["HOME"]; !ok {
+			env["HOME"] = SandboxHome
+		}
+	}
 	labels := map[string]string{
 		m.label(labelManaged):    "true",
 		m.label(labelID):         rec.ID,
@@ -407,6 +418,7 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	return ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
+		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
 	}
 }
 
