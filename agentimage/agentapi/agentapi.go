@@ -42,6 +42,11 @@ type Info struct {
 	Entrypoint *EntrypointStatus `json:"entrypoint,omitempty"`
 }
 
+// EnvIDEAgent chooses who serves FastGPT's IDE protocol (ports 1318/1319) when IDE_AGENT_ENABLED=true: "ours"
+// (the default: the agent does) or "image" (the agent leaves the ports to the IDE agent an injected image's own
+// entrypoint starts, as FastGPT's image does).
+const EnvIDEAgent = "SANDGATE_IDE_AGENT"
+
 // ArgSupervise is the agent's first argument when it was injected into another image:
 // `sandgate-agent supervise -- <the image's entrypoint and cmd...>`.
 const ArgSupervise = "supervise"
