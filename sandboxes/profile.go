@@ -191,10 +191,14 @@ func (p *Profile) Hash() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// ParseBytes reads a size such as "512m", "1g", "1.5GiB" or "1048576" into bytes (binary multiples, as Docker does).
+// ParseBytes reads a size such as "512m", "1g", "1.5GiB", "512Mi" (Kubernetes' form, which OpenSandbox's
+// resourceLimits use) or "1048576" into bytes (binary multiples, as Docker does).
 func ParseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	if n := len(t); n >= 2 && t[n-1] == 'i' && strings.ContainsRune("kmgt", rune(t[n-2])) {
+		t = t[:n-1]
+	}
 	mult := int64(1)
 	if n := len(t); n > 0 {
 		switch t[n-1] {

@@ -202,3 +202,19 @@ func TestCreateFromImage(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBytesForms(t *testing.T) {
+	for in, want := range map[string]int64{
+		"512m": 512 << 20, "1g": 1 << 30, "1.5GiB": 3 << 29, "512Mi": 512 << 20, "2Gi": 2 << 30, "64Ki": 64 << 10,
+		"1048576": 1 << 20, "10MB": 10 << 20,
+	} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "i", "mi", "5xi", "-1m", "lots"} {
+		if _, err := ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", bad)
+		}
+	}
+}
