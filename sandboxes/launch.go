@@ -97,6 +97,13 @@ func (m *Manager) removeFailedContainer(e *entry, err error) {
 	}
 	m.mu.Lock()
 	cid := e.rec.ContainerID
+	if e.rec.Died != nil && !e.deleted && cid != "" {
+		// It died while starting (an injected image's entrypoint that exits at once, an agent that crashed): the
+		// dead container keeps its log, the evidence of why, and its next use starts it again (recovery.go).
+		m.mu.Unlock()
+		m.log.Warn("sandbox died while starting", "sandbox", e.rec.ID, "reason", e.rec.Died.Reason, "error", err)
+		return
+	}
 	if e.deleted || e.stopRequested || cid == "" {
 		beforeContainer := cid == "" && !e.deleted
 		m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProfileImageValidate(t *testing.T) {
@@ -216,5 +217,53 @@ func TestParseBytesForms(t *testing.T) {
 		if _, err := ParseBytes(bad); err == nil {
 			t.Errorf("ParseBytes(%q) accepted", bad)
 		}
+	}
+}
+
+// TestDeathWhileStartingKeepsContainer: a container that dies before its agent is ready (an injected image's
+// entrypoint exiting at once) is kept with its log; its next use starts the same container again.
+func TestDeathWhileStartingKeepsContainer(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}})
+	d.mu.Lock()
+	d.startDelay = 500 * time.Millisecond
+	d.mu.Unlock()
+	sb, err := m.Create(context.Background(), CreateRequest{Profile: "p", Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cid string
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for id := range d.containers {
+			cid = id
+		}
+		return cid != ""
+	})
+	d.die(cid, 3, false)
+	waitFor(t, func() bool {
+		got, err := m.Get(context.Background(), sb.ID)
+		m.mu.RLock()
+		launching := m.entries[sb.ID].launching
+		m.mu.RUnlock()
+		return err == nil && got.Died != nil && !launching
+	})
+	if n, _ := d.count(); n != 1 {
+		t.Fatalf("%d containers after a death while starting, want the dead one kept", n)
+	}
+	d.mu.Lock()
+	d.startDelay = 0
+	d.mu.Unlock()
+	waitFor(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := m.EnsureRunning(ctx, sb.ID)
+		return err == nil
+	})
+	d.mu.Lock()
+	creates := d.creates
+	d.mu.Unlock()
+	if creates != 1 {
+		t.Fatalf("%d creates: the recovery did not reuse the kept container", creates)
 	}
 }

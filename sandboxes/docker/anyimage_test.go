@@ -267,6 +267,13 @@ func TestAnyImageEntrypointExitIsTypedCrash(t *testing.T) {
 	if _, err := h.mgr.EnsureRunning(ctx, sb.ID); sandboxes.ErrorCode(err) != sandboxes.CodeContainerDied {
 		t.Fatalf("ensure running a crashed sandbox: %v", err)
 	}
+	// The dead container is kept with its log, the evidence of why, until the sandbox is deleted.
+	if l := h.containerLog(sb.ID); !strings.Contains(l, "entrypoint: giving up") || !strings.Contains(l, "the image's entrypoint exited") {
+		t.Fatalf("container log: %s", l)
+	}
+	if err := h.mgr.Delete(context.Background(), sb.ID); err != nil || h.containerExists(sb.ID) {
+		t.Fatalf("delete: %v, container left: %v", err, h.containerExists(sb.ID))
+	}
 }
 
 // TestAnyImageOwnImageInjected: our own image with the agent injected still works: the volume's agent serves and
@@ -288,5 +295,48 @@ func TestAnyImageOwnImageInjected(t *testing.T) {
 	}
 	if ep := h.inspect(sb.ID).Config.Entrypoint; !slices.Equal(ep, []string{"/opt/sandgate/sandgate-agent", "supervise", "--"}) {
 		t.Fatalf("entrypoint %q", ep)
+	}
+}
+
+// TestAnyImageCrashWhileStartingRecovers: an entrypoint that dies while the sandbox starts leaves the dead container
+// (and its log); under the default crash limit the next use starts that same container again on the same
+// workspace, and the sandbox becomes ready.
+func TestAnyImageCrashWhileStartingRecovers(t *testing.T) {
+	agentImg, img := anyImages(t)
+	p := smallProfile("flaky", img)
+	p.Capabilities = []string{sandboxes.CapShell}
+	p.Entrypoint = []string{"/bin/sh", "-c", "if [ -e /workspace/.crashed ]; then exec sleep infinity; fi; touch /workspace/.crashed; exit 7"}
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: agentImg}, img)
+	events, unsub := h.mgr.Subscribe(64)
+	defer unsub()
+	sb := h.create("flaky")
+	ev := h.waitEvent(events, testenv.WaitLimit, func(ev sandboxes.Event) bool {
+		return ev.SandboxID == sb.ID && ev.Type == sandboxes.EventDied
+	})
+	if ev.Death == nil || ev.Death.ExitCode != 7 {
+		t.Fatalf("death: %+v", ev.Death)
+	}
+	first := h.inspect(sb.ID).ID
+	var tg sandboxes.Target
+	h.waitFor("the rebuilt sandbox", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
+		defer cancel()
+		var err error
+		tg, err = h.mgr.EnsureRunning(ctx, sb.ID)
+		if err != nil && sandboxes.ErrorCode(err) != sandboxes.CodeNotReady {
+			t.Fatalf("ensure running after one crash: %v", err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	if again := h.inspect(sb.ID).ID; again != first {
+		t.Fatalf("the recovery made a new container %s, want the kept %s started again", again, first)
+	}
+	info, err := h.agent(tg).Info(context.Background())
+	if err != nil || info.Entrypoint == nil || !info.Entrypoint.Running {
+		t.Fatalf("entrypoint after recovery: %+v %v", info.Entrypoint, err)
+	}
+	got, err := h.mgr.Get(context.Background(), sb.ID)
+	if err != nil || got.Status != sandboxes.StatusReady || !strings.Contains(got.LastError, "exit 7") {
+		t.Fatalf("after recovery: %+v %v", got, err)
 	}
 }
