@@ -96,6 +96,9 @@ func (d *Driver) Check(ctx context.Context) ([]string, error) {
 	if warn != "" {
 		warnings = append(warnings, warn)
 	}
+	if err := d.sweepFillContainers(ctx); err != nil { // inject.go
+		warnings = append(warnings, err.Error())
+	}
 	return warnings, nil
 }
 

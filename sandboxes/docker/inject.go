@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
@@ -24,6 +26,30 @@ import (
 
 // agentSourcePath is where our images carry the agent.
 const agentSourcePath = "/usr/local/bin/" + sandboxes.AgentBinaryName
+
+// fillLabel marks the helper containers the agent volume's fill and ownMounts create and never start.
+const fillLabel = "sandgate.agent_fill"
+
+// fillStaleAfter is how old a helper container must be before a starting gateway removes it as left behind by a
+// gateway that died mid-fill (a live fill takes seconds).
+const fillStaleAfter = 10 * time.Minute
+
+// sweepFillContainers removes helper containers left behind by a gateway that died while it used them.
+func (d *Driver) sweepFillContainers(ctx context.Context) error {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", fillLabel+"=true"))})
+	if err != nil {
+		return fmt.Errorf("listing agent fill containers: %w", err)
+	}
+	for _, c := range list {
+		if time.Since(time.Unix(c.Created, 0)) < fillStaleAfter || c.State == "running" {
+			continue
+		}
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing agent fill container %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
 
 // agentFillPoint is where the filling container mounts the volume; nothing ever runs there.
 const agentFillPoint = "/sandgate-agent-volume"
@@ -87,7 +113,7 @@ func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandbox
 		{Type: mount.TypeVolume, Source: homeVol, Target: sandboxes.SandboxHome, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 	}}
 	helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.AgentImage, Entrypoint: []string{agentSourcePath},
-		Labels: map[string]string{"sandgate.agent_fill": "true"}}, hc, nil, nil, "")
+		Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
 	if err != nil {
 		return fmt.Errorf("creating the helper container: %w", err)
 	}
@@ -164,7 +190,7 @@ func (d *Driver) fillAgentVolume(ctx context.Context, imageID, vol string) error
 	none := &container.HostConfig{NetworkMode: "none"}
 	newContainer := func(hc *container.HostConfig) (string, error) {
 		created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: imageID, Entrypoint: []string{agentSourcePath},
-			Labels: map[string]string{"sandgate.agent_fill": "true"}}, hc, nil, nil, "")
+			Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
 		if err != nil {
 			return "", err
 		}
