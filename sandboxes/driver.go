@@ -65,6 +65,9 @@ type ContainerSpec struct {
 	// the container's command becomes the agent supervising the image's own entrypoint and cmd.
 	AgentImage        string
 	AgentVolumePrefix string
+	// AgentVolumeLabels go on that volume: the namespace's managed label, without an instance or workspace, so
+	// no orphan sweep takes it and removing the namespace does.
+	AgentVolumeLabels map[string]string
 }
 
 // ContainerState is what the engine reports about one container.

@@ -23,6 +23,8 @@ const (
 	labelWorkspace  = "workspace"
 
 	labelManagedWorkspace = "managed_workspace"
+	// labelAgentVolume marks the read-only volumes that carry the agent into other images (profile_image.go).
+	labelAgentVolume = "agent"
 )
 
 func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }
@@ -426,6 +428,7 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
 		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
+		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}
 }
 

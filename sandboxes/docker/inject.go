@@ -57,7 +57,7 @@ const agentFillPoint = "/sandgate-agent-volume"
 // injectAgent shapes cfg and hc so the container runs the agent from its read-only volume, supervising the
 // image's own entrypoint and cmd (or the profile's overrides).
 func (d *Driver) injectAgent(ctx context.Context, spec sandboxes.ContainerSpec, cfg *container.Config, hc *container.HostConfig) error {
-	vol, err := d.ensureAgentVolume(ctx, spec.AgentImage, spec.AgentVolumePrefix)
+	vol, err := d.ensureAgentVolume(ctx, spec.AgentImage, spec.AgentVolumePrefix, spec.AgentVolumeLabels)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func AgentVolume(prefix, imageID string) string {
 // ensureAgentVolume returns the volume holding the agent of agentImage, filling it the first time this driver
 // needs it. Filling again is harmless (the engine replaces the file; running agents keep their inode), so a volume
 // left half filled by a gateway that died is repaired by the next one.
-func (d *Driver) ensureAgentVolume(ctx context.Context, agentImage, prefix string) (string, error) {
+func (d *Driver) ensureAgentVolume(ctx context.Context, agentImage, prefix string, labels map[string]string) (string, error) {
 	img, err := d.cli.ImageInspect(ctx, agentImage)
 	if err != nil {
 		return "", fmt.Errorf("inspecting the agent image %s: %w", agentImage, err)
@@ -169,8 +169,11 @@ func (d *Driver) ensureAgentVolume(ctx context.Context, agentImage, prefix strin
 	if d.agentVolumes[vol] {
 		return vol, nil
 	}
-	// Not the namespace's managed label: the orphan sweep must never take it from running sandboxes.
-	if err := d.CreateVolume(ctx, vol, map[string]string{"sandgate.agent_image": img.ID}); err != nil {
+	all := map[string]string{"sandgate.agent_image": img.ID}
+	for k, v := range labels {
+		all[k] = v
+	}
+	if err := d.CreateVolume(ctx, vol, all); err != nil {
 		return "", fmt.Errorf("creating the agent volume %s: %w", vol, err)
 	}
 	if err := d.fillAgentVolume(ctx, img.ID, vol); err != nil {
