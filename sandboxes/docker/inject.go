@@ -137,7 +137,9 @@ func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandbox
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	if err := d.cli.CopyToContainer(ctx, helper.ID, "/", &buf, container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+	// Without CopyUIDGID the engine applies the archive's own owners; with it, it would look the helper's USER
+	// up in the engine host's passwd database instead.
+	if err := d.cli.CopyToContainer(ctx, helper.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
 		return fmt.Errorf("handing the workspace and HOME to the sandbox user: %w", err)
 	}
 	return nil
