@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/internal/entrypoint"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 	"github.com/sandgate/sandgate/internal/buildversion"
 )
@@ -31,13 +32,34 @@ func main() {
 		os.Exit(healthcheck())
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := run(logger); err != nil {
+	argv, supervise, err := entrypoint.ParseArgs(os.Args[1:])
+	if err != nil {
+		logger.Error("agent stopped", "error", err)
+		os.Exit(2)
+	}
+	var child *entrypoint.Child
+	if supervise && len(argv) > 0 {
+		child = entrypoint.New(argv, os.Stdout, os.Stderr)
+	}
+	if err := run(logger, child); err != nil {
+		var exit *entrypointExit
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		logger.Error("agent stopped", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(logger *slog.Logger) error {
+// entrypointExit ends the agent with the supervised entrypoint's status: the container dies with it, and the
+// gateway reports it as the sandbox's crash reason.
+type entrypointExit struct{ code int }
+
+func (e *entrypointExit) Error() string {
+	return fmt.Sprintf("the entrypoint exited with status %d", e.code)
+}
+
+func run(logger *slog.Logger, child *entrypoint.Child) error {
 	cfg, err := loadConfig()
 	if err != nil {
 		return err
@@ -65,6 +87,7 @@ func run(logger *slog.Logger) error {
 			Capabilities:  cfg.capabilities,
 			WorkspaceRoot: cfg.workspace,
 			UptimeSeconds: time.Since(srv.Started()).Seconds(),
+			Entrypoint:    childStatus(child),
 		})
 	})
 
@@ -93,17 +116,49 @@ func run(logger *slog.Logger) error {
 		logger.Info("agent listening", "socket", cfg.socket)
 	}
 	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)
+	// The image's entrypoint starts once the agent serves, in the environment the customisation set up; the
+	// sandbox is ready when the agent answers, whatever the entrypoint is still doing.
+	var childDone <-chan struct{}
+	if child != nil {
+		if err := child.Start(); err != nil {
+			logger.Error("the image's entrypoint did not start", "error", err)
+		} else {
+			logger.Info("supervising the image's entrypoint", "argv", child.Status().Argv, "pid", child.Status().PID)
+		}
+		childDone = child.Done()
+	}
+	var exit error
 	select {
 	case err := <-errc:
+		if child != nil {
+			child.Stop(context.Background(), 3*time.Second)
+		}
 		return fmt.Errorf("serving %s: %w", cfg.addr, err)
 	case <-ctx.Done():
+		if child != nil {
+			// A stop: the entrypoint gets SIGTERM and most of the engine's grace period before the agent goes.
+			child.Stop(context.Background(), 3*time.Second)
+		}
+	case <-childDone:
+		st := child.Status()
+		logger.Error("the image's entrypoint exited; the sandbox stops with its status",
+			"argv", st.Argv, "exit_code", child.ExitCode(), "error", st.Error)
+		exit = &entrypointExit{code: child.ExitCode()}
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) && exit == nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
-	return nil
+	return exit
+}
+
+func childStatus(c *entrypoint.Child) *agentapi.EntrypointStatus {
+	if c == nil {
+		return nil
+	}
+	st := c.Status()
+	return &st
 }
 
 // listenSocket serves on a UNIX socket at path (the gateway's way in when the sandbox has no network), replacing

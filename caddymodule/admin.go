@@ -185,6 +185,8 @@ func apiError(err error) error {
 		status = http.StatusBadRequest
 	case sandboxes.CodeQuotaExceeded:
 		status = http.StatusTooManyRequests
+	case sandboxes.CodeImageNotAllowed:
+		status = http.StatusForbidden
 	}
 	return caddy.APIError{HTTPStatus: status, Err: err}
 }

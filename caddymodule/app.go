@@ -62,6 +62,9 @@ type App struct {
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
 	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
 	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
+	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
+	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
+	AgentImage string `json:"agent_image,omitempty"`
 
 	driver  Driver
 	key     string
@@ -171,6 +174,7 @@ func (a *App) managerConfig() sandboxes.Config {
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
 		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
+		AgentImage: a.AgentImage,
 	}
 }
 

@@ -33,6 +33,7 @@ func init() {
 //	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
+//	    agent_image   sandgate/sandbox:base                 (where the injected agent comes from)
 //	    profile <id> {
 //	        image         sandgate/sandbox:base
 //	        description   <text>
@@ -53,6 +54,11 @@ func init() {
 //	        runtime       runsc
 //	        app_port      3000
 //	        bind          /host/path:/container/path[:ro]   (needs allow_host_binds)
+//	        inject_agent                   (run the image's own entrypoint under our mounted agent)
+//	        entrypoint    <program> [args...]   (replaces the image's; implies inject_agent)
+//	        cmd           [args...]             (replaces the image's CMD; implies inject_agent)
+//	        writable_root                  (relaxes the read-only root filesystem)
+//	        allowed_images <image|pattern>...   (images a caller may ask for, e.g. OpenSandbox's image.uri)
 //	    }
 //	}
 func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -114,6 +120,8 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.AllowHostBinds = true
 		case "snapshots":
 			err = parseSnapshotsOption(d, app) // caddyfile_snapshots.go
+		case "agent_image":
+			err = oneString(d, &app.AgentImage)
 		case "profile":
 			var p sandboxes.Profile
 			if p, err = parseProfile(d); err == nil {
@@ -208,6 +216,24 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			if err = oneString(d, &b); err == nil {
 				p.Binds = append(p.Binds, b)
 			}
+		case "inject_agent":
+			err = flag(d, &p.InjectAgent)
+		case "writable_root":
+			err = flag(d, &p.WritableRoot)
+		case "entrypoint":
+			if p.Entrypoint = d.RemainingArgs(); len(p.Entrypoint) == 0 {
+				return p, d.ArgErr()
+			}
+		case "cmd":
+			if p.Cmd = d.RemainingArgs(); len(p.Cmd) == 0 {
+				return p, d.ArgErr()
+			}
+		case "allowed_images":
+			more := d.RemainingArgs()
+			if len(more) == 0 {
+				return p, d.ArgErr()
+			}
+			p.AllowedImages = append(p.AllowedImages, more...)
 		default:
 			var handled bool
 			if handled, err = parseProfileCustomise(d, &p); !handled { // caddyfile_customise.go
@@ -229,6 +255,15 @@ func oneString(d *caddyfile.Dispenser, dst *string) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	return nil
+}
+
+// flag reads an option that takes no argument.
+func flag(d *caddyfile.Dispenser, dst *bool) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = true
 	return nil
 }
 

@@ -60,6 +60,14 @@ type ContainerSpec struct {
 	// AgentSocketDir, set for network none, is the gateway-owned host directory mounted at SocketMountPoint in
 	// which the agent creates its socket; Start then answers the socket's address.
 	AgentSocketDir string
+	// AgentImage, set when the profile injects the agent (profile_image.go), is the image the agent binary is
+	// copied from into a read-only volume named AgentVolumePrefix + that image's id, mounted at AgentMountPoint;
+	// the container's command becomes the agent supervising the image's own entrypoint and cmd.
+	AgentImage        string
+	AgentVolumePrefix string
+	// AgentVolumeLabels go on that volume: the namespace's managed label, without an instance or workspace, so
+	// no orphan sweep takes it and removing the namespace does.
+	AgentVolumeLabels map[string]string
 }
 
 // ContainerState is what the engine reports about one container.

@@ -23,6 +23,8 @@ const (
 	labelWorkspace  = "workspace"
 
 	labelManagedWorkspace = "managed_workspace"
+	// labelAgentVolume marks the read-only volumes that carry the agent into other images (profile_image.go).
+	labelAgentVolume = "agent"
 )
 
 func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }
@@ -97,6 +99,13 @@ func (m *Manager) removeFailedContainer(e *entry, err error) {
 	}
 	m.mu.Lock()
 	cid := e.rec.ContainerID
+	if e.rec.Died != nil && !e.deleted && cid != "" {
+		// It died while starting (an injected image's entrypoint that exits at once, an agent that crashed): the
+		// dead container keeps its log, the evidence of why, and its next use starts it again (recovery.go).
+		m.mu.Unlock()
+		m.log.Warn("sandbox died while starting", "sandbox", e.rec.ID, "reason", e.rec.Died.Reason, "error", err)
+		return
+	}
 	if e.deleted || e.stopRequested || cid == "" {
 		beforeContainer := cid == "" && !e.deleted
 		m.mu.Unlock()
@@ -394,6 +403,17 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
 	env["SANDGATE_SANDBOX_ID"] = rec.ID
 	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
+	var agentImage string
+	if p.InjectsAgent() {
+		m.mu.RLock()
+		agentImage = m.cfg.AgentImage
+		m.mu.RUnlock()
+		// Another image's HOME belongs to its own user (often /root); the sandbox user's writable home is our
+		// tmpfs. A profile or caller that names HOME keeps theirs.
+		if _, ok := env["HOME"]; !ok {
+			env["HOME"] = SandboxHome
+		}
+	}
 	labels := map[string]string{
 		m.label(labelManaged):    "true",
 		m.label(labelID):         rec.ID,
@@ -407,6 +427,8 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	return ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
+		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
+		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}
 }
 

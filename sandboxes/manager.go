@@ -61,9 +61,15 @@ type Config struct {
 	AllowHostBinds bool
 	// Snapshots bounds stored workspace snapshots (snapshots.go).
 	Snapshots SnapshotLimits
+	// AgentImage is the image the agent is copied from into sandboxes of other images (profile_image.go).
+	// Default DefaultAgentImage.
+	AgentImage string
 }
 
 func (c *Config) setDefaults() {
+	if c.AgentImage == "" {
+		c.AgentImage = DefaultAgentImage
+	}
 	if c.GCInterval <= 0 {
 		c.GCInterval = time.Minute
 	}
@@ -469,6 +475,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("unknown profile %q", req.Profile),
 			Details: map[string]any{"profiles": known}}
 	}
+	if req.Image != nil {
+		derived, err := p.WithImage(*req.Image) // profile_image.go
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		p = derived
+	}
 	now := time.Now()
 	ttl := req.TTL
 	if ttl == 0 {
@@ -486,7 +500,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 				Details: map[string]any{"limit": m.cfg.MaxPerOwner, "scope": "owner"}}
 		}
 	}
-	if len(req.Env) == 0 && req.WorkspaceID == "" {
+	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil {
 		if e := m.claimLocked(p, now); e != nil {
 			e.rec.Warm = false
 			e.rec.Owner = req.Owner

@@ -96,6 +96,20 @@ type Profile struct {
 	PyPIIndexURL string        `json:"pypi_index_url,omitempty"`
 	AptMirror    string        `json:"apt_mirror,omitempty"`
 	Egress       *Egress       `json:"egress,omitempty"`
+
+	// Any image (profile_image.go): our agent mounted read-only into an image that is not ours, supervising the
+	// image's own entrypoint.
+	InjectAgent bool `json:"inject_agent,omitempty"`
+	// Entrypoint and Cmd replace the image's ENTRYPOINT and CMD (Docker's rules: an entrypoint clears the image's
+	// CMD). Either one implies InjectAgent.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	// WritableRoot relaxes the read-only root filesystem, for images that write outside /tmp, $HOME and the
+	// workspace (to /etc, /var, /run). Everything else of the hardening stays.
+	WritableRoot bool `json:"writable_root,omitempty"`
+	// AllowedImages lists the images a caller may ask for when creating from this profile (CreateRequest.Image),
+	// as exact references or path.Match patterns ("registry.example/team/*:*"). Empty: callers cannot choose.
+	AllowedImages []string `json:"allowed_images,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -151,6 +165,9 @@ func (p *Profile) Validate() error {
 	if err := p.validateLifecycle(); err != nil { // pause.go
 		return err
 	}
+	if err := p.validateImage(); err != nil { // profile_image.go
+		return err
+	}
 	return p.validateCustomise()
 }
 
@@ -168,15 +185,20 @@ func (p *Profile) Hash() string {
 	shape.PauseTimeout = 0
 	shape.CrashLimit = 0
 	shape.CrashWindow = 0
+	shape.AllowedImages = nil
 	b, _ := json.Marshal(shape) // a struct of plain fields always marshals
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
 
-// ParseBytes reads a size such as "512m", "1g", "1.5GiB" or "1048576" into bytes (binary multiples, as Docker does).
+// ParseBytes reads a size such as "512m", "1g", "1.5GiB", "512Mi" (Kubernetes' form, which OpenSandbox's
+// resourceLimits use) or "1048576" into bytes (binary multiples, as Docker does).
 func ParseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	if n := len(t); n >= 2 && t[n-1] == 'i' && strings.ContainsRune("kmgt", rune(t[n-2])) {
+		t = t[:n-1]
+	}
 	mult := int64(1)
 	if n := len(t); n > 0 {
 		switch t[n-1] {

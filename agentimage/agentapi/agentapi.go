@@ -37,4 +37,26 @@ type Info struct {
 	Capabilities  []string `json:"capabilities"`
 	WorkspaceRoot string   `json:"workspace_root"`
 	UptimeSeconds float64  `json:"uptime_seconds"`
+	// Entrypoint is the image's own entrypoint the agent supervises, when the gateway injected the agent into an
+	// image that is not ours.
+	Entrypoint *EntrypointStatus `json:"entrypoint,omitempty"`
+}
+
+// EnvIDEAgent chooses who serves FastGPT's IDE protocol (ports 1318/1319) when IDE_AGENT_ENABLED=true: "ours"
+// (the default: the agent does) or "image" (the agent leaves the ports to the IDE agent an injected image's own
+// entrypoint starts, as FastGPT's image does).
+const EnvIDEAgent = "SANDGATE_IDE_AGENT"
+
+// ArgSupervise is the agent's first argument when it was injected into another image:
+// `sandgate-agent supervise -- <the image's entrypoint and cmd...>`.
+const ArgSupervise = "supervise"
+
+// EntrypointStatus is the state of the supervised entrypoint. When it exits the agent exits with its status
+// (128+signal for a signal), so the container's exit code is the entrypoint's.
+type EntrypointStatus struct {
+	Argv     []string `json:"argv"`
+	PID      int      `json:"pid,omitempty"`
+	Running  bool     `json:"running"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }

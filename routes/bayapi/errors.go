@@ -146,6 +146,8 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		code = CodeValidation
 	case sandboxes.CodeInvalidState:
 		code = CodeConflict
+	case sandboxes.CodeImageNotAllowed:
+		code = CodeForbidden
 	case sandboxes.CodeSnapshotNotFound:
 		code = CodeNotFound
 	case sandboxes.CodeSnapshotTooLarge:

@@ -80,6 +80,8 @@ func StatusFor(err error, requestID string) (int, ErrorDetail) {
 		return http.StatusTooManyRequests, d
 	case d.Code == sandboxes.CodeCapabilityAbsent, d.Code == sandboxes.CodeInvalid:
 		return http.StatusBadRequest, d
+	case d.Code == sandboxes.CodeImageNotAllowed:
+		return http.StatusForbidden, d
 	case d.Code == sandboxes.CodeTimeout, errors.Is(err, context.DeadlineExceeded):
 		d.Code = sandboxes.CodeTimeout
 		return http.StatusGatewayTimeout, d

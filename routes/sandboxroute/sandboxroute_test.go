@@ -371,6 +371,7 @@ func TestStatusFor(t *testing.T) {
 		{sandboxes.Errorf(sandboxes.CodeContainerDied, "died"), 410},
 		{sandboxes.Errorf(sandboxes.CodeNotReady, "starting"), 503},
 		{sandboxes.Errorf(sandboxes.CodeExpired, "expired"), 409},
+		{sandboxes.Errorf(sandboxes.CodeImageNotAllowed, "not on the allow-list"), 403},
 		{context.DeadlineExceeded, 504},
 		{errors.New("engine down"), 502},
 	}

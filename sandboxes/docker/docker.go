@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -48,6 +49,10 @@ type Driver struct {
 	cli    *client.Client
 	host   string
 	filter *packetFilter
+
+	// agentVolumes are the agent volumes this driver filled (inject.go).
+	agentMu      sync.Mutex
+	agentVolumes map[string]bool
 }
 
 // New makes a driver for host (empty: DOCKER_HOST or the default socket). It does no I/O.
@@ -90,6 +95,9 @@ func (d *Driver) Check(ctx context.Context) ([]string, error) {
 	var warnings []string
 	if warn != "" {
 		warnings = append(warnings, warn)
+	}
+	if err := d.sweepFillContainers(ctx); err != nil { // inject.go
+		warnings = append(warnings, err.Error())
 	}
 	return warnings, nil
 }
@@ -301,12 +309,13 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 	yes := true
 	tmpfsOpts := "rw,exec,nosuid,nodev,size=" + strconv.FormatInt(disk, 10)
 	hc := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.Network),
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges:true"},
-		Privileged:     false,
-		Init:           &yes,
-		ReadonlyRootfs: true,
+		NetworkMode: container.NetworkMode(spec.Network),
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+		Privileged:  false,
+		Init:        &yes,
+		// A profile's writable_root is the one explicit relaxation, for images that write to /etc or /var.
+		ReadonlyRootfs: !p.WritableRoot,
 		Tmpfs: map[string]string{
 			"/tmp":          tmpfsOpts + ",mode=1777",
 			"/home/sandbox": tmpfsOpts + ",uid=65532,gid=65532,mode=0700",
@@ -388,9 +397,20 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 		Hostname:     "sandbox",
 		ExposedPorts: nat.PortSet{agentPort(spec): struct{}{}},
 	}
+	if spec.AgentImage != "" {
+		if err := d.injectAgent(ctx, spec, cfg, hc); err != nil { // inject.go
+			return "", err
+		}
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
 	if err != nil {
 		return "", err
+	}
+	if spec.AgentImage != "" {
+		if err := d.ownMounts(ctx, created.ID, spec); err != nil { // inject.go
+			_ = d.Remove(context.WithoutCancel(ctx), created.ID)
+			return "", err
+		}
 	}
 	return created.ID, nil
 }

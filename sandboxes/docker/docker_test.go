@@ -103,3 +103,37 @@ func TestHostConfigMountsTheAgentSocketDir(t *testing.T) {
 		t.Fatal("a sandbox without a socket directory got the mount")
 	}
 }
+
+// TestHostConfigWritableRoot: writable_root relaxes the read-only root and nothing else.
+func TestHostConfigWritableRoot(t *testing.T) {
+	p := sandboxes.Profile{ID: "w", Image: "img", WritableRoot: true}
+	hc, err := HostConfig(sandboxes.ContainerSpec{Profile: p, Network: "n", Volume: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc.ReadonlyRootfs || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") ||
+		hc.Privileged || hc.Init == nil || !*hc.Init || hc.Tmpfs["/tmp"] == "" {
+		t.Fatalf("writable_root: %+v", hc)
+	}
+	p.WritableRoot = false
+	if hc, _ := HostConfig(sandboxes.ContainerSpec{Profile: p, Network: "n", Volume: "v"}); !hc.ReadonlyRootfs {
+		t.Fatal("root writable without writable_root")
+	}
+}
+
+// TestDefaultsAgree: the core's DefaultResources (the ceiling of a caller's image request) are the limits the
+// driver applies where a profile sets none.
+func TestDefaultsAgree(t *testing.T) {
+	d := sandboxes.DefaultResources
+	mem, _ := sandboxes.ParseBytes(d.Memory)
+	disk, _ := sandboxes.ParseBytes(d.Disk)
+	if d.CPUs != DefaultCPUs || mem != DefaultMemory || disk != DefaultDisk || d.Pids != DefaultPids {
+		t.Fatalf("sandboxes.DefaultResources %+v disagree with the driver's defaults", d)
+	}
+}
+
+func TestAgentVolumeName(t *testing.T) {
+	if got := AgentVolume("sg-agent-", "sha256:0123456789abcdef0123"); got != "sg-agent-0123456789ab" {
+		t.Fatalf("AgentVolume = %q", got)
+	}
+}

@@ -38,7 +38,12 @@ func smallProfile(id, image string) sandboxes.Profile {
 
 func newHarness(t *testing.T, cfg sandboxes.Config) *harness {
 	t.Helper()
-	image := testenv.Image(t, "base")
+	return newHarnessImage(t, cfg, testenv.Image(t, "base"))
+}
+
+// newHarnessImage is newHarness with image for the profiles that name none.
+func newHarnessImage(t *testing.T, cfg sandboxes.Config, image string) *harness {
+	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,342 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
+)
+
+// fastgptEntrypoint does what FastGPT's agent-sandbox image does at start: check the workdir, write the IDE agent's
+// password into HOME, then sleep. It prints what it sees, so the test reads the container log.
+const fastgptEntrypoint = `#!/bin/sh
+set -e
+echo "entrypoint: uid=$(id -u) home=$HOME token=${SANDGATE_AGENT_TOKEN:-none} profile_env=${ANYIMAGE_FROM_PROFILE:-unset}"
+mkdir -p "${FASTGPT_WORKDIR:-/workspace}"
+test -w "${FASTGPT_WORKDIR:-/workspace}"
+if [ ! -s "$HOME/.fastgpt-ide-agent-password" ]; then
+	head -c 24 /dev/urandom | base64 | tr -d '=+/\n' > "$HOME/.fastgpt-ide-agent-password"
+fi
+id -u > "${FASTGPT_WORKDIR:-/workspace}/.entrypoint-ran"
+echo "entrypoint: password written"
+exec sleep infinity
+`
+
+var (
+	anyImageOnce             sync.Once
+	agentImage, fastgptImage string
+	anyImageErr              error
+)
+
+// anyImages builds, from debian:bookworm-slim (present locally; nothing is pulled), two images: a minimal agent
+// image (this checkout's static agent where our images keep it, the source the driver copies the agent from) and
+// an image shaped like FastGPT's: its own user, HOME /home/sandbox holding the entrypoint script, and that script
+// as ENTRYPOINT. Neither waits for our full sandbox images.
+func anyImages(t *testing.T) (agent, fastgpt string) {
+	t.Helper()
+	testenv.Integration(t)
+	repo := strings.TrimSuffix(testenv.Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox"), "/sandbox")
+	anyImageOnce.Do(func() {
+		agentImage, fastgptImage = repo+"/anyimage-agent:test", repo+"/anyimage-fastgpt:test"
+		anyImageErr = buildAnyImages(agentImage, fastgptImage)
+	})
+	if anyImageErr != nil {
+		t.Fatal(anyImageErr)
+	}
+	return agentImage, fastgptImage
+}
+
+func buildAnyImages(agentTag, fastgptTag string) error {
+	dir, err := os.MkdirTemp("", "anyimage-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "agent", "sandgate-agent"), "./agentimage")
+	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the agent: %v: %s", err, out)
+	}
+	files := map[string]string{
+		"agent/Dockerfile": "FROM debian:bookworm-slim\nCOPY sandgate-agent /usr/local/bin/sandgate-agent\nENTRYPOINT [\"/usr/local/bin/sandgate-agent\"]\n",
+		"fastgpt/Dockerfile": `FROM debian:bookworm-slim
+RUN useradd --uid 1000 --create-home --home-dir /home/sandbox --shell /bin/sh sandbox
+COPY entrypoint.sh /home/sandbox/entrypoint.sh
+RUN chmod 0755 /home/sandbox/entrypoint.sh && chown sandbox:sandbox /home/sandbox/entrypoint.sh && mkdir -m 1777 /etc/anyimage
+ENV HOME=/home/sandbox FASTGPT_WORKDIR=/workspace
+USER sandbox
+WORKDIR /home/sandbox
+ENTRYPOINT ["/home/sandbox/entrypoint.sh"]
+`,
+		"fastgpt/entrypoint.sh": fastgptEntrypoint,
+	}
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	for tag, ctxDir := range map[string]string{agentTag: "agent", fastgptTag: "fastgpt"} {
+		cmd := exec.Command("docker", "build", "-q", "-t", tag, filepath.Join(dir, ctxDir))
+		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("docker build %s: %v: %s", tag, err, out)
+		}
+	}
+	return nil
+}
+
+// containerLog is the container's stdout and stderr as the engine keeps them.
+func (h *harness) containerLog(id string) string {
+	h.t.Helper()
+	rc, err := h.cli.ContainerLogs(context.Background(), h.containerName(id), container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		h.t.Fatalf("container logs: %v", err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
+}
+
+func (h *harness) waitFor(what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(testenv.WaitLimit)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not within %s; last: %s", what, testenv.WaitLimit, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAnyImageFastGPTEntrypoint runs an image that is not ours, shaped like FastGPT's, with our agent injected:
+// the sandbox becomes ready, exec and files work through our agent, what the image's entrypoint wrote is visible,
+// the entrypoint stays alive as the agent's child with the sandbox's env and its output in the container log, and
+// the container is hardened as every sandbox is. A writable root is the profile's explicit relaxation.
+func TestAnyImageFastGPTEntrypoint(t *testing.T) {
+	agentImg, img := anyImages(t)
+	strict := smallProfile("fastgpt", img)
+	strict.Capabilities = []string{sandboxes.CapShell, sandboxes.CapFilesystem}
+	strict.InjectAgent = true
+	strict.Env = map[string]string{"ANYIMAGE_FROM_PROFILE": "yes"}
+	relaxed := strict
+	relaxed.ID = "fastgpt-writable"
+	relaxed.WritableRoot = true
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{strict, relaxed}, AgentImage: agentImg}, img)
+	ctx := context.Background()
+
+	sb := h.create("fastgpt")
+	tg := h.ready(sb.ID)
+	agent := h.agent(tg)
+
+	// The entrypoint ran (after the agent began serving): what it wrote in the workspace is visible through our
+	// files API (which serves the workspace), and the password it wrote into HOME through our exec, which is how
+	// FastGPT reads it (`cat ~/.fastgpt-ide-agent-password`).
+	h.waitFor("the entrypoint's marker through the files API", func() (bool, string) {
+		r, err := agent.FSRead(ctx, agentapi.ReadRequest{Path: ".entrypoint-ran"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return r.Content == "65532\n", r.Content
+	})
+	var content string
+	h.waitFor("the entrypoint's password file", func() (bool, string) {
+		res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: "cat ~/.fastgpt-ide-agent-password"})
+		if err != nil {
+			return false, err.Error()
+		}
+		content = strings.TrimSpace(res.Stdout)
+		return len(content) >= 20, res.Stdout + res.Stderr
+	})
+	res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: "cat ~/.fastgpt-ide-agent-password; echo; id -u; echo $HOME; pwd"})
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if want := content + "\n65532\n/home/sandbox\n/workspace\n"; res.Stdout != want {
+		t.Fatalf("exec stdout %q, want %q", res.Stdout, want)
+	}
+	// The image's own files in HOME are there (the entrypoint itself), and the workspace is the sandbox user's.
+	if res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: "test -x ~/entrypoint.sh && echo ok > /workspace/w && cat /workspace/w"}); err != nil || res.Stdout != "ok\n" {
+		t.Fatalf("image HOME or workspace: %+v %v", res, err)
+	}
+
+	// The entrypoint is alive, supervised by the agent: /v1/info names it, and its pid is the `sleep` it exec'd.
+	info, err := agent.Info(ctx)
+	if err != nil || info.Entrypoint == nil || !info.Entrypoint.Running || info.Entrypoint.PID == 0 ||
+		!slices.Equal(info.Entrypoint.Argv, []string{"/home/sandbox/entrypoint.sh"}) {
+		t.Fatalf("info: %+v %v", info.Entrypoint, err)
+	}
+	res, err = agent.Exec(ctx, agentapi.ExecRequest{Cmd: fmt.Sprintf("tr '\\0' ' ' < /proc/%d/cmdline", info.Entrypoint.PID)})
+	if err != nil || strings.TrimSpace(res.Stdout) != "sleep infinity" {
+		t.Fatalf("entrypoint process: %+v %v", res, err)
+	}
+	// Its output is in the container log; it got the profile's env and not the agent's token.
+	h.waitFor("the entrypoint's log lines", func() (bool, string) {
+		l := h.containerLog(sb.ID)
+		return strings.Contains(l, "entrypoint: password written"), l
+	})
+	logs := h.containerLog(sb.ID)
+	if !strings.Contains(logs, "entrypoint: uid=65532 home=/home/sandbox token=none profile_env=yes") {
+		t.Fatalf("entrypoint's view: %s", logs)
+	}
+
+	// Hardened as our defaults say, with the agent mounted read-only and run as the container's command.
+	ci := h.inspect(sb.ID)
+	hc := ci.HostConfig
+	if ci.Config.User != docker.SandboxUser || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !hc.ReadonlyRootfs || hc.Privileged ||
+		hc.Init == nil || !*hc.Init || !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || hc.MemorySwap != hc.Memory {
+		t.Fatalf("hardening: user=%q %+v", ci.Config.User, hc)
+	}
+	if want := []string{"/opt/sandgate/sandgate-agent", "supervise", "--", "/home/sandbox/entrypoint.sh"}; !slices.Equal(ci.Config.Entrypoint, want) || len(ci.Config.Cmd) != 0 {
+		t.Fatalf("entrypoint %q cmd %q, want %q", ci.Config.Entrypoint, ci.Config.Cmd, want)
+	}
+	agentMounted := false
+	for _, m := range ci.Mounts {
+		if m.Destination == sandboxes.AgentMountPoint {
+			agentMounted = !m.RW && strings.HasPrefix(m.Name, h.ns+"-agent-")
+		}
+	}
+	if !agentMounted {
+		t.Fatalf("agent volume not mounted read-only: %+v", ci.Mounts)
+	}
+	for _, cmd := range []string{"touch /etc/x", "touch /etc/anyimage/x", "touch /opt/sandgate/x", "cp /bin/true /opt/sandgate/sandgate-agent"} {
+		if res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: cmd}); err != nil || res.ExitCode == nil || *res.ExitCode == 0 {
+			t.Errorf("%q succeeded in a hardened sandbox: %+v %v", cmd, res, err)
+		}
+	}
+
+	// writable_root relaxes only the root filesystem: the image's own world-writable /etc directory takes writes,
+	// root's files still do not (the user is still 65532).
+	rb := h.create("fastgpt-writable")
+	rtg := h.ready(rb.ID)
+	if res, err := h.agent(rtg).Exec(ctx, agentapi.ExecRequest{Cmd: "touch /etc/anyimage/x && echo ok; touch /etc/x || echo denied; id -u"}); err != nil ||
+		res.Stdout != "ok\ndenied\n65532\n" || !strings.Contains(res.Stderr, "Permission denied") {
+		t.Fatalf("writable root: %+v %v", res, err)
+	}
+	rhc := h.inspect(rb.ID).HostConfig
+	if rhc.ReadonlyRootfs || !slices.Equal(rhc.CapDrop, []string{"ALL"}) || !slices.Contains(rhc.SecurityOpt, "no-new-privileges:true") {
+		t.Fatalf("writable_root relaxed more than the root filesystem: %+v", rhc)
+	}
+}
+
+// TestAnyImageEntrypointExitIsTypedCrash: an image's entrypoint that exits non-zero ends the sandbox with a typed
+// crash reason naming its exit code, as a crash of our own agent does.
+func TestAnyImageEntrypointExitIsTypedCrash(t *testing.T) {
+	agentImg, img := anyImages(t)
+	p := smallProfile("failing", img)
+	p.Capabilities = []string{sandboxes.CapShell}
+	p.Entrypoint = []string{"/bin/sh", "-c", "echo 'entrypoint: giving up' >&2; exit 3"}
+	p.CrashLimit = -1
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: agentImg}, img)
+	events, unsub := h.mgr.Subscribe(64)
+	defer unsub()
+	sb := h.create("failing")
+	ev := h.waitEvent(events, testenv.WaitLimit, func(ev sandboxes.Event) bool {
+		return ev.SandboxID == sb.ID && ev.Type == sandboxes.EventDied
+	})
+	if ev.Death == nil || ev.Death.Reason != "exit" || ev.Death.ExitCode != 3 || ev.Death.Message != "exit 3" {
+		t.Fatalf("death: %+v", ev.Death)
+	}
+	got, err := h.mgr.Get(context.Background(), sb.ID)
+	if err != nil || got.Status != sandboxes.StatusFailed || got.Died == nil || got.Died.ExitCode != 3 {
+		t.Fatalf("sandbox after the entrypoint's exit: %+v %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
+	defer cancel()
+	if _, err := h.mgr.EnsureRunning(ctx, sb.ID); sandboxes.ErrorCode(err) != sandboxes.CodeContainerDied {
+		t.Fatalf("ensure running a crashed sandbox: %v", err)
+	}
+	// The dead container is kept with its log, the evidence of why, until the sandbox is deleted.
+	if l := h.containerLog(sb.ID); !strings.Contains(l, "entrypoint: giving up") || !strings.Contains(l, "the image's entrypoint exited") {
+		t.Fatalf("container log: %s", l)
+	}
+	if err := h.mgr.Delete(context.Background(), sb.ID); err != nil || h.containerExists(sb.ID) {
+		t.Fatalf("delete: %v, container left: %v", err, h.containerExists(sb.ID))
+	}
+}
+
+// TestAnyImageOwnImageInjected: our own image with the agent injected still works: the volume's agent serves and
+// the image's entrypoint (the agent itself) is not started a second time.
+func TestAnyImageOwnImageInjected(t *testing.T) {
+	p := smallProfile("own", "")
+	p.InjectAgent = true
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: testenv.Image(t, "base")})
+	sb := h.create("own")
+	tg := h.ready(sb.ID)
+	agent := h.agent(tg)
+	res, err := agent.Exec(context.Background(), agentapi.ExecRequest{Cmd: "python3 -c 'print(6*7)'"})
+	if err != nil || res.Stdout != "42\n" {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	info, err := agent.Info(context.Background())
+	if err != nil || info.Entrypoint != nil {
+		t.Fatalf("info: %+v %v", info, err)
+	}
+	if ep := h.inspect(sb.ID).Config.Entrypoint; !slices.Equal(ep, []string{"/opt/sandgate/sandgate-agent", "supervise", "--"}) {
+		t.Fatalf("entrypoint %q", ep)
+	}
+}
+
+// TestAnyImageCrashWhileStartingRecovers: an entrypoint that dies while the sandbox starts leaves the dead container
+// (and its log); under the default crash limit the next use starts that same container again on the same
+// workspace, and the sandbox becomes ready.
+func TestAnyImageCrashWhileStartingRecovers(t *testing.T) {
+	agentImg, img := anyImages(t)
+	p := smallProfile("flaky", img)
+	p.Capabilities = []string{sandboxes.CapShell}
+	p.Entrypoint = []string{"/bin/sh", "-c", "if [ -e /workspace/.crashed ]; then exec sleep infinity; fi; touch /workspace/.crashed; exit 7"}
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: agentImg}, img)
+	events, unsub := h.mgr.Subscribe(64)
+	defer unsub()
+	sb := h.create("flaky")
+	ev := h.waitEvent(events, testenv.WaitLimit, func(ev sandboxes.Event) bool {
+		return ev.SandboxID == sb.ID && ev.Type == sandboxes.EventDied
+	})
+	if ev.Death == nil || ev.Death.ExitCode != 7 {
+		t.Fatalf("death: %+v", ev.Death)
+	}
+	first := h.inspect(sb.ID).ID
+	var tg sandboxes.Target
+	h.waitFor("the rebuilt sandbox", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
+		defer cancel()
+		var err error
+		tg, err = h.mgr.EnsureRunning(ctx, sb.ID)
+		if err != nil && sandboxes.ErrorCode(err) != sandboxes.CodeNotReady {
+			t.Fatalf("ensure running after one crash: %v", err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	if again := h.inspect(sb.ID).ID; again != first {
+		t.Fatalf("the recovery made a new container %s, want the kept %s started again", again, first)
+	}
+	info, err := h.agent(tg).Info(context.Background())
+	if err != nil || info.Entrypoint == nil || !info.Entrypoint.Running {
+		t.Fatalf("entrypoint after recovery: %+v %v", info.Entrypoint, err)
+	}
+	got, err := h.mgr.Get(context.Background(), sb.ID)
+	if err != nil || got.Status != sandboxes.StatusReady || !strings.Contains(got.LastError, "exit 7") {
+		t.Fatalf("after recovery: %+v %v", got, err)
+	}
+}

@@ -1,0 +1,230 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Any image (sandboxes/profile_image.go): our static agent reaches a container of another image through a
+// read-only named volume holding only the agent binary, filled from the agent image by the engine itself (a copy
+// between two created, never started, containers), so it works with an engine on another host: the gateway's own
+// filesystem is never involved. Docker's `image` mount type would do the same without the volume, but it needs
+// Engine API 1.48 (Docker 28) and the engines we run on speak 1.41 (Docker 20.10); the volume works on both.
+
+// agentSourcePath is where our images carry the agent.
+const agentSourcePath = "/usr/local/bin/" + sandboxes.AgentBinaryName
+
+// fillLabel marks the helper containers the agent volume's fill and ownMounts create and never start.
+const fillLabel = "sandgate.agent_fill"
+
+// fillStaleAfter is how old a helper container must be before a starting gateway removes it as left behind by a
+// gateway that died mid-fill (a live fill takes seconds).
+const fillStaleAfter = 10 * time.Minute
+
+// sweepFillContainers removes helper containers left behind by a gateway that died while it used them.
+func (d *Driver) sweepFillContainers(ctx context.Context) error {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", fillLabel+"=true"))})
+	if err != nil {
+		return fmt.Errorf("listing agent fill containers: %w", err)
+	}
+	for _, c := range list {
+		if time.Since(time.Unix(c.Created, 0)) < fillStaleAfter || c.State == "running" {
+			continue
+		}
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing agent fill container %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
+// agentFillPoint is where the filling container mounts the volume; nothing ever runs there.
+const agentFillPoint = "/sandgate-agent-volume"
+
+// injectAgent shapes cfg and hc so the container runs the agent from its read-only volume, supervising the
+// image's own entrypoint and cmd (or the profile's overrides).
+func (d *Driver) injectAgent(ctx context.Context, spec sandboxes.ContainerSpec, cfg *container.Config, hc *container.HostConfig) error {
+	vol, err := d.ensureAgentVolume(ctx, spec.AgentImage, spec.AgentVolumePrefix, spec.AgentVolumeLabels)
+	if err != nil {
+		return err
+	}
+	img, err := d.cli.ImageInspect(ctx, spec.Image)
+	if err != nil {
+		return fmt.Errorf("inspecting image %s for its entrypoint: %w", spec.Image, err)
+	}
+	var entry, cmd []string
+	if img.Config != nil {
+		entry, cmd = img.Config.Entrypoint, img.Config.Cmd
+	}
+	argv := sandboxes.ChildArgv(spec.Profile, entry, cmd)
+	if len(argv) > 0 && path.Base(argv[0]) == sandboxes.AgentBinaryName {
+		argv = nil // one of our images: its entrypoint is the agent the volume already runs
+	}
+	cfg.Entrypoint = append([]string{path.Join(sandboxes.AgentMountPoint, sandboxes.AgentBinaryName), agentapi.ArgSupervise, "--"}, argv...)
+	cfg.Cmd = nil // Docker keeps no image CMD once the entrypoint is set
+	// The image's HEALTHCHECK probes its own service, which may not be up in our sandbox's shape; the gateway
+	// probes the agent itself.
+	cfg.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+	hc.Mounts = append(hc.Mounts, mount.Mount{
+		Type: mount.TypeVolume, Source: vol, Target: sandboxes.AgentMountPoint, ReadOnly: true,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+	})
+	// HOME keeps what the image put there (FastGPT's image starts /home/sandbox/entrypoint.sh): instead of an
+	// empty tmpfs it is an anonymous volume the engine fills from the image at create and removes with the
+	// container. ownMounts then hands its root to the sandbox user.
+	delete(hc.Tmpfs, sandboxes.SandboxHome)
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxes.SandboxHome})
+	return nil
+}
+
+// ownMounts gives the sandbox user the roots of the workspace volume and the HOME volume of a created, not yet
+// started, injected container: another image has no /workspace owned by 65532 for the engine to copy (ours has),
+// and its HOME, if any, belongs to its own user. A tar holding just those two directory entries, extracted at /
+// of a helper container that mounts both volumes, sets their owner and mode; files inside keep theirs.
+func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) error {
+	info, err := d.cli.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return fmt.Errorf("inspecting the new container: %w", err)
+	}
+	homeVol := ""
+	for _, m := range info.Mounts {
+		if m.Destination == sandboxes.SandboxHome && m.Type == mount.TypeVolume {
+			homeVol = m.Name
+		}
+	}
+	if homeVol == "" {
+		return fmt.Errorf("the new container has no volume at %s", sandboxes.SandboxHome)
+	}
+	hc := &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
+		{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace", VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+		{Type: mount.TypeVolume, Source: homeVol, Target: sandboxes.SandboxHome, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+	}}
+	helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.AgentImage, Entrypoint: []string{agentSourcePath},
+		Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("creating the helper container: %w", err)
+	}
+	defer func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = d.cli.ContainerRemove(rmCtx, helper.ID, container.RemoveOptions{Force: true})
+	}()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	uid, gid := sandboxUID, sandboxUID
+	for _, dir := range []struct {
+		name string
+		mode int64
+	}{{"workspace", 0o755}, {strings.TrimPrefix(sandboxes.SandboxHome, "/"), 0o700}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir.name + "/", Mode: dir.mode, Uid: uid, Gid: gid,
+			ModTime: time.Now()}); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	// Without CopyUIDGID the engine applies the archive's own owners; with it, it would look the helper's USER
+	// up in the engine host's passwd database instead.
+	if err := d.cli.CopyToContainer(ctx, helper.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("handing the workspace and HOME to the sandbox user: %w", err)
+	}
+	return nil
+}
+
+// sandboxUID is SandboxUser's uid (and gid).
+const sandboxUID = 65532
+
+// AgentVolume is the name of the read-only volume carrying the agent of image id imageID.
+func AgentVolume(prefix, imageID string) string {
+	id := strings.TrimPrefix(imageID, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return prefix + id
+}
+
+// ensureAgentVolume returns the volume holding the agent of agentImage, filling it the first time this driver
+// needs it. Filling again is harmless (the engine replaces the file; running agents keep their inode), so a volume
+// left half filled by a gateway that died is repaired by the next one.
+func (d *Driver) ensureAgentVolume(ctx context.Context, agentImage, prefix string, labels map[string]string) (string, error) {
+	img, err := d.cli.ImageInspect(ctx, agentImage)
+	if err != nil {
+		return "", fmt.Errorf("inspecting the agent image %s: %w", agentImage, err)
+	}
+	vol := AgentVolume(prefix, img.ID)
+	d.agentMu.Lock()
+	defer d.agentMu.Unlock()
+	if d.agentVolumes[vol] {
+		return vol, nil
+	}
+	all := map[string]string{"sandgate.agent_image": img.ID}
+	for k, v := range labels {
+		all[k] = v
+	}
+	if err := d.CreateVolume(ctx, vol, all); err != nil {
+		return "", fmt.Errorf("creating the agent volume %s: %w", vol, err)
+	}
+	if err := d.fillAgentVolume(ctx, img.ID, vol); err != nil {
+		return "", fmt.Errorf("filling the agent volume %s from %s: %w", vol, agentImage, err)
+	}
+	if d.agentVolumes == nil {
+		d.agentVolumes = map[string]bool{}
+	}
+	d.agentVolumes[vol] = true
+	return vol, nil
+}
+
+// fillAgentVolume copies the agent binary from the image into the volume through two created containers: the
+// engine holds a container's lock while it streams an archive out of it, so reading and writing through one
+// container would wait on itself.
+func (d *Driver) fillAgentVolume(ctx context.Context, imageID, vol string) error {
+	none := &container.HostConfig{NetworkMode: "none"}
+	newContainer := func(hc *container.HostConfig) (string, error) {
+		created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: imageID, Entrypoint: []string{agentSourcePath},
+			Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
+		if err != nil {
+			return "", err
+		}
+		return created.ID, nil
+	}
+	remove := func(id string) {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = d.cli.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
+	}
+	src, err := newContainer(none)
+	if err != nil {
+		return fmt.Errorf("creating the source container: %w", err)
+	}
+	defer remove(src)
+	dstHC := *none
+	dstHC.Mounts = []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: agentFillPoint, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}
+	dst, err := newContainer(&dstHC)
+	if err != nil {
+		return fmt.Errorf("creating the filling container: %w", err)
+	}
+	defer remove(dst)
+	rc, _, err := d.cli.CopyFromContainer(ctx, src, agentSourcePath)
+	if err != nil {
+		return fmt.Errorf("reading %s from the agent image: %w", agentSourcePath, err)
+	}
+	defer rc.Close()
+	if err := d.cli.CopyToContainer(ctx, dst, agentFillPoint, rc, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("writing the agent into the volume: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package sandboxes
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Any image: a profile may run an image that is not one of ours. The gateway then mounts our static agent
+// read-only into the container (from AgentImage, see Config) and starts it as the container's command; the agent
+// serves exec, files and the rest, and runs the image's own entrypoint and cmd as its supervised child, whose
+// exit ends the container with the child's status (reported as the sandbox's crash reason). The hardening is the
+// same as for our images; WritableRoot is the one relaxation a profile can make explicit.
+
+// DefaultAgentImage is the image the injected agent is copied from when the configuration names none.
+const DefaultAgentImage = "sandgate/sandbox:base"
+
+// AgentMountPoint is where the injected agent's read-only volume is mounted in a sandbox of another image.
+const AgentMountPoint = "/opt/sandgate"
+
+// AgentBinaryName is the agent's file name in AgentMountPoint (and in /usr/local/bin of our images).
+const AgentBinaryName = "sandgate-agent"
+
+// SandboxHome is HOME in every sandbox: a tmpfs owned by the sandbox user (65532) whatever the image says.
+const SandboxHome = "/home/sandbox"
+
+// CodeImageNotAllowed answers a create that asks for an image the profile's allowed_images does not list.
+const CodeImageNotAllowed = "image_not_allowed"
+
+// DefaultResources are what a sandbox gets where its profile leaves a resource unset (the driver applies the same
+// values); they are also the ceiling of a caller's ImageRequest.Resources under such a profile.
+var DefaultResources = Resources{CPUs: 1, Memory: "1g", Pids: 512, Disk: "256m"}
+
+// InjectsAgent reports whether sandboxes of p run our agent mounted into the image rather than as the image's
+// own entrypoint.
+func (p *Profile) InjectsAgent() bool {
+	return p.InjectAgent || len(p.Entrypoint) > 0 || len(p.Cmd) > 0
+}
+
+func (p *Profile) validateImage() error {
+	for _, f := range []struct {
+		name string
+		argv []string
+	}{{"entrypoint", p.Entrypoint}, {"cmd", p.Cmd}} {
+		for i, a := range f.argv {
+			if strings.ContainsRune(a, 0) {
+				return fmt.Errorf("profile %q: %s argument %d holds a NUL byte", p.ID, f.name, i)
+			}
+		}
+		if len(f.argv) > 0 && strings.TrimSpace(f.argv[0]) == "" && f.name == "entrypoint" {
+			return fmt.Errorf("profile %q: entrypoint's program is empty", p.ID)
+		}
+	}
+	for _, pat := range p.AllowedImages {
+		if strings.TrimSpace(pat) == "" {
+			return fmt.Errorf("profile %q: allowed_images holds an empty entry", p.ID)
+		}
+		if _, err := path.Match(pat, ""); err != nil {
+			return fmt.Errorf("profile %q: allowed_images %q is not a pattern: %w", p.ID, pat, err)
+		}
+	}
+	return nil
+}
+
+// ImageAllowed reports whether a caller may ask for image under this profile: it equals an allowed_images entry
+// or matches one as a path.Match pattern ('*' stops at '/', so "registry.example/team/*:*" allows that team's
+// images and nothing below them). Images are compared as written: "repo" and "repo:latest" are different entries.
+func (p *Profile) ImageAllowed(image string) bool {
+	if image == "" || strings.ContainsAny(image, " \t\r\n\x00") {
+		return false
+	}
+	for _, pat := range p.AllowedImages {
+		if pat == image {
+			return true
+		}
+		if ok, err := path.Match(pat, image); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ImageRequest asks for a sandbox of a profile's shape that runs a caller-chosen image: OpenSandbox's create
+// (image uri, entrypoint, env, resource limits). The image must be on the profile's allowed_images; the agent is
+// always injected; the resources may lower the profile's, never raise them.
+type ImageRequest struct {
+	Image string
+	// Entrypoint and Cmd replace the image's own (Docker's rules); empty keeps them.
+	Entrypoint []string
+	Cmd        []string
+	// Resources: zero fields keep the profile's.
+	Resources Resources
+}
+
+// WithImage derives the profile a sandbox created with req runs under, or a typed error: image_not_allowed when
+// the profile does not allow the image, validation_error for bad arguments or resources above the profile's.
+func (p Profile) WithImage(req ImageRequest) (Profile, error) {
+	if len(p.AllowedImages) == 0 {
+		return p, &Error{Code: CodeImageNotAllowed, Message: fmt.Sprintf("profile %q lets no caller choose its image", p.ID),
+			Details: map[string]any{"image": req.Image, "profile": p.ID}}
+	}
+	if !p.ImageAllowed(req.Image) {
+		return p, &Error{Code: CodeImageNotAllowed, Message: fmt.Sprintf("image %q is not on profile %q's allowed_images", req.Image, p.ID),
+			Details: map[string]any{"image": req.Image, "profile": p.ID}}
+	}
+	out := p
+	out.Image = req.Image
+	out.InjectAgent = true
+	out.AllowedImages = nil
+	out.Capabilities = slices.Clone(p.Capabilities)
+	if len(req.Entrypoint) > 0 {
+		out.Entrypoint, out.Cmd = slices.Clone(req.Entrypoint), nil
+	}
+	if len(req.Cmd) > 0 {
+		out.Cmd = slices.Clone(req.Cmd)
+	}
+	res, err := lowerResources(p.Resources, req.Resources)
+	if err != nil {
+		return p, &Error{Code: CodeInvalid, Message: fmt.Sprintf("profile %q: %v", p.ID, err), Err: err}
+	}
+	out.Resources = res
+	if err := out.validateImage(); err != nil {
+		return p, &Error{Code: CodeInvalid, Message: err.Error(), Err: err}
+	}
+	return out, nil
+}
+
+// lowerResources applies a caller's limits under the profile's ceiling (its own values, or DefaultResources where
+// it has none).
+func lowerResources(ceiling, want Resources) (Resources, error) {
+	out := ceiling
+	capOf := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	if want.CPUs < 0 || want.Pids < 0 {
+		return out, fmt.Errorf("resources must not be negative")
+	}
+	if want.CPUs > 0 {
+		limit := ceiling.CPUs
+		if limit == 0 {
+			limit = DefaultResources.CPUs
+		}
+		if want.CPUs > limit {
+			return out, fmt.Errorf("cpu %.3g is above the profile's %.3g", want.CPUs, limit)
+		}
+		out.CPUs = want.CPUs
+	}
+	if want.Pids > 0 {
+		limit := ceiling.Pids
+		if limit == 0 {
+			limit = DefaultResources.Pids
+		}
+		if want.Pids > limit {
+			return out, fmt.Errorf("pids %d is above the profile's %d", want.Pids, limit)
+		}
+		out.Pids = want.Pids
+	}
+	for _, r := range []struct {
+		name        string
+		want, limit string
+		dst         *string
+	}{
+		{"memory", want.Memory, capOf(ceiling.Memory, DefaultResources.Memory), &out.Memory},
+		{"disk", want.Disk, capOf(ceiling.Disk, DefaultResources.Disk), &out.Disk},
+	} {
+		if r.want == "" {
+			continue
+		}
+		w, err := ParseBytes(r.want)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", r.name, err)
+		}
+		l, err := ParseBytes(r.limit)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", r.name, err)
+		}
+		if w == 0 {
+			return out, fmt.Errorf("%s must be above zero", r.name)
+		}
+		if w > l {
+			return out, fmt.Errorf("%s %s is above the profile's %s", r.name, r.want, r.limit)
+		}
+		*r.dst = r.want
+	}
+	return out, nil
+}
+
+// ChildArgv is the command the injected agent supervises: Docker's rules for an image's ENTRYPOINT and CMD under
+// a profile's overrides (a profile entrypoint clears the image's CMD; a profile cmd replaces it).
+func ChildArgv(p Profile, imageEntrypoint, imageCmd []string) []string {
+	entry, cmd := imageEntrypoint, imageCmd
+	if len(p.Entrypoint) > 0 {
+		entry, cmd = p.Entrypoint, nil
+	}
+	if len(p.Cmd) > 0 {
+		cmd = p.Cmd
+	}
+	return append(slices.Clone(entry), cmd...)
+}
