@@ -35,6 +35,8 @@ type Sandbox struct {
 	Died *Death `json:"died,omitempty"`
 	// LastError says why the last start failed (a failed status without Died).
 	LastError string `json:"last_error,omitempty"`
+	// Metadata is the tenant's key/value labels (metadata.go).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // Death says why a container stopped without being asked to.
@@ -57,6 +59,8 @@ type CreateRequest struct {
 	// it from a client must check that client may use that workspace first (routes/bayapi accepts only a cargo of
 	// the caller's owner, admin keys excepted; the Caddy admin API is the operator's own).
 	WorkspaceID string
+	// Metadata labels the sandbox (metadata.go); List can filter on it.
+	Metadata map[string]string
 }
 
 // ListOptions filters List.
@@ -65,6 +69,8 @@ type ListOptions struct {
 	Status Status // empty: any
 	// Statuses, when set, admits any of them (Status included).
 	Statuses []Status
+	// Metadata, when set, admits only sandboxes whose metadata holds every one of these pairs.
+	Metadata map[string]string
 	Limit    int
 	Cursor   string
 }

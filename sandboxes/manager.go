@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -452,6 +453,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			return nil, Errorf(CodeInvalid, "invalid env name %q", k)
 		}
 	}
+	if err := ValidateMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
 	if req.WorkspaceID != "" && !workspacePattern.MatchString(req.WorkspaceID) {
 		return nil, Errorf(CodeInvalid, "workspace_id %q is not a workspace id (ws-<hex>)", req.WorkspaceID)
 	}
@@ -492,6 +496,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.LaunchType = LaunchWarm
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
+			e.rec.Metadata = maps.Clone(req.Metadata)
 			setIdleDeadline(e, now)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
@@ -522,6 +527,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
 	e.rec.LaunchType = LaunchCold
+	e.rec.Metadata = maps.Clone(req.Metadata)
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)
@@ -587,7 +593,7 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 	m.mu.RLock()
 	all := make([]*Sandbox, 0, len(m.entries))
 	for _, e := range m.entries {
-		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) {
+		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) || !matchesMetadata(e.rec.Metadata, opts.Metadata) {
 			continue
 		}
 		sb := m.snapshotLocked(e, now)
@@ -1006,7 +1012,7 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 	sb := &Sandbox{
 		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
 		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
-		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError,
+		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
 	}
 	if sb.Capabilities == nil {
 		sb.Capabilities = []string{}
