@@ -306,4 +306,3 @@ func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	writeJSON(w, http.StatusOK, ep)
 }
-
