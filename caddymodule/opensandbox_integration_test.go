@@ -1,0 +1,129 @@
+package caddymodule_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/testenv"
+)
+
+// osbReport is what testdata/opensandbox_sdk.cjs prints.
+type osbReport struct {
+	ID           string   `json:"id"`
+	CreateStates []string `json:"createStates"`
+	Info         struct {
+		Image      string            `json:"image"`
+		Entrypoint []string          `json:"entrypoint"`
+		Metadata   map[string]string `json:"metadata"`
+		ExpiresAt  string            `json:"expiresAt"`
+	} `json:"info"`
+	Listed       []string          `json:"listed"`
+	ListedOther  int               `json:"listedOther"`
+	Patched      map[string]string `json:"patched"`
+	Endpoint1318 string            `json:"endpoint1318"`
+	ExecStatus   int               `json:"execStatus"`
+	App          struct {
+		Status int    `json:"status"`
+		Body   string `json:"body"`
+	} `json:"app"`
+	BareNoKey    int    `json:"bareNoKey"`
+	BareOwnerKey int    `json:"bareOwnerKey"`
+	BareOtherKey int    `json:"bareOtherKey"`
+	OtherListed  int    `json:"otherListed"`
+	OtherGet     string `json:"otherGet"`
+	OtherKill    string `json:"otherKill"`
+	Renewed      struct {
+		Before string `json:"before"`
+		After  string `json:"after"`
+	} `json:"renewed"`
+	AfterPause    string   `json:"afterPause"`
+	ResumeStates  []string `json:"resumeStates"`
+	ResumeRunning string   `json:"resumeRunning"`
+	WrongKey      string   `json:"wrongKey"`
+	AfterKill     string   `json:"afterKill"`
+	Fatal         string   `json:"fatal"`
+}
+
+const (
+	osbKeyAlice = "osb-test-key-alice-0123456789"
+	osbKeyBob   = "osb-test-key-bob-0123456789"
+)
+
+// TestOpenSandboxSDK drives the dialect with OpenSandbox's real npm SDK against the real gateway binary and real
+// containers: FastGPT's create body, list by metadata, endpoints through the proxy to a server in the sandbox,
+// renew, pause, resume and kill with the states OpenSandbox reports, another owner kept out, a wrong key refused.
+func TestOpenSandboxSDK(t *testing.T) {
+	mods := testenv.NodeModules(t)
+	ns := testenv.Unique("sgosb")
+	testenv.RemoveNamespace(t, ns)
+	bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t)
+	caddyfile := fmt.Sprintf(`{
+	admin {$SANDGATE_ADMIN}
+	sandboxes {
+		namespace %s
+		profile base {
+			image %s
+			cpus 0.5
+			memory 512m
+			pids 256
+			capabilities shell python filesystem
+			idle_timeout 10m
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	sandbox_api {
+		key %s alice
+		key %s bob
+	}
+}
+
+http://127.0.0.1:%d {
+	sandbox_opensandbox
+}
+`, ns, testenv.Image(t, "base"), bayPort, osbKeyAlice, osbKeyBob, osbPort)
+	g := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
+	_ = g
+	if err := testenv.WaitHTTP(t.Context(), fmt.Sprintf("http://127.0.0.1:%d/health", osbPort), testenv.WaitLimit); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_sdk.cjs"),
+		"OSB_DOMAIN="+fmt.Sprintf("http://127.0.0.1:%d", osbPort), "OSB_KEY="+osbKeyAlice, "OSB_OTHER_KEY="+osbKeyBob,
+		"OSB_IMAGE="+testenv.Image(t, "base"), "BAY_URL="+fmt.Sprintf("http://127.0.0.1:%d", bayPort), "NODE_PATH="+mods)
+	line := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
+	var rep osbReport
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(line)), &rep); jerr != nil || err != nil || rep.Fatal != "" {
+		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
+	}
+	check := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: report %s", what, line)
+		}
+	}
+	check("create reports Pending, then Running", len(rep.CreateStates) >= 1 && rep.CreateStates[len(rep.CreateStates)-1] == "Running" &&
+		!slices.ContainsFunc(rep.CreateStates, func(s string) bool { return s != "Pending" && s != "Running" }))
+	check("info echoes image and entrypoint", rep.Info.Image == testenv.Image(t, "base") && slices.Equal(rep.Info.Entrypoint, []string{"/home/sandbox/entrypoint.sh"}))
+	check("metadata", rep.Info.Metadata["sessionId"] == "sess-1" && len(rep.Info.Metadata) == 1)
+	check("list by sessionId", slices.Equal(rep.Listed, []string{rep.ID}) && rep.ListedOther == 0)
+	check("patch", rep.Patched["team"] == "a" && rep.Patched["sessionId"] == "sess-1")
+	check("endpoint 1318 is the gateway's proxy with a key", strings.HasPrefix(rep.Endpoint1318, fmt.Sprintf("http://127.0.0.1:%d/sandboxes/%s.", osbPort, rep.ID)) &&
+		strings.HasSuffix(rep.Endpoint1318, "/proxy/1318"))
+	check("a server in the sandbox answers through the endpoint", rep.ExecStatus == 200 && rep.App.Status == 200 && rep.App.Body == "hello-from-sandbox")
+	check("the bare proxy path", rep.BareNoKey == 401 && rep.BareOwnerKey == 200 && rep.BareOtherKey == 404)
+	check("another owner", rep.OtherListed == 0 && rep.OtherGet == "DOCKER::SANDBOX_NOT_FOUND" && rep.OtherKill == "DOCKER::SANDBOX_NOT_FOUND")
+	before, _ := time.Parse(time.RFC3339, rep.Renewed.Before)
+	after, _ := time.Parse(time.RFC3339, rep.Renewed.After)
+	check("renew moves the expiry later", after.After(before))
+	check("pause", rep.AfterPause == "Paused")
+	check("resume", len(rep.ResumeStates) >= 1 && rep.ResumeStates[len(rep.ResumeStates)-1] == "Running")
+	check("resume of a running sandbox", rep.ResumeRunning == "DOCKER::SANDBOX_NOT_PAUSED")
+	check("wrong key", rep.WrongKey == "INVALID_API_KEY")
+	check("kill", rep.AfterKill == "DOCKER::SANDBOX_NOT_FOUND")
+}
