@@ -37,6 +37,8 @@ type Sandbox struct {
 	LastError string `json:"last_error,omitempty"`
 	// Metadata is the tenant's key/value labels (metadata.go).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Egress is the sandbox's own outbound policy, nil when it has only its profile's.
+	Egress *SandboxEgress `json:"egress,omitempty"`
 }
 
 // Death says why a container stopped without being asked to.
@@ -61,6 +63,8 @@ type CreateRequest struct {
 	WorkspaceID string
 	// Metadata labels the sandbox (metadata.go); List can filter on it.
 	Metadata map[string]string
+	// Egress is the sandbox's own outbound policy inside its profile's (metadata.go).
+	Egress *SandboxEgress
 }
 
 // ListOptions filters List.

@@ -472,6 +472,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("unknown profile %q", req.Profile),
 			Details: map[string]any{"profiles": known}}
 	}
+	if req.Egress != nil && !p.EgressEnforced() {
+		m.mu.Unlock()
+		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", p.ID)
+	}
 	now := time.Now()
 	ttl := req.TTL
 	if ttl == 0 {
@@ -497,6 +501,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
 			e.rec.Metadata = maps.Clone(req.Metadata)
+			e.rec.Egress = cloneEgress(req.Egress)
 			setIdleDeadline(e, now)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
@@ -528,6 +533,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
 	e.rec.LaunchType = LaunchCold
 	e.rec.Metadata = maps.Clone(req.Metadata)
+	e.rec.Egress = cloneEgress(req.Egress)
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)
@@ -1013,6 +1019,7 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
 		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
 		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
+		Egress: cloneEgress(e.rec.Egress),
 	}
 	if sb.Capabilities == nil {
 		sb.Capabilities = []string{}

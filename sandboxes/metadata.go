@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -112,4 +113,30 @@ func (m *Manager) AccessKey(id, purpose string) (string, error) {
 	mac := hmac.New(sha256.New, []byte(e.rec.Token))
 	fmt.Fprintf(mac, "%s\x00%s", purpose, id)
 	return hex.EncodeToString(mac.Sum(nil)[:16]), nil
+}
+
+// SandboxEgress is a sandbox's own outbound policy (OpenSandbox's networkPolicy), applied by the gateway's egress
+// proxy inside its profile's allow-list: it narrows what the profile lets the sandbox reach, never widens it. Only a
+// profile whose sandboxes reach outside through that proxy alone (network internal with egress.proxy set) can
+// carry one.
+type SandboxEgress struct {
+	// Allow lists host names, *.domains and public addresses; with AllowAnyName it is not read.
+	Allow []string `json:"allow,omitempty"`
+	// Deny lists host names and *.domains refused first.
+	Deny []string `json:"deny,omitempty"`
+	// AllowAnyName admits every name not denied (default allow).
+	AllowAnyName bool `json:"allow_any_name,omitempty"`
+}
+
+// EgressEnforced reports whether every outbound connection of p's sandboxes goes through the gateway's egress
+// proxy, so a SandboxEgress on one of them is enforced.
+func (p *Profile) EgressEnforced() bool {
+	return (p.Network == "" || p.Network == NetworkInternal) && p.Egress != nil && p.Egress.Proxy != ""
+}
+
+func cloneEgress(e *SandboxEgress) *SandboxEgress {
+	if e == nil {
+		return nil
+	}
+	return &SandboxEgress{Allow: slices.Clone(e.Allow), Deny: slices.Clone(e.Deny), AllowAnyName: e.AllowAnyName}
 }

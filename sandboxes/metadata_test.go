@@ -99,3 +99,33 @@ func TestAccessKeyIsPerSandboxAndPurpose(t *testing.T) {
 		t.Fatalf("key of a deleted sandbox: %v", err)
 	}
 }
+
+func TestSandboxEgressNeedsAProxiedProfileAndIsKept(t *testing.T) {
+	proxied := testProfile("proxied")
+	proxied.Network = NetworkInternal
+	proxied.Egress = &Egress{Proxy: "http://10.0.0.1:3128", Allow: []string{"pypi.org"}}
+	open := testProfile("open")
+	open.Network = NetworkBridge
+	d := newFakeDriver(t)
+	path := t.TempDir() + "/store.db"
+	cfg := Config{Profiles: []Profile{proxied, open}}
+	m := startTestManager(t, d, path, cfg)
+	ctx := context.Background()
+	eg := &SandboxEgress{Deny: []string{"evil.example.com"}, AllowAnyName: true}
+	if _, err := m.Create(ctx, CreateRequest{Profile: "open", Egress: eg}); ErrorCode(err) != CodeInvalid {
+		t.Fatalf("egress on a bridge profile: %v", err)
+	}
+	sb, err := m.Create(ctx, CreateRequest{Profile: "proxied", Egress: eg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg.Deny[0] = "changed"
+	if sb.Egress == nil || sb.Egress.Deny[0] != "evil.example.com" || !sb.Egress.AllowAnyName {
+		t.Fatalf("egress answered %+v", sb.Egress)
+	}
+	_ = m.Close()
+	m2 := startTestManager(t, d, path, cfg)
+	if g, err := m2.Get(ctx, sb.ID); err != nil || g.Egress == nil || g.Egress.Deny[0] != "evil.example.com" {
+		t.Fatalf("after restart: %+v %v", g, err)
+	}
+}

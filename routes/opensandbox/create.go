@@ -121,7 +121,8 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 	if e != nil {
 		return sandboxes.CreateRequest{}, "", e
 	}
-	if e := checkNetworkPolicy(req.NetworkPolicy, prof); e != nil {
+	egressPolicy, e := checkNetworkPolicy(req.NetworkPolicy, prof)
+	if e != nil {
 		return sandboxes.CreateRequest{}, "", e
 	}
 	md, e := tenantMetadata(req.Metadata)
@@ -155,7 +156,7 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 	if len(env) == 0 {
 		env = nil
 	}
-	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md}, req.Image.URI, nil
+	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md, Egress: egressPolicy}, req.Image.URI, nil
 }
 
 // profileFor picks the profile whose image is uri (the named one when the extension names it). Until profiles can

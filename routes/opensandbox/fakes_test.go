@@ -28,6 +28,8 @@ func newFake(agent string) *fakeSandboxes {
 		{ID: "base", Image: "sandgate/sandbox:base", Network: sandboxes.NetworkInternal},
 		{ID: "sealed", Image: "sandgate/sandbox:sealed", Network: sandboxes.NetworkNone},
 		{ID: "web", Image: "sandgate/sandbox:web", Network: sandboxes.NetworkBridge},
+		{ID: "proxied", Image: "sandgate/sandbox:proxied", Network: sandboxes.NetworkInternal,
+			Egress: &sandboxes.Egress{Proxy: "http://10.0.0.1:3128", Allow: []string{"pypi.org", "*.example.com"}}},
 	}}
 }
 

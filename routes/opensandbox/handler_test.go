@@ -162,6 +162,9 @@ func TestCreateRefusesWhatItCannotHonour(t *testing.T) {
 	if len(rg.f.creates) != 0 {
 		t.Fatalf("refused creates reached the core: %v", rg.f.creates)
 	}
+	if resp, m := rg.do("POST", "/sandboxes", keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"egress":[{"action":"allow","target":"10.1.2.3"}]}}`); resp.StatusCode != 400 || m["code"] != CodePolicyNotEnforceable {
+		t.Errorf("a proxied profile opening a private address: %d %v", resp.StatusCode, m)
+	}
 	// Enforceable: deny-all where the profile reaches nothing.
 	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:sealed"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny"}}`)
 	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny","egress":[{"action":"deny","target":"10.0.0.0/8"}]}}`)
@@ -303,5 +306,28 @@ func TestPatchPauseResumeRenew(t *testing.T) {
 	}
 	if resp, m := rg.do("GET", S, keyAlice, ""); resp.StatusCode != 404 || m["code"] != CodeSandboxNotFound {
 		t.Fatalf("after delete: %d %v", resp.StatusCode, m)
+	}
+}
+
+// TestNetworkPolicyOnAProxiedProfile: where the egress proxy carries everything, a policy of names becomes the
+// sandbox's own rules there.
+func TestNetworkPolicyOnAProxiedProfile(t *testing.T) {
+	rg := newRig(t)
+	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*.example.com"},{"action":"deny","target":"bad.example.com"}]}}`)
+	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"allow","egress":[{"action":"deny","target":"evil.org"},{"action":"deny","target":"localhost"},{"action":"deny","target":"10.0.0.0/8"}]}}`)
+	deny, allow := rg.f.creates[0].Egress, rg.f.creates[1].Egress
+	if deny == nil || deny.AllowAnyName || strings.Join(deny.Allow, ",") != "pypi.org,*.example.com" || strings.Join(deny.Deny, ",") != "bad.example.com" {
+		t.Errorf("default deny: %+v", deny)
+	}
+	if allow == nil || !allow.AllowAnyName || strings.Join(allow.Deny, ",") != "evil.org,localhost" {
+		t.Errorf("default allow: %+v", allow)
+	}
+	if resp, m := rg.do("POST", "/sandboxes", keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"allow","egress":[{"action":"deny","target":"93.184.216.34"}]}}`); resp.StatusCode != 400 || m["code"] != CodePolicyNotEnforceable {
+		t.Errorf("deny of a public address: %d %v", resp.StatusCode, m)
+	}
+	// FastGPT's policy on a profile without the proxy needs nothing per sandbox.
+	rg.create(keyAlice, fastGPTBody)
+	if rg.f.creates[2].Egress != nil {
+		t.Errorf("address-policy-only create got %+v", rg.f.creates[2].Egress)
 	}
 }

@@ -77,43 +77,69 @@ func validTarget(t string) bool {
 	return egress.Policy{Allow: []string{t}}.Validate() == nil
 }
 
-func checkNetworkPolicy(np *NetworkPolicy, prof sandboxes.Profile) *Error {
+// checkNetworkPolicy maps np onto what the profile can enforce: nil when the engine's address policy alone does
+// it, a SandboxEgress for the egress proxy when the profile sends everything through it, or a refusal.
+func checkNetworkPolicy(np *NetworkPolicy, prof sandboxes.Profile) (*sandboxes.SandboxEgress, *Error) {
 	if np == nil || (np.DefaultAction == "" && len(np.Egress) == 0) {
-		return nil
+		return nil, nil
 	}
-	refuse := func(format string, args ...any) *Error {
-		return errorf(http.StatusBadRequest, CodePolicyNotEnforceable, format, args...)
+	refuse := func(format string, args ...any) (*sandboxes.SandboxEgress, *Error) {
+		return nil, errorf(http.StatusBadRequest, CodePolicyNotEnforceable, format, args...)
 	}
 	def := np.DefaultAction
 	if def == "" {
 		def = "deny" // OpenSandbox's default
 	}
 	if def != "allow" && def != "deny" {
-		return errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.defaultAction must be allow or deny, not %q", np.DefaultAction)
+		return nil, errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.defaultAction must be allow or deny, not %q", np.DefaultAction)
 	}
 	for i, r := range np.Egress {
 		if r.Action != "allow" && r.Action != "deny" {
-			return errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.egress[%d].action must be allow or deny, not %q", i, r.Action)
+			return nil, errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.egress[%d].action must be allow or deny, not %q", i, r.Action)
 		}
 		if !validTarget(r.Target) {
-			return errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.egress[%d].target %q is not a host name, *.domain, address or prefix", i, r.Target)
+			return nil, errorf(http.StatusBadRequest, CodeInvalidRequest, "networkPolicy.egress[%d].target %q is not a host name, *.domain, address or prefix", i, r.Target)
 		}
+		if r.Action == "allow" && hostLocal(r.Target) {
+			return refuse("networkPolicy.egress[%d]: %q is the host or a private address, which no sandbox policy can open", i, r.Target)
+		}
+	}
+	if prof.EgressEnforced() {
+		// Every connection goes through the egress proxy: the sandbox gets its own rules there, inside the
+		// profile's allow-list. Deny rules are applied before allow rules, which is stricter than first-match
+		// where an allow precedes a deny of the same host.
+		eg := &sandboxes.SandboxEgress{AllowAnyName: def == "allow"}
+		for i, r := range np.Egress {
+			t := strings.ToLower(strings.TrimSpace(r.Target))
+			isAddr := isAddrTarget(t)
+			switch {
+			case r.Action == "allow":
+				eg.Allow = append(eg.Allow, t)
+			case hostLocal(t):
+				// The address policy refuses it whatever the proxy says; a name is denied there too.
+				if !isAddr {
+					eg.Deny = append(eg.Deny, t)
+				}
+			case isAddr:
+				return refuse("networkPolicy.egress[%d]: deny rules take host names; %q is an address", i, r.Target)
+			default:
+				eg.Deny = append(eg.Deny, t)
+			}
+		}
+		return eg, nil
 	}
 	switch def {
 	case "allow":
 		for i, r := range np.Egress {
-			switch {
-			case r.Action == "deny" && !hostLocal(r.Target):
-				return refuse("networkPolicy.egress[%d]: denying %q under defaultAction allow needs a per-sandbox name filter, which this gateway does not have; it refuses only the host, private and metadata addresses by itself (docs/opensandbox.md)", i, r.Target)
-			case r.Action == "allow" && hostLocal(r.Target):
-				return refuse("networkPolicy.egress[%d]: %q is the host or a private address, which no sandbox policy can open", i, r.Target)
+			if r.Action == "deny" && !hostLocal(r.Target) {
+				return refuse("networkPolicy.egress[%d]: denying %q needs the egress proxy, and profile %q does not send its sandboxes through it alone (network internal with egress.proxy); without it the gateway refuses only the host, private and metadata addresses (docs/opensandbox.md)", i, r.Target, prof.ID)
 			}
 		}
-		return nil
+		return nil, nil
 	default:
 		for i, r := range np.Egress {
 			if r.Action == "allow" {
-				return refuse("networkPolicy.egress[%d]: allowing %q under defaultAction deny needs a per-sandbox allow-list; this gateway's allow-list is the profile's (profile %q, egress allow)", i, r.Target, prof.ID)
+				return refuse("networkPolicy.egress[%d]: allowing %q needs the egress proxy, and profile %q does not send its sandboxes through it alone (network internal with egress.proxy)", i, r.Target, prof.ID)
 			}
 		}
 		reachesNothing := prof.Network == sandboxes.NetworkNone ||
@@ -121,8 +147,16 @@ func checkNetworkPolicy(np *NetworkPolicy, prof sandboxes.Profile) *Error {
 		if !reachesNothing {
 			return refuse("networkPolicy defaultAction deny: sandboxes of profile %q reach outside (network %q, egress proxy %q), and this gateway cannot close that for one sandbox", prof.ID, prof.Network, egressProxy(prof))
 		}
-		return nil
+		return nil, nil
 	}
+}
+
+func isAddrTarget(t string) bool {
+	if _, err := netip.ParsePrefix(t); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(t)
+	return err == nil
 }
 
 func egressProxy(p sandboxes.Profile) string {
