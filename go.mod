@@ -3,6 +3,7 @@ module github.com/sandgate/sandgate
 go 1.26.8
 
 require (
+	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/docker v28.5.2+incompatible

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/api"
+	"github.com/sandgate/sandgate/agentimage/internal/execd"
 	"github.com/sandgate/sandgate/agentimage/internal/files"
 	"github.com/sandgate/sandgate/agentimage/internal/mcptools"
 	"github.com/sandgate/sandgate/agentimage/internal/process"
@@ -53,10 +54,27 @@ func registerCore(srv *server.Server, cfg config, logger *slog.Logger, tools ...
 	c.Procs = process.NewManager(process.Config{Logger: logger})
 	c.PTYs = pty.NewManager(c.Procs)
 	api.Register(srv, api.Deps{Root: root, Procs: c.Procs, PTYs: c.PTYs, Files: c.Files, Logger: logger})
+	registerExecd(srv, root, maxFile, c.Procs, logger)
 	c.MCP = mcptools.New(mcptools.Deps{Procs: c.Procs, Files: c.Files, Version: version, Logger: logger})
 	for _, add := range tools {
 		add(c.MCP.MCP())
 	}
 	srv.Handle("/mcp", c.MCP.Handler())
 	return c, nil
+}
+
+// registerExecd serves OpenSandbox's execd API under /execd/ (the SDK FastGPT uses). Its paths may name the
+// user's home too, where FastGPT writes package-mirror files; everything else stays refused.
+func registerExecd(srv *server.Server, root *workspace.Root, maxFile int64, procs *process.Manager, logger *slog.Logger) {
+	home := os.Getenv("HOME")
+	execRoot := root
+	if home != "" {
+		if r, err := root.WithAlso(home); err == nil {
+			execRoot = r
+		} else {
+			logger.Warn("execd API: paths in HOME are refused", "home", home, "error", err)
+			home = ""
+		}
+	}
+	execd.Register(srv, execd.Deps{Files: files.New(execRoot, maxFile), Procs: procs, Home: home, Logger: logger.With("component", "execd")})
 }

@@ -32,6 +32,9 @@ type Spec struct {
 	Timeout time.Duration
 	Tag     string
 	PTY     *agentapi.PTYSize
+	// Combined sends stderr into the stdout ring: one interleaved stream, in the order the bytes were written (the
+	// execd API's background commands have one log).
+	Combined bool
 }
 
 // Process is one started command.
@@ -43,6 +46,9 @@ type Process struct {
 	PID     int
 	PTY     bool
 	started time.Time
+
+	// Combined: stderr went into the stdout ring (Spec.Combined).
+	Combined bool
 
 	stdout, stderr *ring.Ring
 	done           chan struct{}
@@ -90,7 +96,7 @@ func (m *Manager) Start(spec Spec) (*Process, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: spec.Dir, Env: env, WaitDelay: m.cfg.WaitDelay}
 	p := &Process{
-		ID: NewID("proc_"), Tag: spec.Tag, Cmd: spec.Cmd, Argv: spec.Argv, PTY: spec.PTY != nil,
+		ID: NewID("proc_"), Tag: spec.Tag, Cmd: spec.Cmd, Argv: spec.Argv, PTY: spec.PTY != nil, Combined: spec.Combined && spec.PTY == nil,
 		started: time.Now(), stdout: m.newRing(), stderr: m.newRing(), done: make(chan struct{}),
 		killGrace: m.cfg.KillGrace, status: agentapi.StatusRunning,
 		onEnd: func() { m.sweep(time.Now()) },
@@ -115,6 +121,9 @@ func (m *Manager) Start(spec Spec) (*Process, error) {
 func (p *Process) startPipes(cmd *exec.Cmd, spec Spec) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if spec.Combined {
+		cmd.Stderr = p.stdout // one writer for both: exec.Cmd shares one pipe when Stdout == Stderr
+	}
 	switch {
 	case spec.KeepStdin:
 		w, err := cmd.StdinPipe()

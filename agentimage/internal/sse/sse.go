@@ -34,6 +34,53 @@ func (s *Writer) Send(event, id string, data any) error {
 	}
 	s.buf.Reset()
 	Encode(&s.buf, event, id, b)
+	return s.write(event)
+}
+
+// SendBare writes data as bare JSON followed by a blank line, with no SSE field names: the framing of OpenSandbox's
+// execd, whose clients read one JSON object per line. JSON never holds a raw newline, so one event is one line.
+func (s *Writer) SendBare(data any) error {
+	if err := s.QueueBare(data); err != nil {
+		return err
+	}
+	return s.Flush()
+}
+
+// QueueBare is SendBare without the flush: a burst of events (one per output line) goes out with one Flush.
+func (s *Writer) QueueBare(data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encoding event: %w", err)
+	}
+	s.buf.Reset()
+	s.buf.Write(b)
+	s.buf.WriteString("\n\n")
+	s.start()
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return fmt.Errorf("writing event: %w", err)
+	}
+	return nil
+}
+
+// QueueRaw queues bytes already framed by the caller (pre-encoded events on a hot path).
+func (s *Writer) QueueRaw(b []byte) error {
+	s.start()
+	if _, err := s.w.Write(b); err != nil {
+		return fmt.Errorf("writing event: %w", err)
+	}
+	return nil
+}
+
+// Flush sends what was queued.
+func (s *Writer) Flush() error {
+	s.start()
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("flushing events: %w", err)
+	}
+	return nil
+}
+
+func (s *Writer) start() {
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -42,6 +89,10 @@ func (s *Writer) Send(event, id string, data any) error {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
+}
+
+func (s *Writer) write(event string) error {
+	s.start()
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return fmt.Errorf("writing %s event: %w", event, err)
 	}

@@ -20,7 +20,12 @@ type Root struct {
 	dir      string // absolute, symlinks resolved
 	given    string // absolute as configured (differs from dir when the root is reached through a symlink)
 	relative bool   // every path is workspace-relative (NewRelative)
+	// also are further directories absolute paths may name (WithAlso: the user's home for the execd API); relative
+	// paths still resolve against dir.
+	also []alsoDir
 }
+
+type alsoDir struct{ dir, given string }
 
 // ErrOutside is matched (errors.Is) by the error for a path that leaves the workspace: by `..`, an absolute path
 // elsewhere, or a symlink. The error is an *agentapi.Error (invalid_path) all the same.
@@ -51,6 +56,34 @@ func NewRelative(dir string) (*Root, error) {
 	return r, nil
 }
 
+// WithAlso returns a copy of r under which absolute paths may also name something in dirs (each must exist), as
+// execd's clients expect of the user's home. A dir that is "/" is refused: it would lift the confinement. Relative
+// paths still resolve against the workspace, and each extra directory itself is protected like the root.
+func (r *Root) WithAlso(dirs ...string) (*Root, error) {
+	out := *r
+	out.also = append([]alsoDir(nil), r.also...)
+	for _, d := range dirs {
+		n, err := New(d)
+		if err != nil {
+			return nil, err
+		}
+		if n.dir == "/" {
+			return nil, fmt.Errorf("workspace: %q would allow every path", d)
+		}
+		out.also = append(out.also, alsoDir{dir: n.dir, given: n.given})
+	}
+	return &out, nil
+}
+
+// Dirs are the directories paths may name: the root first, then those added by WithAlso.
+func (r *Root) Dirs() []string {
+	out := []string{r.dir}
+	for _, a := range r.also {
+		out = append(out, a.dir)
+	}
+	return out
+}
+
 // Dir is the root's absolute, symlink-free path.
 func (r *Root) Dir() string { return r.dir }
 
@@ -74,6 +107,11 @@ func (r *Root) ResolveParent(p string) (string, error) {
 	if abs == r.dir {
 		return "", invalid(p, "this operation cannot target the workspace root")
 	}
+	for _, a := range r.also {
+		if abs == a.dir {
+			return "", invalid(p, "this operation cannot target "+a.given)
+		}
+	}
 	parent, err := r.resolveExisting(p, filepath.Dir(abs))
 	if err != nil {
 		return "", err
@@ -81,8 +119,12 @@ func (r *Root) ResolveParent(p string) (string, error) {
 	return filepath.Join(parent, filepath.Base(abs)), nil
 }
 
-// Rel returns abs relative to the root ("." for the root), for answers to callers.
+// Rel returns abs relative to the root ("." for the root), for answers to callers; a path in a directory added by
+// WithAlso stays absolute.
 func (r *Root) Rel(abs string) string {
+	if !within(r.dir, abs) {
+		return abs
+	}
 	rel, err := filepath.Rel(r.dir, abs)
 	if err != nil {
 		return abs
@@ -103,18 +145,38 @@ func (r *Root) lexical(p string) (string, error) {
 		if r.given != r.dir && within(r.given, abs) {
 			// the root's configured name, e.g. /workspace -> /data/ws: same place
 			abs = filepath.Join(r.dir, strings.TrimPrefix(abs, r.given))
+		} else {
+			for _, a := range r.also {
+				if a.given != a.dir && within(a.given, abs) {
+					abs = filepath.Join(a.dir, strings.TrimPrefix(abs, a.given))
+					break
+				}
+			}
 		}
 	} else {
 		abs = filepath.Join(r.dir, p)
 	}
 	if !r.contains(abs) {
+		if len(r.also) > 0 {
+			return "", outside(p, "path is outside "+strings.Join(r.Dirs(), " and "))
+		}
 		return "", outside(p, "path is outside the workspace")
 	}
 	return abs, nil
 }
 
-// contains reports whether abs is the root or below it.
-func (r *Root) contains(abs string) bool { return within(r.dir, abs) }
+// contains reports whether abs is the root or below it, or one of the WithAlso directories or below one.
+func (r *Root) contains(abs string) bool {
+	if within(r.dir, abs) {
+		return true
+	}
+	for _, a := range r.also {
+		if within(a.dir, abs) {
+			return true
+		}
+	}
+	return false
+}
 
 // within is a separator-aware prefix check: /workspace2 is not inside /workspace.
 func within(dir, abs string) bool {

@@ -159,3 +159,56 @@ func TestResolveRelative(t *testing.T) {
 		t.Fatalf("NUL byte: %v, want invalid_path that is not ErrOutside", err)
 	}
 }
+
+func TestWithAlso(t *testing.T) {
+	base := t.TempDir()
+	root, home, outside := filepath.Join(base, "ws"), filepath.Join(base, "home"), filepath.Join(base, "outside")
+	for _, d := range []string{root, home, outside} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	must(t, os.Symlink(outside, filepath.Join(home, "escape")))
+	must(t, os.Symlink(home, filepath.Join(base, "home-link")))
+	ws, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ws.WithAlso(filepath.Join(base, "home-link")) // configured through a symlink, as a root may be
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Resolve(filepath.Join(home, "x")); !errors.Is(err, ErrOutside) {
+		t.Fatalf("the original root changed: %v", err)
+	}
+	for _, tc := range []struct {
+		name, path, want string // want "" means refused
+	}{
+		{"relative stays in the workspace", ".npmrc", filepath.Join(root, ".npmrc")},
+		{"absolute in home", filepath.Join(home, ".npmrc"), filepath.Join(home, ".npmrc")},
+		{"home by its configured name", filepath.Join(base, "home-link", "a"), filepath.Join(home, "a")},
+		{"home itself", home, home},
+		{"symlink out of home", filepath.Join(home, "escape", "x"), ""},
+		{"dotdot out of home", filepath.Join(home, "..", "outside"), ""},
+		{"elsewhere", outside, ""},
+		{"home's parent", base, ""},
+	} {
+		got, err := r.Resolve(tc.path)
+		if tc.want == "" {
+			if !errors.Is(err, ErrOutside) {
+				t.Errorf("%s: Resolve(%q) = %q, %v; want refused", tc.name, tc.path, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Resolve(%q) = %q, %v; want %q", tc.name, tc.path, got, err, tc.want)
+		}
+	}
+	if _, err := r.ResolveParent(home); err == nil {
+		t.Fatal("home itself may not be removed or moved")
+	}
+	if got := r.Rel(filepath.Join(home, "a")); got != filepath.Join(home, "a") {
+		t.Fatalf("Rel of a home path %q", got)
+	}
+	if _, err := ws.WithAlso("/"); err == nil {
+		t.Fatal("/ accepted as an extra root")
+	}
+}
