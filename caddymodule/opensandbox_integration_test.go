@@ -46,7 +46,22 @@ type osbReport struct {
 	ResumeRunning string   `json:"resumeRunning"`
 	WrongKey      string   `json:"wrongKey"`
 	AfterKill     string   `json:"afterKill"`
-	Fatal         string   `json:"fatal"`
+	Execd         struct {
+		OK          bool       `json:"ok"`
+		TimeoutExit int        `json:"timeoutExit"`
+		Stream      []string   `json:"stream"`
+		Missing     sdkFailure `json:"missing"`
+		MissingRead sdkFailure `json:"missingRead"`
+		Outside     sdkFailure `json:"outside"`
+		Deleted     sdkFailure `json:"deleted"`
+	} `json:"execd"`
+	Fatal string `json:"fatal"`
+}
+
+// sdkFailure is a call the script expected to fail: the SDK's error code, and the HTTP status where it has one.
+type sdkFailure struct {
+	Code   string `json:"code"`
+	Status int    `json:"status"`
 }
 
 const (
@@ -56,7 +71,8 @@ const (
 
 // TestOpenSandboxSDK drives the dialect with OpenSandbox's real npm SDK against the real gateway binary and real
 // containers: FastGPT's create body, list by metadata, endpoints through the proxy to a server in the sandbox,
-// renew, pause, resume and kill with the states OpenSandbox reports, another owner kept out, a wrong key refused.
+// renew, pause, resume and kill with the states OpenSandbox reports, another owner kept out, a wrong key refused;
+// then commands.run/runStream and every file and directory call through the proxy to the agent's execd API.
 func TestOpenSandboxSDK(t *testing.T) {
 	mods := testenv.NodeModules(t)
 	ns := testenv.Unique("sgosb")
@@ -126,4 +142,10 @@ http://127.0.0.1:%d {
 	check("resume of a running sandbox", rep.ResumeRunning == "DOCKER::SANDBOX_NOT_PAUSED")
 	check("wrong key", rep.WrongKey == "INVALID_API_KEY")
 	check("kill", rep.AfterKill == "DOCKER::SANDBOX_NOT_FOUND")
+	// execd's API through the dialect's proxy, with the SDK's own readiness check.
+	check("execd commands and files through the gateway", rep.Execd.OK && rep.Execd.TimeoutExit != 0 && rep.Execd.TimeoutExit != 5)
+	check("runStream", slices.Equal(rep.Execd.Stream, []string{"init", "stdout:streamed", "stderr:err", "execution_complete"}))
+	check("missing paths are FILE_NOT_FOUND", rep.Execd.Missing.Code == "FILE_NOT_FOUND" && rep.Execd.Deleted.Code == "FILE_NOT_FOUND" &&
+		rep.Execd.MissingRead.Status == 404)
+	check("paths outside the workspace and home are refused", rep.Execd.Outside.Status == 403)
 }

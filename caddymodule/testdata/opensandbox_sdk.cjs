@@ -1,6 +1,7 @@
 // Drives sandgate's OpenSandbox dialect with OpenSandbox's own SDK (@alibaba-group/opensandbox), the way FastGPT's
 // opensandbox provider does, and prints one JSON report for opensandbox_integration_test.go.
 // Env: OSB_DOMAIN (http://127.0.0.1:port), OSB_KEY, OSB_OTHER_KEY, OSB_IMAGE, BAY_URL (the REST API, same keys).
+const assert = require('node:assert/strict');
 const { Sandbox, SandboxManager, ConnectionConfig } = require('@alibaba-group/opensandbox');
 
 const domain = process.env.OSB_DOMAIN;
@@ -20,6 +21,77 @@ async function waitState(sbx, want, limitMs = 240000) {
     if (st === want) return seen;
     if (Date.now() > end) throw new Error(`state ${want} not reached: ${seen.join(' -> ')}`);
     await sleep(250);
+  }
+}
+
+const WS = '/workspace';
+const HOME = '/home/sandbox';
+
+async function failure(promise) {
+  try { await promise; } catch (e) { return { code: e && e.error && e.error.code, status: e && e.statusCode }; }
+  return { code: 'no error' };
+}
+
+async function execdThroughGateway(report) {
+  const sbx = await Sandbox.create({
+    connectionConfig: conn(process.env.OSB_KEY), image, entrypoint: ['tail', '-f', '/dev/null'], timeoutSeconds: 600,
+    readyTimeoutSeconds: 240,
+  });
+  const out = { id: sbx.id };
+  try {
+    // commands.run: stdout, stderr, exit code, cwd, env; a timeout ends the command.
+    await sbx.files.createDirectories([{ path: WS + '/sub', mode: 755 }]);
+    let ex = await sbx.commands.run('echo "$GREETING from $(pwd)"; echo warn >&2; exit 5', {
+      workingDirectory: WS + '/sub', envs: { GREETING: 'hello' }, timeoutSeconds: 60,
+    });
+    assert.deepEqual(ex.logs.stdout.map((m) => m.text), ['hello from ' + WS + '/sub']);
+    assert.deepEqual(ex.logs.stderr.map((m) => m.text), ['warn']);
+    assert.equal(ex.exitCode, 5);
+    ex = await sbx.commands.run('echo before; sleep 60', { timeoutSeconds: 1 });
+    assert.deepEqual(ex.logs.stdout.map((m) => m.text), ['before']);
+    out.timeoutExit = ex.exitCode;
+    const types = [];
+    for await (const ev of sbx.commands.runStream('echo streamed; echo err >&2')) {
+      if (ev.type !== 'ping') types.push(ev.type + (ev.text && ev.type !== 'init' ? ':' + ev.text : ''));
+    }
+    out.stream = types;
+
+    // Files as FastGPT writes them (package mirrors into HOME) and every file and directory call the SDK has.
+    await sbx.files.writeFiles([
+      { path: HOME + '/.npmrc', data: 'registry=http://mirror/\n' },
+      { path: WS + '/src/a.txt', data: 'l1\nl2\nl3', mode: 600 },
+      { path: WS + '/src/deep/b.md', data: '# b' },
+    ]);
+    assert.equal(await sbx.files.readFile(HOME + '/.npmrc'), 'registry=http://mirror/\n');
+    assert.equal(await sbx.files.readFile(WS + '/src/a.txt', { offset: 2, limit: 1 }), 'l2');
+    const info = await sbx.files.getFileInfo([WS + '/src/a.txt']);
+    assert.equal(info[WS + '/src/a.txt'].type, 'file');
+    assert.equal(info[WS + '/src/a.txt'].mode, 600);
+    out.missing = await failure(sbx.files.getFileInfo([WS + '/nope']));
+    out.missingRead = await failure(sbx.files.readFile(WS + '/nope'));
+    out.outside = await failure(sbx.files.readFile('/etc/passwd'));
+    const found = await sbx.files.search({ path: WS + '/src', pattern: '*.md' });
+    assert.deepEqual(found.map((f) => f.path), [WS + '/src/deep/b.md']);
+    await sbx.files.moveFiles([{ src: WS + '/src/deep/b.md', dest: WS + '/moved/b.md' }]);
+    const replaced = await sbx.files.replaceContentsDetailed([{ path: WS + '/moved/b.md', oldContent: 'b', newContent: 'c' }]);
+    assert.deepEqual(replaced, [{ path: WS + '/moved/b.md', replacedCount: 1 }]);
+    assert.equal(await sbx.files.readFile(WS + '/moved/b.md'), '# c');
+    await sbx.files.setPermissions([{ path: WS + '/moved/b.md', mode: 640 }]);
+    assert.equal((await sbx.files.getFileInfo([WS + '/moved/b.md']))[WS + '/moved/b.md'].mode, 640);
+    await sbx.files.deleteFiles([WS + '/moved/b.md']);
+    out.deleted = await failure(sbx.files.getFileInfo([WS + '/moved/b.md']));
+    await sbx.files.createDirectories([{ path: WS + '/d1/d2', mode: 700 }]);
+    const names = (await sbx.files.listDirectory({ path: WS, depth: 2 })).map((f) => f.path);
+    assert.ok(names.includes(WS + '/d1/d2') && names.includes(WS + '/src/a.txt'), names.join(','));
+    await sbx.files.deleteDirectories([WS + '/d1']);
+    assert.ok(!(await sbx.files.listDirectory({ path: WS, depth: 1 })).some((f) => f.path === WS + '/d1'));
+    const m = await sbx.getMetrics();
+    assert.ok(m.cpuCount > 0 && m.memoryTotalMiB > 0, JSON.stringify(m));
+    out.ok = true;
+  } finally {
+    report.execd = out;
+    await sbx.kill();
+    await sbx.close();
   }
 }
 
@@ -101,6 +173,9 @@ async function waitState(sbx, want, limitMs = 240000) {
   // A wrong key.
   const bad = SandboxManager.create({ connectionConfig: conn('not-a-key') });
   try { await bad.listSandboxInfos({}); report.wrongKey = 'listed'; } catch (e) { report.wrongKey = code(e); }
+
+  // execd through the gateway: the SDK's own readiness check (execd's /ping through the proxy), commands and files.
+  await execdThroughGateway(report);
 
   // FastGPT's stop(): kill, then poll until not found.
   await sbx.kill();
