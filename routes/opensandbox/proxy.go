@@ -153,6 +153,11 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pa proxyPath, fw
 			r.Header.Del(k)
 		}
 	}
+	if pa.Port != ExecdPort {
+		// Every sandbox's apps share this one origin: what they serve runs under the sandbox CSP, as path-form app
+		// routes do, so a page of one sandbox cannot script this origin.
+		sandboxroute.SetContentHeaders(w.Header(), sandboxroute.Address{SandboxID: pa.ID, Kind: tickets.KindApp}, "")
+	}
 	if err := agent.Apply(r); err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "%v", err))
 		return

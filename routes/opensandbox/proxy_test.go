@@ -57,6 +57,16 @@ func TestProxyForwardsWithTheSandboxesKeyOnly(t *testing.T) {
 	if code != 200 || body != "agent:/proxy/1318/fs" {
 		t.Fatalf("port proxy: %d %q", code, body)
 	}
+	req, _ := http.NewRequest("GET", "http://"+strings.Replace(ep.Endpoint, "/44772", "/3000", 1)+"/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox") {
+		t.Errorf("an app response on the shared origin has CSP %q", csp)
+	}
+	<-rg.agentC
 	if got := <-rg.agentC; got.Header.Get(ProxyKeyHeader) != "" {
 		t.Fatal("the proxy key reached the sandbox")
 	}
