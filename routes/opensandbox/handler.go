@@ -96,6 +96,12 @@ func New(cfg Config) *Handler {
 		{"GET", S + "/endpoints/{port}", h.endpoint},
 		{"POST", "/metrics/events", h.metricsEvent},
 	}
+	// OpenSandbox's snapshots are not served (sandgate's own snapshots are the REST API's): a clear 501, not a 404.
+	for _, path := range []string{"/snapshots", "/snapshots/{sid}", S + "/snapshots"} {
+		for _, m := range []string{"GET", "POST", "DELETE"} {
+			h.routes = append(h.routes, route{m, path, h.snapshotsUnsupported})
+		}
+	}
 	for _, prefix := range []string{"", "/v1"} {
 		for _, rt := range h.routes {
 			h.mux.HandleFunc(rt.method+" "+prefix+rt.path, func(w http.ResponseWriter, r *http.Request) {
@@ -190,4 +196,8 @@ func newRequestID() string {
 // measures creates itself (lifecycle events), so a client's figures add nothing.
 func (h *Handler) metricsEvent(w http.ResponseWriter, _ *http.Request, _ Principal) {
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) snapshotsUnsupported(w http.ResponseWriter, _ *http.Request, _ Principal) {
+	writeError(w, errorf(http.StatusNotImplemented, CodeAPINotSupported, "OpenSandbox snapshots are not supported by this gateway"))
 }

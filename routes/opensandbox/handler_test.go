@@ -215,6 +215,9 @@ func TestAuthAndOwners(t *testing.T) {
 	if resp, m := rg.do("PUT", "/v1/sandboxes", keyAlice, ""); resp.StatusCode != 405 {
 		t.Errorf("wrong method: %d %v", resp.StatusCode, m)
 	}
+	if resp, m := rg.do("POST", "/v1/sandboxes/"+id+"/snapshots", keyAlice, ""); resp.StatusCode != 501 || m["code"] != CodeAPINotSupported {
+		t.Errorf("snapshots: %d %v", resp.StatusCode, m)
+	}
 	if resp, m := rg.do("GET", "/health", "", ""); resp.StatusCode != 200 || m["_raw"] != "OK" {
 		t.Errorf("health: %d %v", resp.StatusCode, m)
 	}
