@@ -117,6 +117,7 @@ http://127.0.0.1:%d {
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(line)), &rep); jerr != nil || err != nil || rep.Fatal != "" {
 		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
 	}
+	t.Logf("sdk report: %s", line)
 	check := func(what string, ok bool) {
 		t.Helper()
 		if !ok {
