@@ -3,6 +3,9 @@ package caddymodule_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -149,4 +152,127 @@ http://127.0.0.1:%d {
 	check("missing paths are FILE_NOT_FOUND", rep.Execd.Missing.Code == "FILE_NOT_FOUND" && rep.Execd.Deleted.Code == "FILE_NOT_FOUND" &&
 		rep.Execd.MissingRead.Status == 404)
 	check("paths outside the workspace and home are refused", rep.Execd.Outside.Status == 403)
+}
+
+// TestOpenSandboxNetworkPolicyOnTheEgressProxy: on a profile whose sandboxes reach outside only through sandgate's
+// egress proxy, an OpenSandbox networkPolicy becomes the sandbox's own rules there, inside the profile's allow-list.
+// The servers are in a network namespace this test makes; denied names are refused before any DNS lookup.
+func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
+	image := testenv.Image(t, "base")
+	allowed, other := netnsServers(t)
+	ns := testenv.Unique("sgosbe")
+	removeLifecycleNamespace(t, ns)
+	network := ns + "-egress"
+	if out, err := exec.Command("docker", "network", "create", "--internal", "--label", ns+".managed=true", network).CombinedOutput(); err != nil {
+		t.Fatalf("docker network create: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
+	gwOut, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", network).Output()
+	gw := strings.TrimSpace(string(gwOut))
+	if err != nil || gw == "" {
+		t.Fatalf("gateway of %s: %v %q", network, err, gw)
+	}
+	port, bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	testenv.StartGateway(t, fmt.Sprintf(`{
+	admin {$SANDGATE_ADMIN}
+	sandboxes {
+		namespace %s
+		gc_interval 1h
+		profile egress {
+			image %s
+			memory 256m
+			network %s
+			egress_proxy http://%s:%d
+			egress_allow %s pypi.org
+		}
+	}
+}
+
+http://:%d {
+	sandbox_egress
+}
+
+http://127.0.0.1:%d {
+	sandbox_api {
+		key %s alice
+	}
+}
+
+http://127.0.0.1:%d {
+	sandbox_opensandbox
+}
+`, ns, image, network, gw, port, allowed, port, bayPort, osbKeyAlice, osbPort), testenv.GatewayOptions{})
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run/sandgate", ns)) })
+	base := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
+	if err := testenv.WaitHTTP(t.Context(), base+"/health", testenv.WaitLimit); err != nil {
+		t.Fatal(err)
+	}
+	create := func(policy string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/sandboxes", strings.NewReader(`{"image":{"uri":"`+image+`"},"entrypoint":["tail","-f","/dev/null"],"timeout":600,"networkPolicy":`+policy+`}`))
+		req.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("create with %s: %d %v", policy, resp.StatusCode, m)
+		}
+		id := m["id"].(string)
+		deadline := time.Now().Add(testenv.WaitLimit)
+		for {
+			r, _ := http.NewRequest("GET", base+"/v1/sandboxes/"+id, nil)
+			r.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+			resp, err := http.DefaultClient.Do(r)
+			if err == nil {
+				var sb osbSandbox
+				_ = json.NewDecoder(resp.Body).Decode(&sb)
+				resp.Body.Close()
+				if sb.Status.State == "Running" {
+					return id
+				}
+				if sb.Status.State == "Failed" {
+					t.Fatalf("sandbox failed: %+v", sb)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s never Running", id)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	fetch := func(id, url string) string {
+		out, _ := exec.Command("docker", "exec", ns+"-"+id, "python3", "-c", fetchScript, url).CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
+	// Default allow with a deny of a name: the profile's destination stays reachable, the denied name is refused.
+	open := create(`{"defaultAction":"allow","egress":[{"action":"deny","target":"blocked.test"},{"action":"deny","target":"host.docker.internal"}]}`)
+	if got := fetch(open, "http://"+allowed+":8080/"); got != "200 hello from "+allowed {
+		t.Fatalf("default allow, the profile's destination: %q", got)
+	}
+	if got := fetch(open, "http://blocked.test:8080/"); !strings.HasPrefix(got, "403 ") {
+		t.Fatalf("default allow, a denied name: %q", got)
+	}
+	if got := fetch(open, "http://"+other+":8080/"); !strings.HasPrefix(got, "403 ") {
+		t.Fatalf("default allow widened the profile's list: %q", got)
+	}
+	// Default deny with an allow of another name: the profile's destination is closed for this sandbox only.
+	closed := create(`{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}`)
+	if got := fetch(closed, "http://"+allowed+":8080/"); !strings.HasPrefix(got, "403 ") {
+		t.Fatalf("default deny reached the profile's destination: %q", got)
+	}
+	if got := fetch(open, "http://"+allowed+":8080/"); got != "200 hello from "+allowed {
+		t.Fatalf("another sandbox's policy changed this one's: %q", got)
+	}
+}
+
+// osbSandbox is the part of OpenSandbox's sandbox the tests read.
+type osbSandbox struct {
+	ID     string `json:"id"`
+	Status struct {
+		State string `json:"state"`
+	} `json:"status"`
 }

@@ -207,7 +207,7 @@ func TestPolicyDenyAnyAndWithin(t *testing.T) {
 		ok   bool
 	}{
 		{"pypi.org", true}, {"good.example.com", true}, {"evil.example.com", false}, {"github.com", false},
-		{"10.9.8.7", false}, {"93.184.216.34", false},
+		{"10.9.8.7", true}, {"10.9.8.8", false}, {"93.184.216.34", false},
 	} {
 		if ok, why := in.AllowsHost(tc.host); ok != tc.ok {
 			t.Errorf("within AllowsHost(%s) = %v (%s)", tc.host, ok, why)
@@ -218,8 +218,16 @@ func TestPolicyDenyAnyAndWithin(t *testing.T) {
 	if ok, _ := both.AllowsDial(netip.MustParseAddr("10.9.8.7")); !ok {
 		t.Error("an address both lists name was refused")
 	}
-	if ok, _ := in.AllowsDial(netip.MustParseAddr("10.9.8.7")); ok {
-		t.Error("AllowAnyName opened a private address the sandbox's own list does not name")
+	// Default allow inside a profile keeps the private destinations the operator named, and only those.
+	if ok, _ := in.AllowsDial(netip.MustParseAddr("10.9.8.7")); !ok {
+		t.Error("a default-allow sandbox policy lost its profile's private destination")
+	}
+	if ok, _ := in.AllowsDial(netip.MustParseAddr("10.9.8.8")); ok {
+		t.Error("a default-allow sandbox policy opened a private address its profile does not name")
+	}
+	alone := Policy{AllowAnyName: true}
+	if ok, _ := alone.AllowsDial(netip.MustParseAddr("10.9.8.7")); ok {
+		t.Error("AllowAnyName alone opened a private address")
 	}
 	narrowOnly := Policy{Allow: []string{"10.1.1.1"}, Within: &profile}
 	if ok, _ := narrowOnly.AllowsDial(netip.MustParseAddr("10.1.1.1")); ok {

@@ -118,7 +118,9 @@ func (p Policy) allowsLiteral(ip netip.Addr) (bool, string) {
 	if n, _ := NormaliseAddr(ip); p.namesAddr(n) {
 		return true, ""
 	}
-	if p.AllowAnyName && (AddrRules{}).Check(ip) == nil {
+	if p.AllowAnyName && (p.Within != nil || (AddrRules{}).Check(ip) == nil) {
+		// Any address: a public one, or (inside a profile's list) whatever that list admits, so a tenant's
+		// default-allow policy keeps the private destinations the operator named.
 		return true, ""
 	}
 	return false, "address not on the sandbox's egress allow-list"
@@ -163,7 +165,8 @@ func (p Policy) AllowsDial(ip netip.Addr) (bool, string) {
 // names it.
 func (p Policy) Rules() AddrRules {
 	return AddrRules{Private: func(ip netip.Addr) bool {
-		return p.namesAddr(ip) && (p.Within == nil || p.Within.Rules().Private(ip))
+		own := p.namesAddr(ip) || (p.AllowAnyName && p.Within != nil)
+		return own && (p.Within == nil || p.Within.Rules().Private(ip))
 	}}
 }
 
