@@ -162,7 +162,9 @@ func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
 	allowed, other := netnsServers(t)
 	ns := testenv.Unique("sgosbe")
 	removeLifecycleNamespace(t, ns)
-	network := ns + "-egress"
+	// The profile's network is sandgate's own internal one (a sandbox policy needs the proxy to be the only way
+	// out); the test makes it first, as the Manager would, to know its gateway address for the proxy URL.
+	network := ns + "-internal"
 	if out, err := exec.Command("docker", "network", "create", "--internal", "--label", ns+".managed=true", network).CombinedOutput(); err != nil {
 		t.Fatalf("docker network create: %v %s", err, out)
 	}
@@ -181,7 +183,7 @@ func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
 		profile egress {
 			image %s
 			memory 256m
-			network %s
+			network internal
 			egress_proxy http://%s:%d
 			egress_allow %s pypi.org
 		}
@@ -201,7 +203,7 @@ http://127.0.0.1:%d {
 http://127.0.0.1:%d {
 	sandbox_opensandbox
 }
-`, ns, image, network, gw, port, allowed, port, bayPort, osbKeyAlice, osbPort), testenv.GatewayOptions{})
+`, ns, image, gw, port, allowed, port, bayPort, osbKeyAlice, osbPort), testenv.GatewayOptions{})
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run/sandgate", ns)) })
 	base := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
 	if err := testenv.WaitHTTP(t.Context(), base+"/health", testenv.WaitLimit); err != nil {
