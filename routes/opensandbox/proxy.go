@@ -133,6 +133,14 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pa proxyPath, fw
 			return
 		}
 	}
+	// The lease comes first, as in sandboxroute.Route.Prepare: the idle collector then never stops the container
+	// this request is about to use.
+	release, err := h.cfg.Sandboxes.Acquire(pa.ID)
+	if err != nil {
+		writeError(w, toError(err))
+		return
+	}
+	defer release()
 	startCtx, cancel := context.WithTimeout(r.Context(), h.cfg.StartTimeout)
 	target, err := h.cfg.Sandboxes.EnsureRunning(startCtx, pa.ID)
 	cancel()
@@ -140,12 +148,6 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pa proxyPath, fw
 		writeError(w, toError(err))
 		return
 	}
-	release, err := h.cfg.Sandboxes.Acquire(pa.ID)
-	if err != nil {
-		writeError(w, toError(err))
-		return
-	}
-	defer release()
 	r.Header.Del(APIKeyHeader)
 	r.Header.Del(ProxyKeyHeader)
 	for k := range r.Header {
