@@ -142,7 +142,8 @@ async function execdThroughGateway(report) {
   });
   report.execStatus = ex.status;
   const url8000 = await sbx.getEndpointUrl(8000);
-  for (let i = 0; i < 200; i++) {
+  // python's server takes its time on a loaded machine: wait for it, bounded.
+  for (const end = Date.now() + 240000; Date.now() < end;) {
     const r = await fetch(url8000 + '/index.html');
     report.app = { status: r.status, body: (await r.text()).trim() };
     if (r.status === 200) break;
