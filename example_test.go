@@ -31,11 +31,12 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}
 	ns := testenv.Unique("sgexample")
 	testenv.RemoveNamespace(t, ns)
-	httpsPort, bayPort := testenv.FreePort(t), testenv.FreePort(t)
+	httpsPort, bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	g := testenv.StartGateway(t, string(example), testenv.GatewayOptions{Env: []string{
 		fmt.Sprintf("SANDGATE_HTTP_PORT=%d", testenv.FreePort(t)),
 		fmt.Sprintf("SANDGATE_HTTPS_PORT=%d", httpsPort),
 		fmt.Sprintf("SANDGATE_BAY_PORT=%d", bayPort),
+		fmt.Sprintf("SANDGATE_OPENSANDBOX_PORT=%d", osbPort),
 		"SANDGATE_NAMESPACE=" + ns,
 		"SANDGATE_TICKET_SECRET=example-test-secret-that-is-32-bytes-long",
 	}})
@@ -92,6 +93,9 @@ func TestCaddyfileExampleServes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// OpenSandbox's lifecycle API on its port, with the same key.
+	exampleOpenSandbox(t, ctx, fmt.Sprintf("http://127.0.0.1:%d", osbPort), creds.APIKey)
+
 	// The console takes the same key (sandbox_pages api_keys): a wrong one is refused, the right one logs in.
 	login := func(key string) *http.Response {
 		t.Helper()
@@ -132,4 +136,45 @@ func httpsClient(t *testing.T, ctx context.Context, g *testenv.Gateway) *http.Cl
 		t.Fatal("internal CA root is not PEM")
 	}
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// exampleOpenSandbox drives the example's OpenSandbox site: a wrong key, create from the example's image with
+// metadata, list by it, an endpoint through the gateway, delete.
+func exampleOpenSandbox(t *testing.T, ctx context.Context, base, key string) {
+	t.Helper()
+	call := func(method, path, key, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		req.Header.Set("OPEN-SANDBOX-API-KEY", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if resp.Header.Get("X-Request-ID") == "" {
+			t.Errorf("%s %s: no X-Request-ID", method, path)
+		}
+		return resp.StatusCode, m
+	}
+	if code, m := call("GET", "/v1/sandboxes", "sk-bay-wrong", ""); code != http.StatusUnauthorized || m["code"] != "INVALID_API_KEY" {
+		t.Errorf("opensandbox wrong key: %d %v", code, m)
+	}
+	code, m := call("POST", "/v1/sandboxes", key, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["tail","-f","/dev/null"],"timeout":600,"resourceLimits":{"cpu":"1","memory":"1Gi"},"metadata":{"sessionId":"example"}}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("opensandbox create: %d %v", code, m)
+	}
+	id, _ := m["id"].(string)
+	if code, m := call("GET", "/v1/sandboxes?metadata=sessionId%3Dexample", key, ""); code != http.StatusOK || len(m["items"].([]any)) != 1 {
+		t.Errorf("opensandbox list by metadata: %d %v", code, m)
+	}
+	if code, m := call("GET", "/v1/sandboxes/"+id+"/endpoints/8000?use_server_proxy=true", key, ""); code != http.StatusOK ||
+		!strings.Contains(fmt.Sprint(m["endpoint"]), "/sandboxes/"+id+".") {
+		t.Errorf("opensandbox endpoint: %d %v", code, m)
+	}
+	if code, m := call("DELETE", "/v1/sandboxes/"+id, key, ""); code != http.StatusNoContent {
+		t.Errorf("opensandbox delete: %d %v", code, m)
+	}
 }

@@ -86,17 +86,25 @@ func (d managerDirectory) BySourceIP(ip netip.Addr) (egress.Client, bool) {
 				continue
 			}
 			p, _ := d.mgr.Profile(sb.Profile)
-			var pol egress.Policy
-			if p.Egress != nil {
-				pol.Allow = p.Egress.Allow
-			}
-			return egress.Client{SandboxID: sb.ID, Policy: pol}, true
+			return egress.Client{SandboxID: sb.ID, Policy: sandboxPolicy(p, sb)}, true
 		}
 		if next == "" {
 			return egress.Client{}, false
 		}
 		cursor = next
 	}
+}
+
+// sandboxPolicy is the profile's allow-list, narrowed by the sandbox's own policy when it has one.
+func sandboxPolicy(p sandboxes.Profile, sb *sandboxes.Sandbox) egress.Policy {
+	var pol egress.Policy
+	if p.Egress != nil {
+		pol.Allow = p.Egress.Allow
+	}
+	if sb.Egress == nil {
+		return pol
+	}
+	return egress.Policy{Allow: sb.Egress.Allow, Deny: sb.Egress.Deny, AllowAnyName: sb.Egress.AllowAnyName, Within: &pol}
 }
 
 // parseSandboxEgress reads

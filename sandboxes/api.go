@@ -35,6 +35,10 @@ type Sandbox struct {
 	Died *Death `json:"died,omitempty"`
 	// LastError says why the last start failed (a failed status without Died).
 	LastError string `json:"last_error,omitempty"`
+	// Metadata is the tenant's key/value labels (metadata.go).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Egress is the sandbox's own outbound policy, nil when it has only its profile's.
+	Egress *SandboxEgress `json:"egress,omitempty"`
 }
 
 // Death says why a container stopped without being asked to.
@@ -60,6 +64,10 @@ type CreateRequest struct {
 	// Image, when set, runs a caller-chosen image in the profile's shape (profile_image.go): it must be on the
 	// profile's allowed_images. Such a create never claims a warm member.
 	Image *ImageRequest
+	// Metadata labels the sandbox (metadata.go); List can filter on it.
+	Metadata map[string]string
+	// Egress is the sandbox's own outbound policy inside its profile's (metadata.go).
+	Egress *SandboxEgress
 }
 
 // ListOptions filters List.
@@ -68,6 +76,8 @@ type ListOptions struct {
 	Status Status // empty: any
 	// Statuses, when set, admits any of them (Status included).
 	Statuses []Status
+	// Metadata, when set, admits only sandboxes whose metadata holds every one of these pairs.
+	Metadata map[string]string
 	Limit    int
 	Cursor   string
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -199,10 +200,10 @@ type entry struct {
 	adopting      bool // a launch that re-attaches to a container found running at start keeps its idle deadline
 	cancelLaunch  context.CancelFunc
 	leases        int
-	expectStop    bool // we are stopping or removing it: its die event is no crash
+	expectStop    bool          // we are stopping or removing it: its die event is no crash
 	stopping      chan struct{} // non-nil while a stop committed to stopping it runs; closed when it ends
-	stopRequested bool // a stop cancelled the launch in flight
-	recovering    bool // the launch in flight rebuilds a dead container (recovery.go)
+	stopRequested bool          // a stop cancelled the launch in flight
+	recovering    bool          // the launch in flight rebuilds a dead container (recovery.go)
 	deleted       bool
 	lastOOM       time.Time
 	lastPersist   time.Time
@@ -459,6 +460,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			return nil, Errorf(CodeInvalid, "invalid env name %q", k)
 		}
 	}
+	if err := ValidateMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
 	if req.WorkspaceID != "" && !workspacePattern.MatchString(req.WorkspaceID) {
 		return nil, Errorf(CodeInvalid, "workspace_id %q is not a workspace id (ws-<hex>)", req.WorkspaceID)
 	}
@@ -482,6 +486,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			return nil, err
 		}
 		p = derived
+	}
+	if req.Egress != nil && !p.EgressEnforced() {
+		m.mu.Unlock()
+		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", p.ID)
 	}
 	now := time.Now()
 	ttl := req.TTL
@@ -507,6 +515,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.LaunchType = LaunchWarm
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
+			e.rec.Metadata = maps.Clone(req.Metadata)
+			e.rec.Egress = cloneEgress(req.Egress)
 			setIdleDeadline(e, now)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
@@ -537,6 +547,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
 	e.rec.LaunchType = LaunchCold
+	e.rec.Metadata = maps.Clone(req.Metadata)
+	e.rec.Egress = cloneEgress(req.Egress)
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)
@@ -602,7 +614,7 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 	m.mu.RLock()
 	all := make([]*Sandbox, 0, len(m.entries))
 	for _, e := range m.entries {
-		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) {
+		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) || !matchesMetadata(e.rec.Metadata, opts.Metadata) {
 			continue
 		}
 		sb := m.snapshotLocked(e, now)
@@ -1049,7 +1061,8 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 	sb := &Sandbox{
 		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
 		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
-		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError,
+		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
+		Egress: cloneEgress(e.rec.Egress),
 	}
 	if sb.Capabilities == nil {
 		sb.Capabilities = []string{}

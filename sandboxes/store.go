@@ -37,6 +37,8 @@ type Record struct {
 	ManagedWorkspace bool              `json:"managed_workspace"`
 	Token            string            `json:"token"`
 	Env              map[string]string `json:"env,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Egress           *SandboxEgress    `json:"egress,omitempty"`
 	CreatedAt        time.Time         `json:"created_at"`
 	ExpiresAt        *time.Time        `json:"expires_at,omitempty"`
 	IdleExpiresAt    *time.Time        `json:"idle_expires_at,omitempty"`

@@ -179,3 +179,63 @@ func TestAllowedNameResolvingPrivateIsRefused(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
 	}
 }
+
+// TestPolicyDenyAnyAndWithin: a sandbox's own policy (deny names, allow any other name) inside its profile's list.
+func TestPolicyDenyAnyAndWithin(t *testing.T) {
+	own := Policy{Deny: []string{"evil.example.com", "*.tracker.net"}, AllowAnyName: true}
+	if err := own.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"pypi.org", true}, {"evil.example.com", false}, {"EVIL.example.com.", false}, {"good.example.com", true},
+		{"a.tracker.net", false}, {"tracker.net", true}, {"93.184.216.34", true}, {"10.0.0.1", false},
+		{"127.0.0.1", false}, {"169.254.169.254", false},
+	} {
+		if ok, why := own.AllowsHost(tc.host); ok != tc.ok {
+			t.Errorf("own AllowsHost(%s) = %v (%s)", tc.host, ok, why)
+		}
+	}
+	// Narrowed by the profile's list: both must admit, whatever either says alone.
+	profile := Policy{Allow: []string{"pypi.org", "*.example.com", "10.9.8.7"}}
+	in := own
+	in.Within = &profile
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"pypi.org", true}, {"good.example.com", true}, {"evil.example.com", false}, {"github.com", false},
+		{"10.9.8.7", true}, {"10.9.8.8", false}, {"93.184.216.34", false},
+	} {
+		if ok, why := in.AllowsHost(tc.host); ok != tc.ok {
+			t.Errorf("within AllowsHost(%s) = %v (%s)", tc.host, ok, why)
+		}
+	}
+	// A private address passes a dial only where every policy in the chain names it.
+	both := Policy{Allow: []string{"10.9.8.7"}, Within: &profile}
+	if ok, _ := both.AllowsDial(netip.MustParseAddr("10.9.8.7")); !ok {
+		t.Error("an address both lists name was refused")
+	}
+	// Default allow inside a profile keeps the private destinations the operator named, and only those.
+	if ok, _ := in.AllowsDial(netip.MustParseAddr("10.9.8.7")); !ok {
+		t.Error("a default-allow sandbox policy lost its profile's private destination")
+	}
+	if ok, _ := in.AllowsDial(netip.MustParseAddr("10.9.8.8")); ok {
+		t.Error("a default-allow sandbox policy opened a private address its profile does not name")
+	}
+	alone := Policy{AllowAnyName: true}
+	if ok, _ := alone.AllowsDial(netip.MustParseAddr("10.9.8.7")); ok {
+		t.Error("AllowAnyName alone opened a private address")
+	}
+	narrowOnly := Policy{Allow: []string{"10.1.1.1"}, Within: &profile}
+	if ok, _ := narrowOnly.AllowsDial(netip.MustParseAddr("10.1.1.1")); ok {
+		t.Error("a sandbox list widened its profile's")
+	}
+	for _, bad := range []string{"", "10.0.0.0/8", "a b"} {
+		if err := (Policy{Deny: []string{bad}}).Validate(); err == nil {
+			t.Errorf("deny %q accepted", bad)
+		}
+	}
+}

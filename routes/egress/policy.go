@@ -14,6 +14,15 @@ import (
 // everything.
 type Policy struct {
 	Allow []string `json:"allow,omitempty"`
+	// Deny names (host names or *.domains) that are refused before Allow is read: a tenant's own rules
+	// (OpenSandbox's networkPolicy) beside the operator's list.
+	Deny []string `json:"deny,omitempty"`
+	// AllowAnyName admits every host not denied; addresses still pass the address policy, so it never opens a
+	// private, loopback or metadata address.
+	AllowAnyName bool `json:"allow_any_name,omitempty"`
+	// Within, when set, must admit the host too: a sandbox's own policy is narrowed by its profile's list, never
+	// widened.
+	Within *Policy `json:"-"`
 }
 
 func mustPrefixes(ss ...string) []netip.Prefix {
@@ -26,6 +35,17 @@ func mustPrefixes(ss ...string) []netip.Prefix {
 
 // Validate checks every entry.
 func (p Policy) Validate() error {
+	for _, d := range p.Deny {
+		d = strings.ToLower(strings.TrimSpace(d))
+		if !validName(strings.TrimPrefix(d, "*.")) {
+			return fmt.Errorf("egress deny %q: a host name or *.domain", d)
+		}
+	}
+	if p.Within != nil {
+		if err := p.Within.Validate(); err != nil {
+			return err
+		}
+	}
 	for _, a := range p.Allow {
 		a = strings.ToLower(strings.TrimSpace(a))
 		switch {
@@ -67,9 +87,20 @@ func validName(s string) bool {
 
 // AllowsHost reports whether host (a name or an address literal, no port) is on the list, and why not.
 func (p Policy) AllowsHost(host string) (bool, string) {
+	if p.Within != nil {
+		if ok, why := p.Within.AllowsHost(host); !ok {
+			return false, why
+		}
+	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return p.allowsLiteral(ip)
+	}
+	if matchName(p.Deny, host) {
+		return false, "host denied by the sandbox's egress policy"
+	}
+	if p.AllowAnyName {
+		return true, ""
 	}
 	for _, a := range p.Allow {
 		a = strings.ToLower(strings.TrimSpace(a))
@@ -87,7 +118,23 @@ func (p Policy) allowsLiteral(ip netip.Addr) (bool, string) {
 	if n, _ := NormaliseAddr(ip); p.namesAddr(n) {
 		return true, ""
 	}
+	if p.AllowAnyName && (p.Within != nil || (AddrRules{}).Check(ip) == nil) {
+		// Any address: a public one, or (inside a profile's list) whatever that list admits, so a tenant's
+		// default-allow policy keeps the private destinations the operator named.
+		return true, ""
+	}
 	return false, "address not on the sandbox's egress allow-list"
+}
+
+// matchName reports whether host is one of names or under one of its *.domains.
+func matchName(names []string, host string) bool {
+	for _, a := range names {
+		a = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), ".")
+		if a == host || (strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:])) {
+			return true
+		}
+	}
+	return false
 }
 
 // namesAddr reports whether an entry is ip itself or a prefix holding it.
@@ -114,8 +161,14 @@ func (p Policy) AllowsDial(ip netip.Addr) (bool, string) {
 	return true, ""
 }
 
-// Rules is the address policy of the sandbox's dials.
-func (p Policy) Rules() AddrRules { return AddrRules{Private: p.namesAddr} }
+// Rules is the address policy of the sandbox's dials: a private address only where every policy in the chain
+// names it.
+func (p Policy) Rules() AddrRules {
+	return AddrRules{Private: func(ip netip.Addr) bool {
+		own := p.namesAddr(ip) || (p.AllowAnyName && p.Within != nil)
+		return own && (p.Within == nil || p.Within.Rules().Private(ip))
+	}}
+}
 
 // blockedAlways is why ip is refused whatever the list says ("" if it is not).
 func blockedAlways(ip netip.Addr) string {

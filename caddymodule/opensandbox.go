@@ -1,0 +1,193 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/sandgate/sandgate/routes/opensandbox"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+func init() {
+	caddy.RegisterModule(new(SandboxOpenSandbox))
+	httpcaddyfile.RegisterDirective("sandbox_opensandbox", parseSandboxOpenSandbox)
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_opensandbox", httpcaddyfile.Before, "respond")
+}
+
+// SandboxOpenSandbox is the `http.handlers.sandbox_opensandbox` handler: OpenSandbox's lifecycle API
+// (routes/opensandbox) at / and /v1, with sandbox_api's keys and owners. Admitted proxy requests
+// (/sandboxes/{id}/proxy/{port}/...) go to the next handler, the reverse_proxy the directive puts after it, with
+// {http.vars.sandbox_id} and {http.vars.sandbox_agent_token} set.
+type SandboxOpenSandbox struct {
+	// APIDataDir is the data dir of the sandbox_api whose keys are accepted (default: sandbox_api's default).
+	APIDataDir string `json:"api_data_dir,omitempty"`
+	// EndpointHost is the host[:port] endpoints name; default the request's Host.
+	EndpointHost string `json:"endpoint_host,omitempty"`
+	// MaxTimeout caps a sandbox's timeout; 0: no cap beyond the Manager's.
+	MaxTimeout caddy.Duration `json:"max_timeout,omitempty"`
+	// StartTimeout bounds a proxy request's wait for an idle sandbox; default 60s.
+	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
+
+	handler  *opensandbox.Handler
+	storeKey string
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxOpenSandbox) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_opensandbox", New: func() caddy.Module { return new(SandboxOpenSandbox) }}
+}
+
+// osbKeys adapts the REST API's live key ring.
+type osbKeys struct{ keys liveKeys }
+
+func (k osbKeys) Lookup(key string) (opensandbox.Principal, bool) {
+	p, ok := k.keys.Lookup(key)
+	return opensandbox.Principal{Owner: p.Owner, Admin: p.Admin}, ok
+}
+
+// Provision links the dialect to the Manager and to sandbox_api's key ring.
+func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
+	checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
+	if err != nil {
+		return fmt.Errorf("sandbox_opensandbox: %w", err)
+	}
+	h.storeKey = storeKey
+	h.handler = opensandbox.New(opensandbox.Config{
+		Sandboxes: checker.m, Keys: osbKeys{keys: checker.keys},
+		EndpointHost: caddy.NewReplacer().ReplaceKnown(h.EndpointHost, ""),
+		MaxTimeout:   time.Duration(h.MaxTimeout), StartTimeout: time.Duration(h.StartTimeout),
+		Logger: ctx.Slogger(),
+	})
+	return nil
+}
+
+// Cleanup releases this config's reference to the API store.
+func (h *SandboxOpenSandbox) Cleanup() error {
+	if h.storeKey == "" {
+		return nil
+	}
+	_, err := apiStores.Delete(h.storeKey)
+	return err
+}
+
+func (h *SandboxOpenSandbox) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	fwd := &nextForwarder{next: next}
+	h.handler.Serve(w, r, fwd)
+	return fwd.err
+}
+
+// nextForwarder hands an admitted proxy request to Caddy's reverse_proxy with the sandbox upstream.
+type nextForwarder struct {
+	next caddyhttp.Handler
+	err  error
+}
+
+func (f *nextForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
+	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
+	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
+	f.err = f.next.ServeHTTP(w, r)
+}
+
+// parseSandboxOpenSandbox expands
+//
+//	sandbox_opensandbox [<matcher>] {
+//	    api_data_dir  <dir>        # the sandbox_api whose keys are accepted
+//	    endpoint_host <host:port>  # what endpoints name, default the request's Host
+//	    max_timeout   <duration>   # cap on a sandbox's timeout
+//	    start_timeout <duration>   # proxy wait for an idle sandbox, default 60s
+//	    rewrite_host  <host>       # as sandbox_proxy's
+//	}
+//
+// into a route of the dialect's handler and a streaming reverse_proxy with the `sandbox` upstream for its proxy.
+func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	matcher, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
+	h.Next()
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	m := new(SandboxOpenSandbox)
+	upstreams := new(SandboxUpstreams)
+	for h.NextBlock(0) {
+		var v string
+		switch h.Val() {
+		case "api_data_dir", "endpoint_host", "max_timeout", "start_timeout", "rewrite_host":
+			key := h.Val()
+			if !h.AllArgs(&v) {
+				return nil, h.ArgErr()
+			}
+			switch key {
+			case "api_data_dir":
+				m.APIDataDir = v
+			case "endpoint_host":
+				m.EndpointHost = v
+			case "rewrite_host":
+				upstreams.RewriteHost = v
+			default:
+				d, err := caddy.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return nil, h.Errf("%s must be a positive duration, not %q", key, v)
+				}
+				if key == "max_timeout" {
+					m.MaxTimeout = caddy.Duration(d)
+				} else {
+					m.StartTimeout = caddy.Duration(d)
+				}
+			}
+		default:
+			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
+		}
+	}
+	rp := &reverseproxy.Handler{
+		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
+		Headers: &headers.Handler{Request: &headers.HeaderOps{Set: http.Header{
+			sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
+			sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
+		}}},
+		FlushInterval:    -1,
+		StreamCloseDelay: caddy.Duration(defaultStreamCloseDelay),
+		StreamTimeout:    caddy.Duration(defaultStreamTimeout),
+	}
+	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{
+		caddyconfig.JSONModuleObject(m, "handler", "sandbox_opensandbox", nil),
+		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
+	}}
+	if matcher != nil {
+		route.MatcherSetsRaw = []caddy.ModuleMap{matcher}
+	}
+	return []httpcaddyfile.ConfigValue{{Class: "route", Value: route}}, nil
+}
+
+// Validate checks the settings.
+func (h *SandboxOpenSandbox) Validate() error {
+	if h.MaxTimeout < 0 || h.StartTimeout < 0 {
+		return errors.New("sandbox_opensandbox: timeouts must not be negative")
+	}
+	return nil
+}
+
+var (
+	_ caddy.Provisioner           = (*SandboxOpenSandbox)(nil)
+	_ caddy.CleanerUpper          = (*SandboxOpenSandbox)(nil)
+	_ caddy.Validator             = (*SandboxOpenSandbox)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxOpenSandbox)(nil)
+	_ opensandbox.Forwarder       = (*nextForwarder)(nil)
+	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
+)

@@ -1,0 +1,280 @@
+package opensandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Reserved metadata keys: what the dialect must remember of a create (its image and entrypoint, answered on every
+// read) lives beside the tenant's metadata in the core's one store. OpenSandbox reserves the prefix, so a tenant
+// can neither set nor see them.
+const (
+	reservedPrefix = "opensandbox.io/"
+	keyImage       = reservedPrefix + "image"
+	keyEntrypoint  = reservedPrefix + "entrypoint"
+)
+
+// ExtensionProfile is the `extensions` key that picks a sandgate profile by id when several share an image.
+const ExtensionProfile = "sandgate.profile"
+
+// maxCreateBody bounds POST /sandboxes's body.
+const maxCreateBody = 1 << 20
+
+// keepAliveEntrypoints only keep a container's PID 1 alive: the agent does that in every sandgate sandbox, so they
+// are satisfied as they are, and the sandbox stays eligible for a warm-pool claim.
+var keepAliveEntrypoints = [][]string{
+	{"tail", "-f", "/dev/null"},
+	{"sleep", "infinity"},
+}
+
+// entrypointService is the name under which the agent supervises a create's entrypoint.
+const entrypointService = "entrypoint"
+
+func decodeJSON(r *http.Request, limit int64, v any) *Error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
+	if err := dec.Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, "reading the request body: %v", err)
+	}
+	return nil
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req CreateRequest
+	if e := decodeJSON(r, maxCreateBody, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	creq, image, e := h.translateCreate(req, p)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Create(r.Context(), creq)
+	if err != nil {
+		writeError(w, toError(err))
+		return
+	}
+	h.cfg.Logger.Info("opensandbox create", "sandbox", sb.ID, "owner", p.Owner, "profile", sb.Profile, "image", image)
+	out := present(sb)
+	out.Image = nil // OpenSandbox's create answer carries no image
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
+	writeJSON(w, http.StatusAccepted, out)
+}
+
+// translateCreate checks an OpenSandbox create body and turns it into the core's request. Whatever sandgate cannot
+// honour is refused with a typed error naming the field, never dropped.
+func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.CreateRequest, string, *Error) {
+	bad := func(code, format string, args ...any) (sandboxes.CreateRequest, string, *Error) {
+		return sandboxes.CreateRequest{}, "", errorf(http.StatusBadRequest, code, format, args...)
+	}
+	if req.SnapshotID != "" {
+		return sandboxes.CreateRequest{}, "", errorf(http.StatusNotImplemented, CodeAPINotSupported,
+			"snapshotId: creating from an OpenSandbox snapshot is not supported; create from an image")
+	}
+	if req.Image == nil || strings.TrimSpace(req.Image.URI) == "" {
+		return bad(CodeInvalidRequest, "image.uri is required")
+	}
+	if req.Image.Auth != nil {
+		return bad(CodeImageNotSupported, "image.auth: sandgate does not pull images; registry credentials are not used")
+	}
+	if len(req.Entrypoint) == 0 {
+		return bad(CodeInvalidEntrypoint, "entrypoint is required with an image")
+	}
+	for _, a := range req.Entrypoint {
+		if a == "" || strings.ContainsRune(a, 0) {
+			return bad(CodeInvalidEntrypoint, "entrypoint: an argument is empty or holds a NUL byte")
+		}
+	}
+	if len(req.Volumes) > 0 {
+		return bad(CodeInvalidRequest, "volumes are not supported: a sandbox's workspace is its persistent volume, and host mounts are the operator's (profile binds)")
+	}
+	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
+		return bad(CodeInvalidRequest, "credentialProxy: transparent MITM credential injection is not supported")
+	}
+	if _, ok := req.Extensions["poolRef"]; ok {
+		return bad(CodeInvalidRequest, "extensions.poolRef: pools are sandgate profiles with warm_pool; create from the image")
+	}
+	if pl := req.Platform; pl != nil && (pl.OS != "linux" || pl.Arch != runtime.GOARCH) {
+		return bad(CodeInvalidRequest, "platform %s/%s: this gateway runs linux/%s sandboxes", pl.OS, pl.Arch, runtime.GOARCH)
+	}
+	prof, e := h.profileFor(req.Image.URI, req.Extensions[ExtensionProfile])
+	if e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	if e := checkResources(req.ResourceLimits, "resourceLimits"); e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	if e := checkResources(req.ResourceRequests, "resourceRequests"); e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	ttl, e := h.ttlOf(req.Timeout)
+	if e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	egressPolicy, e := checkNetworkPolicy(req.NetworkPolicy, prof)
+	if e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	md, e := tenantMetadata(req.Metadata)
+	if e != nil {
+		return sandboxes.CreateRequest{}, "", e
+	}
+	ep, _ := json.Marshal(req.Entrypoint) // a string slice always marshals
+	md[keyImage] = req.Image.URI
+	md[keyEntrypoint] = string(ep)
+
+	env := map[string]string{}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return bad(CodeInvalidRequest, "env %q: invalid name or value", k)
+		}
+		if strings.HasPrefix(strings.ToUpper(k), "SANDGATE_") {
+			return bad(CodeInvalidRequest, "env %q: SANDGATE_* variables configure the sandbox's agent and are the operator's", k)
+		}
+		env[k] = v
+	}
+	if !slices.ContainsFunc(keepAliveEntrypoints, func(k []string) bool { return slices.Equal(k, req.Entrypoint) }) {
+		services := append(slices.Clone(prof.Services), sandboxes.Service{
+			Name: entrypointService, Command: "exec " + shellJoin(req.Entrypoint), Restart: "never",
+		})
+		b, err := json.Marshal(services)
+		if err != nil {
+			return bad(CodeInvalidEntrypoint, "entrypoint: %v", err)
+		}
+		env[sandboxes.EnvServices] = string(b)
+	}
+	if len(env) == 0 {
+		env = nil
+	}
+	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md, Egress: egressPolicy}, req.Image.URI, nil
+}
+
+// profileFor picks the profile whose image is uri (the named one when the extension names it). Until profiles can
+// take any image, an image no profile runs is refused, naming the images that are.
+func (h *Handler) profileFor(uri, named string) (sandboxes.Profile, *Error) {
+	profiles := h.cfg.Sandboxes.Profiles()
+	var images []string
+	for _, p := range profiles {
+		if named != "" && p.ID != named {
+			continue
+		}
+		if p.Image == uri {
+			return p, nil
+		}
+		if !slices.Contains(images, p.Image) {
+			images = append(images, p.Image)
+		}
+	}
+	if named != "" && len(images) == 0 {
+		return sandboxes.Profile{}, errorf(http.StatusBadRequest, CodeImageNotSupported, "extensions.%s: no profile %q", ExtensionProfile, named)
+	}
+	return sandboxes.Profile{}, errorf(http.StatusBadRequest, CodeImageNotSupported,
+		"image %q is not served by this gateway; images it runs: %s", uri, strings.Join(images, ", "))
+}
+
+// checkResources parses Kubernetes-style quantities. The profile's limits apply whatever is asked: a request can
+// neither raise nor lower them (docs/opensandbox.md), but a malformed one is still an error.
+func checkResources(rl map[string]string, field string) *Error {
+	for k, v := range rl {
+		switch k {
+		case "cpu":
+			if _, err := parseCPU(v); err != nil {
+				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.cpu %q: %v", field, v, err)
+			}
+		case "memory", "disk", "ephemeral-storage":
+			if _, err := parseQuantity(v); err != nil {
+				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s %q: %v", field, k, v, err)
+			}
+		case "gpu", "nvidia.com/gpu":
+			if v != "0" {
+				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: this gateway has no GPUs to give", field, k)
+			}
+		default:
+			return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: unknown resource", field, k)
+		}
+	}
+	return nil
+}
+
+// parseCPU reads "2", "0.5" or "500m" as cores.
+func parseCPU(s string) (float64, error) {
+	div := 1.0
+	if m, ok := strings.CutSuffix(s, "m"); ok {
+		s, div = m, 1000
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("not a CPU quantity")
+	}
+	return v / div, nil
+}
+
+// parseQuantity reads a byte quantity with a Kubernetes suffix (Ki, Mi, Gi, Ti, k, M, G, T) or none.
+func parseQuantity(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
+	mult := 1.0
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = n, u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || v*mult > math.MaxInt64/2 {
+		return 0, fmt.Errorf("not a byte quantity")
+	}
+	return int64(v * mult), nil
+}
+
+// ttlOf maps timeout (seconds, at least 60; null or absent: the gateway's default lifetime).
+func (h *Handler) ttlOf(timeout *float64) (time.Duration, *Error) {
+	if timeout == nil {
+		return 0, nil
+	}
+	t := *timeout
+	if math.IsNaN(t) || t < 60 || t > 365*24*3600 {
+		return 0, errorf(http.StatusBadRequest, CodeInvalidRequest, "timeout must be at least 60 seconds (and at most a year)")
+	}
+	d := time.Duration(t * float64(time.Second))
+	if h.cfg.MaxTimeout > 0 && d > h.cfg.MaxTimeout {
+		return 0, errorf(http.StatusBadRequest, CodeInvalidRequest, "timeout %.0fs is over this gateway's maximum of %.0fs", t, h.cfg.MaxTimeout.Seconds())
+	}
+	return d, nil
+}
+
+// tenantMetadata copies a tenant's metadata, refusing the reserved prefix.
+func tenantMetadata(in map[string]string) (map[string]string, *Error) {
+	out := make(map[string]string, len(in)+2)
+	for k, v := range in {
+		if strings.HasPrefix(k, reservedPrefix) {
+			return nil, errorf(http.StatusBadRequest, CodeInvalidMetadata, "metadata key %q: the %s prefix is reserved", k, reservedPrefix)
+		}
+		out[k] = v
+	}
+	if err := sandboxes.ValidateMetadata(out); err != nil {
+		return nil, errorf(http.StatusBadRequest, CodeInvalidMetadata, "%s", toError(err).Message)
+	}
+	return out, nil
+}
+
+// shellJoin quotes argv for bash -c, each argument in single quotes.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
