@@ -248,12 +248,14 @@ type Manager struct {
 	launching int
 	freeing   []*entry
 	agentHTTP *http.Client
-	limiters  map[string]*rate.Limiter
-	subs      map[int]chan Event
-	nextSub   int
-	networks  map[string]bool
-	netMu     sync.Mutex
-	instance  string
+	// clock is the warm pool's notion of now (demand arrivals, shrinking); tests replace it before Start.
+	clock    func() time.Time
+	limiters map[string]*rate.Limiter
+	subs     map[int]chan Event
+	nextSub  int
+	networks map[string]bool
+	netMu    sync.Mutex
+	instance string
 
 	started   bool
 	closed    bool
@@ -304,7 +306,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
 		profiles: map[string]Profile{}, entries: map[string]*entry{}, warm: map[string][]string{}, pools: map[string]*poolState{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
-		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1),
+		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}
 	m.cfg.setDefaults()
 	m.starts = newStartQueue(m.cfg.MaxConcurrentStarts)
@@ -498,6 +500,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			Details: map[string]any{"profiles": known}}
 	}
 	now := time.Now()
+	m.noteDemandLocked(p.ID) // warm.go
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = m.cfg.DefaultTTL
@@ -530,7 +533,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
 			setIdleDeadline(e, now)
-			m.noteCreateLocked(p.ID, launch, now)
+			m.noteCreateLocked(p.ID, launch)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
 			m.persist(e)
@@ -563,7 +566,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		after = m.freeing[len(m.freeing)-1].done
 		m.freeing = m.freeing[:len(m.freeing)-1]
 	}
-	m.noteCreateLocked(p.ID, LaunchCold, now)
+	m.noteCreateLocked(p.ID, LaunchCold)
 	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after)
 	e.rec.LaunchType = LaunchCold
 	sb := m.snapshotLocked(e, now)

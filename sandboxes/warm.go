@@ -117,10 +117,14 @@ func (m *Manager) coldStartLocked(ps *poolState) time.Duration {
 	return time.Duration(ps.coldStart.v * float64(time.Second))
 }
 
-// noteCreateLocked records a create's arrival and how the pool served it.
-func (m *Manager) noteCreateLocked(profile, launchType string, now time.Time) {
+// noteDemandLocked records a create's arrival, served or not: a create refused at max_sandboxes is demand too.
+func (m *Manager) noteDemandLocked(profile string) {
+	m.poolLocked(profile).demand.record(m.clock())
+}
+
+// noteCreateLocked records how the pool served a create.
+func (m *Manager) noteCreateLocked(profile, launchType string) {
 	ps := m.poolLocked(profile)
-	ps.demand.record(now)
 	switch launchType {
 	case LaunchWarm:
 		ps.hits++
@@ -172,7 +176,7 @@ func (m *Manager) warmLoop() {
 		case <-m.warmKick:
 		case <-timer.C:
 		}
-		next := m.refillWarm(time.Now())
+		next := m.refillWarm(m.clock())
 		if time.Since(lastProbe) >= warmProbeInterval {
 			lastProbe = time.Now()
 			m.probeWarm(m.ctx)
@@ -208,6 +212,9 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 		ps := m.poolLocked(p.ID)
 		ps.demand.prune(now, m.cfg.WarmDemandWindow)
 		ceiling := p.warmCeiling()
+		if m.cfg.MaxSandboxes > 0 {
+			ceiling = min(ceiling, m.cfg.MaxSandboxes)
+		}
 		if ceiling <= 0 {
 			ps.target = 0
 			continue
