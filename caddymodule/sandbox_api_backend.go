@@ -124,12 +124,17 @@ func (b managerBackend) ExtendTTL(ctx context.Context, id string, by time.Durati
 	return *sb, nil
 }
 
-// agentBackend reaches sandbox agents with one shared connection pool.
+// agentBackend reaches sandbox agents with one shared connection pool: the Manager's, which its readiness and
+// warm-member probes use too, so the first call after a warm claim finds an open connection (one round trip).
 type agentBackend struct {
 	http *http.Client
 }
 
-func newAgentBackend() *agentBackend {
+// newAgentBackend uses hc's connection pool; nil makes a pool of its own (unit tests).
+func newAgentBackend(hc *http.Client) *agentBackend {
+	if hc != nil {
+		return &agentBackend{http: hc}
+	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost:   16,

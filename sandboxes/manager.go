@@ -32,6 +32,9 @@ type ManagerConfig struct {
 	// SocketDir holds, per sandbox with network none, the host directory bind-mounted at /run/sandgate in which
 	// the agent creates its UNIX socket: the gateway's only way in. Default /run/sandgate/<namespace>.
 	SocketDir string
+	// Clock is the warm pool's notion of now (when creates arrived, when their demand leaves the window); nil is
+	// time.Now. Tests move it forward instead of waiting out a window.
+	Clock func() time.Time
 	// HTTPClient probes the agents' /health; nil uses a client with a short timeout on the Manager's shared
 	// keep-alive transport (AgentHTTPClient), so the probe's connection serves the first request after a claim.
 	HTTPClient *http.Client
@@ -248,7 +251,7 @@ type Manager struct {
 	launching int
 	freeing   []*entry
 	agentHTTP *http.Client
-	// clock is the warm pool's notion of now (demand arrivals, shrinking); tests replace it before Start.
+	// clock is ManagerConfig.Clock or time.Now.
 	clock    func() time.Time
 	limiters map[string]*rate.Limiter
 	subs     map[int]chan Event
@@ -309,6 +312,9 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}
 	m.cfg.setDefaults()
+	if cfg.Clock != nil {
+		m.clock = cfg.Clock
+	}
 	m.starts = newStartQueue(m.cfg.MaxConcurrentStarts)
 	m.tuner = newConcurrencyTuner(m.cfg.MaxConcurrentStarts)
 	return m, nil
