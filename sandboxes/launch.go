@@ -59,11 +59,9 @@ func (m *Manager) beginLaunchLocked(e *entry) {
 	e.cancelLaunch = cancel
 	e.ready = make(chan struct{})
 	e.startBegan = time.Now()
-	// A launch that makes a new container measures the cold start and the engine's throughput (warm.go); the
-	// level is how many launches run beside it.
+	// A launch that makes a new container measures the cold start and the engine's throughput (warm.go).
 	e.freshLaunch = e.rec.ContainerID == ""
 	m.launching++
-	e.launchLevel = m.launching
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -98,6 +96,14 @@ func (m *Manager) launch(ctx context.Context, e *entry) {
 		m.finishLaunch(e, "", queueErr(ctx, timeout, "for a start slot"))
 		return
 	}
+	// The engine's throughput is measured from here: how many launches work on the engine beside this one, and
+	// how long this one takes, queueing excluded (warm.go).
+	m.mu.Lock()
+	m.active++
+	e.active = true
+	e.launchLevel = m.active
+	e.activeAt = time.Now()
+	m.mu.Unlock()
 	e.opMu.Lock()
 	addr, err := m.bringUp(ctx, e, timeout, release)
 	if err != nil {
@@ -105,6 +111,14 @@ func (m *Manager) launch(ctx context.Context, e *entry) {
 	}
 	e.opMu.Unlock()
 	m.finishLaunch(e, addr, err)
+}
+
+// deactivateLocked ends e's count among the launches working on the engine.
+func (m *Manager) deactivateLocked(e *entry) {
+	if e.active {
+		e.active = false
+		m.active--
+	}
 }
 
 // queueErr is why a launch that waited in line ended: its own cancellation, or the start timeout (typed).
@@ -254,6 +268,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		m.mu.Lock()
 		e.launching = false
 		m.launching--
+		m.deactivateLocked(e)
 		e.cancelLaunch = nil
 		ch := e.ready
 		m.mu.Unlock()
@@ -266,6 +281,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	m.mu.Lock()
 	e.launching = false
 	m.launching--
+	m.deactivateLocked(e)
 	e.cancelLaunch = nil
 	var backoff time.Duration
 	if !e.deleted && !e.stopRequested && !e.adopting && !e.recovering {

@@ -217,11 +217,14 @@ type entry struct {
 	lastPersist   time.Time
 	startBegan    time.Time
 	// The warm pool's bookkeeping (warm.go): refill marks a launch made for the pool and not claimed yet;
-	// freshLaunch one that makes a new container; launchLevel the launches in flight when it began; after delays
+	// freshLaunch one that makes a new container; launchLevel the launches working on the engine when it got its
+	// start slot (active, since activeAt); after delays
 	// its engine calls until the sandbox it replaces is gone; done is closed once a detached entry is destroyed.
 	refill      bool
 	freshLaunch bool
 	launchLevel int
+	active      bool
+	activeAt    time.Time
 	after       <-chan struct{}
 	done        chan struct{}
 	freedDone   bool
@@ -249,6 +252,7 @@ type Manager struct {
 	// launching counts launches in flight; freeing holds removed sandboxes whose container may still exist and
 	// whose place under max_sandboxes no create has taken yet (warm.go).
 	launching int
+	active    int // launches holding or past a start slot, not finished
 	freeing   []*entry
 	agentHTTP *http.Client
 	// clock is ManagerConfig.Clock or time.Now.

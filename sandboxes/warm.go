@@ -141,7 +141,9 @@ func (m *Manager) noteLaunchLocked(e *entry, d time.Duration, err error, now tim
 	ps := m.poolLocked(e.rec.Profile)
 	if err == nil && e.freshLaunch {
 		ps.coldStart.add(d.Seconds())
-		m.tuner.observe(e.launchLevel, d)
+		if !e.activeAt.IsZero() {
+			m.tuner.observe(e.launchLevel, now.Sub(e.activeAt))
+		}
 	}
 	if !e.refill {
 		return 0

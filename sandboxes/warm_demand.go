@@ -80,10 +80,11 @@ func (e *ewma) add(x float64) {
 }
 
 // concurrencyTuner finds how many starts at once give the engine its best throughput, from the starts it
-// measures: a start that began while k launches were in flight (itself included) took d, so at level k the engine
-// completes about k/d starts per second. The limit is the level with the best measured throughput; the level above
-// it is probed until it has samples, and again every reprobeEvery completions (the machine's load changes), and
-// kept only if it beats the current one by more than the noise margin.
+// measures: a start that got its slot while k launches worked on the engine (itself included) took d to be
+// ready, so at level k the engine completes about k/d starts per second. The limit is the level with the best
+// measured throughput; the level above it is probed until it has samples, and again every reprobeEvery
+// completions (the machine's load changes), and kept only if it beats the current one by more than the noise
+// margin.
 type concurrencyTuner struct {
 	ceiling   int
 	lat       []ewma // seconds per start, by level (index 0 unused)
