@@ -145,7 +145,8 @@ func (m *Manager) noteLaunchLocked(e *entry, d time.Duration, err error, now tim
 			m.tuner.observe(e.launchLevel, now.Sub(e.activeAt))
 		}
 	}
-	if !e.refill {
+	if !e.refill || (err != nil && e.activeAt.IsZero()) {
+		// A refill that never got a start slot waited out a busy engine; that says nothing about its profile.
 		return 0
 	}
 	if err == nil {
@@ -300,14 +301,15 @@ func (m *Manager) shrinkLocked(hash string, n int) []*entry {
 	return out
 }
 
-// claimStartingLocked takes the warm member of hash that has been starting longest, or nil: it is ready sooner
-// than a cold create started now.
+// claimStartingLocked takes the warm member of hash that has been working on the engine longest, or nil: it is
+// ready sooner than a cold create started now. A member still queued for a start slot has done nothing yet, and
+// it queues behind user creates: a cold create takes its place in line instead.
 func (m *Manager) claimStartingLocked(p Profile) *entry {
 	hash := p.Hash()
 	var best *entry
 	for _, e := range m.entries {
-		if e.rec.Warm && !e.deleted && e.launching && e.rec.ProfileHash == hash && e.rec.Died == nil &&
-			(best == nil || e.startBegan.Before(best.startBegan)) {
+		if e.rec.Warm && !e.deleted && e.launching && e.active && e.rec.ProfileHash == hash && e.rec.Died == nil &&
+			(best == nil || e.activeAt.Before(best.activeAt)) {
 			best = e
 		}
 	}
