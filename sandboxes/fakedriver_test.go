@@ -24,15 +24,15 @@ type fakeDriver struct {
 	creates    int
 	startDelay time.Duration
 	failCreate bool
-	// removeDelay makes Remove take a while, as Docker's does; startupFailure makes every agent's /health answer
-	// that its start-up customisation failed with this message.
-	removeDelay    time.Duration
-	startupFailure string
 	// attempts counts Create calls (failed ones too); peak is the most containers that existed at once; names
 	// lists created containers in order.
 	attempts int
 	peak     int
 	names    []string
+	// removeDelay makes Remove take a while, as Docker's does; startupFailure makes every agent's /health answer
+	// that its start-up customisation failed with this message.
+	removeDelay    time.Duration
+	startupFailure string
 }
 
 type fakeContainer struct {
