@@ -285,7 +285,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	e.cancelLaunch = nil
 	var backoff time.Duration
 	if !e.deleted && !e.stopRequested && !e.adopting && !e.recovering {
-		backoff = m.noteLaunchLocked(e, now.Sub(e.startBegan), err, now) // warm.go
+		backoff = m.noteLaunchLocked(e, now.Sub(e.startBegan), err, m.clock()) // warm.go
 	}
 	recovered := e.recovering
 	e.recovering = false

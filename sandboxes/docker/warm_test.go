@@ -19,11 +19,12 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
-// warmClock is the pool's clock in this test: demand leaves the window when the test moves it.
-type warmClock struct{ ns atomic.Int64 }
+// warmClock is the pool's clock in this test: real time plus what the test moved it by, so demand leaves the
+// window when the test says so and backoffs still run out.
+type warmClock struct{ offset atomic.Int64 }
 
-func (c *warmClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *warmClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *warmClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *warmClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func poolStats(t *testing.T, mgr *sandboxes.Manager, profile string) sandboxes.PoolStats {
 	t.Helper()
@@ -65,7 +66,6 @@ func TestWarmPoolFollowsDemandOnTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &warmClock{}
-	clock.ns.Store(time.Now().UnixNano())
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: ns, Clock: clock.now}, drv,
 		sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "store.db")), logger)
