@@ -200,6 +200,7 @@ const warmProbeInterval = 30 * time.Second
 
 // refillWarm brings each pool toward its target and says when to look again.
 func (m *Manager) refillWarm(now time.Time) time.Duration {
+	wall := time.Now()
 	next := min(time.Second, max(10*time.Millisecond, m.cfgWarmWindow()/4))
 	m.mu.Lock()
 	if m.closed || !m.started {
@@ -249,10 +250,11 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			if m.launching >= limit {
 				break
 			}
-			if !l.AllowN(now, 1) {
+			// Records and the rate limit keep real time; only the demand and the backoff follow the pool's clock.
+			if !l.AllowN(wall, 1) {
 				break
 			}
-			e := m.newEntryLocked(p, "", nil, "", nil, true, now)
+			e := m.newEntryLocked(p, "", nil, "", nil, true, wall)
 			e.refill = true
 		}
 	}
