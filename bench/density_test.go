@@ -60,7 +60,8 @@ func BenchmarkDensity(b *testing.B) {
 	}
 	p := benchProfile("dense")
 	p.Image = image
-	if err := mgr.Apply(ctx, sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour, OrphanMinAge: time.Hour}); err != nil {
+	if err := mgr.Apply(ctx, sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour, OrphanMinAge: time.Hour,
+		StartTimeout: 5 * time.Minute}); err != nil {
 		b.Fatal(err)
 	}
 	if err := mgr.Start(ctx); err != nil {
