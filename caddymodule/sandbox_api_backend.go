@@ -130,11 +130,9 @@ type agentBackend struct {
 	http *http.Client
 }
 
-// newAgentBackend uses hc's connection pool; nil makes a pool of its own (unit tests).
-func newAgentBackend(hc *http.Client) *agentBackend {
-	if hc != nil {
-		return &agentBackend{http: hc}
-	}
+// newAgentBackend makes a connection pool of its own; the API uses the Manager's (agentBackend{http:
+// Manager.AgentHTTPClient()}).
+func newAgentBackend() *agentBackend {
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost:   16,

@@ -111,7 +111,7 @@ func intp(i int) *int { return &i }
 
 func TestAgentBackend(t *testing.T) {
 	target, _ := fakeAgentServer(t)
-	a := newAgentBackend(nil)
+	a := newAgentBackend()
 	ctx := context.Background()
 
 	res, err := a.Exec(ctx, target, bayapi.ExecRequest{Command: "ls", Cwd: "sub", Timeout: 5 * time.Second})
