@@ -150,7 +150,7 @@ func BenchmarkDensity(b *testing.B) {
 		r.gc = p50(1, func() { mgr.CollectGarbage(ctx) })
 		r.rss = selfRSSMB()
 		rows = append(rows, r)
-		b.Logf("%d sandboxes: %.1f MB per idle sandbox (cgroup working set); list p50 %.2f ms, get p50 %.3f ms, exec p50 %.2f ms, "+
+		b.Logf("%d sandboxes: %.1f MB per idle sandbox (cgroup working set); list p50 %.3f ms, get p50 %.4f ms, exec p50 %.2f ms, "+
 			"one GC pass %.0f ms; process RSS %.0f MB", n, r.memMB, r.list, r.get, r.exec, r.gc, r.rss)
 	}
 	first, last := rows[0], rows[len(rows)-1]
@@ -176,7 +176,7 @@ func p50(n int, f func()) float64 {
 		f()
 		d = append(d, time.Since(start))
 	}
-	return ms(testenv.Percentile(d, .5))
+	return float64(testenv.Percentile(d, .5)) / float64(time.Millisecond) // ns resolution: a Get takes microseconds
 }
 
 // cgroupWorkingSetMB reads a container's memory cgroup (v1, cgroupfs driver, as on our engines; v2 as a fallback):
