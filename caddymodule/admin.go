@@ -26,6 +26,7 @@ func init() {
 //	DELETE /sandboxes/{id}
 //	POST   /sandboxes/{id}/pause | /resume | /fork | /snapshots {"name": ...}     (admin_lifecycle.go)
 //	GET    /sandbox-snapshots[?owner=]   GET|DELETE /sandbox-snapshots/{snapshot id}
+//	GET    /sandbox-pools                 every profile's warm pool: target, size, hits, misses, refill latency
 type AdminAPI struct {
 	ctx caddy.Context
 }
@@ -48,6 +49,7 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/sandboxes/", Handler: caddy.AdminHandlerFunc(a.one)},
 		{Pattern: "/sandbox-snapshots", Handler: caddy.AdminHandlerFunc(a.snapshots)},
 		{Pattern: "/sandbox-snapshots/", Handler: caddy.AdminHandlerFunc(a.snapshots)},
+		{Pattern: "/sandbox-pools", Handler: caddy.AdminHandlerFunc(a.pools)},
 	}
 }
 
@@ -66,6 +68,22 @@ func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
 		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
 	}
 	return best.mgr, nil
+}
+
+// pools answers GET /sandbox-pools.
+func (a *AdminAPI) pools(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	mgr, err := a.manager()
+	if err != nil {
+		return err
+	}
+	pools, conc := mgr.WarmPools()
+	if pools == nil {
+		pools = []sandboxes.PoolStats{}
+	}
+	return writeJSON(w, map[string]any{"pools": pools, "refill_concurrency": conc})
 }
 
 // createRequest is the body of POST /sandboxes.

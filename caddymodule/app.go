@@ -53,6 +53,11 @@ type App struct {
 	MaxConcurrentStarts int `json:"max_concurrent_starts,omitempty"`
 	// WarmRefillRate is warm-pool refills per second per profile (default 2).
 	WarmRefillRate float64 `json:"warm_refill_rate,omitempty"`
+	// WarmDemandWindow is how long a pool that follows demand (warm_pool_max) remembers creates; it shrinks back
+	// this long after a burst (default 5m).
+	WarmDemandWindow caddy.Duration `json:"warm_demand_window,omitempty"`
+	// WarmRetryBackoff is the first pause of a pool's refills after a failed one, doubling up to 5m (default 1s).
+	WarmRetryBackoff caddy.Duration `json:"warm_retry_backoff,omitempty"`
 	// AllowHostBinds lets profiles mount host paths (binds); the Docker socket is refused regardless.
 	AllowHostBinds bool `json:"allow_host_binds,omitempty"`
 	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
@@ -174,7 +179,8 @@ func (a *App) managerConfig() sandboxes.Config {
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
 		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
-		AgentImage: a.AgentImage,
+		AgentImage:       a.AgentImage,
+		WarmDemandWindow: time.Duration(a.WarmDemandWindow), WarmRetryBackoff: time.Duration(a.WarmRetryBackoff),
 	}
 }
 
@@ -184,7 +190,8 @@ func (a *App) Validate() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 {
+	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 ||
+		a.WarmDemandWindow < 0 || a.WarmRetryBackoff < 0 {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
 	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
@@ -272,6 +279,9 @@ func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
 		for ev := range ch {
 			data := map[string]any{"sandbox_id": ev.SandboxID, "profile": ev.Profile, "owner": ev.Owner, "reason": ev.Reason,
 				"launch_type": ev.LaunchType, "warm": ev.Warm}
+			if ev.Duration > 0 {
+				data["duration_seconds"] = ev.Duration.Seconds()
+			}
 			if ev.Death != nil {
 				data["exit_code"] = ev.Death.ExitCode
 				data["message"] = ev.Death.Message

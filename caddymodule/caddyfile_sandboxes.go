@@ -30,6 +30,8 @@ func init() {
 //	    orphan_min_age 5m
 //	    max_concurrent_starts 4
 //	    warm_refill_rate 2
+//	    warm_demand_window 5m   (a pool with warm_pool_max shrinks back this long after a burst)
+//	    warm_retry_backoff 1s   (first pause after a failed refill; doubles up to 5m)
 //	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
@@ -49,6 +51,7 @@ func init() {
 //	        crash_limit   3      (deaths rebuilt within crash_window; -1: fail at the first)
 //	        crash_window  10m
 //	        warm_pool     2
+//	        warm_pool_max 20     (the pool grows with demand up to this; default: warm_pool)
 //	        network       internal|bridge|none|<docker network>
 //	        connect_mode  container_network|host_port
 //	        runtime       runsc
@@ -106,6 +109,10 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			err = oneCaddyDuration(d, &app.OrphanMinAge)
 		case "max_concurrent_starts":
 			err = oneInt(d, &app.MaxConcurrentStarts)
+		case "warm_demand_window":
+			err = oneCaddyDuration(d, &app.WarmDemandWindow)
+		case "warm_retry_backoff":
+			err = oneCaddyDuration(d, &app.WarmRetryBackoff)
 		case "warm_refill_rate":
 			var s string
 			if err = oneString(d, &s); err == nil {
@@ -203,6 +210,8 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			}
 		case "warm_pool", "warm_pool_size":
 			err = oneInt(d, &p.WarmPoolSize)
+		case "warm_pool_max":
+			err = oneInt(d, &p.WarmPoolMax)
 		case "network":
 			err = oneString(d, &p.Network)
 		case "connect_mode":

@@ -16,6 +16,8 @@ type metrics struct {
 	deaths     *prometheus.CounterVec
 	recoveries *prometheus.CounterVec
 	crashLoops prometheus.Counter
+	refill     prometheus.Histogram
+	backoffs   *prometheus.CounterVec
 	collectors []prometheus.Collector
 	mgr        *sandboxes.Manager
 }
@@ -32,6 +34,45 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		c.m.byStatus.WithLabelValues(s).Set(float64(n))
 	}
 	c.m.byStatus.Collect(ch)
+}
+
+// poolCollector reads every warm pool's state at scrape time (sandboxes.Manager.WarmPools).
+type poolCollector struct {
+	mgr                                             *sandboxes.Manager
+	target, size, hits, misses, prestarted, concurr *prometheus.Desc
+}
+
+func newPoolCollector(mgr *sandboxes.Manager, ns, sub string) poolCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, sub, name), help, labels, nil)
+	}
+	return poolCollector{mgr: mgr,
+		target:     d("warm_pool_target", "Members the warm pool aims to hold: peak creates within one cold start, times headroom, within [warm_pool, warm_pool_max].", "profile"),
+		size:       d("warm_pool_size", "Warm-pool members, ready to claim or still starting.", "profile", "state"),
+		hits:       d("warm_pool_hits_total", "Creates served by a ready warm member.", "profile"),
+		misses:     d("warm_pool_misses_total", "Creates the warm pool could not serve (cold creates).", "profile"),
+		prestarted: d("warm_pool_prestarted_total", "Creates served by a warm member that was still starting.", "profile"),
+		concurr:    d("warm_refill_concurrency", "Refills run at once: the level the engine measurably sustains best."),
+	}
+}
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.target, c.size, c.hits, c.misses, c.prestarted, c.concurr} {
+		ch <- d
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	pools, conc := c.mgr.WarmPools()
+	for _, p := range pools {
+		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(p.Target), p.Profile)
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(p.Ready), p.Profile, "ready")
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(p.Starting), p.Profile, "starting")
+		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(p.Hits), p.Profile)
+		ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(p.Misses), p.Profile)
+		ch <- prometheus.MustNewConstMetric(c.prestarted, prometheus.CounterValue, float64(p.Prestarted), p.Profile)
+	}
+	ch <- prometheus.MustNewConstMetric(c.concurr, prometheus.GaugeValue, float64(conc))
 }
 
 func newMetrics(mgr *sandboxes.Manager) *metrics {
@@ -53,8 +94,13 @@ func newMetrics(mgr *sandboxes.Manager) *metrics {
 			Help: "Dead sandboxes rebuilt on their workspace, by the death's reason."}, []string{"reason"}),
 		crashLoops: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "crash_loops_total",
 			Help: "Sandboxes left failed after dying more often than their profile's crash limit."}),
+		refill: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "warm_refill_seconds",
+			Help: "Time from a warm refill's launch to its readiness.", Buckets: prometheus.ExponentialBuckets(0.05, 1.6, 14)}),
+		backoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "warm_backoffs_total",
+			Help: "Warm refills that failed and paused their pool's refills."}, []string{"profile"}),
 	}
-	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths, m.recoveries, m.crashLoops}
+	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths, m.recoveries, m.crashLoops,
+		m.refill, m.backoffs, newPoolCollector(mgr, ns, sub)}
 	return m
 }
 
@@ -72,7 +118,11 @@ func (m *metrics) follow(mgr *sandboxes.Manager) func() {
 			case sandboxes.EventReady:
 				if !ev.Warm {
 					m.coldStart.Observe(ev.Duration.Seconds())
+				} else if ev.Reason == "" {
+					m.refill.Observe(ev.Duration.Seconds())
 				}
+			case sandboxes.EventWarmBackoff:
+				m.backoffs.WithLabelValues(ev.Profile).Inc()
 			case sandboxes.EventGC:
 				m.gc.WithLabelValues(ev.Reason).Inc()
 			case sandboxes.EventDied:

@@ -108,6 +108,8 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		BaseDomains:         p.BaseDomains,
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
+		// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
+		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport},
 	}
 	console := len(p.ConsoleKeys) > 0 || p.APIKeys
 	if dd, ok := app.driver.(*DockerDriver); ok && console {

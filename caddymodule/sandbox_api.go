@@ -210,7 +210,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 			zap.String("path", filepath.Join(dataDir, bayapi.CredentialsFile)))
 	}
 
-	agents := newAgentBackend()
+	agents := &agentBackend{http: app.Manager().AgentHTTPClient()}
 	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
 	cfg := bayapi.Config{
 		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, Store: st, Keys: keys,

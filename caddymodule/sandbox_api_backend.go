@@ -124,11 +124,14 @@ func (b managerBackend) ExtendTTL(ctx context.Context, id string, by time.Durati
 	return *sb, nil
 }
 
-// agentBackend reaches sandbox agents with one shared connection pool.
+// agentBackend reaches sandbox agents with one shared connection pool: the Manager's, which its readiness and
+// warm-member probes use too, so the first call after a warm claim finds an open connection (one round trip).
 type agentBackend struct {
 	http *http.Client
 }
 
+// newAgentBackend makes a connection pool of its own; the API uses the Manager's (agentBackend{http:
+// Manager.AgentHTTPClient()}).
 func newAgentBackend() *agentBackend {
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -24,6 +24,11 @@ type fakeDriver struct {
 	creates    int
 	startDelay time.Duration
 	failCreate bool
+	// attempts counts Create calls (failed ones too); peak is the most containers that existed at once; names
+	// lists created containers in order.
+	attempts int
+	peak     int
+	names    []string
 	// removeDelay makes Remove take a while, as Docker's does; startupFailure makes every agent's /health answer
 	// that its start-up customisation failed with this message.
 	removeDelay    time.Duration
@@ -85,6 +90,7 @@ func (d *fakeDriver) RemoveVolume(_ context.Context, name string) error {
 func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.attempts++
 	if d.failCreate {
 		return "", fmt.Errorf("no such image %s", spec.Image)
 	}
@@ -96,6 +102,8 @@ func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, erro
 	d.creates++
 	id := fmt.Sprintf("c%04d", d.creates)
 	d.containers[id] = &fakeContainer{spec: spec, state: ContainerState{ID: id, Name: spec.Name, Labels: spec.Labels, Created: time.Now()}}
+	d.peak = max(d.peak, len(d.containers))
+	d.names = append(d.names, spec.Name)
 	return id, nil
 }
 func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (string, error) {

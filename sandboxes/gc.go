@@ -51,7 +51,7 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 		}
 		if e.rec.Warm {
 			p, ok := m.profiles[e.rec.Profile]
-			stale := !ok || p.Hash() != e.rec.ProfileHash || p.WarmPoolSize == 0
+			stale := !ok || p.Hash() != e.rec.ProfileHash || p.warmCeiling() == 0
 			old := now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge
 			if (stale || old || e.rec.Phase == PhaseFailed) && !e.launching {
 				m.detachLocked(e)

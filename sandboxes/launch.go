@@ -61,6 +61,9 @@ func (m *Manager) beginLaunchLocked(e *entry) {
 	e.cancelLaunch = cancel
 	e.ready = make(chan struct{})
 	e.startBegan = time.Now()
+	// A launch that makes a new container measures the cold start and the engine's throughput (warm.go).
+	e.freshLaunch = e.rec.ContainerID == ""
+	m.launching++
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -71,22 +74,61 @@ func (m *Manager) beginLaunchLocked(e *entry) {
 
 func (m *Manager) launch(ctx context.Context, e *entry) {
 	m.mu.RLock()
-	sem := m.startSem
 	timeout := m.cfg.StartTimeout
+	after := e.after
+	class := startUser
+	if e.rec.Warm {
+		class = startRefill
+	}
 	m.mu.RUnlock()
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		m.finishLaunch(e, "", ctx.Err())
+	// The wait for a start slot (and for the sandbox this one replaces under max_sandboxes) is bounded by the start
+	// timeout: a create in a burst larger than the engine can take ends with a typed timeout, never a hang.
+	qctx, qcancel := context.WithTimeout(ctx, timeout)
+	defer qcancel()
+	if after != nil {
+		select {
+		case <-after:
+		case <-qctx.Done():
+			m.finishLaunch(e, "", queueErr(ctx, timeout, "for the sandbox it replaces under max_sandboxes to be removed"))
+			return
+		}
+	}
+	release, err := m.starts.acquire(qctx, class)
+	if err != nil {
+		m.finishLaunch(e, "", queueErr(ctx, timeout, "for a start slot"))
 		return
 	}
+	// The engine's throughput is measured from here: how many launches work on the engine beside this one, and
+	// how long this one takes, queueing excluded (warm.go).
+	m.mu.Lock()
+	m.active++
+	e.active = true
+	e.launchLevel = m.active
+	e.activeAt = time.Now()
+	m.mu.Unlock()
 	e.opMu.Lock()
-	addr, err := m.bringUp(ctx, e, timeout, func() { <-sem })
+	addr, err := m.bringUp(ctx, e, timeout, release)
 	if err != nil {
 		m.removeFailedContainer(e, err)
 	}
 	e.opMu.Unlock()
 	m.finishLaunch(e, addr, err)
+}
+
+// deactivateLocked ends e's count among the launches working on the engine.
+func (m *Manager) deactivateLocked(e *entry) {
+	if e.active {
+		e.active = false
+		m.active--
+	}
+}
+
+// queueErr is why a launch that waited in line ended: its own cancellation, or the start timeout (typed).
+func queueErr(ctx context.Context, timeout time.Duration, what string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &Error{Code: CodeTimeout, Message: fmt.Sprintf("waited %s %s", timeout, what)}
 }
 
 // removeFailedContainer removes the container of a launch that failed (its workspace stays for a retry). It runs
@@ -234,6 +276,8 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		// The Manager is closing: leave the sandbox as it is; the next start reconciles and adopts it.
 		m.mu.Lock()
 		e.launching = false
+		m.launching--
+		m.deactivateLocked(e)
 		e.cancelLaunch = nil
 		ch := e.ready
 		m.mu.Unlock()
@@ -245,7 +289,13 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	now := time.Now()
 	m.mu.Lock()
 	e.launching = false
+	m.launching--
+	m.deactivateLocked(e)
 	e.cancelLaunch = nil
+	var backoff time.Duration
+	if !e.deleted && !e.stopRequested && !e.adopting && !e.recovering {
+		backoff = m.noteLaunchLocked(e, now.Sub(e.startBegan), err, m.clock()) // warm.go
+	}
 	recovered := e.recovering
 	e.recovering = false
 	ch := e.ready
@@ -303,9 +353,13 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		return
 	}
 	if warmFailed {
-		m.log.Warn("warm sandbox failed to start", "sandbox", e.rec.ID, "profile", e.rec.Profile, "error", err)
+		m.log.Warn("warm sandbox failed to start; the pool backs off", "sandbox", e.rec.ID, "profile", e.rec.Profile, "error", err, "backoff", backoff)
 		m.destroyDetached(e, "warm start failed")
 		m.emit(ev)
+		if backoff > 0 {
+			m.emit(Event{Type: EventWarmBackoff, Profile: e.rec.Profile, Warm: true, Reason: err.Error(), Duration: backoff})
+		}
+		kick(m.warmKick)
 		return
 	}
 	m.persist(e)
@@ -326,7 +380,7 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 		resp, err := hc.Do(req)
 		if err == nil {
 			if resp.StatusCode == http.StatusOK {
-				resp.Body.Close()
+				drainClose(resp) // keeps the connection for the first request (warm.go)
 				return nil
 			}
 			// An agent whose start-up (dependencies, init commands) failed says so; waiting longer cannot help.
@@ -505,6 +559,11 @@ func (m *Manager) remove(ctx context.Context, id, reason string) error {
 
 // detachLocked takes e out of every in-memory index; its engine objects are destroyed next.
 func (m *Manager) detachLocked(e *entry) {
+	if !e.deleted {
+		// Its place under max_sandboxes is free once destroy is done (heldLocked).
+		e.done = make(chan struct{})
+		m.freeing = append(m.freeing, e)
+	}
 	e.deleted = true
 	e.expectStop = true
 	if e.cancelLaunch != nil {
@@ -535,6 +594,7 @@ func (m *Manager) destroyDetached(e *entry, reason string) {
 }
 
 func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
+	defer m.freed(e)
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	m.mu.RLock()
@@ -566,6 +626,24 @@ func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
 	}
 	m.emit(Event{Type: EventDeleted, SandboxID: rec.ID, Profile: rec.Profile, Owner: rec.Owner, Warm: rec.Warm, Reason: reason})
 	return nil
+}
+
+// freed gives e's place under max_sandboxes back: to the create waiting for it, or to anyone.
+func (m *Manager) freed(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.done == nil || e.freedDone {
+		return
+	}
+	e.freedDone = true
+	for i, f := range m.freeing {
+		if f == e {
+			m.freeing = append(m.freeing[:i], m.freeing[i+1:]...)
+			break
+		}
+	}
+	close(e.done)
+	kick(m.warmKick)
 }
 
 // persist writes e's record; writes of one sandbox never reorder.

@@ -33,7 +33,11 @@ type ManagerConfig struct {
 	// SocketDir holds, per sandbox with network none, the host directory bind-mounted at /run/sandgate in which
 	// the agent creates its UNIX socket: the gateway's only way in. Default /run/sandgate/<namespace>.
 	SocketDir string
-	// HTTPClient probes the agents' /health; nil uses a client with a short timeout.
+	// Clock is the warm pool's notion of now (when creates arrived, when their demand leaves the window); nil is
+	// time.Now. Tests move it forward instead of waiting out a window.
+	Clock func() time.Time
+	// HTTPClient probes the agents' /health; nil uses a client with a short timeout on the Manager's shared
+	// keep-alive transport (AgentHTTPClient), so the probe's connection serves the first request after a claim.
 	HTTPClient *http.Client
 }
 
@@ -56,6 +60,12 @@ type Config struct {
 	MaxConcurrentStarts int
 	// WarmRefillPerSecond rate-limits refills per pool. Default 2.
 	WarmRefillPerSecond float64
+	// WarmDemandWindow is how long a pool remembers creates when it sizes itself (warm.go): a pool grown by a
+	// burst shrinks back this long after it. Default 5m.
+	WarmDemandWindow time.Duration
+	// WarmRetryBackoff is the first pause of a pool's refills after a failed one; it doubles per failure in a row
+	// up to 5m. Default 1s.
+	WarmRetryBackoff time.Duration
 	// StopGrace is how long a stopped agent gets before SIGKILL. Default 5s.
 	StopGrace time.Duration
 	// AllowHostBinds permits profiles' binds.
@@ -88,6 +98,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.WarmRefillPerSecond <= 0 {
 		c.WarmRefillPerSecond = 2
+	}
+	if c.WarmDemandWindow <= 0 {
+		c.WarmDemandWindow = 5 * time.Minute
+	}
+	if c.WarmRetryBackoff <= 0 {
+		c.WarmRetryBackoff = time.Second
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 5 * time.Second
@@ -208,6 +224,18 @@ type entry struct {
 	lastOOM       time.Time
 	lastPersist   time.Time
 	startBegan    time.Time
+	// The warm pool's bookkeeping (warm.go): refill marks a launch made for the pool and not claimed yet;
+	// freshLaunch one that makes a new container; launchLevel the launches working on the engine when it got its
+	// start slot (active, since activeAt); after delays
+	// its engine calls until the sandbox it replaces is gone; done is closed once a detached entry is destroyed.
+	refill      bool
+	freshLaunch bool
+	launchLevel int
+	active      bool
+	activeAt    time.Time
+	after       <-chan struct{}
+	done        chan struct{}
+	freedDone   bool
 
 	opMu      sync.Mutex // serialises engine operations on this sandbox (launch, stop, delete)
 	persistMu sync.Mutex // orders store writes of this sandbox
@@ -227,6 +255,16 @@ type Manager struct {
 	profiles map[string]Profile
 	entries  map[string]*entry
 	warm     map[string][]string // profile hash -> ready warm members, oldest first
+	pools    map[string]*poolState
+	tuner    *concurrencyTuner
+	// launching counts launches in flight; freeing holds removed sandboxes whose container may still exist and
+	// whose place under max_sandboxes no create has taken yet (warm.go).
+	launching int
+	active    int // launches holding or past a start slot, not finished
+	freeing   []*entry
+	agentHTTP *http.Client
+	// clock is ManagerConfig.Clock or time.Now.
+	clock    func() time.Time
 	limiters map[string]*rate.Limiter
 	subs     map[int]chan Event
 	nextSub  int
@@ -239,7 +277,7 @@ type Manager struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
-	startSem  chan struct{}
+	starts    *startQueue
 	gcKick    chan struct{}
 	warmKick  chan struct{}
 	gcTicker  *time.Ticker
@@ -274,18 +312,23 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	agentHTTP := &http.Client{Transport: newAgentTransport()}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		hc = &http.Client{Timeout: 2 * time.Second, Transport: agentHTTP.Transport}
 	}
 	m := &Manager{
-		mcfg: cfg, driver: driver, store: store, log: logger, http: hc,
-		profiles: map[string]Profile{}, entries: map[string]*entry{}, warm: map[string][]string{},
+		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
+		profiles: map[string]Profile{}, entries: map[string]*entry{}, warm: map[string][]string{}, pools: map[string]*poolState{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
-		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1),
+		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}
 	m.cfg.setDefaults()
-	m.startSem = make(chan struct{}, m.cfg.MaxConcurrentStarts)
+	if cfg.Clock != nil {
+		m.clock = cfg.Clock
+	}
+	m.starts = newStartQueue(m.cfg.MaxConcurrentStarts)
+	m.tuner = newConcurrencyTuner(m.cfg.MaxConcurrentStarts)
 	return m, nil
 }
 
@@ -315,10 +358,8 @@ func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 	m.cfg = cfg
 	m.profiles = profiles
 	m.applied = true
-	if old.MaxConcurrentStarts != cfg.MaxConcurrentStarts {
-		// Starts in flight hold the old semaphore and release into it; new ones use the new bound.
-		m.startSem = make(chan struct{}, cfg.MaxConcurrentStarts)
-	}
+	m.starts.setLimit(cfg.MaxConcurrentStarts)
+	m.tuner.setCeiling(cfg.MaxConcurrentStarts)
 	for _, l := range m.limiters {
 		l.SetLimit(rate.Limit(cfg.WarmRefillPerSecond))
 	}
@@ -338,7 +379,7 @@ func profilesChanged(a, b []Profile) bool {
 		return true
 	}
 	for i := range a {
-		if a[i].ID != b[i].ID || a[i].Hash() != b[i].Hash() || a[i].WarmPoolSize != b[i].WarmPoolSize {
+		if a[i].ID != b[i].ID || a[i].Hash() != b[i].Hash() || a[i].WarmPoolSize != b[i].WarmPoolSize || a[i].WarmPoolMax != b[i].WarmPoolMax {
 			return true
 		}
 	}
@@ -492,6 +533,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", p.ID)
 	}
 	now := time.Now()
+	m.noteDemandLocked(p.ID) // warm.go
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = m.cfg.DefaultTTL
@@ -509,20 +551,29 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 	}
 	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil {
-		if e := m.claimLocked(p, now); e != nil {
+		// Pool first: a ready member, else the one that has been starting longest (warm.go).
+		launch := LaunchWarm
+		e := m.claimLocked(p, now)
+		if e == nil {
+			if e = m.claimStartingLocked(p); e != nil {
+				launch = LaunchPrestarted
+			}
+		}
+		if e != nil {
 			e.rec.Warm = false
 			e.rec.Owner = req.Owner
-			e.rec.LaunchType = LaunchWarm
+			e.rec.LaunchType = launch
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
 			e.rec.Metadata = maps.Clone(req.Metadata)
 			e.rec.Egress = cloneEgress(req.Egress)
 			setIdleDeadline(e, now)
+			m.noteCreateLocked(p.ID, launch)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
 			m.persist(e)
 			kick(m.warmKick)
-			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchWarm, Duration: time.Since(began)})
+			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: launch, Duration: time.Since(began)})
 			return sb, nil
 		}
 	}
@@ -534,24 +585,31 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			}
 		}
 	}
-	if m.cfg.MaxSandboxes > 0 && len(m.entries) >= m.cfg.MaxSandboxes {
-		// Warm members count toward the cap, but a real request beats a prefetched one.
-		victim := m.warmVictimLocked()
-		if victim == nil {
+	var after <-chan struct{}
+	if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
+		// Warm members count toward the cap, but a real request beats a prefetched one. The new container is made
+		// only once the one it replaces is gone, so the engine never holds more than the cap.
+		if victim := m.warmVictimLocked(); victim != nil {
+			m.detachLocked(victim)
+			go m.destroyDetached(victim, "evicted for a create")
+		}
+		if len(m.freeing) == 0 {
 			m.mu.Unlock()
 			return nil, &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("the gateway runs %d sandboxes, the limit is %d", m.cfg.MaxSandboxes, m.cfg.MaxSandboxes),
 				Details: map[string]any{"limit": m.cfg.MaxSandboxes, "scope": "global"}}
 		}
-		m.detachLocked(victim)
-		go m.destroyDetached(victim, "evicted for a create")
+		after = m.freeing[len(m.freeing)-1].done
+		m.freeing = m.freeing[:len(m.freeing)-1]
 	}
-	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
+	m.noteCreateLocked(p.ID, LaunchCold)
+	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after)
 	e.rec.LaunchType = LaunchCold
 	e.rec.Metadata = maps.Clone(req.Metadata)
 	e.rec.Egress = cloneEgress(req.Egress)
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)
+	kick(m.warmKick)
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})
 	return sb, nil
 }
@@ -560,6 +618,12 @@ var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
 
 // newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
 func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
+	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil)
+}
+
+// newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
+// whose place it takes under max_sandboxes is gone).
+func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}) *entry {
 	id := "sandbox-" + randomHex(6)
 	for m.entries[id] != nil {
 		id = "sandbox-" + randomHex(6)
@@ -577,6 +641,8 @@ func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string,
 	if warm {
 		e.rec.LaunchType = LaunchWarm
 	}
+	e.after = after
+	e.refill = warm
 	m.entries[id] = e
 	m.beginLaunchLocked(e)
 	return e

@@ -71,6 +71,9 @@ type Profile struct {
 	PauseTimeout Duration `json:"pause_timeout,omitempty"`
 	// WarmPoolSize is how many ready sandboxes of this profile are kept waiting for a create.
 	WarmPoolSize int `json:"warm_pool_size,omitempty"`
+	// WarmPoolMax lets the pool grow past WarmPoolSize (its floor) when demand asks for it (warm.go); 0 keeps
+	// the pool at WarmPoolSize.
+	WarmPoolMax int `json:"warm_pool_max,omitempty"`
 	// Network is none, bridge or internal (the default), or the name of an existing Docker network.
 	Network string `json:"network,omitempty"`
 	// ConnectMode is container_network (the default) or host_port.
@@ -149,6 +152,9 @@ func (p *Profile) Validate() error {
 	if p.WarmPoolSize < 0 {
 		return fmt.Errorf("profile %q: warm_pool_size must not be negative", p.ID)
 	}
+	if p.WarmPoolMax < 0 || (p.WarmPoolMax > 0 && p.WarmPoolMax < p.WarmPoolSize) {
+		return fmt.Errorf("profile %q: warm_pool_max must be 0 or at least warm_pool_size", p.ID)
+	}
 	switch p.ConnectMode {
 	case "", ConnectContainerNetwork, ConnectHostPort:
 	default:
@@ -180,6 +186,7 @@ func (p *Profile) Hash() string {
 	shape := *p
 	shape.Description = ""
 	shape.WarmPoolSize = 0
+	shape.WarmPoolMax = 0
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""
 	shape.PauseTimeout = 0

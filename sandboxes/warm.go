@@ -1,59 +1,402 @@
 package sandboxes
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
-// warmLoop keeps every profile's warm pool at its size: immediately after a claim (kicked), and on a short tick
-// while a pool is short because of the refill rate limit or the global cap.
+// The warm pool follows demand. Per profile it remembers create arrivals over warm_demand_window and the measured
+// time from launch to ready (the cold start). A member claimed now is replaced one cold start later at the
+// earliest, so the pool must hold what arrives within one cold start: its target is that peak times headroom,
+// never below warm_pool (the floor) and never above warm_pool_max (or warm_pool when no max is set) or what
+// max_sandboxes leaves. Once the peak leaves the window the target falls back and the surplus is removed.
+//
+// Refills run at the concurrency the engine measurably sustains best (concurrencyTuner), behind every user
+// create waiting for a start slot (startQueue). A refill that fails (a broken image) makes the pool back off,
+// doubling from warm_retry_backoff up to 5m, with an EventWarmBackoff each time, instead of looping.
+
+// EventWarmBackoff is sent when a warm refill failed and the pool pauses its refills (Profile; Reason: the
+// error; Duration: the pause).
+const EventWarmBackoff = "warm_backoff"
+
+// LaunchPrestarted marks a sandbox claimed from the warm pool while it was still starting: it becomes ready
+// sooner than a cold create would.
+const LaunchPrestarted = "prestarted"
+
+// poolState is one profile's adaptive pool; fields are guarded by Manager.mu.
+type poolState struct {
+	demand      demandWindow
+	coldStart   ewma // seconds from launch to ready, over this profile's fresh launches
+	lastRefill  time.Duration
+	target      int
+	hits        uint64
+	prestarted  uint64
+	misses      uint64
+	refills     uint64
+	refillFails uint64
+	failures    int // in a row
+	backoff     time.Time
+	lastError   string
+}
+
+// PoolStats describes one profile's warm pool (the admin API and metrics show it).
+type PoolStats struct {
+	Profile string `json:"profile"`
+	// Floor and Max bound Target (warm_pool, warm_pool_max).
+	Floor  int `json:"floor"`
+	Max    int `json:"max"`
+	Target int `json:"target"`
+	// Ready members wait to be claimed; Starting ones are being refilled.
+	Ready    int `json:"ready"`
+	Starting int `json:"starting"`
+	// Hits are creates served by a ready member, Prestarted by one still starting, Misses by a cold create.
+	Hits       uint64 `json:"hits"`
+	Prestarted uint64 `json:"prestarted"`
+	Misses     uint64 `json:"misses"`
+	// PeakDemand is the most creates seen within one cold start over the demand window.
+	PeakDemand     int     `json:"peak_demand"`
+	ColdStartSec   float64 `json:"cold_start_seconds"`
+	LastRefillSec  float64 `json:"last_refill_seconds"`
+	Refills        uint64  `json:"refills"`
+	RefillFailures uint64  `json:"refill_failures"`
+	// BackoffUntil is set while refills pause after failures; LastError says why.
+	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+}
+
+// WarmPools reports every profile's pool, sorted by profile, and the refill concurrency in use.
+func (m *Manager) WarmPools() (pools []PoolStats, refillConcurrency int) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ready, starting := m.warmCountsLocked()
+	for _, p := range m.profiles {
+		ps := m.poolLocked(p.ID)
+		hash := p.Hash()
+		s := PoolStats{Profile: p.ID, Floor: p.WarmPoolSize, Max: p.warmCeiling(), Target: ps.target,
+			Ready: ready[hash], Starting: starting[hash], Hits: ps.hits, Prestarted: ps.prestarted, Misses: ps.misses,
+			PeakDemand: ps.demand.peak(m.coldStartLocked(ps)), ColdStartSec: m.coldStartLocked(ps).Seconds(),
+			LastRefillSec: ps.lastRefill.Seconds(), Refills: ps.refills, RefillFailures: ps.refillFails, LastError: ps.lastError}
+		if now.Before(ps.backoff) {
+			t := ps.backoff
+			s.BackoffUntil = &t
+		}
+		pools = append(pools, s)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Profile < pools[j].Profile })
+	return pools, m.tuner.limit()
+}
+
+// warmCeiling is the most members the profile's pool may hold.
+func (p *Profile) warmCeiling() int { return max(p.WarmPoolSize, p.WarmPoolMax) }
+
+func (m *Manager) poolLocked(profile string) *poolState {
+	ps := m.pools[profile]
+	if ps == nil {
+		ps = &poolState{}
+		m.pools[profile] = ps
+	}
+	return ps
+}
+
+// defaultColdStart stands in for the measurement until a profile's first launch finished.
+const defaultColdStart = time.Second
+
+func (m *Manager) coldStartLocked(ps *poolState) time.Duration {
+	if ps.coldStart.n == 0 {
+		return defaultColdStart
+	}
+	return time.Duration(ps.coldStart.v * float64(time.Second))
+}
+
+// noteDemandLocked records a create's arrival, served or not: a create refused at max_sandboxes is demand too.
+func (m *Manager) noteDemandLocked(profile string) {
+	m.poolLocked(profile).demand.record(m.clock())
+}
+
+// noteCreateLocked records how the pool served a create.
+func (m *Manager) noteCreateLocked(profile, launchType string) {
+	ps := m.poolLocked(profile)
+	switch launchType {
+	case LaunchWarm:
+		ps.hits++
+	case LaunchPrestarted:
+		ps.prestarted++
+	default:
+		ps.misses++
+	}
+}
+
+// noteLaunchLocked records a finished launch's duration: the profile's cold start, the engine's throughput at
+// the concurrency it started at, and for a refill its outcome.
+func (m *Manager) noteLaunchLocked(e *entry, d time.Duration, err error, now time.Time) (backoff time.Duration) {
+	ps := m.poolLocked(e.rec.Profile)
+	if err == nil && e.freshLaunch {
+		ps.coldStart.add(d.Seconds())
+		if !e.activeAt.IsZero() {
+			m.tuner.observe(e.launchLevel, now.Sub(e.activeAt))
+		}
+	}
+	if !e.refill || (err != nil && e.activeAt.IsZero()) {
+		// A refill that never got a start slot waited out a busy engine; that says nothing about its profile.
+		return 0
+	}
+	if err == nil {
+		ps.refills++
+		ps.lastRefill = d
+		ps.failures = 0
+		ps.lastError = ""
+		return 0
+	}
+	ps.refillFails++
+	ps.failures++
+	ps.lastError = err.Error()
+	backoff = warmBackoff(m.cfg.WarmRetryBackoff, ps.failures)
+	ps.backoff = now.Add(backoff)
+	return backoff
+}
+
+// warmLoop keeps every profile's pool at its target: right after a claim (kicked), and on a tick while a pool is
+// short because of the refill limits, backing off, or shrinking after demand fell. Ready members are probed now
+// and then, which keeps the gateway's connection to each agent open for the first exec after a claim.
 func (m *Manager) warmLoop() {
 	defer m.wg.Done()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	lastProbe := time.Now()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-m.warmKick:
-		case <-tick.C:
+		case <-timer.C:
 		}
-		m.refillWarm()
+		next := m.refillWarm(m.clock())
+		if time.Since(lastProbe) >= warmProbeInterval {
+			lastProbe = time.Now()
+			m.probeWarm(m.ctx)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
 	}
 }
 
-func (m *Manager) refillWarm() {
-	now := time.Now()
+// warmProbeInterval is how often ready members are probed: well inside the agent's 10-minute idle timeout for
+// keep-alive connections.
+const warmProbeInterval = 30 * time.Second
+
+// refillWarm brings each pool toward its target and says when to look again.
+func (m *Manager) refillWarm(now time.Time) time.Duration {
+	wall := time.Now()
+	next := min(time.Second, max(10*time.Millisecond, m.cfgWarmWindow()/4))
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed || !m.started {
-		return
+		m.mu.Unlock()
+		return next
 	}
-	members := map[string]int{}
-	for _, e := range m.entries {
-		if e.rec.Warm && !e.deleted && e.rec.Phase != PhaseFailed {
-			members[e.rec.ProfileHash]++
+	ready, starting := m.warmCountsLocked()
+	var shrink []*entry
+	limit := m.tuner.limit()
+	ids := m.profileIDsLocked()
+	for _, id := range ids {
+		p := m.profiles[id]
+		ps := m.poolLocked(p.ID)
+		ps.demand.prune(now, m.cfg.WarmDemandWindow)
+		ceiling := p.warmCeiling()
+		if m.cfg.MaxSandboxes > 0 {
+			ceiling = min(ceiling, m.cfg.MaxSandboxes)
 		}
-	}
-	for _, p := range m.profiles {
-		if p.WarmPoolSize <= 0 {
+		if ceiling <= 0 {
+			ps.target = 0
 			continue
 		}
+		ps.target = poolTarget(ps.demand.peak(m.coldStartLocked(ps)), p.WarmPoolSize, ceiling)
 		hash := p.Hash()
+		if surplus := ready[hash] + starting[hash] - ps.target; surplus > 0 {
+			shrink = append(shrink, m.shrinkLocked(hash, surplus)...)
+			continue
+		}
+		if now.Before(ps.backoff) {
+			next = min(next, ps.backoff.Sub(now))
+			continue
+		}
 		l := m.limiters[hash]
 		if l == nil {
-			l = rate.NewLimiter(rate.Limit(m.cfg.WarmRefillPerSecond), max(1, p.WarmPoolSize))
+			l = rate.NewLimiter(rate.Limit(m.cfg.WarmRefillPerSecond), max(1, ceiling))
 			m.limiters[hash] = l
 		}
-		for n := members[hash]; n < p.WarmPoolSize; n++ {
-			if m.cfg.MaxSandboxes > 0 && len(m.entries) >= m.cfg.MaxSandboxes {
-				return
-			}
-			if !l.AllowN(now, 1) {
+		l.SetBurst(max(1, ceiling))
+		want := ps.target - ready[hash] - starting[hash]
+		if ps.failures > 0 {
+			want = min(want, 1-starting[hash]) // after a failure, one attempt at a time
+		}
+		for ; want > 0; want-- {
+			if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
 				break
 			}
-			m.newEntryLocked(p, "", nil, "", nil, true, now)
+			if m.launching >= limit {
+				break
+			}
+			// Records and the rate limit keep real time; only the demand and the backoff follow the pool's clock.
+			if !l.AllowN(wall, 1) {
+				break
+			}
+			e := m.newEntryLocked(p, "", nil, "", nil, true, wall)
+			e.refill = true
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range shrink {
+		go m.destroyDetached(e, "warm pool shrank")
+	}
+	return next
+}
+
+func (m *Manager) cfgWarmWindow() time.Duration {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.cfg.WarmDemandWindow
+}
+
+// warmCountsLocked counts warm members by profile hash: ready to claim, and still starting.
+func (m *Manager) warmCountsLocked() (ready, starting map[string]int) {
+	ready, starting = map[string]int{}, map[string]int{}
+	for _, e := range m.entries {
+		if !e.rec.Warm || e.deleted || e.rec.Phase == PhaseFailed {
+			continue
+		}
+		if e.rec.Phase == PhaseRunning && !e.launching {
+			ready[e.rec.ProfileHash]++
+		} else {
+			starting[e.rec.ProfileHash]++
+		}
+	}
+	return ready, starting
+}
+
+// shrinkLocked detaches up to n ready members of hash, oldest first; the caller destroys them.
+func (m *Manager) shrinkLocked(hash string, n int) []*entry {
+	var out []*entry
+	for n > 0 && len(m.warm[hash]) > 0 {
+		e := m.entries[m.warm[hash][0]]
+		if e == nil {
+			m.warm[hash] = m.warm[hash][1:]
+			continue
+		}
+		m.detachLocked(e)
+		out = append(out, e)
+		n--
+	}
+	return out
+}
+
+// claimStartingLocked takes the warm member of hash that has been working on the engine longest, or nil: it is
+// ready sooner than a cold create started now. A member still queued for a start slot has done nothing yet, and
+// it queues behind user creates: a cold create takes its place in line instead.
+func (m *Manager) claimStartingLocked(p Profile) *entry {
+	hash := p.Hash()
+	var best *entry
+	for _, e := range m.entries {
+		if e.rec.Warm && !e.deleted && e.launching && e.active && e.rec.ProfileHash == hash && e.rec.Died == nil &&
+			(best == nil || e.activeAt.Before(best.activeAt)) {
+			best = e
+		}
+	}
+	if best != nil {
+		best.refill = false
+		best.profile = p
+		spec := p
+		best.rec.Spec = &spec
+	}
+	return best
+}
+
+// heldLocked counts what max_sandboxes bounds: sandboxes in memory plus removed ones whose container may still be
+// on the engine and that no create has taken the place of yet.
+func (m *Manager) heldLocked() int { return len(m.entries) + len(m.freeing) }
+
+// probeWarm checks every ready member's agent once. A member that does not answer is replaced; one that does
+// leaves a kept-alive connection in the shared transport for its first request after a claim.
+func (m *Manager) probeWarm(ctx context.Context) {
+	type member struct {
+		e    *entry
+		addr string
+	}
+	var all []member
+	m.mu.RLock()
+	for _, ids := range m.warm {
+		for _, id := range ids {
+			if e := m.entries[id]; e != nil && e.rec.Phase == PhaseRunning {
+				all = append(all, member{e, e.rec.Addr})
+			}
+		}
+	}
+	m.mu.RUnlock()
+	for _, mb := range all {
+		if err := m.probeOnce(ctx, mb.addr); err != nil && ctx.Err() == nil {
+			m.mu.Lock()
+			stillWarm := mb.e.rec.Warm && !mb.e.deleted
+			if stillWarm {
+				m.detachLocked(mb.e)
+			}
+			m.mu.Unlock()
+			if stillWarm {
+				m.log.Warn("warm sandbox stopped answering; replacing it", "sandbox", mb.e.rec.ID, "error", err)
+				go m.destroyDetached(mb.e, "warm member unhealthy")
+				kick(m.warmKick)
+			}
 		}
 	}
 }
+
+func (m *Manager) probeOnce(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	base, hc := agentapi.BaseURL(addr, m.http)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	drainClose(resp)
+	if resp.StatusCode != http.StatusOK {
+		return &Error{Code: CodeEngine, Message: "GET /health answered " + resp.Status}
+	}
+	return nil
+}
+
+// drainClose reads a small reply to its end before closing it, so its connection goes back to the pool.
+func drainClose(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// newAgentTransport is the Manager's one connection pool to agents: readiness probes, warm-member probes and
+// (through AgentHTTPClient) the API's agent calls share it, so a claimed member's first exec finds the probe's
+// connection open and costs one round trip. The agent keeps an idle connection 10 minutes; warm members are
+// probed every 30 seconds, so theirs stay open however long they wait.
+func newAgentTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     9 * time.Minute,
+	}
+}
+
+// AgentHTTPClient is an HTTP client on the Manager's shared agent connection pool, without an overall timeout
+// (streams use it; each call brings its own context).
+func (m *Manager) AgentHTTPClient() *http.Client { return m.agentHTTP }
