@@ -30,6 +30,14 @@ func TestValidateDependencies(t *testing.T) {
 		{"node uppercase", agentapi.Dependencies{Node: map[string]string{"Lodash": ""}}, false},
 		{"apt ok", agentapi.Dependencies{Apt: []string{"libpq-dev", "g++", "curl=7.88.1-10"}}, true},
 		{"apt option", agentapi.Dependencies{Apt: []string{"-o=APT::x"}}, false},
+		{"r ok", agentapi.Dependencies{R: map[string]string{"data.table": "1.14.8", "R6": ">=2.5", "Rcpp": "==1.0-10", "x1": "*", "jsonlite": ""}}, true},
+		{"r code in name", agentapi.Dependencies{R: map[string]string{"a);system('id');(": ""}}, false},
+		{"r option as name", agentapi.Dependencies{R: map[string]string{"--repos": ""}}, false},
+		{"r name ends with dot", agentapi.Dependencies{R: map[string]string{"abc.": ""}}, false},
+		{"r one letter", agentapi.Dependencies{R: map[string]string{"a": ""}}, false},
+		{"r version with space", agentapi.Dependencies{R: map[string]string{"R6": ">= 2.5"}}, false},
+		{"r version range", agentapi.Dependencies{R: map[string]string{"R6": ">=2,<3"}}, false},
+		{"r version url", agentapi.Dependencies{R: map[string]string{"R6": "https://x/R6.tar.gz"}}, false},
 	} {
 		if err := tc.d.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
@@ -41,15 +49,34 @@ func TestValidateDependencies(t *testing.T) {
 	if got := nodePackages(map[string]string{"b": "^1", "a": ""}); strings.Join(got, " ") != "a b@^1" {
 		t.Fatalf("packages %v", got)
 	}
+	if got := rPackages(map[string]string{"R6": ">=2.5", "data.table": "*", "abc": ""}); strings.Join(got, "|") != "R6|>=2.5|abc||data.table|" {
+		t.Fatalf("r packages %q", got)
+	}
+}
+
+// TestPathsEnviron: the dependency directories come first, an inherited value stays after them, and an inherited
+// value that is ours already (the r image sets R_LIBS_USER to the workspace library) is not repeated.
+func TestPathsEnviron(t *testing.T) {
+	p := PathsFor("/ws")
+	t.Setenv("R_LIBS_USER", "/ws/.r-library")
+	t.Setenv("NODE_PATH", "/opt/sandgate/node/node_modules")
+	env := p.Environ()
+	if env["R_LIBS_USER"] != "/ws/.r-library" || env["NODE_PATH"] != "/ws/.sandgate/node/node_modules:/opt/sandgate/node/node_modules" {
+		t.Fatalf("%v", env)
+	}
+	t.Setenv("R_LIBS_USER", "/usr/local/lib/R/mine")
+	if got := p.Environ()["R_LIBS_USER"]; got != "/ws/.r-library:/usr/local/lib/R/mine" {
+		t.Fatalf("R_LIBS_USER %q", got)
+	}
 }
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(agentapi.EnvInit, `["echo hi"]`)
 	t.Setenv(agentapi.EnvServices, `[{"name":"web","command":"python3 -m http.server 8000","port":8000}]`)
 	t.Setenv(agentapi.EnvDependencies, `{"python":{"six":"1.16.0"}}`)
-	t.Setenv(agentapi.EnvMirrors, `{"npm_registry":"https://npm.example/"}`)
+	t.Setenv(agentapi.EnvMirrors, `{"npm_registry":"https://npm.example/","cran_mirror":"https://cran.example/"}`)
 	c, err := ConfigFromEnv("/home/x", "/ws")
-	if err != nil || len(c.Init) != 1 || c.Services[0].Restart != agentapi.RestartAlways || c.Dependencies.Python["six"] != "1.16.0" || c.Mirrors.NPMRegistry == "" {
+	if err != nil || len(c.Init) != 1 || c.Services[0].Restart != agentapi.RestartAlways || c.Dependencies.Python["six"] != "1.16.0" || c.Mirrors.NPMRegistry == "" || c.Mirrors.CRANMirror != "https://cran.example/" {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for name, bad := range map[string]string{
