@@ -100,6 +100,9 @@ for v in HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_pro
 	if [ -n "${!v:-}" ]; then proxy_args+=(--build-arg "$v=${!v}"); fi
 done
 if [ -n "${SANDGATE_BUILD_NETWORK:-}" ]; then proxy_args+=(--network "$SANDGATE_BUILD_NETWORK"); fi
+# As scripts/images.sh: BuildKit where the docker CLI has buildx, else the legacy builder (the Dockerfile suits both).
+buildkit=0
+if docker buildx version >/dev/null 2>&1; then buildkit=1; fi
 
 while IFS= read -r p; do
 	id=$(jq -r .id <<<"$p")
@@ -133,7 +136,7 @@ while IFS= read -r p; do
 	log=build/profile-image-$id.log
 	start=$(date +%s)
 	if [ ${#nodepkgs[@]} -gt 0 ] && [ -n "$ca" ]; then echo "profile-images: npm trusts $ca ($ca_from) during the build" >&2; fi
-	if ! DOCKER_BUILDKIT=0 docker build "${proxy_args[@]}" --build-arg "BASE=$image" --build-arg "PKGS=${pkgs[*]}" --build-arg "MIRROR=$mirror" \
+	if ! DOCKER_BUILDKIT=$buildkit docker build "${proxy_args[@]}" --build-arg "BASE=$image" --build-arg "PKGS=${pkgs[*]}" --build-arg "MIRROR=$mirror" \
 		--build-arg "NODE_PKGS=${nodepkgs[*]}" --build-arg "NPM_REGISTRY=$npm_registry" -t "$tag" "$ctx" >"$log" 2>&1; then
 		tail -n 30 "$log" >&2
 		echo "profile-images: building $tag for profile $id failed; the whole log is $log" >&2
