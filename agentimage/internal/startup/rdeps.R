@@ -37,10 +37,12 @@ if (any(state == "")) {
 need <- pkgs[state != ""]
 if (length(need) > 0 && nzchar(repo)) {
   cat("installing into", lib, "from", repo, ":", need, "\n")
+  flush(stdout()) # before the installer's own output, which goes straight to the same pipe
   utils::install.packages(need, lib = lib, repos = repo)
   state <- check()
 }
 if (any(state != "")) {
+  flush(stdout()) # the reasons must be the last lines: the agent reports the tail
   where <- if (nzchar(repo)) paste0(" (repository ", repo, ")") else ""
   for (i in which(state != "")) cat(sprintf("R package %s: %s%s\n", pkgs[i], state[i], where), file = stderr())
   quit(save = "no", status = 1)
