@@ -73,12 +73,26 @@ func TestProfileImagesNodeThroughInterceptingTLS(t *testing.T) {
 	profiles := filepath.Join(t.TempDir(), "profiles.json")
 	os.WriteFile(profiles, []byte(`[{"id":"nodetls","image":"`+base+`","npm_registry":"`+reg.URL+`/","dependencies":{"node":{"`+testenv.RegistryNodePackage+`":"^1.0.0"}}}]`), 0o644)
 	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", repo+":profile-nodetls").Run() })
+	// Both builders where the docker CLI has buildx (scripts/prereqs.sh buildx), else the legacy one.
+	builders := []string{"legacy"}
+	if exec.Command("docker", "buildx", "version").Run() == nil {
+		builders = append(builders, "buildkit")
+	} else {
+		t.Log("no docker buildx: the BuildKit path is not exercised (scripts/prereqs.sh buildx installs it)")
+	}
+	for _, builder := range builders {
+		t.Run(builder, func(t *testing.T) { nodeThroughInterceptingTLS(t, builder, reg, repo, profiles) })
+	}
+}
+
+func nodeThroughInterceptingTLS(t *testing.T, builder string, reg *testenv.Registries, repo, profiles string) {
 	run := func(ca string) (string, error) {
 		cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "profile-images.sh"), profiles)
-		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo, "SANDGATE_BUILD_CA="+ca)
+		cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo, "SANDGATE_BUILD_CA="+ca, "SANDGATE_BUILDER="+builder)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	_ = exec.Command("docker", "image", "rm", repo+":profile-nodetls").Run()
 	out, err := run("none")
 	if err == nil || !(strings.Contains(out, "SELF_SIGNED_CERT_IN_CHAIN") || strings.Contains(out, "UNABLE_TO_GET_ISSUER_CERT") || strings.Contains(out, "unable to get local issuer certificate") || strings.Contains(out, "self-signed certificate in certificate chain")) {
 		t.Fatalf("without the CA the build should fail on the certificate: %v\n%s", err, out)

@@ -100,9 +100,14 @@ for v in HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_pro
 	if [ -n "${!v:-}" ]; then proxy_args+=(--build-arg "$v=${!v}"); fi
 done
 if [ -n "${SANDGATE_BUILD_NETWORK:-}" ]; then proxy_args+=(--network "$SANDGATE_BUILD_NETWORK"); fi
-# As scripts/images.sh: BuildKit where the docker CLI has buildx, else the legacy builder (the Dockerfile suits both).
-buildkit=0
-if docker buildx version >/dev/null 2>&1; then buildkit=1; fi
+# As scripts/images.sh: BuildKit where the docker CLI has buildx, else the legacy builder (the Dockerfile suits both);
+# SANDGATE_BUILDER=legacy|buildkit chooses.
+case "${SANDGATE_BUILDER:-}" in
+legacy) buildkit=0 ;;
+buildkit) buildkit=1 ;;
+"") buildkit=0; if docker buildx version >/dev/null 2>&1; then buildkit=1; fi ;;
+*) echo "profile-images: SANDGATE_BUILDER is legacy or buildkit, not '$SANDGATE_BUILDER'" >&2; exit 1 ;;
+esac
 
 while IFS= read -r p; do
 	id=$(jq -r .id <<<"$p")
