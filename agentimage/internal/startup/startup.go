@@ -191,8 +191,12 @@ func (s *Startup) Run(ctx context.Context) {
 		}
 		pairs := rPackages(s.cfg.Dependencies.R)
 		args := append([]string{"--no-save", "--no-restore", "--no-site-file", "--no-init-file", "-e", rProgram, s.paths.R, repo}, pairs...)
-		shown := "Rscript rdeps.R " + s.paths.R + " " + repo + " " + strings.Join(pairs, " ")
-		if !s.install(ctx, "r dependencies", s.paths.R, pairs, shown, "Rscript", args...) {
+		var named []string // R6>=2.5, jsonlite: for the messages and the marker
+		for i := 0; i < len(pairs); i += 2 {
+			named = append(named, pairs[i]+pairs[i+1])
+		}
+		shown := "Rscript rdeps.R " + s.paths.R + " " + repo + " " + strings.Join(named, " ")
+		if !s.install(ctx, "r dependencies", s.paths.R, named, shown, "Rscript", args...) {
 			return
 		}
 	}
