@@ -44,10 +44,10 @@ func TestProfileImagesBakeRPackages(t *testing.T) {
 		t.Fatalf("R6 in the session: %+v %+v", res, res.Error)
 	}
 
-	os.WriteFile(profiles, []byte(`[{"id":"rtoonew","image":"`+rImage+`","dependencies":{"r":{"R6":">=99"}}}]`), 0o644)
+	os.WriteFile(profiles, []byte(`[{"id":"rtoonew","image":"`+rImage+`","dependencies":{"r":{"R6":">=99.0"}}}]`), 0o644)
 	cmd = exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "profile-images.sh"), profiles)
 	cmd.Env = append(os.Environ(), "SANDGATE_IMAGE_REPO="+repo)
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "R package R6: version 2.5.1 does not satisfy >=99") {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "R package R6: version 2.5.1 does not satisfy >=99.0") {
 		t.Fatalf("an unsatisfiable version was accepted: %v\n%s", err, out)
 	}
 	if exec.Command("docker", "image", "inspect", repo+":profile-rtoonew").Run() == nil {
