@@ -39,7 +39,8 @@ gateway-image: prereqs
 	CGO_ENABLED=0 ./xcaddy.sh --output ./caddy
 	docker build --build-arg BASE_IMAGE=$${BASE_IMAGE:-debian:bookworm-slim} -t $${GATEWAY_IMAGE:-sandgate:latest} .
 
-# Derived images for profiles with apt dependencies (apt cannot run in a sandbox): make profile-images PROFILES=profiles.json
+# Derived images for profiles with apt, node or R dependencies (apt cannot run in a sandbox; R packages come from
+# Debian's r-cran-*): make profile-images PROFILES=profiles.json (docs/customise.md)
 profile-images: prereqs
 	scripts/profile-images.sh $(PROFILES)
 

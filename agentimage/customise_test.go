@@ -289,8 +289,8 @@ func TestBogusDependencyFails(t *testing.T) {
 }
 
 // TestProfileImagesBakeAptPackages: apt dependencies become a derived image (scripts/profile-images.sh), because a
-// running sandbox cannot use apt; the tool is there for the sandbox user. Node dependencies are checked the same
-// way (baking them needs the npm registry from inside docker build, which this machine's TLS interception refuses).
+// running sandbox cannot use apt; the tool is there for the sandbox user. Option-like node packages are refused the
+// same way (baking node packages: TestProfileImagesNodeThroughInterceptingTLS).
 func TestProfileImagesBakeAptPackages(t *testing.T) {
 	base := testenv.Image(t, "base")
 	repo := testenv.Unique("sgprofile")

@@ -15,11 +15,12 @@ import (
 //	    restart always|on-failure|never
 //	    env     <name> <value>
 //	}
-//	dependency python|node <package> [<version>]
+//	dependency python|node|r <package> [<version>]
 //	dependency apt <package>                    # only through a derived image (make profile-images)
 //	npm_registry   <url>
 //	pypi_index_url <url>
 //	apt_mirror     <url>
+//	cran_mirror    <url>                        # where dependency r packages install from
 //	egress_proxy   <url>                        # HTTP(S)_PROXY in the sandbox
 //	no_proxy       <host>...
 //	egress_allow   <host|*.domain|address|cidr>...
@@ -77,14 +78,17 @@ func parseProfileCustomise(d *caddyfile.Dispenser, p *sandboxes.Profile) (bool, 
 		}
 		deps := p.Dependencies
 		switch {
-		case len(args) >= 2 && len(args) <= 3 && (args[0] == "python" || args[0] == "node"):
+		case len(args) >= 2 && len(args) <= 3 && (args[0] == "python" || args[0] == "node" || args[0] == "r"):
 			version := ""
 			if len(args) == 3 {
 				version = args[2]
 			}
 			m := &deps.Python
-			if args[0] == "node" {
+			switch args[0] {
+			case "node":
 				m = &deps.Node
+			case "r":
+				m = &deps.R
 			}
 			if *m == nil {
 				*m = map[string]string{}
@@ -93,7 +97,7 @@ func parseProfileCustomise(d *caddyfile.Dispenser, p *sandboxes.Profile) (bool, 
 		case len(args) == 2 && args[0] == "apt":
 			deps.Apt = append(deps.Apt, args[1])
 		default:
-			return true, d.Errf("dependency: want python|node <package> [<version>] or apt <package>")
+			return true, d.Errf("dependency: want python|node|r <package> [<version>] or apt <package>")
 		}
 	case "npm_registry":
 		return true, oneString(d, &p.NPMRegistry)
@@ -101,6 +105,8 @@ func parseProfileCustomise(d *caddyfile.Dispenser, p *sandboxes.Profile) (bool, 
 		return true, oneString(d, &p.PyPIIndexURL)
 	case "apt_mirror":
 		return true, oneString(d, &p.AptMirror)
+	case "cran_mirror":
+		return true, oneString(d, &p.CRANMirror)
 	case "egress_proxy":
 		return true, oneString(d, &egress().Proxy)
 	case "no_proxy", "egress_allow":

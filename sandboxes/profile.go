@@ -98,6 +98,7 @@ type Profile struct {
 	NPMRegistry  string        `json:"npm_registry,omitempty"`
 	PyPIIndexURL string        `json:"pypi_index_url,omitempty"`
 	AptMirror    string        `json:"apt_mirror,omitempty"`
+	CRANMirror   string        `json:"cran_mirror,omitempty"`
 	Egress       *Egress       `json:"egress,omitempty"`
 
 	// Any image (profile_image.go): our agent mounted read-only into an image that is not ours, supervising the

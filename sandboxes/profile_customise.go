@@ -36,11 +36,14 @@ type Service struct {
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// Dependencies are packages installed at start: python {name: version}, node {name: range}. Apt packages need a
-// derived image (make profile-images): the agent refuses them at runtime.
+// Dependencies are packages installed at start: python {name: version}, node {name: range}, r {name: version}
+// (from the profile's cran_mirror into the workspace library, unless the image has them: make profile-images bakes
+// them from Debian's r-cran-* packages). Apt packages need a derived image (make profile-images): the agent refuses
+// them at runtime.
 type Dependencies struct {
 	Python map[string]string `json:"python,omitempty"`
 	Node   map[string]string `json:"node,omitempty"`
+	R      map[string]string `json:"r,omitempty"`
 	Apt    []string          `json:"apt,omitempty"`
 }
 
@@ -64,7 +67,7 @@ func (d *Dependencies) Validate() error {
 	if d == nil {
 		return nil
 	}
-	return agentapi.Dependencies{Python: d.Python, Node: d.Node, Apt: d.Apt}.Validate()
+	return agentapi.Dependencies{Python: d.Python, Node: d.Node, R: d.R, Apt: d.Apt}.Validate()
 }
 
 // Merge returns d with other's packages added (other wins on the same name), for a create's dependencies on top of
@@ -73,7 +76,7 @@ func (d *Dependencies) Merge(other *Dependencies) *Dependencies {
 	if d == nil && other == nil {
 		return nil
 	}
-	out := &Dependencies{Python: map[string]string{}, Node: map[string]string{}}
+	out := &Dependencies{Python: map[string]string{}, Node: map[string]string{}, R: map[string]string{}}
 	for _, src := range []*Dependencies{d, other} {
 		if src == nil {
 			continue
@@ -83,6 +86,9 @@ func (d *Dependencies) Merge(other *Dependencies) *Dependencies {
 		}
 		for k, v := range src.Node {
 			out.Node[k] = v
+		}
+		for k, v := range src.R {
+			out.R[k] = v
 		}
 		for _, a := range src.Apt {
 			if !slices.Contains(out.Apt, a) {
@@ -136,7 +142,7 @@ func (p *Profile) validateCustomise() error {
 	if err := p.Dependencies.Validate(); err != nil {
 		return fmt.Errorf("profile %q: %w", p.ID, err)
 	}
-	for name, v := range map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror} {
+	for name, v := range map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror, "cran_mirror": p.CRANMirror} {
 		if v != "" && !validHTTPURL(v) {
 			return fmt.Errorf("profile %q: %s %q is not an http(s) URL", p.ID, name, v)
 		}
@@ -215,11 +221,16 @@ func (p *Profile) CustomiseEnv(requestEnv map[string]string) map[string]string {
 	if len(p.Services) > 0 {
 		put(EnvServices, p.Services)
 	}
-	if deps := p.Dependencies.Merge(extra); depsErr == nil && deps != nil && (len(deps.Python)+len(deps.Node)+len(deps.Apt) > 0) {
+	if deps := p.Dependencies.Merge(extra); depsErr == nil && deps != nil && (len(deps.Python)+len(deps.Node)+len(deps.R)+len(deps.Apt) > 0) {
 		put(EnvDependencies, deps)
 	}
-	if p.NPMRegistry != "" || p.PyPIIndexURL != "" || p.AptMirror != "" {
-		put(EnvMirrors, map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror})
+	if p.NPMRegistry != "" || p.PyPIIndexURL != "" || p.AptMirror != "" || p.CRANMirror != "" {
+		m := map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror}
+		if p.CRANMirror != "" {
+			// Only when set: an older agent refuses fields it does not know.
+			m["cran_mirror"] = p.CRANMirror
+		}
+		put(EnvMirrors, m)
 	}
 	if p.Egress != nil && p.Egress.Proxy != "" {
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {

@@ -27,6 +27,13 @@ func TestProfileCustomiseValidate(t *testing.T) {
 		{"service restart", func(p *Profile) { p.Services = []Service{{Name: "a", Command: "x", Restart: "maybe"}} }, "restart"},
 		{"bad dependency", func(p *Profile) { p.Dependencies = &Dependencies{Python: map[string]string{"-r/etc/passwd": ""}} }, "python dependency"},
 		{"bad mirror", func(p *Profile) { p.AptMirror = "file:///etc" }, "apt_mirror"},
+		{"r ok", func(p *Profile) {
+			p.Dependencies = &Dependencies{R: map[string]string{"data.table": ">=1.14", "R6": "", "jsonlite": "*"}}
+			p.CRANMirror = "https://cloud.r-project.org"
+		}, ""},
+		{"bad r name", func(p *Profile) { p.Dependencies = &Dependencies{R: map[string]string{"x;system('id')": ""}} }, "r dependency"},
+		{"bad r version", func(p *Profile) { p.Dependencies = &Dependencies{R: map[string]string{"R6": ">= 2.5"}} }, "r dependency"},
+		{"bad cran mirror", func(p *Profile) { p.CRANMirror = "ftp://cran.example" }, "cran_mirror"},
 		{"bad proxy", func(p *Profile) { p.Egress = &Egress{Proxy: "socks://x"} }, "egress proxy"},
 		{"bad no_proxy", func(p *Profile) { p.Egress = &Egress{NoProxy: []string{"a b"}} }, "no_proxy"},
 	} {
@@ -59,6 +66,16 @@ func TestCustomiseEnv(t *testing.T) {
 	}
 	if p.AppTarget() != 3000 {
 		t.Fatalf("app target %d", p.AppTarget())
+	}
+	// R dependencies merge the same way, and the profile's cran_mirror reaches the agent with the other mirrors.
+	p.Dependencies.R, p.CRANMirror = map[string]string{"R6": ">=2.5"}, "https://cran.example/"
+	env = p.CustomiseEnv(map[string]string{EnvDependencies: `{"r":{"jsonlite":""}}`})
+	deps = Dependencies{}
+	if err := json.Unmarshal([]byte(env[EnvDependencies]), &deps); err != nil || deps.R["R6"] != ">=2.5" || deps.R["jsonlite"] != "" || len(deps.R) != 2 {
+		t.Fatalf("merged r deps %s %v", env[EnvDependencies], err)
+	}
+	if !strings.Contains(env[EnvMirrors], `"cran_mirror":"https://cran.example/"`) {
+		t.Fatalf("mirrors %s", env[EnvMirrors])
 	}
 	// A malformed request value goes through untouched, so the agent fails the start with its own message.
 	env = p.CustomiseEnv(map[string]string{EnvDependencies: `{"ruby":{}}`})

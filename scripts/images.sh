@@ -4,7 +4,8 @@
 # a no-op, and a changed agent rebuilds only its own layer. Concurrent callers (parallel test packages) are
 # serialised with a lock so an image is never built twice at once.
 # BuildKit builds when the docker CLI has buildx (it builds only the target's own stages); otherwise the legacy
-# builder runs, and the Dockerfile's stage order keeps it to the target's stages too. Progress (the build steps
+# builder runs, and the Dockerfile's stage order keeps it to the target's stages too. SANDGATE_BUILDER=legacy|buildkit
+# chooses. Progress (the build steps
 # and the packages being set up) goes to stderr as it happens; SANDGATE_BUILD_QUIET=1 keeps only the summary.
 # Extra `docker build` flags (e.g. --no-cache) come from SANDGATE_BUILD_FLAGS.
 set -euo pipefail
@@ -34,10 +35,11 @@ else
 fi
 chmod 0755 "$CTX/sandgate-agent"
 
-builder=legacy
-if docker buildx version >/dev/null 2>&1; then
+builder=${SANDGATE_BUILDER:-legacy}
+if [ -z "${SANDGATE_BUILDER:-}" ] && docker buildx version >/dev/null 2>&1; then
 	builder=buildkit
 fi
+case "$builder" in legacy | buildkit) ;; *) echo "images: SANDGATE_BUILDER is legacy or buildkit, not '$builder'" >&2; exit 1 ;; esac
 build() {
 	if [ "$builder" = buildkit ]; then
 		DOCKER_BUILDKIT=1 docker build --progress=plain "$@"

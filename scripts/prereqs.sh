@@ -7,6 +7,7 @@
 #   prereqs.sh node        node and npm exist (browser tests drive Playwright)
 #   prereqs.sh stress-ng   stress-ng exists (make test-stress runs the suite beside CPU hogs)
 #   prereqs.sh compose     `docker compose` or `docker-compose` exists (the deploy/ compose files are tested)
+#   prereqs.sh buildx      the docker CLI has buildx, so images build with BuildKit (optional: nothing requires it)
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -95,6 +96,32 @@ ensure_pebble() {
 	apt_install pebble
 }
 
+# Debian bookworm has no docker-buildx package, and Docker's own download site cannot be reached here, so buildx is
+# built from its Go module (a few minutes on 2 idle cores) into the CLI's plugin directory of this user
+# ($DOCKER_CONFIG/cli-plugins, default ~/.docker/cli-plugins). Engine 20.10's built-in BuildKit (v0.8) serves it
+# through buildx's docker driver. Where Debian has the package (trixie), apt installs it instead.
+BUILDX_VERSION=${BUILDX_VERSION:-v0.38.2}
+ensure_buildx() {
+	ensure_docker
+	docker buildx version >/dev/null 2>&1 && return 0
+	if can_install && apt-cache show docker-buildx >/dev/null 2>&1; then
+		apt_install docker-buildx
+		docker buildx version >/dev/null 2>&1 && return 0
+	fi
+	command -v go >/dev/null || fail "buildx is missing and go is not installed to build it."
+	local dir=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins tmp
+	tmp=$(mktemp -d /var/tmp/sandgate-buildx.XXXXXX)
+	note "building docker buildx $BUILDX_VERSION from its Go module (log: $STATE_DIR/buildx.log)"
+	if ! GOBIN=$tmp go install -trimpath -ldflags "-s -w -X github.com/docker/buildx/version.Version=$BUILDX_VERSION" "github.com/docker/buildx/cmd/buildx@$BUILDX_VERSION" >"$STATE_DIR/buildx.log" 2>&1; then
+		rm -rf "$tmp"
+		fail "building buildx failed; see $STATE_DIR/buildx.log."
+	fi
+	mkdir -p "$dir"
+	mv "$tmp/buildx" "$dir/docker-buildx"
+	rm -rf "$tmp"
+	docker buildx version >/dev/null 2>&1 || fail "docker does not load $dir/docker-buildx; see docker buildx version."
+}
+
 ensure_stress_ng() {
 	command -v stress-ng >/dev/null && return 0
 	apt_install stress-ng
@@ -116,6 +143,7 @@ for what in "$@"; do
 	node) ensure_node ;;
 	stress-ng) ensure_stress_ng ;;
 	compose) ensure_compose ;;
+	buildx) ensure_buildx ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done

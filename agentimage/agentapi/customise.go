@@ -49,6 +49,10 @@ type ServiceStatus struct {
 type Dependencies struct {
 	Python map[string]string `json:"python,omitempty"`
 	Node   map[string]string `json:"node,omitempty"`
+	// R packages {name: version}: installed into the workspace library (R_LIBS_USER) from the profile's
+	// cran_mirror unless the image already has them (make profile-images bakes them from Debian's r-cran-*). The
+	// version is checked after install: "" or "*" is any, "1.2" or ">=1.2" a minimum, "==1.2" (also >, <, <=) exact.
+	R map[string]string `json:"r,omitempty"`
 	// Apt packages cannot be installed at runtime (non-root, read-only root): they are built into a derived image.
 	Apt []string `json:"apt,omitempty"`
 }
@@ -60,7 +64,11 @@ var (
 	pythonDepVersion = regexp.MustCompile(`^((==|>=|<=|~=|!=|<|>)?[0-9A-Za-z.*+!]{1,64})(,(==|>=|<=|~=|!=|<|>)[0-9A-Za-z.*+!]{1,64}){0,4}$`)
 	nodeDepName      = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]{0,100}/)?[a-z0-9][a-z0-9._-]{0,213}$`)
 	nodeDepVersion   = regexp.MustCompile(`^[0-9A-Za-z.^~<>=*+ |-]{1,64}$`)
-	aptDepName       = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,100}(=[A-Za-z0-9.+~:-]{1,64})?$`)
+	// CRAN's rule for package names (letters, digits and '.', a letter first, no '.' last); versions are R's
+	// package_version, with an optional comparison and no spaces.
+	rDepName    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.]{0,98}[A-Za-z0-9]$`)
+	rDepVersion = regexp.MustCompile(`^(>=|<=|==|>|<)?[0-9]{1,9}([.-][0-9]{1,9}){1,5}$`)
+	aptDepName  = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,100}(=[A-Za-z0-9.+~:-]{1,64})?$`)
 )
 
 // Validate reports the first invalid package name or version.
@@ -81,6 +89,14 @@ func (d Dependencies) Validate() error {
 			return fmt.Errorf("node dependency %q: version %q is not a version range", name, v)
 		}
 	}
+	for name, v := range d.R {
+		if !rDepName.MatchString(name) {
+			return fmt.Errorf("r dependency %q: not a valid R package name (letters, digits and '.', starting with a letter)", name)
+		}
+		if v != "" && v != "*" && !rDepVersion.MatchString(v) {
+			return fmt.Errorf("r dependency %q: version %q is not a version with an optional >=, >, ==, <= or <", name, v)
+		}
+	}
 	for _, name := range d.Apt {
 		if !aptDepName.MatchString(name) {
 			return fmt.Errorf("apt dependency %q: not a valid package name", name)
@@ -94,6 +110,8 @@ type Mirrors struct {
 	NPMRegistry  string `json:"npm_registry,omitempty"`
 	PyPIIndexURL string `json:"pypi_index_url,omitempty"`
 	AptMirror    string `json:"apt_mirror,omitempty"`
+	// CRANMirror is the repository R dependencies install from (install.packages' repos); no file is written.
+	CRANMirror string `json:"cran_mirror,omitempty"`
 }
 
 // Startup states reported by GET /health and GET /v1/init/log.

@@ -8,31 +8,41 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// Registries is a PyPI "simple" index and an npm registry served by the test on the Docker bridge's gateway address,
-// each holding one tiny package, so dependency installs need no Internet and exercise the mirror settings.
+// Registries is a PyPI "simple" index, an npm registry and a CRAN-like R repository served by the test on the Docker
+// bridge's gateway address, each holding one tiny package, so dependency installs need no Internet and exercise the
+// mirror settings.
 type Registries struct {
-	URL string // http://gateway:port
-	mu  sync.Mutex
-	log []string
+	URL    string // http://gateway:port (https:// from StartRegistriesTLS)
+	CAFile string // StartRegistriesTLS: the PEM file of the CA that signed the server's certificate
+	mu     sync.Mutex
+	log    []string
 }
 
-// The one package each registry holds: Python `sgdemo` 1.0.0 (VALUE = 42), npm `sg-demo` 1.0.0 (value: 7).
+// The one package each registry holds: Python `sgdemo` 1.0.0 (VALUE = 42), npm `sg-demo` 1.0.0 (value: 7), R
+// `sgdemo` 1.0.0 (sgvalue() is 42L, pure R source, so it installs without a compiler).
 const (
 	RegistryPyPackage   = "sgdemo"
 	RegistryNodePackage = "sg-demo"
+	RegistryRPackage    = "sgdemo"
 )
+
+// CRANURL is the R repository's URL (install.packages' repos, a profile's cran_mirror).
+func (r *Registries) CRANURL() string { return r.URL + "/cran" }
 
 // Requests lists the requests served so far (method and path).
 func (r *Registries) Requests() []string {
@@ -67,11 +77,33 @@ func BridgeGateway(t testing.TB) string {
 // pypi_index_url at URL+"/simple/" and npm_registry at URL+"/".
 func StartRegistries(t testing.TB) *Registries {
 	t.Helper()
-	ln, err := net.Listen("tcp", BridgeGateway(t)+":0")
+	return startRegistries(t, false)
+}
+
+// StartRegistriesTLS serves the same registries over HTTPS, with a certificate for the gateway address from a CA
+// of the test's own (CAFile): a stand-in for a TLS-intercepting proxy whose CA only the host trusts.
+func StartRegistriesTLS(t testing.TB) *Registries {
+	t.Helper()
+	return startRegistries(t, true)
+}
+
+func startRegistries(t testing.TB, withTLS bool) *Registries {
+	t.Helper()
+	gw := BridgeGateway(t)
+	ln, err := net.Listen("tcp", gw+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Registries{URL: "http://" + ln.Addr().String()}
+	if withTLS {
+		cfg, caPEM := testServerTLS(t, gw)
+		r.URL = "https://" + ln.Addr().String()
+		r.CAFile = filepath.Join(t.TempDir(), "registry-ca.pem")
+		if err := os.WriteFile(r.CAFile, caPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ln = tls.NewListener(ln, cfg)
+	}
 	wheelName := RegistryPyPackage + "-1.0.0-py3-none-any.whl"
 	wheel := buildWheel(t)
 	wheelSum := sha256.Sum256(wheel)
@@ -102,6 +134,17 @@ func StartRegistries(t testing.TB) *Registries {
 		})
 	})
 	mux.HandleFunc("GET /"+RegistryNodePackage+"/-/"+RegistryNodePackage+"-1.0.0.tgz", func(w http.ResponseWriter, _ *http.Request) { w.Write(tgz) })
+	// A CRAN-like repository: src/contrib/PACKAGES (and .gz; R asks for PACKAGES.rds first, which is absent) and
+	// the source tarball.
+	rIndex := "Package: " + RegistryRPackage + "\nVersion: 1.0.0\nLicense: MIT + file LICENSE\nNeedsCompilation: no\n\n"
+	var rIndexGz bytes.Buffer
+	gzw := gzip.NewWriter(&rIndexGz)
+	gzw.Write([]byte(rIndex))
+	gzw.Close()
+	rTarball := buildRSourcePackage(t)
+	mux.HandleFunc("GET /cran/src/contrib/PACKAGES", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(rIndex)) })
+	mux.HandleFunc("GET /cran/src/contrib/PACKAGES.gz", func(w http.ResponseWriter, _ *http.Request) { w.Write(rIndexGz.Bytes()) })
+	mux.HandleFunc("GET /cran/src/contrib/"+RegistryRPackage+"_1.0.0.tar.gz", func(w http.ResponseWriter, _ *http.Request) { w.Write(rTarball) })
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.log = append(r.log, req.Method+" "+req.URL.Path)
@@ -144,13 +187,32 @@ func buildWheel(t testing.TB) []byte {
 
 func buildNpmTarball(t testing.TB) []byte {
 	t.Helper()
+	return tarGz(t, []struct{ name, body string }{
+		{"package/package.json", `{"name":"` + RegistryNodePackage + `","version":"1.0.0","main":"index.js"}`},
+		{"package/index.js", "module.exports = { value: 7 };\n"},
+	})
+}
+
+// buildRSourcePackage is an R source package as R CMD build lays it out (pure R: no compiler needed).
+func buildRSourcePackage(t testing.TB) []byte {
+	t.Helper()
+	p := RegistryRPackage + "/"
+	return tarGz(t, []struct{ name, body string }{
+		{p + "DESCRIPTION", "Package: " + RegistryRPackage + "\nVersion: 1.0.0\nTitle: Sandgate Test Package\n" +
+			"Description: A package served by sandgate's tests.\nAuthor: sandgate\nMaintainer: sandgate <test@sandgate.invalid>\n" +
+			"License: MIT + file LICENSE\nNeedsCompilation: no\n"},
+		{p + "LICENSE", "YEAR: 2026\nCOPYRIGHT HOLDER: sandgate\n"},
+		{p + "NAMESPACE", "export(sgvalue)\n"},
+		{p + "R/sgvalue.R", "sgvalue <- function() 42L\n"},
+	})
+}
+
+func tarGz(t testing.TB, files []struct{ name, body string }) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for _, f := range []struct{ name, body string }{
-		{"package/package.json", `{"name":"` + RegistryNodePackage + `","version":"1.0.0","main":"index.js"}`},
-		{"package/index.js", "module.exports = { value: 7 };\n"},
-	} {
+	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
 		}

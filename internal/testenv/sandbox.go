@@ -28,6 +28,8 @@ type Sandbox struct {
 type SandboxOptions struct {
 	// Target is the image target ("base" or "browser"); default "base".
 	Target string
+	// Image runs this image instead of Target's (a derived profile image).
+	Image string
 	// Env adds NAME=value pairs.
 	Env []string
 	// Args are extra `docker run` flags (e.g. "--tmpfs", "/workspace:size=1m").
@@ -53,7 +55,10 @@ func RunSandbox(t testing.TB, opts SandboxOptions) *Sandbox {
 	if opts.Memory == "" {
 		opts.Memory = "1g"
 	}
-	image := Image(t, opts.Target)
+	image := opts.Image
+	if image == "" {
+		image = Image(t, opts.Target)
+	}
 	s := &Sandbox{Name: Unique("sgtest"), Token: randHex(16)}
 	args := []string{"run", "-d", "--name", s.Name, "--label", "sandgate.test=1",
 		"--user", "65532:65532", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--init",

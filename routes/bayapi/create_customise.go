@@ -6,7 +6,8 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// dependencies reads the create body's optional `dependencies` ({python: {name: version}, node: {name: range}}) and
+// dependencies reads the create body's optional `dependencies` ({python: {name: version}, node: {name: range},
+// r: {name: version}}) and
 // returns the environment that hands them to the Manager (merged over the profile's there), or nil. Bad names and
 // apt packages (which need a derived image) are validation issues.
 func (f *fields) dependencies() map[string]string {
@@ -17,7 +18,7 @@ func (f *fields) dependencies() map[string]string {
 	raw, _ := json.Marshal(v) // it came from JSON
 	var d sandboxes.Dependencies
 	if err := json.Unmarshal(raw, &d); err != nil {
-		f.issue("model_type", f.loc("dependencies"), "Input should be {python: {name: version}, node: {name: range}}", v, nil)
+		f.issue("model_type", f.loc("dependencies"), "Input should be {python: {name: version}, node: {name: range}, r: {name: version}}", v, nil)
 		return nil
 	}
 	env, err := DependenciesEnv(&d) // ops.go: the same rules for every dialect

@@ -77,10 +77,17 @@ func TestCreateWithDependencies(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("create: %d %v", st, out)
 	}
+	st, out, _ = a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default",
+		"dependencies": map[string]any{"r": map[string]string{"R6": ">=2.5", "data.table": ""}}})
+	if st != 201 {
+		t.Fatalf("create with r dependencies: %d %v", st, out)
+	}
 	for name, deps := range map[string]any{
-		"bad name": map[string]any{"python": map[string]string{"--extra-index-url=http://x": ""}},
-		"apt":      map[string]any{"apt": []string{"curl"}},
-		"shape":    "numpy",
+		"bad name":      map[string]any{"python": map[string]string{"--extra-index-url=http://x": ""}},
+		"r code":        map[string]any{"r": map[string]string{"x');system('id": ""}},
+		"r bad version": map[string]any{"r": map[string]string{"R6": "latest"}},
+		"apt":           map[string]any{"apt": []string{"curl"}},
+		"shape":         "numpy",
 	} {
 		st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "dependencies": deps})
 		if st != 422 && st != 400 {

@@ -34,7 +34,7 @@ type CreateParams struct {
 	TTL time.Duration
 	// CargoID attaches an existing cargo (workspace) of the caller's.
 	CargoID *string
-	// Dependencies are installed at start (python and node only).
+	// Dependencies are installed at start (python, node and r; apt only through a derived image).
 	Dependencies *sandboxes.Dependencies
 }
 
@@ -51,7 +51,7 @@ func DependenciesEnv(d *sandboxes.Dependencies) (map[string]string, error) {
 		return nil, errorf(CodeValidation, "apt packages cannot be installed at create: the sandbox runs as a non-root "+
 			"user on a read-only root filesystem; build a derived image with them (make profile-images) and use it as the profile's image")
 	}
-	if len(d.Python)+len(d.Node) == 0 {
+	if len(d.Python)+len(d.Node)+len(d.R) == 0 {
 		return nil, nil
 	}
 	b, err := json.Marshal(d)

@@ -57,7 +57,7 @@ type createArgs struct {
 	Profile    string `json:"profile,omitempty" jsonschema:"profile to create from (list_profiles names them); default python-default"`
 	TTLSeconds int    `json:"ttl_seconds,omitempty" jsonschema:"hard lifetime in seconds; the sandbox and its workspace are deleted after it (default: the profile's)"`
 	// Dependencies are installed when the sandbox starts.
-	Dependencies *sandboxes.Dependencies `json:"dependencies,omitempty" jsonschema:"packages to install at start: {python: {name: version}, node: {name: range}}; use \"\" or \"*\" for any version"`
+	Dependencies *sandboxes.Dependencies `json:"dependencies,omitempty" jsonschema:"packages to install at start: {python: {name: version}, node: {name: range}, r: {name: version}}; use \"\" or \"*\" for any version"`
 }
 
 func (a createArgs) validate() error {

@@ -255,7 +255,7 @@ func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) e
 	// The host endpoints the operator named for the profile (its egress proxy, its package mirrors) stay
 	// reachable when they are given as addresses; the rest of the host does not.
 	var allow []netip.AddrPort
-	endpoints := []string{spec.Profile.NPMRegistry, spec.Profile.PyPIIndexURL, spec.Profile.AptMirror}
+	endpoints := []string{spec.Profile.NPMRegistry, spec.Profile.PyPIIndexURL, spec.Profile.AptMirror, spec.Profile.CRANMirror}
 	if e := spec.Profile.Egress; e != nil {
 		endpoints = append(endpoints, e.Proxy)
 	}

@@ -63,7 +63,7 @@ func FromEnv() agentapi.Mirrors {
 
 // Validate refuses settings that are not absolute http(s) URLs (they end up in config files verbatim).
 func Validate(m agentapi.Mirrors) error {
-	for name, v := range map[string]string{"npm_registry": m.NPMRegistry, "pypi_index_url": m.PyPIIndexURL, "apt_mirror": m.AptMirror} {
+	for name, v := range map[string]string{"npm_registry": m.NPMRegistry, "pypi_index_url": m.PyPIIndexURL, "apt_mirror": m.AptMirror, "cran_mirror": m.CRANMirror} {
 		if v == "" {
 			continue
 		}
@@ -163,6 +163,8 @@ func Apply(home string, m agentapi.Mirrors, opts Options) Report {
 		opts.AptFile = AptSourcesFile
 	}
 	rep := Report{Files: []string{}, Apt: "not configured"}
+	// R's repository is an argument of the dependency install (startup), not a file: FastGPT writes none.
+	m.CRANMirror = ""
 	if home == "" || (m == agentapi.Mirrors{}) {
 		return rep
 	}

@@ -2,11 +2,11 @@
 # A request is "<id> <timeout_ms> <code as hex>"; a result is "<id>\t<ok>\t<count>\t<timed_out>\t<hex stdout>\t
 # <hex stderr>\t<hex error>\t<hex png>,<hex png>...". Hex keeps the protocol free of escaping with base R alone.
 local({
-  lib <- Sys.getenv("R_LIBS_USER")
-  if (nzchar(lib)) {
-    dir.create(lib, recursive = TRUE, showWarnings = FALSE)
-    .libPaths(c(lib, .libPaths()))
-  }
+  # R_LIBS_USER may be a list (the agent puts the workspace library first); R skips directories missing at start.
+  libs <- strsplit(Sys.getenv("R_LIBS_USER"), ":", fixed = TRUE)[[1]]
+  libs <- libs[nzchar(libs)]
+  for (lib in libs) dir.create(lib, recursive = TRUE, showWarnings = FALSE)
+  if (length(libs)) .libPaths(c(libs, .libPaths()))
 })
 options(bitmapType = "cairo", device = function(...) grDevices::png(type = "cairo", ...), warn = 1)
 

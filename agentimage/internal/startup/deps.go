@@ -2,6 +2,7 @@ package startup
 
 import (
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"sort"
@@ -40,6 +41,33 @@ func nodePackages(m map[string]string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// rProgram installs and checks R dependencies (rdeps.R: the agent runs it at start, make profile-images after apt).
+//
+//go:embed rdeps.R
+var rProgram string
+
+// DefaultCRANMirror is where R dependencies come from when the profile names no cran_mirror (CRAN's own
+// redirector, which picks a nearby mirror).
+const DefaultCRANMirror = "https://cloud.r-project.org"
+
+// rPackages turns {name: version} into rdeps.R's <package> <version> argument pairs, sorted by name; "*" is "".
+func rPackages(m map[string]string) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]string, 0, 2*len(m))
+	for _, name := range names {
+		v := m[name]
+		if v == "*" {
+			v = ""
+		}
+		out = append(out, name, v)
+	}
 	return out
 }
 

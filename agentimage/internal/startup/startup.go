@@ -47,28 +47,30 @@ type Config struct {
 type Paths struct {
 	Python string // pip --target
 	Node   string // npm --prefix; modules in Node/node_modules
+	R      string // the R library dependencies.r installs into (R_LIBS_USER), as the r image sets it
 }
 
 // PathsFor returns the dependency directories under workspace.
 func PathsFor(workspace string) Paths {
 	base := filepath.Join(workspace, ".sandgate")
-	return Paths{Python: filepath.Join(base, "python"), Node: filepath.Join(base, "node")}
+	return Paths{Python: filepath.Join(base, "python"), Node: filepath.Join(base, "node"), R: filepath.Join(workspace, ".r-library")}
 }
 
 // Environ is the environment every process of the sandbox should see so the dependencies import: PYTHONPATH,
-// NODE_PATH and PATH extended (existing values kept after ours).
+// NODE_PATH, R_LIBS_USER and PATH extended (existing values kept after ours, unless they are ours).
 func (p Paths) Environ() map[string]string {
 	join := func(name string, first ...string) string {
 		parts := first
-		if v := os.Getenv(name); v != "" {
+		if v := os.Getenv(name); v != "" && v != strings.Join(first, string(os.PathListSeparator)) {
 			parts = append(parts, v)
 		}
 		return strings.Join(parts, string(os.PathListSeparator))
 	}
 	return map[string]string{
-		"PYTHONPATH": join("PYTHONPATH", p.Python),
-		"NODE_PATH":  join("NODE_PATH", filepath.Join(p.Node, "node_modules")),
-		"PATH":       join("PATH", filepath.Join(p.Python, "bin"), filepath.Join(p.Node, "node_modules", ".bin")),
+		"PYTHONPATH":  join("PYTHONPATH", p.Python),
+		"NODE_PATH":   join("NODE_PATH", filepath.Join(p.Node, "node_modules")),
+		"R_LIBS_USER": join("R_LIBS_USER", p.R),
+		"PATH":        join("PATH", filepath.Join(p.Python, "bin"), filepath.Join(p.Node, "node_modules", ".bin")),
 	}
 }
 
@@ -169,14 +171,32 @@ func (s *Startup) Run(ctx context.Context) {
 		pkgs := pythonRequirements(s.cfg.Dependencies.Python)
 		args := append([]string{"-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-warn-script-location",
 			"--upgrade", "--target", s.paths.Python}, pkgs...)
-		if !s.install(ctx, "python dependencies", s.paths.Python, pkgs, "python3", args...) {
+		if !s.install(ctx, "python dependencies", s.paths.Python, pkgs, "", "python3", args...) {
 			return
 		}
 	}
 	if len(s.cfg.Dependencies.Node) > 0 {
 		pkgs := nodePackages(s.cfg.Dependencies.Node)
 		args := append([]string{"install", "--no-audit", "--no-fund", "--no-update-notifier", "--prefix", s.paths.Node}, pkgs...)
-		if !s.install(ctx, "node dependencies", s.paths.Node, pkgs, "npm", args...) {
+		if !s.install(ctx, "node dependencies", s.paths.Node, pkgs, "", "npm", args...) {
+			return
+		}
+	}
+	if len(s.cfg.Dependencies.R) > 0 {
+		// Packages the image already has (a profile image with Debian's r-cran-*) are only checked; the rest
+		// install from the profile's repository into the workspace library.
+		repo := s.cfg.Mirrors.CRANMirror
+		if repo == "" {
+			repo = DefaultCRANMirror
+		}
+		pairs := rPackages(s.cfg.Dependencies.R)
+		args := append([]string{"--no-save", "--no-restore", "--no-site-file", "--no-init-file", "-e", rProgram, s.paths.R, repo}, pairs...)
+		var named []string // R6>=2.5, jsonlite: for the messages and the marker
+		for i := 0; i < len(pairs); i += 2 {
+			named = append(named, pairs[i]+pairs[i+1])
+		}
+		shown := "Rscript rdeps.R " + s.paths.R + " " + repo + " " + strings.Join(named, " ")
+		if !s.install(ctx, "r dependencies", s.paths.R, named, shown, "Rscript", args...) {
 			return
 		}
 	}
@@ -202,8 +222,9 @@ func (s *Startup) Run(ctx context.Context) {
 	s.logger.Info("sandbox customisation done", "duration_ms", time.Since(began).Milliseconds())
 }
 
-// install runs an installer unless the same packages are already in dir (a marker holds their hash).
-func (s *Startup) install(ctx context.Context, name, dir string, pkgs []string, bin string, args ...string) bool {
+// install runs an installer unless the same packages are already in dir (a marker holds their hash). shown is the
+// command as the init log shows it ("" is bin and args).
+func (s *Startup) install(ctx context.Context, name, dir string, pkgs []string, shown, bin string, args ...string) bool {
 	marker := filepath.Join(dir, ".sandgate-installed")
 	want := depsHash(name, pkgs)
 	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == want {
@@ -212,8 +233,11 @@ func (s *Startup) install(ctx context.Context, name, dir string, pkgs []string, 
 	}
 	if _, err := exec.LookPath(bin); err != nil {
 		msg := fmt.Sprintf("installing %s needs %s, which this image does not have", name, bin)
-		if bin == "npm" {
+		switch bin {
+		case "npm":
 			msg += " (use the sandgate/sandbox:node image)"
+		case "Rscript":
+			msg += " (use the sandgate/sandbox:r image)"
 		}
 		s.fail(agentapi.InitStep{Name: name, Command: strings.Join(pkgs, " "), ExitCode: -1, Error: msg}, msg)
 		return false
@@ -223,7 +247,10 @@ func (s *Startup) install(ctx context.Context, name, dir string, pkgs []string, 
 		s.fail(agentapi.InitStep{Name: name, ExitCode: -1, Error: msg}, msg)
 		return false
 	}
-	step := s.run(ctx, name, bin+" "+strings.Join(args, " "), bin, args...)
+	if shown == "" {
+		shown = bin + " " + strings.Join(args, " ")
+	}
+	step := s.run(ctx, name, shown, bin, args...)
 	if step.ExitCode != 0 || step.Error != "" {
 		s.fail(step, fmt.Sprintf("installing %s (%s) failed: %s", name, strings.Join(pkgs, " "), describeFailure(step)))
 		return false

@@ -30,6 +30,14 @@ func TestValidateDependencies(t *testing.T) {
 		{"node uppercase", agentapi.Dependencies{Node: map[string]string{"Lodash": ""}}, false},
 		{"apt ok", agentapi.Dependencies{Apt: []string{"libpq-dev", "g++", "curl=7.88.1-10"}}, true},
 		{"apt option", agentapi.Dependencies{Apt: []string{"-o=APT::x"}}, false},
+		{"r ok", agentapi.Dependencies{R: map[string]string{"data.table": "1.14.8", "R6": ">=2.5", "Rcpp": "==1.0-10", "x1": "*", "jsonlite": ""}}, true},
+		{"r code in name", agentapi.Dependencies{R: map[string]string{"a);system('id');(": ""}}, false},
+		{"r option as name", agentapi.Dependencies{R: map[string]string{"--repos": ""}}, false},
+		{"r name ends with dot", agentapi.Dependencies{R: map[string]string{"abc.": ""}}, false},
+		{"r one letter", agentapi.Dependencies{R: map[string]string{"a": ""}}, false},
+		{"r version with space", agentapi.Dependencies{R: map[string]string{"R6": ">= 2.5"}}, false},
+		{"r version range", agentapi.Dependencies{R: map[string]string{"R6": ">=2,<3"}}, false},
+		{"r version url", agentapi.Dependencies{R: map[string]string{"R6": "https://x/R6.tar.gz"}}, false},
 	} {
 		if err := tc.d.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
@@ -41,15 +49,34 @@ func TestValidateDependencies(t *testing.T) {
 	if got := nodePackages(map[string]string{"b": "^1", "a": ""}); strings.Join(got, " ") != "a b@^1" {
 		t.Fatalf("packages %v", got)
 	}
+	if got := rPackages(map[string]string{"R6": ">=2.5", "data.table": "*", "abc": ""}); strings.Join(got, "|") != "R6|>=2.5|abc||data.table|" {
+		t.Fatalf("r packages %q", got)
+	}
+}
+
+// TestPathsEnviron: the dependency directories come first, an inherited value stays after them, and an inherited
+// value that is ours already (the r image sets R_LIBS_USER to the workspace library) is not repeated.
+func TestPathsEnviron(t *testing.T) {
+	p := PathsFor("/ws")
+	t.Setenv("R_LIBS_USER", "/ws/.r-library")
+	t.Setenv("NODE_PATH", "/opt/sandgate/node/node_modules")
+	env := p.Environ()
+	if env["R_LIBS_USER"] != "/ws/.r-library" || env["NODE_PATH"] != "/ws/.sandgate/node/node_modules:/opt/sandgate/node/node_modules" {
+		t.Fatalf("%v", env)
+	}
+	t.Setenv("R_LIBS_USER", "/usr/local/lib/R/mine")
+	if got := p.Environ()["R_LIBS_USER"]; got != "/ws/.r-library:/usr/local/lib/R/mine" {
+		t.Fatalf("R_LIBS_USER %q", got)
+	}
 }
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(agentapi.EnvInit, `["echo hi"]`)
 	t.Setenv(agentapi.EnvServices, `[{"name":"web","command":"python3 -m http.server 8000","port":8000}]`)
 	t.Setenv(agentapi.EnvDependencies, `{"python":{"six":"1.16.0"}}`)
-	t.Setenv(agentapi.EnvMirrors, `{"npm_registry":"https://npm.example/"}`)
+	t.Setenv(agentapi.EnvMirrors, `{"npm_registry":"https://npm.example/","cran_mirror":"https://cran.example/"}`)
 	c, err := ConfigFromEnv("/home/x", "/ws")
-	if err != nil || len(c.Init) != 1 || c.Services[0].Restart != agentapi.RestartAlways || c.Dependencies.Python["six"] != "1.16.0" || c.Mirrors.NPMRegistry == "" {
+	if err != nil || len(c.Init) != 1 || c.Services[0].Restart != agentapi.RestartAlways || c.Dependencies.Python["six"] != "1.16.0" || c.Mirrors.NPMRegistry == "" || c.Mirrors.CRANMirror != "https://cran.example/" {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for name, bad := range map[string]string{
@@ -130,10 +157,11 @@ func TestRunFailures(t *testing.T) {
 		{"init fails", Config{Init: []string{"true", "echo 'no such table' >&2; exit 4", "touch never"}}, "init command 2 (echo 'no such table' >&2; exit 4) failed: exit 4: no such table"},
 		{"apt refused", Config{Dependencies: agentapi.Dependencies{Apt: []string{"curl"}}}, "make profile-images"},
 		{"no npm", Config{Dependencies: agentapi.Dependencies{Node: map[string]string{"lodash": ""}}}, "needs npm"},
+		{"no R", Config{Dependencies: agentapi.Dependencies{R: map[string]string{"R6": ""}}}, "needs Rscript, which this image does not have (use the sandgate/sandbox:r image)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Home, tc.cfg.Workspace = t.TempDir(), t.TempDir()
-			if tc.name == "no npm" {
+			if tc.name == "no npm" || tc.name == "no R" {
 				t.Setenv("PATH", t.TempDir())
 			}
 			s := New(tc.cfg, nil, log)
@@ -160,5 +188,56 @@ func TestLimitedBufferKeepsTheEnd(t *testing.T) {
 	b.Write([]byte("the reason\n"))
 	if s := b.String(); !strings.HasSuffix(s, "the reason\n") || !strings.HasPrefix(s, "[earlier output dropped]") {
 		t.Fatalf("tail lost: %q", s[len(s)-20:])
+	}
+}
+
+// TestRDependenciesStep: the R step hands rdeps.R the workspace library, the repository (the profile's cran_mirror,
+// else CRAN's) and the packages as name/version pairs; R's reasons end up in /health; a success is remembered, so a
+// restart does not run R again. Rscript here is a stand-in script: the real one runs in TestRDependenciesAtCreate.
+func TestRDependenciesStep(t *testing.T) {
+	bin := t.TempDir()
+	argsFile := filepath.Join(t.TempDir(), "args")
+	fake := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > " + argsFile + "\n" +
+		"if [ -n \"$FAIL\" ]; then echo 'R package R6: version 2.5.1 does not satisfy >=9' >&2; exit 1; fi\n"
+	if err := os.WriteFile(filepath.Join(bin, "Rscript"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":/usr/bin:/bin")
+	log := slog.New(slog.DiscardHandler)
+	ws := t.TempDir()
+	cfg := Config{Home: t.TempDir(), Workspace: ws, Dependencies: agentapi.Dependencies{R: map[string]string{"R6": ">=9", "jsonlite": "*"}}}
+
+	t.Setenv("FAIL", "1")
+	s := New(cfg, nil, log)
+	s.Run(context.Background())
+	if code, b := health(t, s); code != 503 || !strings.Contains(b.Error, "installing r dependencies (R6>=9 jsonlite) failed: exit 1: R package R6: version 2.5.1 does not satisfy >=9") {
+		t.Fatalf("%d %+v", code, b)
+	}
+	raw, _ := os.ReadFile(argsFile)
+	args := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	lib := filepath.Join(ws, ".r-library")
+	if n := len(args); n < 6 || args[n-6] != lib || args[n-5] != DefaultCRANMirror || strings.Join(args[n-4:], "|") != "R6|>=9|jsonlite|" ||
+		!strings.Contains(strings.Join(args, "\n"), "install.packages(need, lib = lib, repos = repo)") {
+		t.Fatalf("Rscript arguments %q", args)
+	}
+
+	t.Setenv("FAIL", "")
+	cfg.Mirrors.CRANMirror = "https://cran.example/"
+	s = New(cfg, nil, log)
+	s.Run(context.Background())
+	if code, b := health(t, s); code != 200 {
+		t.Fatalf("%d %+v", code, b)
+	}
+	if raw, _ := os.ReadFile(argsFile); !strings.Contains(string(raw), "\nhttps://cran.example/\n") {
+		t.Fatalf("repository not passed: %q", raw)
+	}
+	os.Remove(argsFile)
+	s = New(cfg, nil, log)
+	s.Run(context.Background())
+	if _, err := os.Stat(argsFile); err == nil {
+		t.Fatal("R ran again although the workspace library holds the same packages")
+	}
+	if l := s.Log(); l.Status != agentapi.StartupReady || !strings.Contains(l.Steps[len(l.Steps)-1].Output, "already installed in "+lib) {
+		t.Fatalf("init log %+v", l)
 	}
 }
