@@ -14,7 +14,8 @@ import (
 )
 
 // BenchmarkLifecyclePause: pause p50, and resume-to-first-exec p50 against the cold start and the warm claim of
-// the same profile (each to its first exec), all in one run.
+// the same profile (each to its first exec), against the same exec on the running sandbox (what a resume adds),
+// and against the engine's own `docker unpause` followed by that exec, all in one run.
 //
 //	go test -run x -bench LifecyclePause -benchtime 1x ./bench
 func BenchmarkLifecyclePause(b *testing.B) {
@@ -30,9 +31,14 @@ func BenchmarkLifecyclePause(b *testing.B) {
 	lb.agentExec(lb.ready(sb.ID))
 	// Sandgate's pause and resume-to-first-exec, interleaved with the engine's own pause, and its unpause followed
 	// by the same first exec, on the same container (straight through the Engine API, bypassing the Manager).
-	var pause, resume, enginePause, engineResume []time.Duration
+	var pause, resume, thaw, execAlone, enginePause, engineUnpause, engineResume []time.Duration
 	for range samples {
+		// Baseline: the same first exec on the running sandbox.
 		start := time.Now()
+		lb.agentExec(lb.ready(sb.ID))
+		execAlone = append(execAlone, time.Since(start))
+
+		start = time.Now()
 		if _, err := lb.mgr.Pause(ctx, sb.ID); err != nil {
 			b.Fatal(err)
 		}
@@ -42,6 +48,7 @@ func BenchmarkLifecyclePause(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		thaw = append(thaw, time.Since(start))
 		lb.agentExec(t)
 		resume = append(resume, time.Since(start))
 
@@ -62,6 +69,7 @@ func BenchmarkLifecyclePause(b *testing.B) {
 		if err := lb.cli.ContainerUnpause(ctx, name); err != nil {
 			b.Fatal(err)
 		}
+		engineUnpause = append(engineUnpause, time.Since(start))
 		lb.agentExec(t)
 		engineResume = append(engineResume, time.Since(start))
 	}
@@ -93,16 +101,21 @@ func BenchmarkLifecyclePause(b *testing.B) {
 	p50 := func(d []time.Duration) float64 { return ms(testenv.Percentile(d, .5)) }
 	b.ReportMetric(p50(pause), "pause-p50-ms")
 	b.ReportMetric(p50(enginePause), "docker-pause-p50-ms")
+	b.ReportMetric(p50(engineUnpause), "docker-unpause-p50-ms")
 	b.ReportMetric(p50(engineResume), "docker-unpause-exec-p50-ms")
 	b.ReportMetric(p50(resume), "resume-exec-p50-ms")
+	b.ReportMetric(p50(thaw), "resume-alone-p50-ms")
+	b.ReportMetric(p50(execAlone), "running-exec-p50-ms")
 	b.ReportMetric(p50(cold), "cold-exec-p50-ms")
 	b.ReportMetric(p50(warm), "warm-exec-p50-ms")
 	b.Logf("pause: p50 %.1f ms, p95 %.1f ms; resume to first exec: p50 %.1f ms, p95 %.1f ms (target p50 < 50 ms); "+
 		"cold create to first exec: p50 %.0f ms (resume is %.1fx faster); warm claim to first exec: p50 %.1f ms (resume/warm %.2fx)",
 		p50(pause), ms(testenv.Percentile(pause, .95)), p50(resume), ms(testenv.Percentile(resume, .95)),
 		p50(cold), p50(cold)/p50(resume), p50(warm), p50(resume)/p50(warm))
-	b.Logf("engine baseline on the same container: docker pause p50 %.1f ms (sandgate's pause %.2fx); docker unpause + first exec p50 %.1f ms (sandgate's resume %.2fx)",
-		p50(enginePause), p50(pause)/p50(enginePause), p50(engineResume), p50(resume)/p50(engineResume))
+	b.Logf("where a resume's time goes: the resume itself (EnsureRunning on the paused sandbox) p50 %.2f ms; the same first exec on the running sandbox p50 %.1f ms (resume to first exec is %.2fx it)",
+		p50(thaw), p50(execAlone), p50(resume)/p50(execAlone))
+	b.Logf("engine baseline on the same container: docker pause p50 %.1f ms (sandgate's pause %.2fx); docker unpause alone p50 %.1f ms; docker unpause + first exec p50 %.1f ms (sandgate's resume %.2fx)",
+		p50(enginePause), p50(pause)/p50(enginePause), p50(engineUnpause), p50(engineResume), p50(resume)/p50(engineResume))
 }
 
 // BenchmarkSnapshotFork: snapshot and fork time and MB/s for 10 MB, 100 MB and 1 GB workspaces (1 MiB files),

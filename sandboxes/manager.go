@@ -522,6 +522,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
 	e.rec.LaunchType = LaunchCold
+	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)

@@ -396,23 +396,15 @@ func (m *Manager) Fork(ctx context.Context, id string, ttl time.Duration) (*Fork
 	return &ForkResult{Sandbox: sb, Copy: stats}, nil
 }
 
-// createOnCopy creates a sandbox on the freshly copied workspace ws and makes the workspace its own (deleted
-// with it). A create that fails removes the copy.
+// createOnCopy creates a sandbox on the freshly copied workspace ws, which is its own from the first record
+// (deleted with it; one store write). A create that fails removes the copy.
 func (m *Manager) createOnCopy(ctx context.Context, req CreateRequest, ws string) (*Sandbox, error) {
 	req.WorkspaceID = ws
+	req.ownWorkspace = true
 	sb, err := m.Create(ctx, req)
 	if err != nil {
 		_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), m.VolumeName(ws))
 		return nil, err
-	}
-	m.mu.Lock()
-	e := m.entries[sb.ID]
-	if e != nil {
-		e.rec.ManagedWorkspace = true
-	}
-	m.mu.Unlock()
-	if e != nil {
-		m.persist(e)
 	}
 	return sb, nil
 }
