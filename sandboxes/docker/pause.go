@@ -93,7 +93,9 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 	}
 	v := engineView{running: true, enginePaused: info.State.Paused}
 	v.fz, v.fzErr = lookupFreezer(d.freezers.root, info.State.Pid, info.ID)
-	if v.fzErr == nil {
+	// One the engine paused is not remembered: its unpause must go through the engine too, or Docker's flag would
+	// stay set on a running container.
+	if v.fzErr == nil && !v.enginePaused {
 		d.freezers.put(containerID, v.fz)
 		if info.ID != containerID {
 			d.freezers.put(info.ID, v.fz)
