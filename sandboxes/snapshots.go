@@ -45,8 +45,8 @@ type CopyStats struct {
 // VolumeCopier is what a Driver offers when it can copy a volume's files into a new volume (sandboxes/docker
 // does it on the engine host's disk). The Manager asks for it with a type assertion.
 type VolumeCopier interface {
-	// CopyVolume creates dst with labels and copies src's files into it; limit > 0 fails with ErrSnapshotTooLarge
-	// past that many bytes. A failed copy leaves no dst.
+	// CopyVolume creates dst with labels (or takes it empty as the Driver's CreateVolume just made it) and copies
+	// src's files into it; limit > 0 fails with ErrSnapshotTooLarge past that many bytes. A failed copy leaves no dst.
 	CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (CopyStats, error)
 }
 
@@ -257,8 +257,21 @@ func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopie
 		if err != nil {
 			return CopyStats{}, err
 		}
+		// The new volume is made while the source freezes (an engine call and a kernel freeze, neither waiting for
+		// the other); the copier finds it made.
+		made := make(chan error, 1)
+		go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
 		if err := pd.Pause(ctx, cid); err != nil {
+			if <-made == nil {
+				_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), dst)
+			}
 			return CopyStats{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
+		}
+		if err := <-made; err != nil {
+			if terr := pd.Unpause(context.WithoutCancel(ctx), cid); terr != nil {
+				m.log.Error("thawing a sandbox after a failed workspace copy", "sandbox", e.rec.ID, "error", terr)
+			}
+			return CopyStats{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("creating the volume for a copy of sandbox %s", e.rec.ID), Err: err}
 		}
 		defer func() {
 			if err := pd.Unpause(context.WithoutCancel(ctx), cid); err != nil {

@@ -16,8 +16,8 @@ import (
 // gateway reads and writes the local driver's mountpoints directly, so the copy costs what `cp -a` of the same
 // bytes costs (and a reflink where the filesystem has them). A gateway that cannot reach the mountpoints (a remote
 // engine, a rootless gateway) gets sandboxes.ErrVolumesUnreachable. dst is removed again when the copy fails.
-// Besides the bytes, a copy costs one engine call (creating dst): src's mountpoint is remembered from its
-// creation or an earlier copy, and is looked up (in parallel with the create) only the first time.
+// Besides the bytes, a copy costs at most one engine call (creating dst, unless CreateVolume just made it): src's
+// mountpoint is remembered from its creation or an earlier copy, and is looked up (in parallel) only the first time.
 func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (sandboxes.CopyStats, error) {
 	var (
 		srcMount string
@@ -29,7 +29,14 @@ func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[str
 		defer wg.Done()
 		srcMount, srcErr = d.mountpoint(ctx, src)
 	}()
-	dv, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: dst, Driver: "local", Labels: labels})
+	var dv volume.Volume
+	var err error
+	if mp, ok := d.mounts.Load(dst); ok {
+		// Made by CreateVolume just before (the Manager creates it while it freezes the source): no engine call.
+		dv = volume.Volume{Name: dst, Driver: "local", Mountpoint: mp.(string), Labels: labels}
+	} else {
+		dv, err = d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: dst, Driver: "local", Labels: labels})
+	}
 	wg.Wait()
 	if err != nil {
 		return sandboxes.CopyStats{}, fmt.Errorf("creating volume %s: %w", dst, err)
