@@ -256,12 +256,9 @@ func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) e
 	return err
 }
 
-// CreateVolume creates a named local volume.
+// CreateVolume creates a named local volume. One engine call: the engine answers the create of an existing local
+// volume with that volume, unchanged.
 func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
-	if v, err := d.cli.VolumeInspect(ctx, name); err == nil {
-		d.mounts.Store(name, v.Mountpoint)
-		return nil
-	}
 	v, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: labels})
 	if err == nil {
 		d.mounts.Store(name, v.Mountpoint)
