@@ -47,6 +47,9 @@ type Death struct {
 
 // CreateRequest asks for a new sandbox.
 type CreateRequest struct {
+	// ownWorkspace makes WorkspaceID the new sandbox's own (deleted with it): a copy made for it (fork, snapshot).
+	ownWorkspace bool
+
 	Profile string
 	Owner   string
 	// TTL is the hard lifetime; 0 means the manager's default, negative means never expire.
@@ -57,8 +60,6 @@ type CreateRequest struct {
 	// it from a client must check that client may use that workspace first (routes/bayapi accepts only a cargo of
 	// the caller's owner, admin keys excepted; the Caddy admin API is the operator's own).
 	WorkspaceID string
-	// ownWorkspace makes WorkspaceID the new sandbox's own (deleted with it): a copy made for it (fork, snapshot).
-	ownWorkspace bool
 }
 
 // ListOptions filters List.

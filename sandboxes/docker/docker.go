@@ -12,7 +12,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -46,11 +45,12 @@ const (
 
 // Driver talks to one Docker engine.
 type Driver struct {
-	cli      *client.Client
-	host     string
-	filter   *packetFilter
-	freezers *freezers // pause.go
-	mounts   sync.Map  // volume name -> its mountpoint on this host (snapshot.go)
+	freezers *freezers  // pause.go
+	mounts   mountCache // snapshot.go
+
+	cli    *client.Client
+	host   string
+	filter *packetFilter
 }
 
 // New makes a driver for host (empty: DOCKER_HOST or the default socket). It does no I/O.

@@ -88,6 +88,9 @@ func (d *Driver) mountpoint(ctx context.Context, name string) (string, error) {
 	return v.Mountpoint, nil
 }
 
+// mountCache maps a volume name to its mountpoint on this host.
+type mountCache struct{ sync.Map }
+
 func reachable(v volume.Volume) error {
 	if v.Driver != "local" || v.Mountpoint == "" {
 		return fmt.Errorf("%w: volume %s uses driver %q", sandboxes.ErrVolumesUnreachable, v.Name, v.Driver)
