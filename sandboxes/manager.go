@@ -522,8 +522,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	e := m.newEntryLocked(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now)
 	e.rec.LaunchType = LaunchCold
-	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace
 	sb := m.snapshotLocked(e, now)
+	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace // a fork's or snapshot's copy: its own
 	m.mu.Unlock()
 	m.persist(e)
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})

@@ -45,7 +45,7 @@ const (
 
 // Driver talks to one Docker engine.
 type Driver struct {
-	freezers *freezers  // pause.go
+	freezers freezers   // pause.go
 	mounts   mountCache // snapshot.go
 
 	cli    *client.Client
@@ -63,7 +63,7 @@ func New(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Driver{cli: cli, host: host, filter: newPacketFilter(), freezers: newFreezers(cgroupRoot)}, nil
+	return &Driver{cli: cli, host: host, filter: newPacketFilter()}, nil
 }
 
 // Client is the underlying Engine API client (tests use it to inspect what the driver made).

@@ -36,15 +36,11 @@ const (
 const cgroupRoot = "/sys/fs/cgroup"
 
 // freezers remembers each container's freezer once found (an engine inspect and a read of /proc), so pausing and
-// resuming a known container costs no engine call. A container keeps its cgroup across stop and start.
+// resuming a known container costs no engine call. A container keeps its cgroup across stop and start. The zero
+// value is ready: the host's cgroup root, nothing known.
 type freezers struct {
-	root string
 	mu   sync.Mutex
 	byID map[string]cgroupFreezer
-}
-
-func newFreezers(root string) *freezers {
-	return &freezers{root: root, byID: map[string]cgroupFreezer{}}
 }
 
 func (f *freezers) get(id string) (cgroupFreezer, bool) {
@@ -57,6 +53,9 @@ func (f *freezers) get(id string) (cgroupFreezer, bool) {
 func (f *freezers) put(id string, fz cgroupFreezer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.byID == nil {
+		f.byID = map[string]cgroupFreezer{}
+	}
 	f.byID[id] = fz
 }
 
@@ -92,7 +91,7 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 		return engineView{fzErr: errFreezerUnreachable}
 	}
 	v := engineView{running: true, enginePaused: info.State.Paused}
-	v.fz, v.fzErr = lookupFreezer(d.freezers.root, info.State.Pid, info.ID)
+	v.fz, v.fzErr = lookupFreezer(cgroupRoot, info.State.Pid, info.ID)
 	// One the engine paused is not remembered: its unpause must go through the engine too, or Docker's flag would
 	// stay set on a running container.
 	if v.fzErr == nil && !v.enginePaused {
