@@ -418,7 +418,6 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 	if info.State == nil || !info.State.Running {
 		return "", fmt.Errorf("container exited right after start (exit %d)", exitCode(info))
 	}
-	d.viewOf(containerID, info) // remembers its freezer: a first pause, or a fork's freeze, needs no inspect (pause.go)
 	if spec.AgentSocketDir != "" {
 		return agentapi.UnixAddr(path.Join(spec.AgentSocketDir, sandboxes.AgentSocketName)), nil
 	}
