@@ -51,6 +51,9 @@ type Death struct {
 
 // CreateRequest asks for a new sandbox.
 type CreateRequest struct {
+	// ownWorkspace makes WorkspaceID the new sandbox's own (deleted with it): a copy made for it (fork, snapshot).
+	ownWorkspace bool
+
 	Profile string
 	Owner   string
 	// TTL is the hard lifetime; 0 means the manager's default, negative means never expire.

@@ -607,6 +607,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	e.rec.Metadata = maps.Clone(req.Metadata)
 	e.rec.Egress = cloneEgress(req.Egress)
 	sb := m.snapshotLocked(e, now)
+	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace // a fork's or snapshot's copy: its own
 	m.mu.Unlock()
 	m.persist(e)
 	kick(m.warmKick)

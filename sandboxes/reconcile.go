@@ -24,7 +24,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	}
 	now := time.Now()
 	var adopted, dead, dropped int
-	var toPersist, toDestroy []*entry
+	var toPersist, toDestroy, toThaw []*entry
 	m.mu.Lock()
 	for _, rec := range recs {
 		e := &entry{rec: rec, lastPersist: now}
@@ -56,6 +56,11 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			m.noteDeathLocked(e, &Death{Reason: "removed", ExitCode: -1, At: now, Message: "container removed while the gateway was down"})
 			toPersist = append(toPersist, e)
 			dead++
+		case c.Paused && (rec.Phase == PhaseRunning || rec.Phase == PhaseStarting):
+			// Frozen without a recorded pause: the previous gateway died while it held the sandbox frozen for a
+			// workspace copy (snapshot, fork), or an operator paused it. Recorded paused, thawed below, then adopted.
+			e.rec.Phase = PhasePaused
+			toThaw = append(toThaw, e)
 		case c.Running:
 			// Adopt: the agent is probed again before the sandbox counts as ready; the idle deadline is kept.
 			e.rec.Phase = PhaseStarting
@@ -78,6 +83,9 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
+	for _, e := range toThaw {
+		m.thawAndAdopt(ctx, e)
+	}
 	for _, e := range toPersist {
 		m.persist(e)
 	}
@@ -86,4 +94,23 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	}
 	m.log.Info("sandbox store reconciled", "records", len(recs), "adopted", adopted, "dead", dead, "warm_dropped", dropped)
 	return nil
+}
+
+// thawAndAdopt thaws a sandbox reconcile found frozen without a recorded pause and adopts it like a running one
+// (its agent is probed again). One that cannot be thawed stays recorded paused: the next request tries again.
+func (m *Manager) thawAndAdopt(ctx context.Context, e *entry) {
+	pd, err := m.pauser()
+	if err == nil {
+		err = pd.Unpause(ctx, e.rec.ContainerID)
+	}
+	if err != nil {
+		m.log.Warn("thawing a sandbox found frozen at start", "sandbox", e.rec.ID, "error", err)
+		m.persist(e)
+		return
+	}
+	m.mu.Lock()
+	e.rec.Phase = PhaseStarting
+	e.adopting = true
+	m.beginLaunchLocked(e)
+	m.mu.Unlock()
 }

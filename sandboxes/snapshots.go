@@ -45,8 +45,8 @@ type CopyStats struct {
 // VolumeCopier is what a Driver offers when it can copy a volume's files into a new volume (sandboxes/docker
 // does it on the engine host's disk). The Manager asks for it with a type assertion.
 type VolumeCopier interface {
-	// CopyVolume creates dst with labels and copies src's files into it; limit > 0 fails with ErrSnapshotTooLarge
-	// past that many bytes. A failed copy leaves no dst.
+	// CopyVolume creates dst with labels (or takes it empty as the Driver's CreateVolume just made it) and copies
+	// src's files into it; limit > 0 fails with ErrSnapshotTooLarge past that many bytes. A failed copy leaves no dst.
 	CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (CopyStats, error)
 }
 
@@ -217,7 +217,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotReq
 	snap.Volume = m.snapshotVolume(snap.ID)
 	labels := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
 		m.label("snapshot"): snap.ID, m.label(labelOwner): owner, m.label(labelManagedWorkspace): "false"}
-	stats, err := m.captureWorkspace(ctx, e, vc, m.VolumeName(ws), snap.Volume, labels, limit)
+	stats, release, err := m.captureWorkspace(ctx, e, vc, m.VolumeName(ws), snap.Volume, labels, limit)
 	if err != nil {
 		if errors.Is(err, ErrSnapshotTooLarge) {
 			if limit < limits.MaxBytes {
@@ -229,7 +229,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotReq
 		return nil, err
 	}
 	snap.SizeBytes, snap.Files, snap.Method = stats.Bytes, stats.Files, stats.Method
-	if err := ss.PutSnapshot(snap); err != nil {
+	if err := alongside(release, func() error { return ss.PutSnapshot(snap) }); err != nil {
 		_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), snap.Volume)
 		return nil, fmt.Errorf("recording snapshot %s: %w", snap.ID, err)
 	}
@@ -242,38 +242,73 @@ func quotaBytesError(used, quota int64) error {
 }
 
 // captureWorkspace copies e's workspace volume into a new volume dst while nothing can change it: e's engine
-// operations are held (no start, stop or delete meanwhile) and a running sandbox is frozen for the copy.
-func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64) (CopyStats, error) {
+// operations are held (no start, stop or delete meanwhile) and a running sandbox is frozen for the copy. After a
+// successful copy the source is still held: the caller runs release (thaw, let go) beside its own next step, a
+// store write, so the two cost the longer of them, and returns only once both are done.
+func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64) (stats CopyStats, release func(), err error) {
 	e.opMu.Lock()
-	defer e.opMu.Unlock()
+	var thaw func()
+	let := func() {
+		if thaw != nil {
+			thaw()
+		}
+		e.opMu.Unlock()
+	}
+	defer func() {
+		if err != nil {
+			let() // on failure the source is let go before returning
+		}
+	}()
 	m.mu.RLock()
 	deleted, phase, cid := e.deleted, e.rec.Phase, e.rec.ContainerID
 	m.mu.RUnlock()
 	if deleted {
-		return CopyStats{}, notFound(e.rec.ID)
+		return CopyStats{}, nil, notFound(e.rec.ID)
 	}
 	if phase == PhaseRunning && cid != "" {
 		pd, err := m.pauser()
 		if err != nil {
-			return CopyStats{}, err
+			return CopyStats{}, nil, err
 		}
+		// The new volume is made while the source freezes (an engine call and a kernel freeze, neither waiting for
+		// the other); the copier finds it made.
+		made := make(chan error, 1)
+		go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
 		if err := pd.Pause(ctx, cid); err != nil {
-			return CopyStats{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
+			if <-made == nil {
+				_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), dst)
+			}
+			return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
 		}
-		defer func() {
+		thaw = func() {
 			if err := pd.Unpause(context.WithoutCancel(ctx), cid); err != nil {
 				m.log.Error("thawing a sandbox after a workspace copy", "sandbox", e.rec.ID, "error", err)
 			}
-		}()
+		}
+		if err := <-made; err != nil {
+			return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("creating the volume for a copy of sandbox %s", e.rec.ID), Err: err}
+		}
 	}
-	stats, err := vc.CopyVolume(ctx, src, dst, labels, limit)
+	stats, err = vc.CopyVolume(ctx, src, dst, labels, limit)
 	if err != nil {
 		if errors.Is(err, ErrSnapshotTooLarge) {
-			return stats, err
+			return stats, nil, err
 		}
-		return stats, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), Err: err}
+		return stats, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), Err: err}
 	}
-	return stats, nil
+	return stats, let, nil
+}
+
+// alongside runs release and step at once and returns step's error once both are done.
+func alongside(release func(), step func() error) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		release()
+	}()
+	err := step()
+	<-done
+	return err
 }
 
 // Snapshots lists snapshots, newest first; owner "" lists every owner's.
@@ -385,34 +420,30 @@ func (m *Manager) Fork(ctx context.Context, id string, ttl time.Duration) (*Fork
 		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("profile %q of sandbox %s is no longer configured", req.Profile, id)}
 	}
 	ws := "ws-" + randomHex(6)
-	stats, err := m.captureWorkspace(ctx, e, vc, src, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
+	stats, release, err := m.captureWorkspace(ctx, e, vc, src, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := m.createOnCopy(ctx, req, ws)
+	var sb *Sandbox
+	err = alongside(release, func() (err error) {
+		sb, err = m.createOnCopy(ctx, req, ws)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &ForkResult{Sandbox: sb, Copy: stats}, nil
 }
 
-// createOnCopy creates a sandbox on the freshly copied workspace ws and makes the workspace its own (deleted
-// with it). A create that fails removes the copy.
+// createOnCopy creates a sandbox on the freshly copied workspace ws, which is its own from the first record
+// (deleted with it; one store write). A create that fails removes the copy.
 func (m *Manager) createOnCopy(ctx context.Context, req CreateRequest, ws string) (*Sandbox, error) {
 	req.WorkspaceID = ws
+	req.ownWorkspace = true
 	sb, err := m.Create(ctx, req)
 	if err != nil {
 		_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), m.VolumeName(ws))
 		return nil, err
-	}
-	m.mu.Lock()
-	e := m.entries[sb.ID]
-	if e != nil {
-		e.rec.ManagedWorkspace = true
-	}
-	m.mu.Unlock()
-	if e != nil {
-		m.persist(e)
 	}
 	return sb, nil
 }

@@ -46,6 +46,9 @@ const (
 
 // Driver talks to one Docker engine.
 type Driver struct {
+	freezers freezers   // pause.go
+	mounts   mountCache // snapshot.go
+
 	cli    *client.Client
 	host   string
 	filter *packetFilter
@@ -269,17 +272,19 @@ func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) e
 	return err
 }
 
-// CreateVolume creates a named local volume.
+// CreateVolume creates a named local volume. One engine call: the engine answers the create of an existing local
+// volume with that volume, unchanged.
 func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
-	if _, err := d.cli.VolumeInspect(ctx, name); err == nil {
-		return nil
+	v, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: labels})
+	if err == nil {
+		d.mounts.Store(name, v.Mountpoint)
 	}
-	_, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: labels})
 	return err
 }
 
 // RemoveVolume removes a volume; a missing one is fine.
 func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
+	d.mounts.Delete(name)
 	err := d.cli.VolumeRemove(ctx, name, false)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
@@ -493,6 +498,7 @@ func exitCode(info container.InspectResponse) int {
 
 // Stop stops a container within grace, then kills it.
 func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Duration) error {
+	d.thawBeforeStop(containerID)
 	secs := int(grace.Seconds())
 	err := d.cli.ContainerStop(ctx, containerID, container.StopOptions{Timeout: &secs})
 	if err != nil && !cerrdefs.IsNotFound(err) {
@@ -503,6 +509,8 @@ func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Durati
 
 // Remove force-removes a container and its anonymous volumes (never named ones).
 func (d *Driver) Remove(ctx context.Context, containerID string) error {
+	d.thawBeforeStop(containerID)
+	defer d.freezers.forget(containerID)
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
@@ -513,7 +521,8 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	return nil
 }
 
-// Inspect reports a container's state.
+// Inspect reports a container's state. Paused is true for a container frozen by the engine's pause or through
+// its cgroup by this driver (pause.go), which the engine itself reports as running.
 func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.ContainerState, error) {
 	info, err := d.cli.ContainerInspect(ctx, containerID)
 	if err != nil {
@@ -529,7 +538,7 @@ func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.Con
 	st.Created, _ = time.Parse(time.RFC3339Nano, info.Created)
 	if s := info.State; s != nil {
 		st.Running = s.Running
-		st.Paused = s.Paused
+		st.Paused = s.Paused || (s.Running && d.frozenHere(ctx, info.ID, &info))
 		st.ExitCode = s.ExitCode
 		st.OOMKilled = s.OOMKilled
 		st.Error = s.Error
@@ -551,6 +560,7 @@ func labelFilters(match map[string]string) filters.Args {
 }
 
 // List returns every container (running or not) carrying the labels; stopped ones are inspected for their exit.
+// A container frozen through its cgroup is reported paused, not running, like one the engine paused.
 func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes.ContainerState, error) {
 	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilters(match)})
 	if err != nil {
@@ -562,6 +572,9 @@ func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes
 			Paused: c.State == container.StatePaused}
 		if len(c.Names) > 0 {
 			st.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if st.Running && d.frozenHere(ctx, c.ID, nil) {
+			st.Running, st.Paused = false, true
 		}
 		if !st.Running {
 			if full, err := d.Inspect(ctx, c.ID); err == nil {

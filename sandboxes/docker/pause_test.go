@@ -12,7 +12,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
 func (h *harness) agent(tg sandboxes.Target) *agentapi.Client {
@@ -39,6 +41,39 @@ func (h *harness) cpuUsage(id string) uint64 {
 		h.t.Fatalf("decoding stats: %v", err)
 	}
 	return st.CPUStats.CPUUsage.TotalUsage
+}
+
+// assertFrozen checks a paused sandbox's container the three ways it can be seen: the kernel's freezer says
+// frozen; the driver reports it paused (and List not running), which is what reconcile acts on; and Docker, which
+// did not freeze it, still calls it running, refuses `docker exec` into it with runc's clear error instead of
+// hanging.
+func (h *harness) assertFrozen(id string) {
+	h.t.Helper()
+	name := h.containerName(id)
+	if !testenv.Frozen(h.t, name) {
+		h.t.Fatalf("the freezer of %s is not frozen", name)
+	}
+	drv, err := docker.New("")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer drv.Close()
+	ctx := context.Background()
+	info := h.inspect(id)
+	st, err := drv.Inspect(ctx, info.ID)
+	if err != nil || !st.Paused || !st.Running {
+		h.t.Fatalf("driver's inspect of a frozen container: %+v %v", st, err)
+	}
+	list, err := drv.List(ctx, map[string]string{h.ns + ".id": id})
+	if err != nil || len(list) != 1 || !list[0].Paused || list[0].Running {
+		h.t.Fatalf("driver's list of a frozen container: %+v %v", list, err)
+	}
+	if !info.State.Running || info.State.Paused {
+		h.t.Fatalf("Docker's view of a container frozen through its cgroup: %+v", info.State)
+	}
+	if out, err := h.exec(id, "true"); err == nil || !strings.Contains(out, "paused") {
+		h.t.Fatalf("docker exec into a frozen container: %v %s", err, out)
+	}
 }
 
 func readPTYUntil(ctx context.Context, c *websocket.Conn, marker string) error {
@@ -105,9 +140,7 @@ func TestPauseFreezesResumeKeepsState(t *testing.T) {
 	if err != nil || got.Status != sandboxes.StatusPaused {
 		t.Fatalf("pause: %+v %v", got, err)
 	}
-	if info := h.inspect(sb.ID); !info.State.Paused {
-		t.Fatalf("engine does not report the container paused: %+v", info.State)
-	}
+	h.assertFrozen(sb.ID)
 	if _, ok := h.mgr.Resolve(sb.ID); ok {
 		t.Fatal("a paused sandbox resolves to a target (requests would hang on frozen processes)")
 	}
@@ -232,8 +265,8 @@ func TestPausedSurvivesManagerRestart(t *testing.T) {
 	if err != nil || got.Status != sandboxes.StatusPaused {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}
-	if info := h.inspect(sb.ID); !info.State.Paused {
-		t.Fatalf("the restart thawed the container: %+v", info.State)
+	if !testenv.Frozen(t, h.containerName(sb.ID)) {
+		t.Fatal("the restart thawed the container")
 	}
 	tg2, err := h.mgr.EnsureRunning(ctx, sb.ID)
 	if err != nil {
@@ -242,5 +275,104 @@ func TestPausedSurvivesManagerRestart(t *testing.T) {
 	out, err := h.agent(tg2).PythonExec(ctx, agentapi.KernelExecRequest{Code: "survivor * 6"})
 	if err != nil || out.Result == nil || *out.Result != "42" {
 		t.Fatalf("kernel after restart and resume: %+v %v", out, err)
+	}
+}
+
+// TestPausedSandboxExpires: the TTL keeps running while a sandbox is paused, and its expiry removes the frozen
+// container and its workspace (the driver thaws it for the engine, which does not know it is frozen).
+func TestPausedSandboxExpires(t *testing.T) {
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}, GCInterval: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	events, unsub := h.mgr.Subscribe(256)
+	defer unsub()
+	sb, err := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ready(sb.ID)
+	if _, err := h.mgr.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.assertFrozen(sb.ID)
+	got, _ := h.mgr.Get(ctx, sb.ID)
+	h.waitEvent(events, 2*time.Minute, func(ev sandboxes.Event) bool {
+		return ev.Type == sandboxes.EventDeleted && ev.SandboxID == sb.ID
+	})
+	if h.containerExists(sb.ID) {
+		t.Fatal("the expired paused sandbox's container is still there")
+	}
+	if h.volumeExists(h.mgr.VolumeName(got.WorkspaceID)) {
+		t.Fatal("the expired paused sandbox's workspace is still there")
+	}
+}
+
+// TestFrozenWithoutRecordedPauseIsThawedAtStart: a container left frozen while its record says running (a gateway
+// killed during a snapshot's copy, which freezes without recording a pause) is thawed and adopted by the next
+// Manager, not mistaken for a stopped one (whose start would then wait on a frozen agent).
+func TestFrozenWithoutRecordedPauseIsThawedAtStart(t *testing.T) {
+	cfg := sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}}
+	h := newHarness(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := h.create("small")
+	tg := h.ready(sb.ID)
+	if res, err := h.agent(tg).PythonExec(ctx, agentapi.KernelExecRequest{Code: "kept = 'through the crash'"}); err != nil || !res.Success {
+		t.Fatalf("python: %+v %v", res, err)
+	}
+	drv, err := docker.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	cid := h.inspect(sb.ID).ID
+	h.mgr.Close()
+	if err := drv.Pause(ctx, cid); err != nil { // what a capture does, with nothing recorded
+		t.Fatal(err)
+	}
+	if !testenv.Frozen(t, h.containerName(sb.ID)) {
+		t.Fatal("not frozen")
+	}
+	h.start(cfg)
+	tg2 := h.ready(sb.ID)
+	if testenv.Frozen(t, h.containerName(sb.ID)) {
+		t.Fatal("the new Manager left the container frozen")
+	}
+	out, err := h.agent(tg2).PythonExec(ctx, agentapi.KernelExecRequest{Code: "kept"})
+	if err != nil || out.Result == nil || *out.Result != "'through the crash'" {
+		t.Fatalf("kernel after the thaw: %+v %v", out, err)
+	}
+}
+
+// TestEnginePausedSandboxResumesThroughEngine: a container the engine paused (an operator's `docker pause`) is
+// unpaused through the engine, so Docker's paused flag is not left set on a running container.
+func TestEnginePausedSandboxResumesThroughEngine(t *testing.T) {
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := h.create("small")
+	h.ready(sb.ID)
+	if out, err := execCommand("docker", "pause", h.containerName(sb.ID)); err != nil {
+		t.Fatalf("docker pause: %v %s", err, out)
+	}
+	if got, err := h.mgr.Pause(ctx, sb.ID); err != nil || got.Status != sandboxes.StatusPaused {
+		t.Fatalf("pausing an engine-paused sandbox: %+v %v", got, err)
+	}
+	if got, err := h.mgr.Resume(ctx, sb.ID); err != nil || got.Status != sandboxes.StatusReady {
+		t.Fatalf("resume: %+v %v", got, err)
+	}
+	// Docker's flag can lag its unpause by an event (pause.go): wait for it, then the kernel must agree.
+	deadline := time.Now().Add(testenv.WaitLimit)
+	for h.inspect(sb.ID).State.Paused {
+		if time.Now().After(deadline) {
+			t.Fatal("Docker still reports the resumed container paused")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if testenv.Frozen(t, h.containerName(sb.ID)) {
+		t.Fatal("the resumed container is still frozen")
+	}
+	if out, err := h.exec(sb.ID, "echo", "thawed"); err != nil || strings.TrimSpace(out) != "thawed" {
+		t.Fatalf("docker exec after resume: %v %s", err, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -58,7 +59,7 @@ func TestSnapshotRestoreForkQuota(t *testing.T) {
 		t.Fatalf("snapshot record: %+v", snap)
 	}
 	t.Logf("snapshot: %d bytes, %d files, method %s", snap.SizeBytes, snap.Files, snap.Method)
-	if got, _ := h.mgr.Get(ctx, src.ID); got.Status != sandboxes.StatusReady || h.inspect(src.ID).State.Paused {
+	if got, _ := h.mgr.Get(ctx, src.ID); got.Status != sandboxes.StatusReady || testenv.Frozen(t, h.containerName(src.ID)) {
 		t.Fatalf("the source was not thawed after the capture: %+v", got)
 	}
 	// A second one does not fit the 80 MB quota: typed, and nothing is left behind.
