@@ -202,7 +202,10 @@ func TestTTLExpiryRemovesContainerAndVolume(t *testing.T) {
 	if got := extended.ExpiresAt.Sub(*long.ExpiresAt); got != time.Second {
 		t.Fatalf("extend by 1s moved the deadline by %s", got)
 	}
-	forever, _ := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", TTL: -1})
+	forever, err := h.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", TTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := h.mgr.ExtendTTL(ctx, forever.ID, time.Second); sandboxes.ErrorCode(err) != sandboxes.CodeTTLInfinite {
 		t.Fatalf("extend infinite: %v", err)
 	}
@@ -236,6 +239,13 @@ func TestTTLExpiryRemovesContainerAndVolume(t *testing.T) {
 	}
 	if h.containerExists(sb.ID) || h.volumeExists(h.mgr.VolumeName(sb.WorkspaceID)) {
 		t.Fatal("expired sandbox left its container or volume")
+	}
+	// Creates return before their containers exist: on a busy engine the two may still be queued for a start
+	// slot when the collector runs. Wait for them, then check the collector left them alone.
+	for _, id := range []string{long.ID, forever.ID} {
+		if _, err := h.mgr.EnsureRunning(ctx, id); err != nil {
+			t.Fatalf("a sandbox whose TTL has not passed: %v", err)
+		}
 	}
 	if !h.containerExists(forever.ID) || !h.containerExists(long.ID) {
 		t.Fatal("a sandbox whose TTL has not passed was collected")
