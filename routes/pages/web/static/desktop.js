@@ -12,6 +12,12 @@ let rfb = null;
 let attempts = 0;
 let ended = false;
 let timer = null;
+let watchdog = null;
+
+// noVNC has no connect timeout: a WebSocket whose opening handshake stalls (a proxy or network hiccup under load)
+// would leave the page on "Connecting…" for good. A stream not connected within this long is dropped and retried
+// like any lost stream.
+const connectTimeoutMs = 20000;
 
 document.getElementById('mode').textContent = viewOnly ? 'view only' : '';
 
@@ -35,7 +41,13 @@ function connect() {
   rfb.resizeSession = false; // never resize other viewers' desktop
   rfb.viewOnly = viewOnly;
   rfb.focusOnClick = !viewOnly;
+  const current = rfb;
+  clearTimeout(watchdog);
+  watchdog = setTimeout(() => {
+    if (rfb === current && !statusEl.textContent.startsWith('Connected')) current.disconnect();
+  }, connectTimeoutMs);
   rfb.addEventListener('connect', () => {
+    clearTimeout(watchdog);
     attempts = 0;
     banner.hidden = true;
     setStatus(viewOnly ? 'Connected (view only)' : 'Connected');
