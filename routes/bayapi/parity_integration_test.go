@@ -345,16 +345,28 @@ func TestBayCrashRecovery(t *testing.T) {
 		t.Fatalf("a call to a crash-looped sandbox: %v %v", err, detailsOf(err))
 	}
 
-	resp, err := http.Get("http://" + g.AdminAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`deaths_total{reason="sigkill"} 2`, `deaths_total{reason="oom"} 1`,
-		`recoveries_total{reason="sigkill"} 1`, `recoveries_total{reason="oom"} 1`, `crash_loops_total 1`} {
-		if !strings.Contains(string(metrics), want) {
-			t.Errorf("metrics lack %s", want)
+	// The counters follow the lifecycle's events, delivered after the state change the calls above saw: wait for them.
+	wants := []string{`deaths_total{reason="sigkill"} 2`, `deaths_total{reason="oom"} 1`,
+		`recoveries_total{reason="sigkill"} 1`, `recoveries_total{reason="oom"} 1`, `crash_loops_total 1`}
+	for {
+		resp, err := http.Get("http://" + g.AdminAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var missing []string
+		for _, want := range wants {
+			if !strings.Contains(string(metrics), want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("metrics lack %v", missing)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
