@@ -1,167 +1,91 @@
 package sandboxes
 
 import (
-	"context"
-	"errors"
-	"fmt"
+	"sync"
 	"time"
 )
 
-// watchEvents follows the engine's die/oom/destroy events for our containers, resubscribing when the stream
-// breaks and re-inspecting running sandboxes so a death during the gap is not missed.
-func (m *Manager) watchEvents() {
-	defer m.wg.Done()
-	for {
-		events, errs := m.driver.Events(m.ctx, m.label(labelManaged), "true")
-	stream:
-		for {
-			select {
-			case <-m.ctx.Done():
-				return
-			case ev, ok := <-events:
-				if !ok {
-					break stream
-				}
-				m.handleEvent(ev)
-			case err := <-errs:
-				if m.ctx.Err() != nil {
-					return
-				}
-				m.log.Warn("container event stream ended; resubscribing", "error", err)
-				break stream
-			}
-		}
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		m.recheckRunning()
-	}
+// Event types sent to subscribers.
+const (
+	EventCreated = "created" // a sandbox was created (cold) or claimed (warm)
+	EventReady   = "ready"   // its agent answered /health
+	EventStopped = "stopped" // compute stopped (idle or asked); workspace kept
+	EventStarted = "started" // compute started again after a stop (followed by ready)
+	EventDeleted = "deleted" // removed with its workspace (asked, expired or orphaned)
+	EventDied    = "died"    // its container died without being asked to
+	EventOOM     = "oom"     // a process in it was OOM-killed; the container lives on
+	EventFailed  = "failed"  // it could not be started
+	EventGC      = "gc"      // the collector removed something (Reason says what)
+)
+
+// Event is one lifecycle change.
+type Event struct {
+	Type       string        `json:"type"`
+	SandboxID  string        `json:"sandbox_id,omitempty"`
+	Profile    string        `json:"profile,omitempty"`
+	Owner      string        `json:"owner,omitempty"`
+	LaunchType string        `json:"launch_type,omitempty"`
+	Warm       bool          `json:"warm,omitempty"` // the sandbox is a warm-pool member
+	Reason     string        `json:"reason,omitempty"`
+	Death      *Death        `json:"death,omitempty"`
+	Duration   time.Duration `json:"duration,omitempty"` // ready: time since create/start; created (warm): claim time
+	At         time.Time     `json:"at"`
 }
 
-func (m *Manager) handleEvent(ev ContainerEvent) {
-	id := ev.Labels[m.label(labelID)]
+// Err is the typed error a stream of this sandbox should end with: container_died for a died event, nil for
+// every other event.
+func (ev Event) Err() error {
+	if ev.Type != EventDied || ev.Death == nil {
+		return nil
+	}
+	return diedError(ev.SandboxID, ev.Death)
+}
+
+// Subscribe returns a channel of lifecycle events and a function that ends the subscription. A subscriber that
+// does not keep up loses events rather than slowing the Manager.
+func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
+	if buffer < 1 {
+		buffer = 1
+	}
+	ch := make(chan Event, buffer)
 	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.ContainerID != ev.ContainerID || e.deleted {
+	if m.closed {
 		m.mu.Unlock()
-		return
+		close(ch)
+		return ch, func() {}
 	}
-	switch ev.Action {
-	case "oom":
-		e.lastOOM = ev.At
-		alive := e.rec.Phase == PhaseRunning
-		m.mu.Unlock()
-		if alive {
-			// A process inside was OOM-killed; whether the container follows shows in its die event.
-			m.emit(Event{Type: EventOOM, SandboxID: id, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: "oom", At: ev.At})
-		}
-		return
-	case "die", "destroy":
-	default:
-		m.mu.Unlock()
-		return
-	}
-	if e.expectStop || (e.rec.Phase != PhaseRunning && e.rec.Phase != PhaseStarting) {
-		m.mu.Unlock()
-		return
-	}
-	lastOOM := e.lastOOM
-	cid := e.rec.ContainerID
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = ch
 	m.mu.Unlock()
-
-	var death *Death
-	if ev.Action == "destroy" {
-		death = &Death{Reason: "removed", ExitCode: -1, At: ev.At, Message: "container removed"}
-	} else {
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		st, err := m.driver.Inspect(ctx, cid)
-		cancel()
-		switch {
-		case errors.Is(err, ErrContainerNotFound):
-			death = &Death{Reason: "removed", ExitCode: -1, At: ev.At, Message: "container removed"}
-		case err != nil:
-			death = classifyDeath(ev.ExitCode, false, lastOOM, ev.At)
-		default:
-			if st.Running {
-				return // restarted in between (not by us, but alive)
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if c, ok := m.subs[id]; ok {
+				delete(m.subs, id)
+				close(c)
 			}
-			death = classifyDeath(st.ExitCode, st.OOMKilled, lastOOM, ev.At)
-		}
-	}
-	m.recordDeath(e, cid, death)
-}
-
-func (m *Manager) recordDeath(e *entry, cid string, death *Death) {
-	m.mu.Lock()
-	if e.deleted || e.expectStop || e.rec.ContainerID != cid || e.rec.Died != nil {
-		m.mu.Unlock()
-		return
-	}
-	crashLoop := m.noteDeathLocked(e, death) // recovery.go
-	if e.cancelLaunch != nil {
-		e.cancelLaunch()
-	}
-	warm := e.rec.Warm
-	if warm {
-		m.detachLocked(e)
-	}
-	m.mu.Unlock()
-	m.log.Warn("sandbox container died", "sandbox", e.rec.ID, "reason", death.Reason, "exit_code", death.ExitCode)
-	if warm {
-		m.destroyDetached(e, "warm member died")
-		return
-	}
-	m.persist(e)
-	m.emit(Event{Type: EventDied, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: death.Reason, Death: death, At: death.At})
-	if crashLoop {
-		m.emit(Event{Type: EventFailed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Reason: "crash_loop", Death: death})
+			m.mu.Unlock()
+		})
 	}
 }
 
-// classifyDeath names why a container stopped: exit 137 is SIGKILL (the OOM killer's signal too, so a recent oom
-// event or OOMKilled makes it oom), 139 SIGSEGV, 143 SIGTERM, anything else its exit code.
-func classifyDeath(code int, oomKilled bool, lastOOM, at time.Time) *Death {
-	d := &Death{ExitCode: code, At: at}
-	recentOOM := !lastOOM.IsZero() && at.Sub(lastOOM) < 10*time.Second && at.Sub(lastOOM) > -10*time.Second
-	switch {
-	case oomKilled || (code == 137 && recentOOM):
-		d.Reason, d.Message = "oom", "killed by the out-of-memory killer; the sandbox needs more memory or less data"
-	case code == 137:
-		d.Reason, d.Message = "sigkill", "killed by SIGKILL"
-	case code == 139:
-		d.Reason, d.Message = "sigsegv", "crashed with SIGSEGV"
-	case code == 143:
-		d.Reason, d.Message = "sigterm", "terminated by SIGTERM"
-	default:
-		d.Reason, d.Message = "exit", fmt.Sprintf("exit %d", code)
-	}
-	return d
-}
-
-// recheckRunning inspects every running sandbox once (after an event-stream gap).
-func (m *Manager) recheckRunning() {
+func (m *Manager) emit(ev Event) {
 	m.mu.RLock()
-	var check []*entry
-	for _, e := range m.entries {
-		if (e.rec.Phase == PhaseRunning) && e.rec.ContainerID != "" && !e.deleted {
-			check = append(check, e)
-		}
+	defer m.mu.RUnlock()
+	m.emitLocked(ev)
+}
+
+// emitLocked sends to subscribers; the caller holds m.mu (read or write).
+func (m *Manager) emitLocked(ev Event) {
+	if ev.At.IsZero() {
+		ev.At = time.Now()
 	}
-	m.mu.RUnlock()
-	for _, e := range check {
-		m.mu.RLock()
-		cid := e.rec.ContainerID
-		m.mu.RUnlock()
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		st, err := m.driver.Inspect(ctx, cid)
-		cancel()
-		switch {
-		case errors.Is(err, ErrContainerNotFound):
-			m.recordDeath(e, cid, &Death{Reason: "removed", ExitCode: -1, At: time.Now(), Message: "container removed"})
-		case err == nil && !st.Running:
-			m.recordDeath(e, cid, classifyDeath(st.ExitCode, st.OOMKilled, time.Time{}, st.FinishedAt))
+	for _, ch := range m.subs {
+		select {
+		case ch <- ev:
+		default:
 		}
 	}
 }

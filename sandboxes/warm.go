@@ -400,3 +400,37 @@ func newAgentTransport() *http.Transport {
 // AgentHTTPClient is an HTTP client on the Manager's shared agent connection pool, without an overall timeout
 // (streams use it; each call brings its own context).
 func (m *Manager) AgentHTTPClient() *http.Client { return m.agentHTTP }
+
+// claimLocked pops the oldest ready warm member of p's current shape, or returns nil.
+func (m *Manager) claimLocked(p Profile, now time.Time) *entry {
+	hash := p.Hash()
+	for len(m.warm[hash]) > 0 {
+		id := m.warm[hash][0]
+		m.warm[hash] = m.warm[hash][1:]
+		e := m.entries[id]
+		if e == nil || e.deleted || !e.rec.Warm || e.rec.Phase != PhaseRunning || e.rec.Died != nil || e.rec.ProfileHash != hash {
+			continue
+		}
+		if now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge {
+			m.detachLocked(e)
+			go m.destroyDetached(e, "warm member too old")
+			continue
+		}
+		e.profile = p // same hash: only lifecycle settings (idle timeout) can differ
+		spec := p
+		e.rec.Spec = &spec
+		return e
+	}
+	return nil
+}
+
+// warmVictimLocked picks the oldest warm member to make room for a real create, or nil.
+func (m *Manager) warmVictimLocked() *entry {
+	var victim *entry
+	for _, e := range m.entries {
+		if e.rec.Warm && !e.deleted && (victim == nil || e.rec.CreatedAt.Before(victim.rec.CreatedAt)) {
+			victim = e
+		}
+	}
+	return victim
+}

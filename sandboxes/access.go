@@ -1,0 +1,246 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EnsureRunning returns the sandbox's agent target, starting an idle-stopped sandbox and waiting (bounded by
+// the start timeout and ctx) for its readiness. It counts as activity.
+func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) {
+	triggered := false
+	for {
+		now := time.Now()
+		m.mu.Lock()
+		e := m.entries[id]
+		if e == nil || e.rec.Warm || e.deleted {
+			m.mu.Unlock()
+			return Target{}, notFound(id)
+		}
+		if expired(e, now) {
+			m.mu.Unlock()
+			return Target{}, expiredError(id)
+		}
+		if m.closed || !m.started {
+			m.mu.Unlock()
+			return Target{}, Errorf(CodeEngine, "the sandbox manager is not running")
+		}
+		if err, ok := m.recoverLocked(e); ok { // a dead container: recovery.go
+			m.mu.Unlock()
+			return Target{}, err
+		}
+		switch e.rec.Phase {
+		case PhaseRunning:
+			if stopping := e.stopping; stopping != nil {
+				// The idle collector committed to stopping it before this request's lease: wait for the stop to
+				// end, then start it again on the next round.
+				m.mu.Unlock()
+				select {
+				case <-stopping:
+				case <-ctx.Done():
+					return Target{}, &Error{Code: CodeTimeout, Message: fmt.Sprintf("sandbox %s was still stopping when the request ended", id), Err: ctx.Err()}
+				}
+				continue
+			}
+			m.touchLocked(e, now)
+			t := m.targetLocked(e)
+			m.mu.Unlock()
+			return t, nil
+		case PhaseStopped, PhaseFailed:
+			if triggered {
+				msg := e.rec.LastError
+				m.mu.Unlock()
+				// The launch's typed error survives only as LastError's text ("code: message"): keep the codes a
+				// caller acts on (the agent's start-up failure is the sandbox's configuration, not the engine).
+				code := CodeEngine
+				for _, c := range []string{CodeTimeout, CodeStartupFailed} {
+					if strings.HasPrefix(msg, c+":") {
+						code = c
+					}
+				}
+				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg),
+					Details: map[string]any{"last_error": msg}}
+			}
+			if !e.launching {
+				if e.rec.Phase == PhaseStopped {
+					m.emitLocked(Event{Type: EventStarted, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner})
+				}
+				e.rec.Phase = PhaseStarting
+				e.rec.LastError = ""
+				m.beginLaunchLocked(e)
+			}
+			triggered = true
+		case PhasePaused:
+			// Thawed inside the request (pause.go); the next round returns the target.
+			m.mu.Unlock()
+			if err := m.resume(ctx, e, "request"); err != nil {
+				return Target{}, err
+			}
+			continue
+		case PhaseCreating, PhaseStarting:
+			if !e.launching {
+				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
+				if triggered {
+					m.mu.Unlock()
+					return Target{}, &Error{Code: CodeEngine, Message: fmt.Sprintf("sandbox %s could not be started", id)}
+				}
+				m.beginLaunchLocked(e)
+				triggered = true
+			}
+		}
+		ch := e.ready
+		timeout := m.cfg.StartTimeout
+		m.mu.Unlock()
+		if ch == nil {
+			continue
+		}
+		timer := time.NewTimer(timeout)
+		select {
+		case <-ch:
+			timer.Stop()
+		case <-timer.C:
+			return Target{}, &Error{Code: CodeTimeout, Message: fmt.Sprintf("sandbox %s was not ready within %s", id, timeout),
+				Details: map[string]any{"timeout_seconds": timeout.Seconds()}}
+		case <-ctx.Done():
+			timer.Stop()
+			return Target{}, &Error{Code: CodeTimeout, Message: fmt.Sprintf("sandbox %s was not ready before the request ended", id), Err: ctx.Err()}
+		}
+	}
+}
+
+// Resolve returns the agent target of a ready sandbox from memory, without I/O.
+func (m *Manager) Resolve(id string) (Target, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted || e.rec.Phase != PhaseRunning || e.rec.Died != nil || expired(e, time.Now()) {
+		return Target{}, false
+	}
+	return m.targetLocked(e), true
+}
+
+// Exists reports from memory whether id names a live (not expired, not deleted) sandbox.
+func (m *Manager) Exists(id string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e := m.entries[id]
+	return e != nil && !e.rec.Warm && !e.deleted && !expired(e, time.Now())
+}
+
+// Keepalive extends the idle deadline of a running sandbox. It never starts compute.
+func (m *Manager) Keepalive(ctx context.Context, id string) error {
+	now := time.Now()
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted {
+		m.mu.Unlock()
+		return notFound(id)
+	}
+	if expired(e, now) {
+		m.mu.Unlock()
+		return expiredError(id)
+	}
+	m.touchLocked(e, now)
+	m.mu.Unlock()
+	m.persist(e)
+	return nil
+}
+
+// ExtendTTL moves the expiry to max(expires_at, now) + by.
+func (m *Manager) ExtendTTL(ctx context.Context, id string, by time.Duration) (*Sandbox, error) {
+	if by <= 0 {
+		return nil, Errorf(CodeInvalid, "extend_by must be positive")
+	}
+	now := time.Now()
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted {
+		m.mu.Unlock()
+		return nil, notFound(id)
+	}
+	if e.rec.ExpiresAt == nil {
+		m.mu.Unlock()
+		return nil, Errorf(CodeTTLInfinite, "sandbox %s never expires", id)
+	}
+	if expired(e, now) {
+		m.mu.Unlock()
+		return nil, expiredError(id)
+	}
+	base := *e.rec.ExpiresAt
+	if now.After(base) {
+		base = now
+	}
+	t := base.Add(by)
+	e.rec.ExpiresAt = &t
+	sb := m.snapshotLocked(e, now)
+	m.mu.Unlock()
+	m.persist(e)
+	return sb, nil
+}
+
+// Acquire holds a lease on a sandbox: while any lease is held it counts as active and the collector never stops
+// or removes it. Call release exactly once (more calls do nothing).
+func (m *Manager) Acquire(id string) (func(), error) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted {
+		return nil, notFound(id)
+	}
+	if expired(e, now) {
+		return nil, expiredError(id)
+	}
+	e.leases++
+	m.touchLocked(e, now)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			e.leases--
+			m.touchLocked(e, time.Now())
+			m.mu.Unlock()
+		})
+	}, nil
+}
+
+// Hold starts a sandbox if it is idle and holds a lease on it until ctx ends: the request that uses the target
+// can never lose its container to the idle collector. The lease is taken first, so a collector that has not yet
+// committed to a stop sees it, and one that has is waited for (EnsureRunning).
+func (m *Manager) Hold(ctx context.Context, id string) (Target, error) {
+	release, err := m.Acquire(id)
+	if err != nil {
+		return Target{}, err
+	}
+	t, err := m.EnsureRunning(ctx, id)
+	if err != nil {
+		release()
+		return Target{}, err
+	}
+	context.AfterFunc(ctx, release)
+	return t, nil
+}
+
+// Touch records activity on a sandbox (resets its idle timer).
+func (m *Manager) Touch(id string) {
+	now := time.Now()
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted {
+		m.mu.Unlock()
+		return
+	}
+	m.touchLocked(e, now)
+	due := now.Sub(e.lastPersist) > 5*time.Second
+	if due {
+		e.lastPersist = now
+	}
+	m.mu.Unlock()
+	if due {
+		// Idle deadlines are persisted at most every few seconds; the collector and Close write the rest.
+		go m.persist(e)
+	}
+}

@@ -1,0 +1,172 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Launch types.
+const (
+	LaunchWarm = "warm"
+	LaunchCold = "cold"
+)
+
+// Create makes a sandbox and returns at once: a warm claim is ready, a cold create is starting and becomes ready
+// by itself in the background.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, Errorf(CodeInvalid, "invalid env name %q", k)
+		}
+	}
+	if err := ValidateMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
+	if req.WorkspaceID != "" && !workspacePattern.MatchString(req.WorkspaceID) {
+		return nil, Errorf(CodeInvalid, "workspace_id %q is not a workspace id (ws-<hex>)", req.WorkspaceID)
+	}
+	began := time.Now()
+	m.mu.Lock()
+	if !m.started || m.closed {
+		m.mu.Unlock()
+		return nil, Errorf(CodeEngine, "the sandbox manager is not running")
+	}
+	p, ok := m.profiles[req.Profile]
+	if !ok {
+		known := m.profileIDsLocked()
+		m.mu.Unlock()
+		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("unknown profile %q", req.Profile),
+			Details: map[string]any{"profiles": known}}
+	}
+	if req.Image != nil {
+		derived, err := p.WithImage(*req.Image) // profile_image.go
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		p = derived
+	}
+	if req.Egress != nil && !p.EgressEnforced() {
+		m.mu.Unlock()
+		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", p.ID)
+	}
+	now := time.Now()
+	m.noteDemandLocked(p.ID) // warm.go
+	ttl := req.TTL
+	if ttl == 0 {
+		ttl = m.cfg.DefaultTTL
+	}
+	var expires *time.Time
+	if ttl > 0 {
+		t := now.Add(ttl)
+		expires = &t
+	}
+	if m.cfg.MaxPerOwner > 0 {
+		if n := m.ownerCountLocked(req.Owner, now); n >= m.cfg.MaxPerOwner {
+			m.mu.Unlock()
+			return nil, &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("owner has %d sandboxes, the limit is %d", n, m.cfg.MaxPerOwner),
+				Details: map[string]any{"limit": m.cfg.MaxPerOwner, "scope": "owner"}}
+		}
+	}
+	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil {
+		// Pool first: a ready member, else the one that has been starting longest (warm.go).
+		launch := LaunchWarm
+		e := m.claimLocked(p, now)
+		if e == nil {
+			if e = m.claimStartingLocked(p); e != nil {
+				launch = LaunchPrestarted
+			}
+		}
+		if e != nil {
+			e.rec.Warm = false
+			e.rec.Owner = req.Owner
+			e.rec.LaunchType = launch
+			e.rec.CreatedAt = now
+			e.rec.ExpiresAt = expires
+			e.rec.Metadata = maps.Clone(req.Metadata)
+			e.rec.Egress = cloneEgress(req.Egress)
+			setIdleDeadline(e, now)
+			m.noteCreateLocked(p.ID, launch)
+			sb := m.snapshotLocked(e, now)
+			m.mu.Unlock()
+			m.persist(e)
+			kick(m.warmKick)
+			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: launch, Duration: time.Since(began)})
+			return sb, nil
+		}
+	}
+	if req.WorkspaceID != "" {
+		for _, o := range m.entries {
+			if o.rec.WorkspaceID == req.WorkspaceID && !o.deleted {
+				m.mu.Unlock()
+				return nil, Errorf(CodeInvalid, "workspace %s is in use by sandbox %s", req.WorkspaceID, o.rec.ID)
+			}
+		}
+	}
+	var after <-chan struct{}
+	if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
+		// Warm members count toward the cap, but a real request beats a prefetched one. The new container is made
+		// only once the one it replaces is gone, so the engine never holds more than the cap.
+		if victim := m.warmVictimLocked(); victim != nil {
+			m.detachLocked(victim)
+			go m.destroyDetached(victim, "evicted for a create")
+		}
+		if len(m.freeing) == 0 {
+			m.mu.Unlock()
+			return nil, &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("the gateway runs %d sandboxes, the limit is %d", m.cfg.MaxSandboxes, m.cfg.MaxSandboxes),
+				Details: map[string]any{"limit": m.cfg.MaxSandboxes, "scope": "global"}}
+		}
+		after = m.freeing[len(m.freeing)-1].done
+		m.freeing = m.freeing[:len(m.freeing)-1]
+	}
+	m.noteCreateLocked(p.ID, LaunchCold)
+	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after)
+	e.rec.LaunchType = LaunchCold
+	e.rec.Metadata = maps.Clone(req.Metadata)
+	e.rec.Egress = cloneEgress(req.Egress)
+	sb := m.snapshotLocked(e, now)
+	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace // a fork's or snapshot's copy: its own
+	m.mu.Unlock()
+	m.persist(e)
+	kick(m.warmKick)
+	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})
+	return sb, nil
+}
+
+var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
+
+// newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
+func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
+	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil)
+}
+
+// newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
+// whose place it takes under max_sandboxes is gone).
+func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}) *entry {
+	id := "sandbox-" + randomHex(6)
+	for m.entries[id] != nil {
+		id = "sandbox-" + randomHex(6)
+	}
+	managed := workspace == ""
+	if managed {
+		workspace = "ws-" + randomHex(6)
+	}
+	spec := p
+	e := &entry{profile: p, rec: Record{
+		ID: id, Profile: p.ID, ProfileHash: p.Hash(), Owner: owner, WorkspaceID: workspace, ManagedWorkspace: managed,
+		Token: randomHex(24), Env: env, CreatedAt: now, ExpiresAt: expires, Phase: PhaseCreating, Generation: 1, Warm: warm,
+		Spec: &spec,
+	}}
+	if warm {
+		e.rec.LaunchType = LaunchWarm
+	}
+	e.after = after
+	e.refill = warm
+	m.entries[id] = e
+	m.beginLaunchLocked(e)
+	return e
+}

@@ -1,0 +1,160 @@
+package sandboxes
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// entry is one sandbox in memory. Fields are guarded by Manager.mu except where noted.
+type entry struct {
+	rec     Record
+	profile Profile // the profile as it was when the container was shaped
+
+	ready         chan struct{} // closed when the current start attempt ends (ready or failed)
+	launching     bool
+	adopting      bool // a launch that re-attaches to a container found running at start keeps its idle deadline
+	cancelLaunch  context.CancelFunc
+	leases        int
+	expectStop    bool          // we are stopping or removing it: its die event is no crash
+	stopping      chan struct{} // non-nil while a stop committed to stopping it runs; closed when it ends
+	stopRequested bool          // a stop cancelled the launch in flight
+	recovering    bool          // the launch in flight rebuilds a dead container (recovery.go)
+	deleted       bool
+	lastOOM       time.Time
+	lastPersist   time.Time
+	startBegan    time.Time
+	// The warm pool's bookkeeping (warm.go): refill marks a launch made for the pool and not claimed yet;
+	// freshLaunch one that makes a new container; launchLevel the launches working on the engine when it got its
+	// start slot (active, since activeAt); after delays
+	// its engine calls until the sandbox it replaces is gone; done is closed once a detached entry is destroyed.
+	refill      bool
+	freshLaunch bool
+	launchLevel int
+	active      bool
+	activeAt    time.Time
+	after       <-chan struct{}
+	done        chan struct{}
+	freedDone   bool
+
+	opMu      sync.Mutex // serialises engine operations on this sandbox (launch, stop, delete)
+	persistMu sync.Mutex // orders store writes of this sandbox
+}
+
+// The helpers below read or change entries; callers hold m.mu.
+
+func statusOf(e *entry, now time.Time) Status {
+	switch {
+	case expired(e, now):
+		return StatusExpired
+	case e.rec.Phase == PhaseFailed:
+		return StatusFailed
+	case e.rec.Phase == PhaseRunning:
+		return StatusReady
+	case e.rec.Phase == PhasePaused:
+		return StatusPaused
+	case e.rec.Phase == PhaseCreating || e.rec.Phase == PhaseStarting:
+		return StatusStarting
+	default:
+		return StatusIdle
+	}
+}
+
+func expired(e *entry, now time.Time) bool {
+	return e.rec.ExpiresAt != nil && !now.Before(*e.rec.ExpiresAt)
+}
+
+func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
+	sb := &Sandbox{
+		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
+		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
+		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
+		Egress: cloneEgress(e.rec.Egress),
+	}
+	if sb.Capabilities == nil {
+		sb.Capabilities = []string{}
+	}
+	if e.rec.ExpiresAt != nil {
+		t := *e.rec.ExpiresAt
+		sb.ExpiresAt = &t
+	}
+	if e.rec.IdleExpiresAt != nil && (e.rec.Phase == PhaseRunning || e.rec.Phase == PhasePaused) {
+		t := *e.rec.IdleExpiresAt
+		sb.IdleExpiresAt = &t
+	}
+	if e.rec.Died != nil {
+		d := *e.rec.Died
+		sb.Died = &d
+	}
+	return sb
+}
+
+func (m *Manager) targetLocked(e *entry) Target {
+	return Target{SandboxID: e.rec.ID, Addr: e.rec.Addr, Token: e.rec.Token, AppPort: e.profile.AppTarget()}
+}
+
+func (m *Manager) touchLocked(e *entry, now time.Time) {
+	if e.rec.Phase == PhaseRunning || e.rec.Phase == PhaseStarting {
+		setIdleDeadline(e, now)
+	}
+}
+
+func setIdleDeadline(e *entry, now time.Time) {
+	if idle := e.profile.IdleTimeout.Std(); idle > 0 {
+		t := now.Add(idle)
+		e.rec.IdleExpiresAt = &t
+	} else {
+		e.rec.IdleExpiresAt = nil
+	}
+}
+
+func (m *Manager) ownerCountLocked(owner string, now time.Time) int {
+	n := 0
+	for _, e := range m.entries {
+		if !e.rec.Warm && !e.deleted && e.rec.Owner == owner && !expired(e, now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) profileIDsLocked() []string {
+	ids := make([]string, 0, len(m.profiles))
+	for id := range m.profiles {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// persist writes e's record; writes of one sandbox never reorder.
+func (m *Manager) persist(e *entry) {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	m.mu.Lock()
+	if e.deleted {
+		m.mu.Unlock()
+		return
+	}
+	rec := e.rec
+	e.lastPersist = time.Now()
+	m.mu.Unlock()
+	if err := m.store.Put(rec); err != nil {
+		m.log.Error("writing the sandbox store", "sandbox", rec.ID, "error", err)
+	}
+}
+
+func (m *Manager) flushAll() {
+	m.mu.RLock()
+	all := make([]*entry, 0, len(m.entries))
+	for _, e := range m.entries {
+		all = append(all, e)
+	}
+	m.mu.RUnlock()
+	for _, e := range all {
+		m.persist(e)
+	}
+}
