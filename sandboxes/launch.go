@@ -404,8 +404,8 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	delete(env, agentapi.EnvToken)
 	delete(env, agentapi.EnvTokenFile)
 	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
-	env["SANDGATE_SANDBOX_ID"] = rec.ID
-	env["SANDGATE_CAPABILITIES"] = strings.Join(p.Capabilities, ",")
+	env[agentapi.EnvSandboxID] = rec.ID
+	env[agentapi.EnvCapabilities] = strings.Join(p.Capabilities, ",")
 	var agentImage string
 	if p.InjectsAgent() {
 		m.mu.RLock()

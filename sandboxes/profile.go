@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // Capabilities a profile can grant. They gate the API (Bay's `capability_not_supported`) and tell the agent which
@@ -92,14 +94,14 @@ type Profile struct {
 	Binds []string `json:"binds,omitempty"`
 
 	// Customisation (profile_customise.go), done by the agent before it reports ready.
-	Init         []string      `json:"init,omitempty"`
-	Services     []Service     `json:"services,omitempty"`
-	Dependencies *Dependencies `json:"dependencies,omitempty"`
-	NPMRegistry  string        `json:"npm_registry,omitempty"`
-	PyPIIndexURL string        `json:"pypi_index_url,omitempty"`
-	AptMirror    string        `json:"apt_mirror,omitempty"`
-	CRANMirror   string        `json:"cran_mirror,omitempty"`
-	Egress       *Egress       `json:"egress,omitempty"`
+	Init         []string               `json:"init,omitempty"`
+	Services     []agentapi.ServiceSpec `json:"services,omitempty"`
+	Dependencies *agentapi.Dependencies `json:"dependencies,omitempty"`
+	NPMRegistry  string                 `json:"npm_registry,omitempty"`
+	PyPIIndexURL string                 `json:"pypi_index_url,omitempty"`
+	AptMirror    string                 `json:"apt_mirror,omitempty"`
+	CRANMirror   string                 `json:"cran_mirror,omitempty"`
+	Egress       *Egress                `json:"egress,omitempty"`
 
 	// Any image (profile_image.go): our agent mounted read-only into an image that is not ours, supervising the
 	// image's own entrypoint.

@@ -19,33 +19,20 @@ import (
 // before the sandbox is ready, package mirrors and an outbound proxy. The agent does the work; the Manager passes
 // the profile's settings to it as environment (CustomiseEnv).
 
-// Environment names the agent reads (agentimage/agentapi holds the same names).
+// The agent's names for the customisation it reads from the environment. agentapi is their one definition; these
+// aliases let a dialect that passes a create's dependencies or services to the Manager name them through the core.
 const (
-	EnvInit         = "SANDGATE_INIT"
-	EnvServices     = "SANDGATE_SERVICES"
-	EnvDependencies = "SANDGATE_DEPENDENCIES"
-	EnvMirrors      = "SANDGATE_MIRRORS"
+	EnvInit         = agentapi.EnvInit
+	EnvServices     = agentapi.EnvServices
+	EnvDependencies = agentapi.EnvDependencies
+	EnvMirrors      = agentapi.EnvMirrors
 )
 
-// Service is a long-running process the agent supervises. Restart is always (default), on-failure or never.
-type Service struct {
-	Name    string            `json:"name"`
-	Command string            `json:"command"`
-	Port    int               `json:"port,omitempty"`
-	Restart string            `json:"restart,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-}
+// Service is a long-running process the agent supervises (agentapi's wire type).
+type Service = agentapi.ServiceSpec
 
-// Dependencies are packages installed at start: python {name: version}, node {name: range}, r {name: version}
-// (from the profile's cran_mirror into the workspace library, unless the image has them: make profile-images bakes
-// them from Debian's r-cran-* packages). Apt packages need a derived image (make profile-images): the agent refuses
-// them at runtime.
-type Dependencies struct {
-	Python map[string]string `json:"python,omitempty"`
-	Node   map[string]string `json:"node,omitempty"`
-	R      map[string]string `json:"r,omitempty"`
-	Apt    []string          `json:"apt,omitempty"`
-}
+// Dependencies are packages the agent installs at start (agentapi's wire type, which also validates them).
+type Dependencies = agentapi.Dependencies
 
 // Egress is how a sandbox reaches outside: Proxy becomes HTTP_PROXY/HTTPS_PROXY (and their lowercase forms),
 // NoProxy NO_PROXY. Allow is the host allow-list sandgate's own proxy (http.handlers.sandbox_egress) applies to
@@ -61,23 +48,14 @@ var (
 	noProxyItem = regexp.MustCompile(`^[A-Za-z0-9.*:/\[\]_-]{1,253}$`)
 )
 
-// Validate reports the first invalid name or version, with the agent's own patterns: the API refuses early, the
-// agent checks again before installing.
-func (d *Dependencies) Validate() error {
-	if d == nil {
-		return nil
-	}
-	return agentapi.Dependencies{Python: d.Python, Node: d.Node, R: d.R, Apt: d.Apt}.Validate()
-}
-
-// Merge returns d with other's packages added (other wins on the same name), for a create's dependencies on top of
-// its profile's.
-func (d *Dependencies) Merge(other *Dependencies) *Dependencies {
+// mergeDependencies returns d with other's packages added (other wins on the same name), for a create's
+// dependencies on top of its profile's.
+func mergeDependencies(d, other *agentapi.Dependencies) *agentapi.Dependencies {
 	if d == nil && other == nil {
 		return nil
 	}
-	out := &Dependencies{Python: map[string]string{}, Node: map[string]string{}, R: map[string]string{}}
-	for _, src := range []*Dependencies{d, other} {
+	out := &agentapi.Dependencies{Python: map[string]string{}, Node: map[string]string{}, R: map[string]string{}}
+	for _, src := range []*agentapi.Dependencies{d, other} {
 		if src == nil {
 			continue
 		}
@@ -134,13 +112,16 @@ func (p *Profile) validateCustomise() error {
 			return fmt.Errorf("profile %q: service %q has no command", p.ID, s.Name)
 		case s.Port < 0 || s.Port > 65535:
 			return fmt.Errorf("profile %q: service %q port %d is not a port", p.ID, s.Name, s.Port)
-		case s.Restart != "" && s.Restart != "always" && s.Restart != "on-failure" && s.Restart != "never":
+		case s.Restart != "" && s.Restart != agentapi.RestartAlways && s.Restart != agentapi.RestartOnFailure && s.Restart != agentapi.RestartNever:
 			return fmt.Errorf("profile %q: service %q restart must be always, on-failure or never", p.ID, s.Name)
 		}
 		seen[s.Name] = true
 	}
-	if err := p.Dependencies.Validate(); err != nil {
-		return fmt.Errorf("profile %q: %w", p.ID, err)
+	if p.Dependencies != nil {
+		// The agent's own patterns: the API refuses early, the agent checks again before installing.
+		if err := p.Dependencies.Validate(); err != nil {
+			return fmt.Errorf("profile %q: %w", p.ID, err)
+		}
 	}
 	for name, v := range map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror, "cran_mirror": p.CRANMirror} {
 		if v != "" && !validHTTPURL(v) {
@@ -180,12 +161,12 @@ func (p *Profile) AppTarget() int {
 
 // RequestDependencies reads a create request's dependencies from its environment (EnvDependencies as JSON, the
 // way the API passes them to the Manager); nil when absent.
-func RequestDependencies(requestEnv map[string]string) (*Dependencies, error) {
-	raw, ok := requestEnv[EnvDependencies]
+func RequestDependencies(requestEnv map[string]string) (*agentapi.Dependencies, error) {
+	raw, ok := requestEnv[agentapi.EnvDependencies]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
-	var d Dependencies
+	var d agentapi.Dependencies
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
@@ -210,27 +191,23 @@ func (p *Profile) CustomiseEnv(requestEnv map[string]string) map[string]string {
 	extra, depsErr := RequestDependencies(requestEnv)
 	defer func() {
 		for k := range requestEnv {
-			if k != EnvDependencies || depsErr != nil {
+			if k != agentapi.EnvDependencies || depsErr != nil {
 				delete(env, k)
 			}
 		}
 	}()
 	if len(p.Init) > 0 {
-		put(EnvInit, p.Init)
+		put(agentapi.EnvInit, p.Init)
 	}
 	if len(p.Services) > 0 {
-		put(EnvServices, p.Services)
+		put(agentapi.EnvServices, p.Services)
 	}
-	if deps := p.Dependencies.Merge(extra); depsErr == nil && deps != nil && (len(deps.Python)+len(deps.Node)+len(deps.R)+len(deps.Apt) > 0) {
-		put(EnvDependencies, deps)
+	if deps := mergeDependencies(p.Dependencies, extra); depsErr == nil && deps != nil && (len(deps.Python)+len(deps.Node)+len(deps.R)+len(deps.Apt) > 0) {
+		put(agentapi.EnvDependencies, deps)
 	}
-	if p.NPMRegistry != "" || p.PyPIIndexURL != "" || p.AptMirror != "" || p.CRANMirror != "" {
-		m := map[string]string{"npm_registry": p.NPMRegistry, "pypi_index_url": p.PyPIIndexURL, "apt_mirror": p.AptMirror}
-		if p.CRANMirror != "" {
-			// Only when set: an older agent refuses fields it does not know.
-			m["cran_mirror"] = p.CRANMirror
-		}
-		put(EnvMirrors, m)
+	// Fields left empty are omitted (omitempty): an older agent refuses fields it does not know, such as cran_mirror.
+	if m := (agentapi.Mirrors{NPMRegistry: p.NPMRegistry, PyPIIndexURL: p.PyPIIndexURL, AptMirror: p.AptMirror, CRANMirror: p.CRANMirror}); m != (agentapi.Mirrors{}) {
+		put(agentapi.EnvMirrors, m)
 	}
 	if p.Egress != nil && p.Egress.Proxy != "" {
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
@@ -253,11 +230,8 @@ func agentStartupFailure(resp *http.Response) error {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		return nil
 	}
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err != nil || body.Status != "failed" {
+	var body agentapi.Health
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err != nil || body.Status != agentapi.StartupFailed {
 		return nil
 	}
 	return &Error{Code: CodeStartupFailed, Message: "sandbox start-up failed: " + body.Error}

@@ -24,10 +24,12 @@ const (
 // TokenHeader is where callers may put the token; "Authorization: Bearer <token>" works too.
 const TokenHeader = "X-Sandgate-Token"
 
-// Health is the body of GET /health.
+// Health is the body of GET /health: 200 with status "ok" once ready; 503 while the start-up is not done, with
+// status starting or failed (StartupStarting, StartupFailed) and, when failed, why.
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Info is the body of GET /v1/info.

@@ -34,7 +34,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), started: time.Now()}
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		agentapi.WriteJSON(w, http.StatusOK, agentapi.Health{Status: "ok", Version: cfg.Version})
+		agentapi.WriteJSON(w, http.StatusOK, agentapi.Health{Status: agentapi.StartupReady, Version: cfg.Version})
 	})
 	return s
 }

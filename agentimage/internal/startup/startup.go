@@ -358,13 +358,6 @@ func (s *Startup) Services() []agentapi.ServiceStatus {
 	return sup.Status()
 }
 
-// HealthBody is GET /health while the start-up is not done.
-type HealthBody struct {
-	Status  string `json:"status"`
-	Version string `json:"version"`
-	Error   string `json:"error,omitempty"`
-}
-
 // GateHealth answers GET /health with 503 while starting or failed, and lets next answer once ready.
 func (s *Startup) GateHealth(next http.Handler, version string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -374,7 +367,7 @@ func (s *Startup) GateHealth(next http.Handler, version string) http.Handler {
 			s.mu.Unlock()
 			if status != agentapi.StartupReady {
 				w.Header().Set("Retry-After", "1")
-				agentapi.WriteJSON(w, http.StatusServiceUnavailable, HealthBody{Status: status, Version: version, Error: msg})
+				agentapi.WriteJSON(w, http.StatusServiceUnavailable, agentapi.Health{Status: status, Version: version, Error: msg})
 				return
 			}
 		}

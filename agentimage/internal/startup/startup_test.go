@@ -115,14 +115,14 @@ func TestFastGPTMirrorEnv(t *testing.T) {
 	}
 }
 
-func health(t *testing.T, s *Startup) (int, HealthBody) {
+func health(t *testing.T, s *Startup) (int, agentapi.Health) {
 	t.Helper()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		agentapi.WriteJSON(w, 200, HealthBody{Status: "ok"})
+		agentapi.WriteJSON(w, 200, agentapi.Health{Status: "ok"})
 	})
 	rec := httptest.NewRecorder()
 	s.GateHealth(ok, "v").ServeHTTP(rec, httptest.NewRequest("GET", "/health", nil))
-	var b HealthBody
+	var b agentapi.Health
 	_ = json.Unmarshal(rec.Body.Bytes(), &b)
 	return rec.Code, b
 }
