@@ -436,3 +436,103 @@ func TestCreateWaitInABurstIsBoundedAndTyped(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmClaimIsAtomic(t *testing.T) {
+	p := testProfile("w")
+	p.WarmPoolSize = 3
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{p}, WarmRefillPerSecond: 100})
+	waitFor(t, func() bool { return m.WarmReady() == 3 })
+	var wg sync.WaitGroup
+	out := make([]*Sandbox, 20)
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := m.Create(context.Background(), CreateRequest{Profile: "w", Owner: fmt.Sprint(i)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			out[i] = sb
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	warm := 0
+	for _, sb := range out {
+		if seen[sb.ID] {
+			t.Fatalf("%s claimed twice", sb.ID)
+		}
+		seen[sb.ID] = true
+		if sb.LaunchType == LaunchWarm {
+			warm++
+		}
+	}
+	if warm != 3 {
+		t.Errorf("%d warm claims, want 3", warm)
+	}
+	// Warm members are invisible until claimed, and refill.
+	items, _, _ := m.List(context.Background(), ListOptions{Limit: 100})
+	if len(items) != 20 {
+		t.Errorf("list shows %d sandboxes, want 20", len(items))
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 3 })
+}
+
+func TestGlobalCapCountsWarmMembersAndEvictsThem(t *testing.T) {
+	w := testProfile("w")
+	w.WarmPoolSize = 2
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{w, testProfile("c")}, MaxSandboxes: 3})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	ctx := context.Background()
+	a, err := m.Create(ctx, CreateRequest{Profile: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Full (1 + 2 warm): a cold create evicts a warm member instead of failing.
+	if _, err := m.Create(ctx, CreateRequest{Profile: "c"}); err != nil {
+		t.Fatalf("create at the cap with warm members: %v", err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Profile: "c"}); err != nil {
+		t.Fatalf("second create at the cap: %v", err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Profile: "c"}); ErrorCode(err) != CodeQuotaExceeded {
+		t.Fatalf("create past the cap: %v", err)
+	}
+	_ = m.Delete(ctx, a.ID)
+	if _, err := m.Create(ctx, CreateRequest{Profile: "c"}); err != nil {
+		t.Fatalf("create after a delete: %v", err)
+	}
+}
+
+func TestWarmMembersAreRecycledWhenOldOrStale(t *testing.T) {
+	p := testProfile("w")
+	p.WarmPoolSize = 2
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}, WarmMaxAge: 200 * time.Millisecond, WarmRefillPerSecond: 100, GCInterval: time.Hour})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	time.Sleep(250 * time.Millisecond)
+	if rep := m.CollectGarbage(context.Background()); rep.WarmRecycled != 2 {
+		t.Fatalf("old members: %+v", rep)
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	p.Resources.Memory = "300m"
+	if err := m.Apply(context.Background(), Config{Profiles: []Profile{p}, WarmRefillPerSecond: 100, GCInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		fresh := 0
+		for _, c := range d.containers {
+			if c.spec.Profile.Resources.Memory == "300m" && c.state.Running {
+				fresh++
+			}
+		}
+		return fresh == 2 && len(d.containers) == 2
+	})
+	waitFor(t, func() bool { return m.WarmReady() == 2 })
+	sb, err := m.Create(context.Background(), CreateRequest{Profile: "w"})
+	if err != nil || sb.LaunchType != LaunchWarm {
+		t.Fatalf("claim after a profile change: %+v %v", sb, err)
+	}
+}

@@ -1,0 +1,59 @@
+package sandboxes
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	base := func(mut func(p *Profile)) Config {
+		p := testProfile("p")
+		mut(&p)
+		return Config{Profiles: []Profile{p}}
+	}
+	tests := []struct {
+		name  string
+		cfg   Config
+		binds bool
+		want  string
+	}{
+		{"defaults", base(func(*Profile) {}), false, ""},
+		{"network none", base(func(p *Profile) { p.Network = NetworkNone }), false, ""},
+		{"host_port on none", base(func(p *Profile) { p.ConnectMode, p.Network = ConnectHostPort, NetworkNone }), false, "none network cannot carry"},
+		{"host_port on internal", base(func(p *Profile) { p.ConnectMode = ConnectHostPort }), false, "internal or none network cannot carry"},
+		{"host_port on bridge", base(func(p *Profile) { p.ConnectMode, p.Network = ConnectHostPort, NetworkBridge }), false, ""},
+		{"binds refused", base(func(p *Profile) { p.Binds = []string{"/srv:/srv"} }), false, "allow_host_binds"},
+		{"binds allowed", base(func(p *Profile) { p.Binds = []string{"/srv:/srv:ro"} }), true, ""},
+		{"docker socket", base(func(p *Profile) { p.Binds = []string{"/var/run/docker.sock:/var/run/docker.sock"} }), true, "container engine"},
+		{"bind over workspace", base(func(p *Profile) { p.Binds = []string{"/srv:/workspace"} }), true, "hides the workspace"},
+		{"relative bind", base(func(p *Profile) { p.Binds = []string{"srv:/srv"} }), true, "must be"},
+		{"duplicate", Config{Profiles: []Profile{testProfile("a"), testProfile("a")}}, false, "defined twice"},
+		{"negative cap", Config{MaxSandboxes: -1}, false, "negative"},
+		{"bad memory", base(func(p *Profile) { p.Resources.Memory = "lots" }), false, "memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.AllowHostBinds = tt.binds
+			err := tt.cfg.Validate()
+			if tt.want == "" && err != nil {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestApplyRefusesInvalidConfigAndKeepsTheOld(t *testing.T) {
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	bad := testProfile("b")
+	bad.Network, bad.ConnectMode = NetworkNone, ConnectHostPort
+	if err := m.Apply(context.Background(), Config{Profiles: []Profile{bad}}); ErrorCode(err) != CodeInvalid {
+		t.Fatalf("apply: %v", err)
+	}
+	if _, ok := m.Profile("a"); !ok {
+		t.Fatal("a refused config replaced the profiles")
+	}
+}

@@ -1,0 +1,139 @@
+package sandboxes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDeathIsRecoveredThenCrashLoopStaysFailed(t *testing.T) {
+	p := testProfile("a")
+	p.CrashLimit = 2
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
+	events, stop := m.Subscribe(64)
+	defer stop()
+	ctx := context.Background()
+	sb, _ := m.Create(ctx, CreateRequest{Profile: "a"})
+	mustReady(t, m, sb.ID)
+	containerID := func() string {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return m.entries[sb.ID].rec.ContainerID
+	}
+	nextEvent := func(typ string) Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Type == typ && ev.SandboxID == sb.ID {
+					return ev
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s event", typ)
+			}
+		}
+	}
+	for death := 1; death <= 2; death++ {
+		cid := containerID()
+		d.die(cid, 139, false)
+		ev := nextEvent(EventDied)
+		if ev.Reason != "sigsegv" || ErrorCode(ev.Err()) != CodeContainerDied {
+			t.Fatalf("death %d: event %+v", death, ev)
+		}
+		got, _ := m.Get(ctx, sb.ID)
+		if got.Status != StatusIdle || !strings.Contains(got.LastError, "sigsegv") || got.Died == nil {
+			t.Fatalf("death %d: after the death the sandbox reads %+v", death, got)
+		}
+		// The first call after the death answers a retryable session_not_ready naming the reason and starts the
+		// rebuild on the same workspace; once it is ready calls succeed on the same sandbox.
+		_, err := m.EnsureRunning(ctx, sb.ID)
+		var se *Error
+		if !errors.As(err, &se) || se.Code != CodeNotReady || se.Details["reason"] != "sigsegv" || se.Details["recovering"] != true {
+			t.Fatalf("death %d: first call after the death: %#v", death, err)
+		}
+		if ev := nextEvent(EventRecovering); ev.Reason != "sigsegv" {
+			t.Fatalf("recovering event %+v", ev)
+		}
+		if ev := nextEvent(EventReady); ev.Reason != "recovered" {
+			t.Fatalf("ready event %+v", ev)
+		}
+		tg := mustReady(t, m, sb.ID)
+		if tg.SandboxID != sb.ID {
+			t.Fatalf("target %+v", tg)
+		}
+		got, _ = m.Get(ctx, sb.ID)
+		if got.Status != StatusReady || got.WorkspaceID != sb.WorkspaceID || !strings.Contains(got.LastError, "sigsegv") || got.Died != nil {
+			t.Fatalf("death %d: after the rebuild the sandbox reads %+v", death, got)
+		}
+		if containerID() != cid {
+			t.Fatalf("the rebuild made a new container %s instead of restarting %s", containerID(), cid)
+		}
+	}
+	// A third death within the window passes the limit of 2: the sandbox stays failed with the reason.
+	d.die(containerID(), 137, true)
+	nextEvent(EventDied)
+	if ev := nextEvent(EventFailed); ev.Reason != "crash_loop" {
+		t.Fatalf("failed event %+v", ev)
+	}
+	got, _ := m.Get(ctx, sb.ID)
+	if got.Status != StatusFailed || !strings.Contains(got.LastError, "crash loop") || got.Died == nil || got.Died.Reason != "oom" {
+		t.Fatalf("after the crash loop the sandbox reads %+v", got)
+	}
+	_, err := m.EnsureRunning(ctx, sb.ID)
+	var se *Error
+	if !errors.As(err, &se) || se.Code != CodeContainerDied || se.Hint != HintContainerDied || se.Details["reason"] != "oom" || se.Details["crashes"] != 3 {
+		t.Fatalf("ensure running a crash-looped sandbox: %#v", err)
+	}
+	if err := m.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Get(ctx, sb.ID); got.Status != StatusFailed {
+		t.Fatalf("a stop made a crash-looped sandbox %s", got.Status)
+	}
+	if _, ok := m.Resolve(sb.ID); ok {
+		t.Error("a dead sandbox resolves")
+	}
+}
+
+func TestCrashLimitNegativeFailsAtTheFirstDeath(t *testing.T) {
+	p := testProfile("a")
+	p.CrashLimit = -1
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
+	sb, _ := m.Create(context.Background(), CreateRequest{Profile: "a"})
+	mustReady(t, m, sb.ID)
+	m.mu.RLock()
+	cid := m.entries[sb.ID].rec.ContainerID
+	m.mu.RUnlock()
+	d.die(cid, 1, false)
+	waitFor(t, func() bool { got, _ := m.Get(context.Background(), sb.ID); return got.Status == StatusFailed })
+	if _, err := m.EnsureRunning(context.Background(), sb.ID); ErrorCode(err) != CodeContainerDied {
+		t.Fatalf("ensure running: %v", err)
+	}
+}
+
+func TestClassifyDeath(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		code    int
+		oom     bool
+		lastOOM time.Time
+		reason  string
+		message string
+	}{
+		{137, true, time.Time{}, "oom", "out-of-memory"},
+		{137, false, now.Add(-time.Second), "oom", "out-of-memory"},
+		{137, false, time.Time{}, "sigkill", "SIGKILL"},
+		{139, false, time.Time{}, "sigsegv", "SIGSEGV"},
+		{143, false, time.Time{}, "sigterm", "SIGTERM"},
+		{3, false, time.Time{}, "exit", "exit 3"},
+		{0, false, time.Time{}, "exit", "exit 0"},
+	}
+	for _, tt := range tests {
+		d := classifyDeath(tt.code, tt.oom, tt.lastOOM, now)
+		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.message) || d.ExitCode != tt.code {
+			t.Errorf("classify(%d, %v): %+v", tt.code, tt.oom, d)
+		}
+	}
+}
