@@ -330,8 +330,8 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		// A profile's writable_root is the one explicit relaxation, for images that write to /etc or /var.
 		ReadonlyRootfs: !p.WritableRoot,
 		Tmpfs: map[string]string{
-			"/tmp":          tmpfsOpts + ",mode=1777",
-			"/home/sandbox": tmpfsOpts + ",uid=65532,gid=65532,mode=0700",
+			"/tmp":                tmpfsOpts + ",mode=1777",
+			sandboxes.SandboxHome: tmpfsOpts + ",uid=65532,gid=65532,mode=0700",
 		},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace"}},
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
