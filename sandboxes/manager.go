@@ -285,6 +285,8 @@ type Manager struct {
 	// snapMu serialises snapshot captures and deletes, so a per-owner quota check and the capture it allows are
 	// one step (snapshots.go).
 	snapMu sync.Mutex
+	// workspaces are the workspaces being deleted, guarded by mu (workspaces.go).
+	workspaces workspaceLocks
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -578,6 +580,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 	}
 	if req.WorkspaceID != "" {
+		if err := m.workspaceMountableLocked(req); err != nil { // workspaces.go
+			m.mu.Unlock()
+			return nil, err
+		}
 		for _, o := range m.entries {
 			if o.rec.WorkspaceID == req.WorkspaceID && !o.deleted {
 				m.mu.Unlock()
