@@ -54,8 +54,8 @@ func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[bayapi.KeyRing], key s
 	return val.(keyRingHolder).keys, key, nil
 }
 
-// apiDataDir is where sandbox_api keeps its store and credentials.json: BAY_DATA_DIR, else configured, else
-// <caddy data dir>/sandgate.
+// apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
+// configured, else <caddy data dir>/sandgate.
 func apiDataDir(configured string) (string, error) {
 	env, err := bayapi.ReadBayEnv(os.Environ())
 	if err != nil {
