@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,6 +27,9 @@ var legacyAPIBuckets = [][]byte{bucketKeys, bucketHistory, bucketCargos, bucketE
 // rename changes nothing), and a history bucket's sequence becomes the larger of the two, so entries recorded later
 // still sort after the imported ones.
 func (s *BoltStore) ImportAPIStore(path string) (bool, error) {
+	if filepath.Clean(path) == filepath.Clean(s.path) {
+		return false, nil // namespace "bayapi" in the default data dir: that file is this store
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	} else if err != nil {

@@ -153,6 +153,23 @@ func TestImportAPIStoreMissing(t *testing.T) {
 	}
 }
 
+// TestImportAPIStoreIsThisStore: with namespace "bayapi" in the default data dir the old file's name is this
+// store's own: nothing is imported, nothing renamed.
+func TestImportAPIStoreIsThisStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), LegacyAPIStoreFile)
+	st := NewBoltStore(path)
+	defer st.Close()
+	if err := st.PutKey(StoredKey{Hash: "h", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	if imported, err := st.ImportAPIStore(path); imported || err != nil {
+		t.Fatalf("%v %v", imported, err)
+	}
+	if keys, err := st.ActiveKeys(); err != nil || len(keys) != 1 {
+		t.Fatalf("the store after: %v %v", keys, err)
+	}
+}
+
 // TestImportAPIStoreCorrupt: a file that is not a bbolt store is refused with an error naming it, and left where it
 // is for the operator.
 func TestImportAPIStoreCorrupt(t *testing.T) {
