@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -89,11 +90,15 @@ type Driver interface {
 	NewDriver() (sandboxes.Driver, error)
 }
 
-// managerHolder is the pooled value: one Manager and the metrics that outlive reloads with it.
+// managerHolder is the pooled value: one Manager, its store (the one store of everything the gateway persists) and
+// the metrics and history reaper that outlive reloads with it.
 type managerHolder struct {
 	mgr     *sandboxes.Manager
+	store   *sandboxes.BoltStore
 	metrics *metrics
 	stop    func()
+	// stopReaper ends the loop that removes deleted sandboxes' execution history from the store.
+	stopReaper func()
 	// lastStart is when an app using this Manager last started (unix nanoseconds), so the admin API finds the
 	// current one.
 	lastStart atomic.Int64
@@ -105,7 +110,8 @@ func (h *managerHolder) Destruct() error {
 	if h.stop != nil {
 		h.stop()
 	}
-	return h.mgr.Close()
+	h.stopReaper()
+	return h.mgr.Close() // closes the store too
 }
 
 // CaddyModule returns the Caddy module information.
@@ -156,8 +162,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		h := &managerHolder{mgr: mgr, metrics: newMetrics(mgr)}
+		h := &managerHolder{mgr: mgr, store: store, metrics: newMetrics(mgr)}
 		h.stop = h.metrics.follow(mgr)
+		h.stopReaper = reapHistory(store, mgr, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -211,6 +218,29 @@ func (a *App) Manager() *sandboxes.Manager {
 		return nil
 	}
 	return a.holder.mgr
+}
+
+// Store is the Manager's store, which the APIs keep their state in too (keys, history, exports).
+func (a *App) Store() *sandboxes.BoltStore {
+	if a.holder == nil {
+		return nil
+	}
+	return a.holder.store
+}
+
+// reapHistory runs the store's history reaper (sandboxes.BoltStore.ReapHistory) for as long as the Manager lives;
+// the returned function stops it.
+func reapHistory(store *sandboxes.BoltStore, mgr *sandboxes.Manager, log *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		store.ReapHistory(ctx, mgr, 10*time.Minute, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // Start pings the engine (first start only), applies the new settings (validated in full before anything

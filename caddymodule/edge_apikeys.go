@@ -25,8 +25,8 @@ func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) b
 	return err == nil && (p.Admin || sb.Owner == p.Owner)
 }
 
-// newAPIKeyChecker takes a reference to the API store of dataDir (for its live key ring); release it with
-// apiStores.Delete on the returned key.
+// newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
+// returned key.
 func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
 	appIface, err := ctx.App("sandboxes")
 	if err != nil {
@@ -40,9 +40,9 @@ func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string,
 	if err != nil {
 		return apiKeyChecker{}, "", err
 	}
-	holder, storeKey, err := loadAPIStore(dir)
+	ring, ringKey, err := loadAPIKeyRing(dir)
 	if err != nil {
-		return apiKeyChecker{}, "", fmt.Errorf("the API's store: %w", err)
+		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
 	}
-	return apiKeyChecker{keys: liveKeys{ring: holder.keys}, m: app.Manager()}, storeKey, nil
+	return apiKeyChecker{keys: liveKeys{ring: ring}, m: app.Manager()}, ringKey, nil
 }

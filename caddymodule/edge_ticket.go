@@ -125,11 +125,11 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Cleanup releases the shared store of spent nonces and the API store.
+// Cleanup releases the shared store of spent nonces and the API's key ring.
 func (h *SandboxTicket) Cleanup() error {
 	err := releaseVerifier(h.poolKey)
 	if h.storeKey != "" {
-		_, derr := apiStores.Delete(h.storeKey)
+		_, derr := apiKeyRings.Delete(h.storeKey)
 		err = errors.Join(err, derr)
 	}
 	return err

@@ -73,12 +73,12 @@ func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Cleanup releases this config's reference to the API store.
+// Cleanup releases this config's reference to the API's key ring.
 func (h *SandboxOpenSandbox) Cleanup() error {
 	if h.storeKey == "" {
 		return nil
 	}
-	_, err := apiStores.Delete(h.storeKey)
+	_, err := apiKeyRings.Delete(h.storeKey)
 	return err
 }
 

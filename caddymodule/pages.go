@@ -138,12 +138,12 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_pages: %w", err)
 		}
-		holder, storeKey, err := loadAPIStore(dataDir)
+		ring, ringKey, err := loadAPIKeyRing(dataDir)
 		if err != nil {
-			return fmt.Errorf("sandbox_pages: the API's store: %w", err)
+			return fmt.Errorf("sandbox_pages: the API's keys: %w", err)
 		}
-		p.storeKey = storeKey
-		lookups = append(lookups, liveKeys{ring: holder.keys})
+		p.storeKey = ringKey
+		lookups = append(lookups, liveKeys{ring: ring})
 	}
 	if len(lookups) > 0 {
 		cfg.Keys = pages.AnyKeys(lookups)
@@ -170,7 +170,7 @@ func (p *Pages) Cleanup() error {
 		_ = p.usage.Close() // only releases idle connections
 	}
 	if p.storeKey != "" {
-		_, _ = apiStores.Delete(p.storeKey) // closing the store is logged by bbolt's owner, not ours to fail on
+		_, _ = apiKeyRings.Delete(p.storeKey) // releasing a ring cannot fail
 	}
 	return releaseVerifier(p.secretKey)
 }

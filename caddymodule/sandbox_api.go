@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -33,63 +30,32 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
 }
 
-// apiStores keeps one open API store per file across reloads: bbolt locks its file, so the config being replaced
-// and the new one must share the handle.
-var apiStores = caddy.NewUsagePool()
+// apiKeyRings holds, per API data dir, the key ring the latest sandbox_api of that dir loaded, across reloads: the
+// console, the OpenSandbox dialect and sandbox_ticket's api_keys admit that ring's keys, so a reload that changes
+// the API's keys changes them everywhere. The keys' store is the Manager's one store.
+var apiKeyRings = caddy.NewUsagePool()
 
-type storeHolder struct {
-	st *bayapi.Store
-	// keys is the key ring of the latest config that loaded this store; the console logs in against it.
+type keyRingHolder struct {
 	keys *atomic.Pointer[bayapi.KeyRing]
-	// reaper removes deleted sandboxes' history; it lives as long as the store, across reloads.
-	reaper *historyReaper
 }
 
-type historyReaper struct {
-	once   sync.Once
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+// Destruct has nothing to release: the ring is memory.
+func (keyRingHolder) Destruct() error { return nil }
 
-// startReaper starts the store's history reaper on the first config that has a Manager; later configs reuse it.
-func (h storeHolder) startReaper(src bayapi.HistorySource, log *slog.Logger) {
-	h.reaper.once.Do(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		h.reaper.cancel, h.reaper.done = cancel, make(chan struct{})
-		go func() {
-			defer close(h.reaper.done)
-			h.st.ReapHistory(ctx, src, 10*time.Minute, log)
-		}()
-	})
-}
-
-func (h storeHolder) Destruct() error {
-	if h.reaper.cancel != nil {
-		h.reaper.cancel()
-		<-h.reaper.done
-	}
-	return h.st.Close()
-}
-
-// loadAPIStore takes a reference to the API store of dataDir (opening it on first use); release it with
-// apiStores.Delete(key).
-func loadAPIStore(dataDir string) (holder storeHolder, key string, err error) {
-	key = filepath.Join(dataDir, "bayapi.db")
-	val, _, err := apiStores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		st, err := bayapi.OpenStore(key)
-		if err != nil {
-			return nil, err
-		}
-		return storeHolder{st: st, keys: new(atomic.Pointer[bayapi.KeyRing]), reaper: new(historyReaper)}, nil
+// loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
+func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[bayapi.KeyRing], key string, err error) {
+	key = filepath.Clean(dataDir)
+	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return keyRingHolder{keys: new(atomic.Pointer[bayapi.KeyRing])}, nil
 	})
 	if err != nil {
-		return storeHolder{}, "", err
+		return nil, "", err
 	}
-	return val.(storeHolder), key, nil
+	return val.(keyRingHolder).keys, key, nil
 }
 
-// apiDataDir is where sandbox_api keeps its store and credentials.json: BAY_DATA_DIR, else configured, else
-// <caddy data dir>/sandgate.
+// apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
+// configured, else <caddy data dir>/sandgate.
 func apiDataDir(configured string) (string, error) {
 	env, err := bayapi.ReadBayEnv(os.Environ())
 	if err != nil {
@@ -123,8 +89,8 @@ type SandboxAPI struct {
 	// AllowAnonymous accepts calls without a token, owned by X-Owner or "default" (BAY_SECURITY__ALLOW_ANONYMOUS
 	// overrides it).
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
-	// DataDir holds credentials.json and the API's store; BAY_DATA_DIR overrides it; default
-	// <caddy data dir>/sandgate.
+	// DataDir holds credentials.json (and, before the API's state moved into the Manager's one store, bayapi.db,
+	// which the first start imports); BAY_DATA_DIR overrides it; default <caddy data dir>/sandgate.
 	DataDir string `json:"data_dir,omitempty"`
 	// Endpoint is written into credentials.json; default http://{BAY_SERVER__HOST or 0.0.0.0}:{BAY_SERVER__PORT or 8114}.
 	Endpoint string `json:"endpoint,omitempty"`
@@ -142,10 +108,9 @@ type SandboxAPI struct {
 	// MCP serves the gateway's MCP server (Streamable HTTP) at this path, e.g. /mcp; empty: off.
 	MCP string `json:"mcp,omitempty"`
 
-	handler  *bayapi.Handler
-	mcp      *mcpapi.Server
-	storeKey string
-	vols     *volumeRemover
+	handler *bayapi.Handler
+	mcp     *mcpapi.Server
+	ringKey string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -153,8 +118,8 @@ func (*SandboxAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.sandbox_api", New: func() caddy.Module { return new(SandboxAPI) }}
 }
 
-// Provision reads BAY_* overrides, opens the store, loads the API keys (generating Bay's credentials.json on
-// first start) and wires the handler to the sandboxes app's Manager.
+// Provision reads BAY_* overrides, imports an old bayapi.db into the Manager's store, loads the API keys
+// (generating Bay's credentials.json on first start) and wires the handler to the sandboxes app's Manager.
 func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	env, err := bayapi.ReadBayEnv(os.Environ())
 	if err != nil {
@@ -172,12 +137,20 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	holder, storeKey, err := loadAPIStore(dataDir)
+	st := app.Store()
+	// An install upgraded from the two-store layout has the API's state in <data dir>/bayapi.db: taken over once.
+	legacy := filepath.Join(dataDir, sandboxes.LegacyAPIStoreFile)
+	if imported, err := st.ImportAPIStore(legacy); err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	} else if imported {
+		ctx.Logger().Info("imported the API's old store into the sandbox store", zap.String("from", legacy),
+			zap.String("into", st.Path()), zap.String("set_aside_as", legacy+".migrated"))
+	}
+	ring, ringKey, err := loadAPIKeyRing(dataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	s.storeKey = storeKey
-	st := holder.st
+	s.ringKey = ringKey
 
 	endpoint := s.Endpoint
 	if endpoint == "" {
@@ -201,8 +174,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		anonymous = *env.AllowAnonymous
 	}
 	logger := ctx.Logger()
-	holder.keys.Store(keys)
-	holder.startReaper(app.Manager(), ctx.Slogger())
+	ring.Store(keys)
 	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
 		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
 	if keys.Source == bayapi.KeyFromGenerated {
@@ -211,9 +183,8 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 
 	agents := &agentBackend{http: app.Manager().AgentHTTPClient()}
-	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
 	cfg := bayapi.Config{
-		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
+		Sandboxes: managerBackend{m: app.Manager()}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
 		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret
@@ -233,7 +204,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	s.handler = bayapi.New(cfg)
 	if s.MCP != "" {
-		s.mcp, err = loadMCPServer(storeKey, ctx.Slogger())
+		s.mcp, err = loadMCPServer(ringKey, ctx.Slogger())
 		if err != nil {
 			return fmt.Errorf("sandbox_api: %w", err)
 		}
@@ -242,19 +213,16 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Cleanup releases this config's reference to the shared store and its engine client, if one was made.
+// Cleanup releases this config's references to the shared key ring and MCP server.
 func (s *SandboxAPI) Cleanup() error {
-	var errs []error
-	if s.vols != nil {
-		errs = append(errs, s.vols.close())
+	if s.ringKey == "" {
+		return nil
 	}
-	if s.storeKey != "" {
-		_, err := apiStores.Delete(s.storeKey)
+	_, err := apiKeyRings.Delete(s.ringKey)
+	errs := []error{err}
+	if s.mcp != nil {
+		_, err := mcpServers.Delete(s.ringKey)
 		errs = append(errs, err)
-		if s.mcp != nil {
-			_, err := mcpServers.Delete(s.storeKey)
-			errs = append(errs, err)
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -278,7 +246,7 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 //	    api_key          <key>                 # Bay's security.api_key (owner "default")
 //	    key              <key> <owner> [admin] # more keys; repeatable
 //	    allow_anonymous                        # calls without a token, owner from X-Owner
-//	    data_dir         <dir>                 # credentials.json and the API store
+//	    data_dir         <dir>                 # credentials.json (and an old bayapi.db to import)
 //	    endpoint         <url>                 # written into credentials.json
 //	    max_upload       <size>                # e.g. 512m
 //	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets

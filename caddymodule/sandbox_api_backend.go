@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
@@ -24,57 +23,24 @@ import (
 
 // managerBackend adapts the lifecycle Manager to the API's consumer interface.
 type managerBackend struct {
-	m    *sandboxes.Manager
-	vols *volumeRemover
+	m *sandboxes.Manager
 }
 
-// volumeRemover removes the Docker volume of a deleted cargo. The Manager only removes workspaces it created for
-// one sandbox; a cargo's volume outlives its sandboxes until the cargo itself is deleted. The engine client is
-// made on first use and closed at Cleanup.
-type volumeRemover struct {
-	newDriver func() (sandboxes.Driver, error)
-	mu        sync.Mutex
-	drv       sandboxes.Driver
+// CreateWorkspace, Workspace, Workspaces and DeleteWorkspace are the cargos (bayapi.Workspaces): the Manager's.
+func (b managerBackend) CreateWorkspace(ctx context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
+	return b.m.CreateWorkspace(ctx, spec)
 }
 
-func (v *volumeRemover) remove(ctx context.Context, name string) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.drv == nil {
-		drv, err := v.newDriver()
-		if err != nil {
-			return fmt.Errorf("connecting to the engine: %w", err)
-		}
-		v.drv = drv
-	}
-	if err := v.drv.RemoveVolume(ctx, name); err != nil {
-		return fmt.Errorf("removing volume %s: %w", name, err)
-	}
-	return nil
+func (b managerBackend) Workspace(ctx context.Context, id string) (*sandboxes.Workspace, error) {
+	return b.m.Workspace(ctx, id)
 }
 
-func (v *volumeRemover) close() error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.drv == nil {
-		return nil
-	}
-	err := v.drv.Close()
-	v.drv = nil
-	return err
+func (b managerBackend) Workspaces(ctx context.Context, owner string) ([]*sandboxes.Workspace, error) {
+	return b.m.Workspaces(ctx, owner)
 }
 
-// CreateWorkspace creates a cargo's volume now (bayapi.WorkspaceCreator).
-func (b managerBackend) CreateWorkspace(ctx context.Context, workspaceID string) error {
-	return b.m.CreateWorkspace(ctx, workspaceID)
-}
-
-// RemoveWorkspace removes a cargo's volume (bayapi.WorkspaceRemover).
-func (b managerBackend) RemoveWorkspace(ctx context.Context, workspaceID string) error {
-	if b.vols == nil {
-		return nil
-	}
-	return b.vols.remove(ctx, b.m.VolumeName(workspaceID))
+func (b managerBackend) DeleteWorkspace(ctx context.Context, id string) error {
+	return b.m.DeleteWorkspace(ctx, id)
 }
 
 func (b managerBackend) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {

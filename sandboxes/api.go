@@ -64,6 +64,9 @@ type CreateRequest struct {
 	// it from a client must check that client may use that workspace first (routes/bayapi accepts only a cargo of
 	// the caller's owner, admin keys excepted; the Caddy admin API is the operator's own).
 	WorkspaceID string
+	// WorkspaceMustExist makes WorkspaceID a workspace of CreateWorkspace that still exists, checked under the
+	// Manager's lock (workspaces.go): a create and a racing DeleteWorkspace never both succeed.
+	WorkspaceMustExist bool
 	// Image, when set, runs a caller-chosen image in the profile's shape (profile_image.go): it must be on the
 	// profile's allowed_images. Such a create never claims a warm member.
 	Image *ImageRequest

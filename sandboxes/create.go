@@ -100,6 +100,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 	}
 	if req.WorkspaceID != "" {
+		if err := m.workspaceMountableLocked(req); err != nil { // workspaces.go
+			m.mu.Unlock()
+			return nil, err
+		}
 		for _, o := range m.entries {
 			if o.rec.WorkspaceID == req.WorkspaceID && !o.deleted {
 				m.mu.Unlock()

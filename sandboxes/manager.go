@@ -61,6 +61,8 @@ type Manager struct {
 	// snapMu serialises snapshot captures and deletes, so a per-owner quota check and the capture it allows are
 	// one step (snapshots.go).
 	snapMu sync.Mutex
+	// workspaces are the workspaces being deleted, guarded by mu (workspaces.go).
+	workspaces workspaceLocks
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)

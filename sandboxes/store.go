@@ -72,16 +72,24 @@ var (
 	bucketMeta      = []byte("meta")
 )
 
-// BoltStore is a Store in one bbolt file. It opens the file on first use, so constructing one does no I/O.
+// BoltStore is a Store in one bbolt file: the one embedded store of everything the gateway persists. Beside the
+// sandboxes, meta and snapshots it holds what the APIs keep (store_keys.go, store_history.go, store_workspaces.go,
+// store_exports.go). It opens the file on first use, so constructing one does no I/O.
 type BoltStore struct {
 	path   string
 	mu     sync.Mutex
 	db     *bolt.DB
 	closed bool
+	// hist feeds the history writer, which runs while the file is open (store_history.go).
+	hist history
 }
 
 // NewBoltStore returns a store at path; the file and its directory are created on first use.
-func NewBoltStore(path string) *BoltStore { return &BoltStore{path: path} }
+func NewBoltStore(path string) *BoltStore {
+	s := &BoltStore{path: path}
+	s.hist.init()
+	return s
+}
 
 // Path is the store's file.
 func (s *BoltStore) Path() string { return s.path }
@@ -107,7 +115,7 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 	// A lone write waits at most this long for others to join its commit.
 	db.MaxBatchDelay = time.Millisecond
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketMeta} {
+		for _, b := range [][]byte{bucketSandboxes, bucketMeta, bucketKeys, bucketHistory, bucketCargos} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -119,6 +127,7 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 		return nil, fmt.Errorf("initialising sandbox store: %w", err)
 	}
 	s.db = db
+	s.hist.start(db)
 	return db, nil
 }
 
@@ -189,11 +198,12 @@ func (s *BoltStore) SetMeta(key, value string) error {
 	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value)) })
 }
 
-// Close closes the file if it was opened.
+// Close stores the queued history and closes the file if it was opened.
 func (s *BoltStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	s.hist.stop()
 	if s.db == nil {
 		return nil
 	}

@@ -7,14 +7,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
 func TestLoadKeysSourceOrder(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenStore(filepath.Join(dir, "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := sandboxes.NewBoltStore(filepath.Join(dir, "api.db"))
 	defer st.Close()
 	ctx := context.Background()
 

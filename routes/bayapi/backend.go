@@ -24,16 +24,7 @@ type Sandboxes interface {
 	ExtendTTL(ctx context.Context, id string, by time.Duration) (sandboxes.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Profiles() []sandboxes.Profile
-}
-
-// WorkspaceCreator is implemented by a Manager that creates a cargo's volume at once, as Bay does.
-type WorkspaceCreator interface {
-	CreateWorkspace(ctx context.Context, workspaceID string) error
-}
-
-// WorkspaceRemover is implemented by a Manager that can remove an unused workspace volume (a deleted cargo).
-type WorkspaceRemover interface {
-	RemoveWorkspace(ctx context.Context, workspaceID string) error
+	Workspaces // cargos.go
 }
 
 // ExecRequest runs a shell command in the sandbox.

@@ -293,7 +293,7 @@ func MergeProfiles(base, env []sandboxes.Profile) []sandboxes.Profile {
 	return out
 }
 
-// ResolveDataDir picks where credentials.json and the API store live: BAY_DATA_DIR, else the configured dir, else
+// ResolveDataDir picks where credentials.json lives (and an old bayapi.db is imported from): BAY_DATA_DIR, else the configured dir, else
 // the fallback (Caddy's data dir + "/sandgate").
 func ResolveDataDir(env BayEnv, configured, fallback string) (string, error) {
 	d := env.DataDir

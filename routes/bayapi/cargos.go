@@ -1,6 +1,7 @@
 package bayapi
 
 import (
+	"context"
 	"net/http"
 	"sort"
 
@@ -11,6 +12,18 @@ const (
 	cargoBackend   = "docker_volume"
 	defaultCargoMB = 1024
 )
+
+// Workspaces is what the cargo routes need of the Manager: a cargo is one of its workspaces, and creating,
+// listing and deleting them (the in-use check included) is the Manager's.
+type Workspaces interface {
+	CreateWorkspace(ctx context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error)
+	// Workspace fails with sandboxes.CodeNotFound when there is none.
+	Workspace(ctx context.Context, id string) (*sandboxes.Workspace, error)
+	// Workspaces lists owner's workspaces ("": everyone's) in id order.
+	Workspaces(ctx context.Context, owner string) ([]*sandboxes.Workspace, error)
+	// DeleteWorkspace fails with sandboxes.CodeWorkspaceInUse while live sandboxes mount it.
+	DeleteWorkspace(ctx context.Context, id string) error
+}
 
 // cargoResponse is Bay's cargo shape (the owner stays internal).
 func cargoResponse(c *Cargo) map[string]any {
@@ -27,20 +40,10 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principa
 		if !decodeOrFail(w, f) {
 			return
 		}
-		now := h.cfg.Now().UTC()
-		c := &Cargo{
-			ID: newID("ws-"), Owner: p.Owner, Backend: cargoBackend, SizeLimitMB: int(size),
-			CreatedAt: now, LastAccessedAt: now,
-		}
 		// The volume exists when the answer arrives (Bay's cargo manager creates it in the request), not at the
 		// first mount.
-		if wc, ok := h.cfg.Sandboxes.(WorkspaceCreator); ok {
-			if err := wc.CreateWorkspace(r.Context(), c.ID); err != nil {
-				writeError(w, r, err)
-				return
-			}
-		}
-		if err := h.cfg.Store.PutCargo(c); err != nil {
+		c, err := h.cfg.Sandboxes.CreateWorkspace(r.Context(), sandboxes.WorkspaceSpec{Owner: p.Owner, SizeLimitMB: int(size), Backend: cargoBackend})
+		if err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -57,7 +60,11 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, q) {
 		return
 	}
-	all, err := h.cfg.Store.Cargos()
+	owner := p.Owner
+	if p.Admin {
+		owner = ""
+	}
+	all, err := h.cfg.Sandboxes.Workspaces(r.Context(), owner)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -66,9 +73,6 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 	items := []map[string]any{}
 	var next *string
 	for _, c := range all {
-		if !p.Admin && c.Owner != p.Owner {
-			continue
-		}
 		// Bay lists external cargos unless managed=true is asked for.
 		if c.Managed != (managedSet && managed) {
 			continue
@@ -88,8 +92,8 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 
 func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p Principal) (*Cargo, bool) {
 	id := r.PathValue("cid")
-	c, err := h.cfg.Store.Cargo(id)
-	if err != nil {
+	c, err := h.cfg.Sandboxes.Workspace(r.Context(), id)
+	if err != nil && asAPIError(err).Code != CodeNotFound {
 		writeError(w, r, err)
 		return nil, false
 	}
@@ -106,41 +110,14 @@ func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 }
 
-// deleteCargo refuses while a live sandbox uses the cargo (Bay's 409 with details.active_sandbox_ids).
+// deleteCargo refuses while a live sandbox uses the cargo (Bay's 409 with details.active_sandbox_ids; the Manager
+// decides under its lock). A cargo deleted meanwhile by another request is deleted: 204.
 func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p Principal) {
 	c, ok := h.ownCargo(w, r, p)
 	if !ok {
 		return
 	}
-	var active []string
-	cursor := ""
-	for {
-		list, next, err := h.cfg.Sandboxes.List(r.Context(), sandboxes.ListOptions{Limit: 200, Cursor: cursor})
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		for _, sb := range list {
-			if sb.WorkspaceID == c.ID && sb.Status != sandboxes.StatusExpired {
-				active = append(active, sb.ID)
-			}
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
-	}
-	if len(active) > 0 {
-		writeError(w, r, errorf(CodeConflict, "Cargo %s is in use by %d sandbox(es)", c.ID, len(active)).with("active_sandbox_ids", active))
-		return
-	}
-	if rm, ok := h.cfg.Sandboxes.(WorkspaceRemover); ok {
-		if err := rm.RemoveWorkspace(r.Context(), c.ID); err != nil && asAPIError(err).Code != CodeNotFound {
-			writeError(w, r, err)
-			return
-		}
-	}
-	if err := h.cfg.Store.DeleteCargo(c.ID); err != nil {
+	if err := h.cfg.Sandboxes.DeleteWorkspace(r.Context(), c.ID); err != nil && asAPIError(err).Code != CodeNotFound {
 		writeError(w, r, err)
 		return
 	}

@@ -146,6 +146,12 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		code = CodeValidation
 	case sandboxes.CodeInvalidState:
 		code = CodeConflict
+	case sandboxes.CodeWorkspaceInUse:
+		// In Bay's words: a workspace is a cargo.
+		code = CodeConflict
+		ids, _ := se.Details["active_sandbox_ids"].([]string)
+		msg = fmt.Sprintf("Cargo %v is in use by %d sandbox(es)", se.Details["workspace_id"], len(ids))
+		delete(details, "workspace_id")
 	case sandboxes.CodeImageNotAllowed:
 		code = CodeForbidden
 	case sandboxes.CodeSnapshotNotFound:

@@ -28,6 +28,8 @@ type fakeManager struct {
 	// startupFailure makes every start fail as the agent's start-up customisation does, with this message.
 	startupFailure string
 	now            func() time.Time
+	// store keeps the workspace records, as the Manager's one store does.
+	store *Store
 }
 
 func newFakeManager(now func() time.Time) *fakeManager {
@@ -68,6 +70,49 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 	m.boxes[id] = sb
 	m.order = append(m.order, id)
 	return *sb, nil
+}
+
+func (m *fakeManager) CreateWorkspace(_ context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
+	now := m.now().UTC()
+	w := &sandboxes.Workspace{ID: newID("ws-"), Owner: spec.Owner, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB,
+		CreatedAt: now, LastAccessedAt: now}
+	return w, m.store.PutCargo(w)
+}
+
+func (m *fakeManager) Workspace(_ context.Context, id string) (*sandboxes.Workspace, error) {
+	w, err := m.store.Cargo(id)
+	if err == nil && w == nil {
+		err = sandboxes.Errorf(sandboxes.CodeNotFound, "workspace %s not found", id)
+	}
+	return w, err
+}
+
+func (m *fakeManager) Workspaces(_ context.Context, owner string) ([]*sandboxes.Workspace, error) {
+	all, err := m.store.Cargos()
+	var out []*sandboxes.Workspace
+	for _, w := range all {
+		if owner == "" || w.Owner == owner {
+			out = append(out, w)
+		}
+	}
+	return out, err
+}
+
+// DeleteWorkspace refuses while a sandbox that has not expired mounts the workspace, as the Manager does.
+func (m *fakeManager) DeleteWorkspace(_ context.Context, id string) error {
+	m.mu.Lock()
+	var users []string
+	for _, sb := range m.boxes {
+		if sb.WorkspaceID == id && sb.Status != sandboxes.StatusExpired {
+			users = append(users, sb.ID)
+		}
+	}
+	m.mu.Unlock()
+	if len(users) > 0 {
+		return &sandboxes.Error{Code: sandboxes.CodeWorkspaceInUse, Message: "in use",
+			Details: map[string]any{"active_sandbox_ids": users, "workspace_id": id}}
+	}
+	return m.store.DeleteCargo(id)
 }
 
 // Get reports a starting sandbox as ready on the next read: it warms up by itself.

@@ -9,10 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/sandgate/sandgate/routes/egress"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -21,75 +18,6 @@ import (
 // Files between sandboxes (sandbox-agent's export/import): an export registers paths of a sandbox as importable,
 // copying nothing; an import streams a registered file from another sandbox of the same owner, or a public URL,
 // through the gateway into the sandbox's workspace. Nothing is buffered whole: agent download -> agent upload.
-
-var bucketExports = []byte("exports") // key: sandbox id NUL path
-
-// Export is one registered file.
-type Export struct {
-	SandboxID  string    `json:"sandbox_id"`
-	Path       string    `json:"path"`
-	Owner      string    `json:"owner"`
-	ExportedAt time.Time `json:"exported_at"`
-}
-
-func exportKey(sandboxID, p string) []byte { return []byte(sandboxID + "\x00" + p) }
-
-func (s *Store) putExports(es []Export) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketExports)
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			v, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := b.Put(exportKey(e.SandboxID, e.Path), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-func (s *Store) export(sandboxID, p string) (*Export, error) {
-	var e *Export
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketExports)
-		if b == nil {
-			return nil
-		}
-		v := b.Get(exportKey(sandboxID, p))
-		if v == nil {
-			return nil
-		}
-		e = new(Export)
-		return json.Unmarshal(v, e)
-	})
-	return e, err
-}
-
-func (s *Store) exports(sandboxID string) ([]Export, error) {
-	out := []Export{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketExports)
-		if b == nil {
-			return nil
-		}
-		prefix := []byte(sandboxID + "\x00")
-		c := b.Cursor()
-		for k, v := c.Seek(prefix); k != nil && strings.HasPrefix(string(k), string(prefix)); k, v = c.Next() {
-			var e Export
-			if err := json.Unmarshal(v, &e); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return nil
-	})
-	return out, err
-}
 
 // transferRoutes are the operations of what users put in a sandbox (file transfer, node/exec); handler.go appends
 // them to the route table.
@@ -127,7 +55,7 @@ func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p Principa
 		writeError(w, r, err)
 		return
 	}
-	es, err := h.cfg.Store.exports(sb.ID)
+	es, err := h.cfg.Store.Exports(sb.ID)
 	if err != nil {
 		writeError(w, r, fmt.Errorf("reading exports: %w", err))
 		return
@@ -189,7 +117,7 @@ func (h *Handler) importSource(ctx context.Context, p Principal, id string, req 
 	if err != nil {
 		return nil, "", "", err
 	}
-	exp, err := h.cfg.Store.export(from.ID, src)
+	exp, err := h.cfg.Store.Export(from.ID, src)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("reading exports: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
 const (
@@ -52,10 +53,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
 	t.Helper()
-	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "api.db"))
 	t.Cleanup(func() { st.Close() })
 	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	keys, err := LoadKeys(context.Background(), st, KeySetup{ConfigKey: keyAlice, Extra: []KeyConfig{
@@ -65,6 +63,7 @@ func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
 		t.Fatal(err)
 	}
 	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
+	mgr.store = st
 	cfg := Config{Sandboxes: mgr, Agent: agent, Store: st, Keys: keys, Version: "test", Now: clock.Now, MaxUploadBytes: 1 << 20}
 	for _, m := range mutate {
 		m(&cfg)

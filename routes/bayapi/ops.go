@@ -102,6 +102,7 @@ func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 			return SandboxResponse{}, errorf(CodeNotFound, "Cargo not found: %s", *cp.CargoID)
 		}
 		req.WorkspaceID = c.ID
+		req.WorkspaceMustExist = true // a cargo deleted meanwhile is not mounted (the Manager decides, under its lock)
 	}
 	sb, err := h.cfg.Sandboxes.Create(ctx, req)
 	if err != nil {
@@ -429,7 +430,7 @@ func (h *Handler) ExportFiles(ctx context.Context, p Principal, id string, paths
 		}
 		es = append(es, Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now})
 	}
-	if err := h.cfg.Store.putExports(es); err != nil {
+	if err := h.cfg.Store.PutExports(es); err != nil {
 		return nil, fmt.Errorf("recording exports: %w", err)
 	}
 	return es, nil

@@ -1,26 +1,24 @@
-package bayapi
+package sandboxes
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"time"
-
-	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// HistorySource is what the reaper needs of the lifecycle core: its events, and whether a sandbox still exists.
+// HistorySource is what the reaper needs of the Manager: its events, and whether a sandbox still exists.
 type HistorySource interface {
-	Subscribe(buffer int) (<-chan sandboxes.Event, func())
-	Get(ctx context.Context, id string) (*sandboxes.Sandbox, error)
+	Subscribe(buffer int) (<-chan Event, func())
+	Get(ctx context.Context, id string) (*Sandbox, error)
 }
 
 // ReapHistory removes the execution history of deleted sandboxes until ctx ends. Every deletion path of the core
 // (API or console delete, admin delete, TTL expiry, orphan sweep) ends in one "deleted" event, so that event is the
 // hook; a sweep every interval drops the history of any sandbox the core no longer knows, which covers events a slow
-// subscriber lost and deletions made while the gateway was down. There is no sweep at start: the reaper starts when
-// the API is provisioned, before the Manager has loaded its sandboxes, when every sandbox would look deleted.
-func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval time.Duration, log *slog.Logger) {
+// subscriber lost and deletions made while the gateway was down. There is no sweep at start: the reaper may start
+// before the Manager has loaded its sandboxes, when every sandbox would look deleted.
+func (s *BoltStore) ReapHistory(ctx context.Context, src HistorySource, interval time.Duration, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -36,7 +34,7 @@ func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval tim
 			if !ok {
 				return
 			}
-			if ev.Type == sandboxes.EventDeleted && ev.SandboxID != "" {
+			if ev.Type == EventDeleted && ev.SandboxID != "" {
 				if err := s.DropHistory(ev.SandboxID); err != nil {
 					log.Warn("removing a deleted sandbox's history", "sandbox", ev.SandboxID, "error", err)
 				}
@@ -47,7 +45,7 @@ func (s *Store) ReapHistory(ctx context.Context, src HistorySource, interval tim
 	}
 }
 
-func (s *Store) sweepHistory(ctx context.Context, src HistorySource, log *slog.Logger) {
+func (s *BoltStore) sweepHistory(ctx context.Context, src HistorySource, log *slog.Logger) {
 	ids, err := s.HistorySandboxes()
 	if err != nil {
 		log.Warn("listing stored history", "error", err)
@@ -58,8 +56,8 @@ func (s *Store) sweepHistory(ctx context.Context, src HistorySource, log *slog.L
 			return
 		}
 		_, err := src.Get(ctx, id)
-		var se *sandboxes.Error
-		if !errors.As(err, &se) || se.Code != sandboxes.CodeNotFound {
+		var se *Error
+		if !errors.As(err, &se) || se.Code != CodeNotFound {
 			continue // alive, or the core could not say: keep it
 		}
 		if err := s.DropHistory(id); err != nil {

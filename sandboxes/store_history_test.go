@@ -1,4 +1,4 @@
-package bayapi
+package sandboxes
 
 import (
 	"fmt"
@@ -10,10 +10,7 @@ import (
 // TestHistoryQueue checks that queued history is read back in order right away and survives Close and reopen.
 func TestHistoryQueue(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "api.db")
-	st, err := OpenStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := NewBoltStore(path)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 300 {
 		if err := st.AddHistory(&HistoryEntry{ID: fmt.Sprintf("exec-%03d", i), SandboxID: "sandbox-a", ExecType: "shell", CreatedAt: at}); err != nil {
@@ -28,10 +25,7 @@ func TestHistoryQueue(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = OpenStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st = NewBoltStore(path)
 	defer st.Close()
 	got, _ = st.History("sandbox-a")
 	if len(got) != 301 || got[0].ID != "exec-last" || got[0].SandboxID != "sandbox-a" {

@@ -1,4 +1,4 @@
-package bayapi
+package sandboxes
 
 import (
 	"context"
@@ -8,17 +8,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sandgate/sandgate/sandboxes"
 )
 
 // TestHistoryLimits: one huge cell is stored cut to MaxHistoryField with the flag set; a sandbox keeps only its
 // newest MaxHistoryEntries; pages hold only what was asked for.
 func TestHistoryLimits(t *testing.T) {
-	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := NewBoltStore(filepath.Join(t.TempDir(), "api.db"))
 	defer st.Close()
 	huge := strings.Repeat("é", 3*MaxHistoryField) // multi-byte: the cut must stay valid UTF-8
 	st.AddHistory(&HistoryEntry{ID: "exec-huge", SandboxID: "sb-a", ExecType: "python", Code: huge, Output: &huge, Error: &huge})
@@ -47,33 +42,30 @@ func TestHistoryLimits(t *testing.T) {
 type reapSource struct {
 	mu    sync.Mutex
 	alive map[string]bool
-	ch    chan sandboxes.Event
+	ch    chan Event
 }
 
-func (r *reapSource) Subscribe(int) (<-chan sandboxes.Event, func()) { return r.ch, func() {} }
+func (r *reapSource) Subscribe(int) (<-chan Event, func()) { return r.ch, func() {} }
 
-func (r *reapSource) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+func (r *reapSource) Get(_ context.Context, id string) (*Sandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.alive[id] {
-		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+		return nil, Errorf(CodeNotFound, "sandbox %s not found", id)
 	}
-	return &sandboxes.Sandbox{ID: id}, nil
+	return &Sandbox{ID: id}, nil
 }
 
 // TestHistoryReaper: history goes with its sandbox on a deleted event (any deletion path: TTL expiry, console,
 // admin), and a periodic sweep drops the history of sandboxes deleted while nobody listened. A live sandbox's
 // history stays.
 func TestHistoryReaper(t *testing.T) {
-	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := NewBoltStore(filepath.Join(t.TempDir(), "api.db"))
 	defer st.Close()
 	for _, id := range []string{"sb-live", "sb-expired", "sb-missed"} {
 		st.AddHistory(&HistoryEntry{ID: "exec-" + id, SandboxID: id, ExecType: "shell"})
 	}
-	src := &reapSource{alive: map[string]bool{"sb-live": true, "sb-expired": true}, ch: make(chan sandboxes.Event, 4)}
+	src := &reapSource{alive: map[string]bool{"sb-live": true, "sb-expired": true}, ch: make(chan Event, 4)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); st.ReapHistory(ctx, src, 50*time.Millisecond, nil) }()
@@ -96,7 +88,7 @@ func TestHistoryReaper(t *testing.T) {
 	src.mu.Lock()
 	src.alive["sb-expired"] = false
 	src.mu.Unlock()
-	src.ch <- sandboxes.Event{Type: sandboxes.EventDeleted, SandboxID: "sb-expired", Reason: "expired"}
+	src.ch <- Event{Type: EventDeleted, SandboxID: "sb-expired", Reason: "expired"}
 	waitFor("the deleted event to drop sb-expired", func() bool { return !has("sb-expired") })
 	if !has("sb-live") {
 		t.Fatal("a live sandbox's history was removed")
