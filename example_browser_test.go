@@ -104,7 +104,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	https := httpsClient(t, ctx, g)
+	https := g.HTTPSClient(t, ctx, 5*time.Second)
 	https.Transport.(*http.Transport).DialContext = dialLocalhost
 	https.Timeout = 2 * time.Minute
 	base := fmt.Sprintf("https://localhost:%d", httpsPort)

@@ -59,7 +59,7 @@ https://localhost:%d {
 		"SANDGATE_TICKET_SECRET=shared-origin-test-secret-32-bytes-long!"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	https := httpsClient(t, ctx, g)
+	https := g.HTTPSClient(t, ctx, 5*time.Second)
 	base := fmt.Sprintf("https://localhost:%d", httpsPort)
 	waitOK(t, ctx, https, base+"/health")
 	api := client.New(base, key)

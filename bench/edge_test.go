@@ -3,11 +3,9 @@ package bench
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -95,27 +93,8 @@ http://localhost:%d {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	root, err := r.gw.WaitRootCA(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pem, _ := os.ReadFile(root)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 2048}}
-	for _, u := range []string{r.gateway} {
-		for {
-			resp, err := r.client.Get(u + "/")
-			if err == nil {
-				resp.Body.Close()
-				break
-			}
-			if ctx.Err() != nil {
-				b.Fatalf("no TLS handshake with %s: %v", u, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.gw.RootCAs(b, ctx)}, MaxIdleConnsPerHost: 2048}}
+	testenv.WaitHandshake(b, ctx, r.client, r.gateway+"/")
 	// A sandbox, its address and agent token (from the container's environment), and the echo server inside it.
 	resp, err := http.Post("http://"+r.gw.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"bench"}`))
 	if err != nil {
