@@ -167,19 +167,11 @@ func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
 	image := testenv.Image(t, "base")
 	allowed, other := netnsServers(t)
 	ns := testenv.Unique("sgosbe")
-	removeLifecycleNamespace(t, ns)
+	testenv.RemoveNamespace(t, ns)
 	// The profile's network is sandgate's own internal one (a sandbox policy needs the proxy to be the only way
 	// out); the test makes it first, as the Manager would, to know its gateway address for the proxy URL.
 	network := ns + "-internal"
-	if out, err := exec.Command("docker", "network", "create", "--internal", "--label", ns+".managed=true", network).CombinedOutput(); err != nil {
-		t.Fatalf("docker network create: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
-	gwOut, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", network).Output()
-	gw := strings.TrimSpace(string(gwOut))
-	if err != nil || gw == "" {
-		t.Fatalf("gateway of %s: %v %q", network, err, gw)
-	}
+	gw := testenv.InternalNetwork(t, ns, network)
 	port, bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	testenv.StartGateway(t, fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
