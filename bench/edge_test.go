@@ -146,7 +146,9 @@ http://localhost:%[2]d {
 	if err := r.gw.Reload(base + stockSite); err != nil {
 		b.Fatal(err)
 	}
-	waitTLS(b, r.client, r.stock)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.WaitHandshake(b, ctx, r.client, r.stock+"/")
 	return r
 }
 
@@ -380,20 +382,4 @@ func (r *edgeRig) memory(b *testing.B) (heap, rss float64) {
 		b.Fatalf("gateway metrics lack heap or RSS:\n%.500s", body)
 	}
 	return heap, rss
-}
-
-func waitTLS(b *testing.B, c *http.Client, u string) {
-	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := c.Get(u + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("no TLS handshake with %s: %v", u, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -55,3 +55,24 @@ func WaitHandshake(t testing.TB, ctx context.Context, c *http.Client, url string
 		}
 	}
 }
+
+// WaitOK polls url with c until it answers 200. It fails t once ctx ends.
+func WaitOK(t testing.TB, ctx context.Context, c *http.Client, url string) {
+	t.Helper()
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never answered 200: %v", url, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
