@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -32,16 +31,9 @@ const (
 // ErrNodeMissing means the image has no node binary.
 var ErrNodeMissing = errors.New("node is not installed in this sandbox image (use the sandgate/sandbox:node image)")
 
-// Config says how to start the kernel.
-type Config struct {
-	// Node is the node binary; default "node" from PATH.
-	Node string
-	// Dir is the working directory and the base for require(); default the current directory.
-	Dir string
-	// Env is the kernel's environment; nil means the agent's.
-	Env    []string
-	Logger *slog.Logger
-}
+// Config says how to start the kernel: Bin is the node binary, default "node" from PATH; Dir is also the base
+// for require().
+type Config = linekernel.Config
 
 // Kernel is a lazily started, restartable node process. Executions are serialised: a kernel runs one cell at a time.
 type Kernel = linekernel.Kernel
@@ -79,10 +71,10 @@ var spec = linekernel.Spec{
 
 // New returns a kernel that starts on its first execution.
 func New(cfg Config) *Kernel {
-	if cfg.Node == "" {
-		cfg.Node = "node"
+	if cfg.Bin == "" {
+		cfg.Bin = "node"
 	}
-	return linekernel.New(spec, linekernel.Config{Bin: cfg.Node, Dir: cfg.Dir, Env: cfg.Env, Logger: cfg.Logger})
+	return linekernel.New(spec, cfg)
 }
 
 // wireResult is a result line of kernel.js.

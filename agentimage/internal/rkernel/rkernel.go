@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -33,15 +32,8 @@ const (
 // ErrRMissing means the image has no R.
 var ErrRMissing = errors.New("this sandbox image has no R (use the sandgate/sandbox:r image)")
 
-// Config says how to start the kernel.
-type Config struct {
-	// Rscript is the Rscript binary; default "Rscript" from PATH.
-	Rscript string
-	// Dir is the working directory; default the current directory.
-	Dir    string
-	Env    []string
-	Logger *slog.Logger
-}
+// Config says how to start the kernel: Bin is the Rscript binary, default "Rscript" from PATH.
+type Config = linekernel.Config
 
 // Kernel is a lazily started, restartable R process. Executions are serialised.
 type Kernel = linekernel.Kernel
@@ -74,10 +66,10 @@ var spec = linekernel.Spec{
 
 // New returns a kernel that starts on its first execution.
 func New(cfg Config) *Kernel {
-	if cfg.Rscript == "" {
-		cfg.Rscript = "Rscript"
+	if cfg.Bin == "" {
+		cfg.Bin = "Rscript"
 	}
-	return linekernel.New(spec, linekernel.Config{Bin: cfg.Rscript, Dir: cfg.Dir, Env: cfg.Env, Logger: cfg.Logger})
+	return linekernel.New(spec, cfg)
 }
 
 // parseResult reads one result line of kernel.R.
