@@ -25,6 +25,24 @@ func netnsServers(t *testing.T) (allowed, other string) {
 	return n.Subnet + ".2", n.Subnet + ".3"
 }
 
+// egressRig is what an egress test stands on: two servers in a network namespace (allowed and other, port 8080),
+// a Manager namespace removed at the end, and an internal Docker network for the profile, whose host address gw is
+// where its sandboxes find the gateway's egress proxy.
+type egressRig struct{ image, allowed, other, ns, network, gw string }
+
+// newEgressRig makes an egressRig; the Manager namespace is nsPrefix made unique, the network that plus
+// networkSuffix (made before the gateway starts, as the Manager would, to know its address for the proxy URL).
+func newEgressRig(t *testing.T, nsPrefix, networkSuffix string) egressRig {
+	t.Helper()
+	r := egressRig{image: testenv.Image(t, "base")}
+	r.allowed, r.other = netnsServers(t)
+	r.ns = testenv.Unique(nsPrefix)
+	testenv.RemoveNamespace(t, r.ns)
+	r.network = r.ns + networkSuffix
+	r.gw = testenv.InternalNetwork(t, r.ns, r.network)
+	return r
+}
+
 // fetchScript fetches a URL with Python's urllib (which honours HTTP_PROXY) and prints the status and body, or the
 // error, on one line.
 const fetchScript = `import sys,urllib.request,urllib.error
@@ -39,12 +57,8 @@ except Exception as e:
 // own forward proxy, is refused (and the refusal logged with its id) for another address, and reaches nothing
 // directly; a sandbox with network none reaches nothing at all.
 func TestEgressAllowList(t *testing.T) {
-	image := testenv.Image(t, "base")
-	allowed, other := netnsServers(t)
-	ns := testenv.Unique("sge")
-	testenv.RemoveNamespace(t, ns)
-	network := ns + "-egress"
-	gw := testenv.InternalNetwork(t, ns, network)
+	r := newEgressRig(t, "sge", "-egress")
+	image, allowed, other, ns, network, gw := r.image, r.allowed, r.other, r.ns, r.network, r.gw
 	port := testenv.FreePort(t)
 	g := testenv.StartGateway(t, fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}

@@ -164,14 +164,10 @@ http://127.0.0.1:%d {
 // egress proxy, an OpenSandbox networkPolicy becomes the sandbox's own rules there, inside the profile's allow-list.
 // The servers are in a network namespace this test makes; denied names are refused before any DNS lookup.
 func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
-	image := testenv.Image(t, "base")
-	allowed, other := netnsServers(t)
-	ns := testenv.Unique("sgosbe")
-	testenv.RemoveNamespace(t, ns)
 	// The profile's network is sandgate's own internal one (a sandbox policy needs the proxy to be the only way
-	// out); the test makes it first, as the Manager would, to know its gateway address for the proxy URL.
-	network := ns + "-internal"
-	gw := testenv.InternalNetwork(t, ns, network)
+	// out); the rig makes it first, as the Manager would, to know its gateway address for the proxy URL.
+	r := newEgressRig(t, "sgosbe", "-internal")
+	image, allowed, other, ns, gw := r.image, r.allowed, r.other, r.ns, r.gw
 	port, bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	testenv.StartGateway(t, fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
