@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -40,35 +41,33 @@ func (g *Gateway) HTTPSClient(t testing.TB, ctx context.Context, timeout time.Du
 // before a site's certificate does, so a first request may fail its handshake. It fails t once ctx ends.
 func WaitHandshake(t testing.TB, ctx context.Context, c *http.Client, url string) {
 	t.Helper()
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no TLS handshake with %s: %v", url, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := poll(ctx, c, url, func(*http.Response) bool { return true }); err != nil {
+		t.Fatalf("no TLS handshake with %s: %v", url, err)
 	}
 }
 
 // WaitOK polls url with c until it answers 200. It fails t once ctx ends.
 func WaitOK(t testing.TB, ctx context.Context, c *http.Client, url string) {
 	t.Helper()
+	if err := poll(ctx, c, url, func(r *http.Response) bool { return r.StatusCode == http.StatusOK }); err != nil {
+		t.Fatalf("%s never answered 200: %v", url, err)
+	}
+}
+
+// poll GETs url every 100 ms until done accepts an answer; once ctx ends it reports the last failure (the
+// request's error, or the status done refused).
+func poll(ctx context.Context, c *http.Client, url string, done func(*http.Response) bool) error {
 	for {
 		resp, err := c.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+			if done(resp) {
+				return nil
 			}
+			err = fmt.Errorf("answered %s", resp.Status)
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%s never answered 200: %v", url, err)
+			return err
 		}
 		select {
 		case <-ctx.Done():
