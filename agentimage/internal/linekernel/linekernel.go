@@ -33,7 +33,8 @@ type Spec struct {
 	Program string
 	// Ready reports whether the first result line says the program is ready.
 	Ready func(line string) bool
-	// DefaultTimeout is a cell's timeout when the caller gives none, MaxTimeout the most it may ask for.
+	// DefaultTimeout is a cell's timeout when the caller gives none, MaxTimeout the most it may ask for; zero
+	// means the package's DefaultTimeout and MaxTimeout.
 	DefaultTimeout, MaxTimeout time.Duration
 	// Grace is how long past its own timeout the kernel may take to answer before it is presumed blocked;
 	// StartTimeout bounds starting the binary and loading the program.
@@ -48,6 +49,12 @@ type Spec struct {
 	// Blocked is the message of a cell that outlasted its timeout and Grace: why the process had to go.
 	Blocked func(timeout time.Duration) string
 }
+
+// The limits of one cell the Node and R kernels share (docs/customise.md).
+const (
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 300 * time.Second
+)
 
 // Config says where and how one kernel runs.
 type Config struct {
@@ -74,6 +81,12 @@ type Kernel struct {
 func New(spec Spec, cfg Config) *Kernel {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if spec.DefaultTimeout == 0 {
+		spec.DefaultTimeout = DefaultTimeout
+	}
+	if spec.MaxTimeout == 0 {
+		spec.MaxTimeout = MaxTimeout
 	}
 	return &Kernel{spec: spec, cfg: cfg}
 }

@@ -22,12 +22,6 @@ import (
 //go:embed kernel.js
 var program string
 
-// Limits of one execution.
-const (
-	DefaultTimeout = 30 * time.Second
-	MaxTimeout     = 300 * time.Second
-)
-
 // ErrNodeMissing means the image has no node binary.
 var ErrNodeMissing = errors.New("node is not installed in this sandbox image (use the sandgate/sandbox:node image)")
 
@@ -45,11 +39,9 @@ var spec = linekernel.Spec{
 	LogName: "node kernel",
 	Missing: ErrNodeMissing,
 	// The program comes on stdin ("-"); --expose-internals gives it Node's REPL transform for top-level await.
-	Args:           []string{"--expose-internals", "-"},
-	Program:        program,
-	Ready:          func(l string) bool { return strings.Contains(l, `"id":"ready"`) },
-	DefaultTimeout: DefaultTimeout,
-	MaxTimeout:     MaxTimeout,
+	Args:    []string{"--expose-internals", "-"},
+	Program: program,
+	Ready:   func(l string) bool { return strings.Contains(l, `"id":"ready"`) },
 	// The kernel answers its own timeouts; 2 s past one it is presumed blocked.
 	Grace:        2 * time.Second,
 	StartTimeout: 15 * time.Second,

@@ -23,12 +23,6 @@ import (
 //go:embed kernel.R
 var program string
 
-// Limits of one execution.
-const (
-	DefaultTimeout = 30 * time.Second
-	MaxTimeout     = 300 * time.Second
-)
-
 // ErrRMissing means the image has no R.
 var ErrRMissing = errors.New("this sandbox image has no R (use the sandgate/sandbox:r image)")
 
@@ -40,17 +34,15 @@ type Kernel = linekernel.Kernel
 
 // spec is kernel.R: tab-separated lines, hex-encoded (base R has no JSON or base64), and R's own time limit.
 var spec = linekernel.Spec{
-	Name:           "the R session",
-	LogName:        "R kernel",
-	Missing:        ErrRMissing,
-	Args:           []string{"--no-save", "--no-restore", "--no-site-file", "--no-init-file", "-e", `source(file("stdin"))`},
-	Program:        program,
-	Ready:          func(l string) bool { return l == "ready" },
-	DefaultTimeout: DefaultTimeout,
-	MaxTimeout:     MaxTimeout,
-	Grace:          3 * time.Second,
-	StartTimeout:   30 * time.Second,
-	MaxLine:        64 << 20,
+	Name:         "the R session",
+	LogName:      "R kernel",
+	Missing:      ErrRMissing,
+	Args:         []string{"--no-save", "--no-restore", "--no-site-file", "--no-init-file", "-e", `source(file("stdin"))`},
+	Program:      program,
+	Ready:        func(l string) bool { return l == "ready" },
+	Grace:        3 * time.Second,
+	StartTimeout: 30 * time.Second,
+	MaxLine:      64 << 20,
 	Encode: func(id, code string, timeout time.Duration) ([]byte, error) {
 		return []byte(id + " " + strconv.FormatInt(timeout.Milliseconds(), 10) + " " + hex.EncodeToString([]byte(code))), nil
 	},
