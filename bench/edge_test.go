@@ -96,17 +96,7 @@ http://localhost:%d {
 	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.gw.RootCAs(b, ctx)}, MaxIdleConnsPerHost: 2048}}
 	testenv.WaitHandshake(b, ctx, r.client, r.gateway+"/")
 	// A sandbox, its address and agent token (from the container's environment), and the echo server inside it.
-	resp, err := http.Post("http://"+r.gw.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"bench"}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`"id":"([^"]+)"`).FindSubmatch(body)
-	if resp.StatusCode != http.StatusCreated || m == nil {
-		b.Fatalf("creating sandbox: %s %s", resp.Status, body)
-	}
-	r.id = string(m[1])
+	r.id = r.gw.CreateSandbox(b, "bench", "")
 	// A first request through the gateway starts the sandbox.
 	tk, err := r.issuer.Issue(tickets.IssueRequest{SandboxID: r.id, Kind: tickets.KindApp})
 	if err != nil {

@@ -240,22 +240,7 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 // createSandbox creates a sandbox through the admin API and returns its id.
 func (e *edgeGateway) createSandbox(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Post("http://"+e.g.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"py","owner":"edge-test"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("creating sandbox: %s %s", resp.Status, body)
-	}
-	var sb struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
-		t.Fatalf("create answered %s", body)
-	}
-	return sb.ID
+	return e.g.CreateSandbox(t, "py", "edge-test")
 }
 
 func (e *edgeGateway) sandboxStatus(t *testing.T, id string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -259,4 +260,31 @@ func (g *Gateway) TryAgent(id string) (addr, token string, err error) {
 		return "", "", fmt.Errorf("the admin endpoint has no agent for %s (%s)", id, resp.Status)
 	}
 	return body.Addr, body.Token, nil
+}
+
+// CreateSandbox creates a sandbox of profile through the admin endpoint (POST /sandboxes), for owner unless it is
+// empty, and returns its id.
+func (g *Gateway) CreateSandbox(t testing.TB, profile, owner string) string {
+	t.Helper()
+	req := map[string]string{"profile": profile}
+	if owner != "" {
+		req["owner"] = owner
+	}
+	b, _ := json.Marshal(req)
+	resp, err := http.Post("http://"+g.AdminAddr+"/sandboxes", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating sandbox: %s %s", resp.Status, body)
+	}
+	var sb struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
+		t.Fatalf("create answered %s", body)
+	}
+	return sb.ID
 }
