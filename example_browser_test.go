@@ -104,11 +104,11 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	https := httpsClient(t, ctx, g)
+	https := g.HTTPSClient(t, ctx, 5*time.Second)
 	https.Transport.(*http.Transport).DialContext = dialLocalhost
 	https.Timeout = 2 * time.Minute
 	base := fmt.Sprintf("https://localhost:%d", httpsPort)
-	waitOK(t, ctx, https, base+"/health")
+	testenv.WaitOK(t, ctx, https, base+"/health")
 
 	var creds struct {
 		APIKey string `json:"api_key"`
@@ -177,7 +177,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 			t.Fatalf("writing %s: %v", name, err)
 		}
 	}
-	testenv.StartWSEcho(t, containerOf(t, ns, id), "9000", "-root", "/workspace/app")
+	testenv.StartWSEcho(t, testenv.ContainerOf(t, ns, id), "9000", "-root", "/workspace/app")
 	ticket := func(sandbox, scope, perm string) string {
 		t.Helper()
 		var tk struct {
@@ -388,34 +388,6 @@ func dialLocalhost(ctx context.Context, network, addr string) (net.Conn, error) 
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
-}
-
-func waitOK(t *testing.T, ctx context.Context, c *http.Client, u string) {
-	t.Helper()
-	for {
-		resp, err := c.Get(u)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s never answered 200: %v", u, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// containerOf names the container of a sandbox by its id label.
-func containerOf(t *testing.T, ns, id string) string {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+ns+".id="+id).Output()
-	name := strings.TrimSpace(string(out))
-	if err != nil || name == "" || strings.Contains(name, "\n") {
-		t.Fatalf("container of %s: %q %v", id, name, err)
-	}
-	return name
 }
 
 func tailString(s string, n int) string {

@@ -2,8 +2,6 @@ package sandgate
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,7 +40,7 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	https := httpsClient(t, ctx, g)
+	https := g.HTTPSClient(t, ctx, 5*time.Second)
 	var body string
 	for {
 		resp, err := https.Get(fmt.Sprintf("https://localhost:%d/health", httpsPort))
@@ -118,24 +116,6 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	if resp := login(creds.APIKey); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
 		t.Errorf("console login with the API key: %s, cookies %v", resp.Status, resp.Cookies())
 	}
-}
-
-// httpsClient trusts only the gateway's internal CA root.
-func httpsClient(t *testing.T, ctx context.Context, g *testenv.Gateway) *http.Client {
-	t.Helper()
-	rootPath, err := g.WaitRootCA(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(rootPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatal("internal CA root is not PEM")
-	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
 // exampleOpenSandbox drives the example's OpenSandbox site: a wrong key, create from the example's image with

@@ -59,9 +59,9 @@ https://localhost:%d {
 		"SANDGATE_TICKET_SECRET=shared-origin-test-secret-32-bytes-long!"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	https := httpsClient(t, ctx, g)
+	https := g.HTTPSClient(t, ctx, 5*time.Second)
 	base := fmt.Sprintf("https://localhost:%d", httpsPort)
-	waitOK(t, ctx, https, base+"/health")
+	testenv.WaitOK(t, ctx, https, base+"/health")
 	api := client.New(base, key)
 	api.HTTP = https
 	sb, err := api.CreateSandbox(ctx, "py", 900)
@@ -80,7 +80,7 @@ https://localhost:%d {
 	if err := api.WriteFile(ctx, sb.ID, "app/attack.html", exampleAttackHTML(base, sb.ID)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartWSEcho(t, containerOf(t, ns, sb.ID), "9000", "-root", "/workspace/app")
+	testenv.StartWSEcho(t, testenv.ContainerOf(t, ns, sb.ID), "9000", "-root", "/workspace/app")
 	ticket := func() string {
 		var tk struct {
 			URL string `json:"url"`

@@ -20,22 +20,7 @@ import (
 
 func nodeExec(t *testing.T, sb *testenv.Sandbox, code string, timeoutMS int64) agentapi.NodeExecResult {
 	t.Helper()
-	body, _ := json.Marshal(agentapi.NodeExecRequest{Code: code, TimeoutMS: timeoutMS})
-	req, _ := sb.Request(context.Background(), http.MethodPost, "/v1/node/exec", bytes.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("node exec %q: %s %s", code, resp.Status, raw)
-	}
-	var res agentapi.NodeExecResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return kernelExec(t, sb, "node", code, timeoutMS)
 }
 
 func resultOf(t *testing.T, res agentapi.NodeExecResult) string {

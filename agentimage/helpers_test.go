@@ -1,8 +1,11 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -67,4 +70,26 @@ func waitFinal(t *testing.T, ctx context.Context, c *agentapi.Client, id string)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// kernelExec runs code on the sandbox's kernel ("node", "r") through POST /v1/<kernel>/exec and fails the test
+// unless the agent answers 200.
+func kernelExec(t *testing.T, sb *testenv.Sandbox, kernel, code string, timeoutMS int64) agentapi.KernelExecResult {
+	t.Helper()
+	body, _ := json.Marshal(agentapi.KernelExecRequest{Code: code, TimeoutMS: timeoutMS})
+	req, _ := sb.Request(context.Background(), http.MethodPost, "/v1/"+kernel+"/exec", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s exec %q: %s %s", kernel, code, resp.Status, raw)
+	}
+	var res agentapi.KernelExecResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

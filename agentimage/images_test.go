@@ -2,11 +2,7 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -54,22 +50,7 @@ func TestImageToolsAsSandboxUser(t *testing.T) {
 
 func rExec(t *testing.T, sb *testenv.Sandbox, code string) agentapi.KernelExecResult {
 	t.Helper()
-	body, _ := json.Marshal(agentapi.KernelExecRequest{Code: code, TimeoutMS: 60000})
-	req, _ := sb.Request(context.Background(), http.MethodPost, "/v1/r/exec", bytes.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("r exec %q: %s %s", code, resp.Status, raw)
-	}
-	var res agentapi.KernelExecResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return kernelExec(t, sb, "r", code, 60000)
 }
 
 // TestRKernelKeepsStateAndPlots: the r image's persistent R session keeps a variable across calls, returns a plot

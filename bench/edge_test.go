@@ -3,11 +3,9 @@ package bench
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -95,39 +93,10 @@ http://localhost:%d {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	root, err := r.gw.WaitRootCA(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pem, _ := os.ReadFile(root)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 2048}}
-	for _, u := range []string{r.gateway} {
-		for {
-			resp, err := r.client.Get(u + "/")
-			if err == nil {
-				resp.Body.Close()
-				break
-			}
-			if ctx.Err() != nil {
-				b.Fatalf("no TLS handshake with %s: %v", u, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.gw.RootCAs(b, ctx)}, MaxIdleConnsPerHost: 2048}}
+	testenv.WaitHandshake(b, ctx, r.client, r.gateway+"/")
 	// A sandbox, its address and agent token (from the container's environment), and the echo server inside it.
-	resp, err := http.Post("http://"+r.gw.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"bench"}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`"id":"([^"]+)"`).FindSubmatch(body)
-	if resp.StatusCode != http.StatusCreated || m == nil {
-		b.Fatalf("creating sandbox: %s %s", resp.Status, body)
-	}
-	r.id = string(m[1])
+	r.id = r.gw.CreateSandbox(b, "bench", "")
 	// A first request through the gateway starts the sandbox.
 	tk, err := r.issuer.Issue(tickets.IssueRequest{SandboxID: r.id, Kind: tickets.KindApp})
 	if err != nil {
@@ -167,7 +136,9 @@ http://localhost:%[2]d {
 	if err := r.gw.Reload(base + stockSite); err != nil {
 		b.Fatal(err)
 	}
-	waitTLS(b, r.client, r.stock)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.WaitHandshake(b, ctx, r.client, r.stock+"/")
 	return r
 }
 
@@ -401,20 +372,4 @@ func (r *edgeRig) memory(b *testing.B) (heap, rss float64) {
 		b.Fatalf("gateway metrics lack heap or RSS:\n%.500s", body)
 	}
 	return heap, rss
-}
-
-func waitTLS(b *testing.B, c *http.Client, u string) {
-	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := c.Get(u + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("no TLS handshake with %s: %v", u, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -3,8 +3,6 @@ package caddymodule_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -106,39 +104,26 @@ https://localhost:%d {
 		caddyfile = strings.ReplaceAll(caddyfile, "{EDGE_PORT}", strconv.Itoa(httpsPort))
 	}
 	e.port = httpsPort
+	e.serve(t, caddyfile, httpsPort, "/")
+	return e
+}
+
+// serve starts the gateway with caddyfile, its https://localhost site on httpsPort, and waits until a request to
+// probe completes a TLS handshake with a client that trusts the gateway's internal CA only.
+func (e *edgeGateway) serve(t *testing.T, caddyfile string, httpsPort int, probe string) {
+	t.Helper()
 	e.caddyfile = caddyfile
 	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rootPath, err := e.g.WaitRootCA(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(rootPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	e.client = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	e.client = e.g.HTTPSClient(t, ctx, 90*time.Second)
 	e.base = fmt.Sprintf("https://localhost:%d", httpsPort)
-	// The root CA exists before the site's certificate: wait until a handshake succeeds.
-	for {
-		resp, err := e.client.Get(e.base + "/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no TLS handshake with the gateway: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitHandshake(t, ctx, e.client, e.base+probe)
+	var err error
 	e.issuer, err = tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(edgeSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
 }
 
 func (e *edgeGateway) ticket(t *testing.T, id string, kind tickets.Kind, perm tickets.Permission) string {
@@ -255,22 +240,7 @@ func TestEdgeTicketOnceOverHTTPS(t *testing.T) {
 // createSandbox creates a sandbox through the admin API and returns its id.
 func (e *edgeGateway) createSandbox(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Post("http://"+e.g.AdminAddr+"/sandboxes", "application/json", strings.NewReader(`{"profile":"py","owner":"edge-test"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("creating sandbox: %s %s", resp.Status, body)
-	}
-	var sb struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
-		t.Fatalf("create answered %s", body)
-	}
-	return sb.ID
+	return e.g.CreateSandbox(t, "py", "edge-test")
 }
 
 func (e *edgeGateway) sandboxStatus(t *testing.T, id string) string {

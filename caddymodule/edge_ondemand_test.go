@@ -3,15 +3,11 @@ package caddymodule_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,68 +20,13 @@ import (
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
-// startPebble runs Debian's pebble ACME server on free loopback ports, validating nothing
-// (PEBBLE_VA_ALWAYS_VALID), and returns its directory URL, the certificate of its listener and its log (one
-// "Added order" line per ACME order it was sent).
-func startPebble(t *testing.T) (dirURL, rootPath string, logs *testenv.SyncBuffer) {
+// startOnDemand runs the gateway with a sandboxes app (profile py, app port 3000) and an https:// site that
+// obtains its certificates on demand from pebble, for the names `permission sandbox sb.localhost { permission }`
+// allows; site is the rest of that site's body.
+func startOnDemand(t *testing.T, permission, site string, opts testenv.GatewayOptions) *onDemandEdge {
 	t.Helper()
-	if _, err := exec.LookPath("pebble"); err != nil {
-		t.Skip("pebble is not installed (scripts/prereqs.sh pebble)")
-	}
-	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	out, err := exec.Command("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-		"-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("openssl: %v\n%s", err, out)
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cfg := map[string]any{"pebble": map[string]any{
-		"listenAddress":           listen,
-		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		"certificate":             cert, "privateKey": key,
-		"httpPort": testenv.FreePort(t), "tlsPort": testenv.FreePort(t),
-	}}
-	b, _ := json.Marshal(cfg)
-	cfgPath := filepath.Join(dir, "pebble.json")
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("pebble", "-config", cfgPath)
-	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_WFE_NONCEREJECT=0")
-	logs = &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("pebble log:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(testenv.WaitLimit)
-	for {
-		c, err := net.Dial("tcp", listen)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble did not listen on %s", listen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return "https://" + listen + "/dir", cert, logs
-}
-
-// TestEdgeOnDemandTLSOnlyForLiveSandboxes: with tls.permission.sandbox, Caddy obtains a certificate from an ACME CA
-// for a live sandbox's name (both subdomain forms) and refuses the handshake for any other name without asking
-// the CA.
-func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	testenv.Integration(t)
-	dirURL, pebbleRoot, _ := startPebble(t)
+	pebble := testenv.StartPebble(t)
 	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgtls")
 	testenv.RemoveNamespace(t, ns)
@@ -99,8 +40,7 @@ func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
 	acme_ca_root %s
 	on_demand_tls {
 		permission sandbox sb.localhost {
-			cert_burst 1
-			cert_interval 1h
+%s
 		}
 	}
 	sandboxes {
@@ -118,25 +58,34 @@ https:// {
 	tls {
 		on_demand
 	}
-	respond "sandgate"
+%s
 }
-`, httpPort, httpsPort, dirURL, pebbleRoot, ns, image)
-	g := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
+`, httpPort, httpsPort, pebble.DirURL, pebble.RootPath, permission, ns, image, site)
+	return &onDemandEdge{g: testenv.StartGateway(t, caddyfile, opts), pebble: pebble, httpsPort: httpsPort}
+}
+
+// onDemandEdge is the gateway startOnDemand runs, the pebble it asks for certificates, and its HTTPS port.
+type onDemandEdge struct {
+	g         *testenv.Gateway
+	pebble    *testenv.Pebble
+	httpsPort int
+}
+
+// handshake is a TLS handshake with the site for name (see testenv.Handshake).
+func (o *onDemandEdge) handshake(ctx context.Context, name string) (*tls.ConnectionState, error) {
+	return testenv.Handshake(ctx, fmt.Sprintf("127.0.0.1:%d", o.httpsPort), name)
+}
+
+// TestEdgeOnDemandTLSOnlyForLiveSandboxes: with tls.permission.sandbox, Caddy obtains a certificate from an ACME CA
+// for a live sandbox's name (both subdomain forms) and refuses the handshake for any other name without asking
+// the CA.
+func TestEdgeOnDemandTLSOnlyForLiveSandboxes(t *testing.T) {
+	o := startOnDemand(t, "\t\t\tcert_burst 1\n\t\t\tcert_interval 1h", "\trespond \"sandgate\"", testenv.GatewayOptions{})
+	g := o.g
 	e := &edgeGateway{g: g}
 	id := e.createSandbox(t)
 
-	handshake := func(name string) (*tls.ConnectionState, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		d := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} // pebble's roots are random per run
-		c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		st := c.(*tls.Conn).ConnectionState()
-		return &st, nil
-	}
+	handshake := func(name string) (*tls.ConnectionState, error) { return o.handshake(context.Background(), name) }
 	// The budget is one new name per sandbox per hour: the first name of each sandbox is issued, a second new name of
 	// the same sandbox (its declared app port) is refused, and another sandbox is unaffected.
 	other := e.createSandbox(t)
@@ -169,63 +118,15 @@ https:// {
 // the server. A port nothing listens on, the agent's own port, a non-canonical spelling, an unknown sandbox and a
 // flood of random names get no certificate (the handshake fails), and pebble saw exactly one order.
 func TestEdgeOnDemandTLSForListeningPort(t *testing.T) {
-	testenv.Integration(t)
-	dirURL, pebbleRoot, pebbleLog := startPebble(t)
-	image := testenv.Image(t, "base")
-	ns := testenv.Unique("sgtlsp")
-	testenv.RemoveNamespace(t, ns)
-	httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
-	caddyfile := fmt.Sprintf(`{
-	admin {$SANDGATE_ADMIN}
-	http_port %d
-	https_port %d
-	skip_install_trust
-	acme_ca %s
-	acme_ca_root %s
-	on_demand_tls {
-		permission sandbox sb.localhost {
-			ports_cache 1s
-		}
-	}
-	sandboxes {
-		namespace %s
-		profile py {
-			image %s
-			memory 256m
-			capabilities shell
-			app_port 3000
-		}
-	}
-}
-
-https:// {
-	tls {
-		on_demand
-	}
-	sandbox_ticket app {
-		base_domains sb.localhost
-	}
-	sandbox_proxy app
-}
-`, httpPort, httpsPort, dirURL, pebbleRoot, ns, image)
-	g := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
+	o := startOnDemand(t, "\t\t\tports_cache 1s", "\tsandbox_ticket app {\n\t\tbase_domains sb.localhost\n\t}\n\tsandbox_proxy app",
+		testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
+	g, pebbleLog, httpsPort := o.g, o.pebble.Logs, o.httpsPort
 	e := &edgeGateway{g: g}
 	id := e.createSandbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 
-	handshake := func(name string) (*tls.ConnectionState, error) {
-		hctx, hcancel := context.WithTimeout(ctx, 60*time.Second)
-		defer hcancel()
-		d := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} // pebble's roots are random per run
-		c, err := d.DialContext(hctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		st := c.(*tls.Conn).ConnectionState()
-		return &st, nil
-	}
+	handshake := func(name string) (*tls.ConnectionState, error) { return o.handshake(ctx, name) }
 	name := "5173-" + id + ".sb.localhost"
 	if _, err := handshake(name); err == nil {
 		t.Fatalf("handshake for %s succeeded before anything listens on 5173", name)

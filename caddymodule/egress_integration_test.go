@@ -1,18 +1,14 @@
 package caddymodule_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandgate/sandgate/internal/testenv"
 )
@@ -21,54 +17,30 @@ import (
 // addresses of a /24 only this test uses, and returns those addresses.
 func netnsServers(t *testing.T) (allowed, other string) {
 	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	suffix := hex.EncodeToString(b[:3])
-	ns, hostIf, nsIf := "sgeg"+suffix, "sgv"+suffix, "sgp"+suffix
-	subnet := fmt.Sprintf("10.213.%d", 1+int(b[3])%250)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v %s", args, err, out)
-		}
+	n := testenv.NewNetNS(t, "sgeg", "10.213")
+	n.IP("-n", n.Name, "addr", "add", n.Subnet+".3/24", "dev", n.NSIf)
+	for _, addr := range []string{n.Subnet + ".2", n.Subnet + ".3"} {
+		n.ServeHello(addr)
 	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() })
-	run("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "delete", hostIf).Run() })
-	run("link", "set", nsIf, "netns", ns)
-	run("addr", "add", subnet+".1/24", "dev", hostIf)
-	run("link", "set", hostIf, "up")
-	run("-n", ns, "addr", "add", subnet+".2/24", "dev", nsIf)
-	run("-n", ns, "addr", "add", subnet+".3/24", "dev", nsIf)
-	run("-n", ns, "link", "set", nsIf, "up")
-	run("-n", ns, "link", "set", "lo", "up")
-	for _, addr := range []string{subnet + ".2", subnet + ".3"} {
-		cmd := exec.Command("ip", "netns", "exec", ns, "/usr/bin/python3", "-c",
-			`import http.server,sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body=("hello from "+sys.argv[1]).encode()
-        self.send_response(200); self.send_header("Content-Length",str(len(body))); self.end_headers(); self.wfile.write(body)
-http.server.HTTPServer((sys.argv[1],8080),H).serve_forever()`, addr)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		deadline := time.Now().Add(testenv.WaitLimit)
-		for {
-			c, err := net.DialTimeout("tcp", addr+":8080", time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("server on %s in netns %s: %v", addr, ns, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return subnet + ".2", subnet + ".3"
+	return n.Subnet + ".2", n.Subnet + ".3"
+}
+
+// egressRig is what an egress test stands on: two servers in a network namespace (allowed and other, port 8080),
+// a Manager namespace removed at the end, and an internal Docker network for the profile, whose host address gw is
+// where its sandboxes find the gateway's egress proxy.
+type egressRig struct{ image, allowed, other, ns, network, gw string }
+
+// newEgressRig makes an egressRig; the Manager namespace is nsPrefix made unique, the network that plus
+// networkSuffix (made before the gateway starts, as the Manager would, to know its address for the proxy URL).
+func newEgressRig(t *testing.T, nsPrefix, networkSuffix string) egressRig {
+	t.Helper()
+	r := egressRig{image: testenv.Image(t, "base")}
+	r.allowed, r.other = netnsServers(t)
+	r.ns = testenv.Unique(nsPrefix)
+	testenv.RemoveNamespace(t, r.ns)
+	r.network = r.ns + networkSuffix
+	r.gw = testenv.InternalNetwork(t, r.ns, r.network)
+	return r
 }
 
 // fetchScript fetches a URL with Python's urllib (which honours HTTP_PROXY) and prints the status and body, or the
@@ -85,20 +57,8 @@ except Exception as e:
 // own forward proxy, is refused (and the refusal logged with its id) for another address, and reaches nothing
 // directly; a sandbox with network none reaches nothing at all.
 func TestEgressAllowList(t *testing.T) {
-	image := testenv.Image(t, "base")
-	allowed, other := netnsServers(t)
-	ns := testenv.Unique("sge")
-	removeLifecycleNamespace(t, ns)
-	network := ns + "-egress"
-	if out, err := exec.Command("docker", "network", "create", "--internal", "--label", ns+".managed=true", network).CombinedOutput(); err != nil {
-		t.Fatalf("docker network create: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
-	gwOut, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", network).Output()
-	gw := strings.TrimSpace(string(gwOut))
-	if err != nil || gw == "" {
-		t.Fatalf("gateway of %s: %v %q", network, err, gw)
-	}
+	r := newEgressRig(t, "sge", "-egress")
+	image, allowed, other, ns, network, gw := r.image, r.allowed, r.other, r.ns, r.network, r.gw
 	port := testenv.FreePort(t)
 	g := testenv.StartGateway(t, fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}

@@ -46,23 +46,6 @@ http://127.0.0.1:{$SG_PORT} {
 `, memory, idle)
 }
 
-func removeLifecycleNamespace(t *testing.T, ns string) {
-	t.Cleanup(func() {
-		ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+ns+".managed").Output()
-		if f := strings.Fields(string(ids)); len(f) > 0 {
-			_ = exec.Command("docker", append([]string{"rm", "-f", "-v"}, f...)...).Run()
-		}
-		vols, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+ns+".managed").Output()
-		if f := strings.Fields(string(vols)); len(f) > 0 {
-			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, f...)...).Run()
-		}
-		nets, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label="+ns+".managed").Output()
-		if f := strings.Fields(string(nets)); len(f) > 0 {
-			_ = exec.Command("docker", append([]string{"network", "rm"}, f...)...).Run()
-		}
-	})
-}
-
 func echoServer(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
@@ -155,7 +138,7 @@ func containerOf(t *testing.T, ns, id string) (containerID, startedAt string, me
 func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
 	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgr")
-	removeLifecycleNamespace(t, ns)
+	testenv.RemoveNamespace(t, ns)
 	echo := echoServer(t)
 	port := testenv.FreePort(t)
 	g := testenv.StartGateway(t, gatewayCaddyfile("256m", "10m"), testenv.GatewayOptions{Env: []string{
@@ -221,7 +204,7 @@ func TestGatewayReloadKeepsSandboxesAndWebSockets(t *testing.T) {
 func TestGatewayKillAndRestartAdoptsSandboxes(t *testing.T) {
 	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgk")
-	removeLifecycleNamespace(t, ns)
+	testenv.RemoveNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := gatewayCaddyfile("256m", "10m")
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{
@@ -273,7 +256,7 @@ func grepLines(s, sub string) string {
 func TestGatewayOnExitDestroy(t *testing.T) {
 	image := testenv.Image(t, "base")
 	ns := testenv.Unique("sgx")
-	removeLifecycleNamespace(t, ns)
+	testenv.RemoveNamespace(t, ns)
 	echo := echoServer(t)
 	cfg := strings.Replace(gatewayCaddyfile("256m", "10m"), "gc_interval 1h", "gc_interval 1h\n\t\ton_exit destroy", 1)
 	g := testenv.StartGateway(t, cfg, testenv.GatewayOptions{Env: []string{

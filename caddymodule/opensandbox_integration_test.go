@@ -164,22 +164,10 @@ http://127.0.0.1:%d {
 // egress proxy, an OpenSandbox networkPolicy becomes the sandbox's own rules there, inside the profile's allow-list.
 // The servers are in a network namespace this test makes; denied names are refused before any DNS lookup.
 func TestOpenSandboxNetworkPolicyOnTheEgressProxy(t *testing.T) {
-	image := testenv.Image(t, "base")
-	allowed, other := netnsServers(t)
-	ns := testenv.Unique("sgosbe")
-	removeLifecycleNamespace(t, ns)
 	// The profile's network is sandgate's own internal one (a sandbox policy needs the proxy to be the only way
-	// out); the test makes it first, as the Manager would, to know its gateway address for the proxy URL.
-	network := ns + "-internal"
-	if out, err := exec.Command("docker", "network", "create", "--internal", "--label", ns+".managed=true", network).CombinedOutput(); err != nil {
-		t.Fatalf("docker network create: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
-	gwOut, err := exec.Command("docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", network).Output()
-	gw := strings.TrimSpace(string(gwOut))
-	if err != nil || gw == "" {
-		t.Fatalf("gateway of %s: %v %q", network, err, gw)
-	}
+	// out); the rig makes it first, as the Manager would, to know its gateway address for the proxy URL.
+	r := newEgressRig(t, "sgosbe", "-internal")
+	image, allowed, other, ns, gw := r.image, r.allowed, r.other, r.ns, r.gw
 	port, bayPort, osbPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	testenv.StartGateway(t, fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}

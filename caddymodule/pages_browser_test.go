@@ -1,9 +1,6 @@
 package caddymodule_test
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -214,36 +211,6 @@ https://localhost:%d {
 %s
 }
 `, httpPort, httpsPort, e.ns, testenv.Image(t, "base"), profiles, httpsPort, site)
-	e.caddyfile = caddyfile
-	e.g = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{Env: []string{tickets.EnvSecret + "=" + edgeSecret}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rootPath, err := e.g.WaitRootCA(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(rootPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	e.client = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	e.base = fmt.Sprintf("https://localhost:%d", httpsPort)
-	for {
-		resp, err := e.client.Get(e.base + "/console/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no TLS handshake with the gateway: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.issuer, err = tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(edgeSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.serve(t, caddyfile, httpsPort, "/console/")
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,41 +17,37 @@ import (
 	"time"
 )
 
-var (
-	caddyOnce sync.Once
-	caddyBin  string
-	caddyErr  error
-)
-
 // CaddyBinary builds the gateway binary (go build ./cmd/caddy, with the pages' assets) once per test process and
 // returns its path.
 func CaddyBinary(t testing.TB) string {
 	t.Helper()
-	caddyOnce.Do(func() {
-		// The pages embed npm assets at build time; a binary built without them answers its pages with 503.
-		if caddyErr = runScript("prereqs.sh", "node"); caddyErr != nil {
-			return
-		}
-		if caddyErr = runScript("assets.sh"); caddyErr != nil {
-			return
-		}
-		dir, err := os.MkdirTemp("", "sandgate-caddy-")
-		if err != nil {
-			caddyErr = err
-			return
-		}
-		caddyBin = filepath.Join(dir, "caddy")
-		cmd := exec.Command("go", "build", "-o", caddyBin, "./cmd/caddy")
-		cmd.Dir = RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			caddyErr = fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
-		}
-	})
-	if caddyErr != nil {
-		t.Fatal(caddyErr)
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return caddyBin
+	return bin
 }
+
+var caddyBinary = sync.OnceValues(func() (string, error) {
+	// The pages embed npm assets at build time; a binary built without them answers its pages with 503.
+	if err := runScript("prereqs.sh", "node"); err != nil {
+		return "", err
+	}
+	if err := runScript("assets.sh"); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "sandgate-caddy-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "caddy")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/caddy")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -263,4 +260,31 @@ func (g *Gateway) TryAgent(id string) (addr, token string, err error) {
 		return "", "", fmt.Errorf("the admin endpoint has no agent for %s (%s)", id, resp.Status)
 	}
 	return body.Addr, body.Token, nil
+}
+
+// CreateSandbox creates a sandbox of profile through the admin endpoint (POST /sandboxes), for owner unless it is
+// empty, and returns its id.
+func (g *Gateway) CreateSandbox(t testing.TB, profile, owner string) string {
+	t.Helper()
+	req := map[string]string{"profile": profile}
+	if owner != "" {
+		req["owner"] = owner
+	}
+	b, _ := json.Marshal(req)
+	resp, err := http.Post("http://"+g.AdminAddr+"/sandboxes", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating sandbox: %s %s", resp.Status, body)
+	}
+	var sb struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
+		t.Fatalf("create answered %s", body)
+	}
+	return sb.ID
 }

@@ -10,12 +10,6 @@ import (
 	"testing"
 )
 
-var (
-	gatewayImageOnce sync.Once
-	gatewayImageTag  string
-	gatewayImageErr  error
-)
-
 // GatewayImage builds the top-level Dockerfile, as `make gateway-image` does, once per test process and returns
 // its tag. The build context holds only what .dockerignore lets in (the binary and deploy/fastgpt/Caddyfile), so a
 // file the image needs but the ignore list drops fails here. The tag follows SANDGATE_IMAGE_REPO's prefix
@@ -23,35 +17,43 @@ var (
 func GatewayImage(t testing.TB) string {
 	t.Helper()
 	Integration(t)
-	bin := CaddyBinary(t)
-	gatewayImageOnce.Do(func() {
-		repo := strings.TrimSuffix(Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox"), "/sandbox")
-		tag := repo + "/gateway-test:latest"
-		ctxDir, err := os.MkdirTemp("", "sandgate-gateway-image-")
-		if err != nil {
-			gatewayImageErr = err
-			return
-		}
-		defer os.RemoveAll(ctxDir)
-		files := map[string]string{bin: "caddy"}
-		for _, f := range []string{"Dockerfile", ".dockerignore", "deploy/fastgpt/Caddyfile"} {
-			files[filepath.Join(RepoRoot(), f)] = f
-		}
-		for src, dst := range files {
-			if gatewayImageErr = copyInto(src, filepath.Join(ctxDir, dst)); gatewayImageErr != nil {
-				return
-			}
-		}
-		if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
-			gatewayImageErr = fmt.Errorf("docker build of the gateway image: %v\n%s", err, out)
-			return
-		}
-		gatewayImageTag = tag
-	})
-	if gatewayImageErr != nil {
-		t.Fatal(gatewayImageErr)
+	CaddyBinary(t) // its build failing fails the test with the build's own message
+	tag, err := gatewayImage()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return gatewayImageTag
+	return tag
+}
+
+var gatewayImage = sync.OnceValues(func() (string, error) {
+	bin, err := caddyBinary()
+	if err != nil {
+		return "", err
+	}
+	return buildGatewayImage(bin)
+})
+
+func buildGatewayImage(bin string) (string, error) {
+	repo := strings.TrimSuffix(Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox"), "/sandbox")
+	tag := repo + "/gateway-test:latest"
+	ctxDir, err := os.MkdirTemp("", "sandgate-gateway-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(ctxDir)
+	files := map[string]string{bin: "caddy"}
+	for _, f := range []string{"Dockerfile", ".dockerignore", "deploy/fastgpt/Caddyfile"} {
+		files[filepath.Join(RepoRoot(), f)] = f
+	}
+	for src, dst := range files {
+		if err := copyInto(src, filepath.Join(ctxDir, dst)); err != nil {
+			return "", err
+		}
+	}
+	if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("docker build of the gateway image: %v\n%s", err, out)
+	}
+	return tag, nil
 }
 
 // copyInto copies src to dst, creating dst's directory and keeping src's mode.
@@ -70,29 +72,24 @@ func copyInto(src, dst string) error {
 	return os.WriteFile(dst, b, st.Mode().Perm())
 }
 
-var (
-	composeOnce sync.Once
-	composeCmd  []string
-	composeErr  error
-)
-
 // Compose returns the command that runs Compose files: `docker compose` where the plugin is installed, else
 // Debian's `docker-compose` (installed by scripts/prereqs.sh when neither is there).
 func Compose(t testing.TB) []string {
 	t.Helper()
 	Integration(t)
-	composeOnce.Do(func() {
-		if composeErr = runScript("prereqs.sh", "compose"); composeErr != nil {
-			return
-		}
-		if exec.Command("docker", "compose", "version").Run() == nil {
-			composeCmd = []string{"docker", "compose"}
-			return
-		}
-		composeCmd = []string{"docker-compose"}
-	})
-	if composeErr != nil {
-		t.Fatalf("no Compose for this test: %v", composeErr)
+	cmd, err := compose()
+	if err != nil {
+		t.Fatalf("no Compose for this test: %v", err)
 	}
-	return composeCmd
+	return cmd
 }
+
+var compose = sync.OnceValues(func() ([]string, error) {
+	if err := runScript("prereqs.sh", "compose"); err != nil {
+		return nil, err
+	}
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}, nil
+	}
+	return []string{"docker-compose"}, nil
+})

@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +69,16 @@ func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) strin
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// ContainerOf returns the running container of the lifecycle Manager's sandbox id in namespace ns, found by the
+// id label the Manager puts on it.
+func ContainerOf(t testing.TB, ns, id string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+ns+".id="+id).Output()
+	name := strings.TrimSpace(string(out))
+	if err != nil || name == "" || strings.Contains(name, "\n") {
+		t.Fatalf("container of %s: %q %v", id, name, err)
+	}
+	return name
 }

@@ -27,17 +27,15 @@ func Integration(t testing.TB) {
 	if testing.Short() {
 		t.Skip("integration test: runs without -short")
 	}
-	dockerOnce.Do(func() { dockerErr = runScript("prereqs.sh", "docker", "base-image") })
-	if dockerErr != nil {
-		t.Fatalf("no Docker engine for this integration test: %v", dockerErr)
+	if err := dockerReady(); err != nil {
+		t.Fatalf("no Docker engine for this integration test: %v", err)
 	}
 }
 
 var (
-	dockerOnce sync.Once
-	dockerErr  error
-	imageMu    sync.Mutex
-	imageReady = map[string]bool{}
+	dockerReady = sync.OnceValue(func() error { return runScript("prereqs.sh", "docker", "base-image") })
+	imageMu     sync.Mutex
+	imageReady  = map[string]bool{}
 )
 
 // Image returns the tag of a sandbox image target ("base", "browser"), building it first if this process has not

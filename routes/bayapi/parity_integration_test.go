@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/buildversion"
+	"github.com/sandgate/sandgate/internal/testenv"
 )
 
 // parityGateway runs the API with python-default (crash_limit 1: one death is rebuilt, the second within the window
@@ -55,15 +56,6 @@ func waitSandbox(t *testing.T, ctx context.Context, c *client.Client, id, what s
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func containerOf(t *testing.T, ns, id string) string {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+ns+".id="+id).Output()
-	if err != nil || len(strings.Fields(string(out))) != 1 {
-		t.Fatalf("finding the container of %s: %v %q", id, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // TestBayParityContract checks the parts of Bay's contract a client sees without a crash: statuses at create,
@@ -311,7 +303,7 @@ func TestBayCrashRecovery(t *testing.T) {
 	}
 
 	killed := create()
-	if out, err := exec.Command("docker", "kill", containerOf(t, g.ns, killed)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "kill", testenv.ContainerOf(t, g.ns, killed)).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
 	recovered(killed, "sigkill")
@@ -319,7 +311,7 @@ func TestBayCrashRecovery(t *testing.T) {
 	// An OOM that takes the agent (the kernel picks it: its oom_score_adj is raised). The agent is non-dumpable, so
 	// its /proc files belong to root: the test raises it from the host, through the container's init.
 	oom := create()
-	ctr := containerOf(t, g.ns, oom)
+	ctr := testenv.ContainerOf(t, g.ns, oom)
 	initPID, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", ctr).Output()
 	if err != nil {
 		t.Fatalf("the container's init: %v", err)
@@ -332,7 +324,7 @@ func TestBayCrashRecovery(t *testing.T) {
 	recovered(oom, "oom")
 
 	// The second death of the first sandbox inside the window passes crash_limit 1: it stays failed.
-	if out, err := exec.Command("docker", "kill", containerOf(t, g.ns, killed)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "kill", testenv.ContainerOf(t, g.ns, killed)).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
 	sb := waitSandbox(t, ctx, c, killed, "failed", func(sb map[string]any) bool { return sb["status"] == "failed" })

@@ -1,6 +1,7 @@
 package opensandbox
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -185,44 +186,48 @@ func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, p Princi
 
 // pause freezes a running sandbox. A paused or idle one is already not running: pausing it again does nothing.
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p Principal) {
-	id := r.PathValue("id")
-	sb, e := h.visible(r.Context(), p, id)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	switch sb.Status {
-	case sandboxes.StatusPaused, sandboxes.StatusIdle:
-		w.WriteHeader(http.StatusAccepted)
-		return
-	case sandboxes.StatusReady:
-	default:
-		writeError(w, errorf(http.StatusConflict, CodeSandboxNotRunning, "sandbox %s is %s, not Running", id, stateOf(sb).State))
-		return
-	}
-	if _, err := h.cfg.Sandboxes.Pause(r.Context(), id); err != nil {
-		writeError(w, toError(err))
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
+	h.transition(w, r, p, h.cfg.Sandboxes.Pause, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
+		switch sb.Status {
+		case sandboxes.StatusPaused, sandboxes.StatusIdle:
+			return true, nil
+		case sandboxes.StatusReady:
+			return false, nil
+		}
+		return false, errorf(http.StatusConflict, CodeSandboxNotRunning, "sandbox %s is %s, not Running", id, stateOf(sb).State)
+	})
 }
 
 // resume thaws a paused sandbox, or starts an idle one; a running one answers DOCKER::SANDBOX_NOT_PAUSED (FastGPT
 // connects instead on that code).
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.transition(w, r, p, h.cfg.Sandboxes.Resume, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
+		if sb.Status != sandboxes.StatusPaused && sb.Status != sandboxes.StatusIdle {
+			return false, errorf(http.StatusConflict, CodeSandboxNotPaused, "sandbox %s is %s, not Paused", id, stateOf(sb).State)
+		}
+		return false, nil
+	})
+}
+
+// transition answers pause and resume alike: 202 once the sandbox the caller sees is moved by change, or at once
+// when check finds it already where it was asked to go; check's error refuses a sandbox in a state it cannot leave.
+func (h *Handler) transition(w http.ResponseWriter, r *http.Request, p Principal,
+	change func(ctx context.Context, id string) (*sandboxes.Sandbox, error), check func(id string, sb *sandboxes.Sandbox) (bool, *Error)) {
 	id := r.PathValue("id")
 	sb, e := h.visible(r.Context(), p, id)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	if sb.Status != sandboxes.StatusPaused && sb.Status != sandboxes.StatusIdle {
-		writeError(w, errorf(http.StatusConflict, CodeSandboxNotPaused, "sandbox %s is %s, not Paused", id, stateOf(sb).State))
+	done, e := check(id, sb)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	if _, err := h.cfg.Sandboxes.Resume(r.Context(), id); err != nil {
-		writeError(w, toError(err))
-		return
+	if !done {
+		if _, err := change(r.Context(), id); err != nil {
+			writeError(w, toError(err))
+			return
+		}
 	}
 	w.WriteHeader(http.StatusAccepted)
 }

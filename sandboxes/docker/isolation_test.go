@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/docker"
 )
@@ -191,59 +191,17 @@ func TestOwnersCannotReachEachOther(t *testing.T) {
 // ordinary address of a /24 only this test uses and one on a link-local address of that namespace's loopback, routed from the host. It returns both addresses (port 8080).
 func netnsTargets(t *testing.T) (plain, linkLocal string) {
 	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	suffix := hex.EncodeToString(b[:3])
-	ns, hostIf, nsIf := "sgni"+suffix, "sgnv"+suffix, "sgnp"+suffix
-	n := 1 + int(b[3])%250
-	subnet := fmt.Sprintf("10.214.%d", n)
-	linkLocal = fmt.Sprintf("169.254.%d.7", n)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v %s", args, err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() })
-	run("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "delete", hostIf).Run() })
-	run("link", "set", nsIf, "netns", ns)
-	run("addr", "add", subnet+".1/24", "dev", hostIf)
-	run("link", "set", hostIf, "up")
-	run("-n", ns, "addr", "add", subnet+".2/24", "dev", nsIf)
-	run("-n", ns, "link", "set", nsIf, "up")
-	run("-n", ns, "link", "set", "lo", "up")
+	n := testenv.NewNetNS(t, "sgni", "10.214")
+	linkLocal = fmt.Sprintf("169.254.%d.7", n.Octet)
 	// The link-local address sits on the namespace's loopback (this kernel has no dummy interfaces).
-	run("-n", ns, "addr", "add", linkLocal+"/32", "dev", "lo")
-	run("-n", ns, "route", "add", "default", "via", subnet+".1")
-	run("route", "add", linkLocal+"/32", "via", subnet+".2", "dev", hostIf)
+	n.IP("-n", n.Name, "addr", "add", linkLocal+"/32", "dev", "lo")
+	n.IP("-n", n.Name, "route", "add", "default", "via", n.Subnet+".1")
+	n.IP("route", "add", linkLocal+"/32", "via", n.Subnet+".2", "dev", n.HostIf)
 	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", linkLocal+"/32").Run() })
-	for _, addr := range []string{subnet + ".2", linkLocal} {
-		cmd := exec.Command("ip", "netns", "exec", ns, "python3", "-c", `import http.server,sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body=("hello from "+sys.argv[1]).encode()
-        self.send_response(200); self.send_header("Content-Length",str(len(body))); self.end_headers(); self.wfile.write(body)
-http.server.HTTPServer((sys.argv[1],8080),H).serve_forever()`, addr)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			c, err := net.DialTimeout("tcp", addr+":8080", time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("server on %s in netns %s: %v", addr, ns, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	for _, addr := range []string{n.Subnet + ".2", linkLocal} {
+		n.ServeHello(addr)
 	}
-	return subnet + ".2", linkLocal
+	return n.Subnet + ".2", linkLocal
 }
 
 // TestDirectEgressPolicyOnBridge: a sandbox with network bridge (deploy/astrbot's setting) reaches an ordinary

@@ -106,35 +106,27 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 // Pause freezes every process of the container, through its cgroup freezer when the gateway reaches it, else
 // through the engine (docker pause).
 func (d *Driver) Pause(ctx context.Context, containerID string) error {
-	if fz, ok := d.freezers.get(containerID); ok {
-		err := fz.freeze(ctx)
-		if err == nil {
-			return nil
-		}
-		d.freezers.forget(containerID)
-		if !isGone(err) {
-			return err
-		}
-	}
-	v, err := d.look(ctx, containerID)
-	switch {
-	case err != nil:
-		return err
-	case !v.running:
-		return fmt.Errorf("container %s is not running", containerID)
-	case v.enginePaused:
-		return nil
-	case v.fzErr != nil:
-		return retryStale(ctx, "already paused", func() error { return d.cli.ContainerPause(ctx, containerID) })
-	}
-	return v.fz.freeze(ctx)
+	return d.setFrozen(ctx, containerID, true)
 }
 
 // Unpause thaws a paused container; one that is not paused is left as it is. A container this driver froze is
 // thawed with one write and no engine call.
 func (d *Driver) Unpause(ctx context.Context, containerID string) error {
+	return d.setFrozen(ctx, containerID, false)
+}
+
+// setFrozen freezes or thaws a container. A known freezer is written without an engine call; otherwise the
+// engine's view decides: what the engine paused only the engine unpauses (its flag would stay set otherwise), and
+// the engine pauses only where the gateway reaches no freezer.
+func (d *Driver) setFrozen(ctx context.Context, containerID string, freeze bool) error {
+	apply := func(fz cgroupFreezer) error {
+		if freeze {
+			return fz.freeze(ctx)
+		}
+		return fz.thaw()
+	}
 	if fz, ok := d.freezers.get(containerID); ok {
-		err := fz.thaw()
+		err := apply(fz)
 		if err == nil {
 			return nil
 		}
@@ -149,12 +141,16 @@ func (d *Driver) Unpause(ctx context.Context, containerID string) error {
 		return err
 	case !v.running:
 		return fmt.Errorf("container %s is not running", containerID)
-	case v.enginePaused:
+	case freeze && v.enginePaused:
+		return nil
+	case freeze && v.fzErr != nil:
+		return retryStale(ctx, "already paused", func() error { return d.cli.ContainerPause(ctx, containerID) })
+	case !freeze && v.enginePaused:
 		return retryStale(ctx, "is not paused", func() error { return d.cli.ContainerUnpause(ctx, containerID) })
-	case v.fzErr != nil:
+	case !freeze && v.fzErr != nil:
 		return nil // not paused by the engine, and no freezer of ours to thaw
 	}
-	return v.fz.thaw()
+	return apply(v.fz)
 }
 
 // thawBeforeStop thaws a container this driver froze before the engine stops or removes it: Docker does not know

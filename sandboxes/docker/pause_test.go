@@ -22,6 +22,17 @@ func (h *harness) agent(tg sandboxes.Target) *agentapi.Client {
 	return agentapi.NewClient(base, tg.Token, hc)
 }
 
+// readyWithPython creates a sandbox of profile small, waits for it to be ready, and runs code on its Python
+// kernel: state that a test later finds kept, or lost.
+func (h *harness) readyWithPython(ctx context.Context, code string) *sandboxes.Sandbox {
+	h.t.Helper()
+	sb := h.create("small")
+	if res, err := h.agent(h.ready(sb.ID)).PythonExec(ctx, agentapi.KernelExecRequest{Code: code}); err != nil || !res.Success {
+		h.t.Fatalf("python: %+v %v", res, err)
+	}
+	return sb
+}
+
 // cpuUsage is the container's cumulative CPU time (cgroup cpuacct) as the engine reports it.
 func (h *harness) cpuUsage(id string) uint64 {
 	h.t.Helper()
@@ -251,11 +262,7 @@ func TestPausedSurvivesManagerRestart(t *testing.T) {
 	h := newHarness(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb := h.create("small")
-	tg := h.ready(sb.ID)
-	if res, err := h.agent(tg).PythonExec(ctx, agentapi.KernelExecRequest{Code: "survivor = 7"}); err != nil || !res.Success {
-		t.Fatalf("python: %+v %v", res, err)
-	}
+	sb := h.readyWithPython(ctx, "survivor = 7")
 	if _, err := h.mgr.Pause(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -315,11 +322,7 @@ func TestFrozenWithoutRecordedPauseIsThawedAtStart(t *testing.T) {
 	h := newHarness(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb := h.create("small")
-	tg := h.ready(sb.ID)
-	if res, err := h.agent(tg).PythonExec(ctx, agentapi.KernelExecRequest{Code: "kept = 'through the crash'"}); err != nil || !res.Success {
-		t.Fatalf("python: %+v %v", res, err)
-	}
+	sb := h.readyWithPython(ctx, "kept = 'through the crash'")
 	drv, err := docker.New("")
 	if err != nil {
 		t.Fatal(err)

@@ -27,22 +27,11 @@ func ParseDepth(s string) (int, error) {
 // symlink as the listed path itself is refused, as in execd).
 func (a *API) listDirectory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := q.Get("path")
-	if p == "" {
-		writeError(w, missingQuery("path"))
-		return
-	}
-	depth, err := ParseDepth(q.Get("depth"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	x, err := a.expand(p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	abs, err := a.resolveEntry(x)
+	var depth int
+	p, abs, err := a.queryPath(q, a.resolveEntry, func() (err error) {
+		depth, err = ParseDepth(q.Get("depth"))
+		return err
+	})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -101,40 +90,27 @@ func (a *API) listDirectory(w http.ResponseWriter, r *http.Request) {
 
 // makeDirs creates {path: {owner, group, mode}} with parents; the permission applies to a directory it created.
 func (a *API) makeDirs(w http.ResponseWriter, r *http.Request) {
-	var req map[string]agentapi.ExecdPermission
-	if err := decode(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	for p, perm := range req {
+	eachPermission(w, r, func(p string, perm agentapi.ExecdPermission) error {
 		x, err := a.expand(p)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		if _, err := ParseMode(perm.Mode); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		abs, err := a.Files.Root().Resolve(x)
 		if err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		_, statErr := os.Stat(abs)
 		if _, err := a.Files.Mkdir(agentapi.MkdirRequest{Path: x}); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		if statErr == nil {
-			continue
+			return nil
 		}
-		if err := applyPermission(abs, p, perm); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	ok(w)
+		return applyPermission(abs, p, perm)
+	})
 }
 
 // removeDirs removes directories with everything in them; a missing one is no error. The workspace and home

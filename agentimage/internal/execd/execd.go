@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,6 +194,31 @@ func ExpandPath(p, home string, env func(string) (string, bool)) (string, error)
 
 func (a *API) expand(p string) (string, error) {
 	return ExpandPath(p, a.Home, os.LookupEnv)
+}
+
+// locate expands p, as a client gave it, and resolves it with resolve: resolveEntry for the entry itself, the
+// root's Resolve to follow it, ResolveParent for a name in its directory.
+func (a *API) locate(p string, resolve func(string) (string, error)) (string, error) {
+	x, err := a.expand(p)
+	if err != nil {
+		return "", err
+	}
+	return resolve(x)
+}
+
+// queryPath reads a handler's required ?path= and locates it. params reads the handler's other query parameters
+// between the two, so a request with several faults hears of the first one execd would name: a missing path, a
+// bad parameter, then a path that cannot be resolved.
+func (a *API) queryPath(q url.Values, resolve func(string) (string, error), params func() error) (p, abs string, err error) {
+	p = q.Get("path")
+	if p == "" {
+		return "", "", missingQuery("path")
+	}
+	if err := params(); err != nil {
+		return "", "", err
+	}
+	abs, err = a.locate(p, resolve)
+	return p, abs, err
 }
 
 // resolveEntry resolves p for operations on the entry itself (info, remove, the list root): the parent's symlinks

@@ -99,11 +99,7 @@ func (a *API) filesInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) info(p string) (agentapi.ExecdFileInfo, error) {
-	x, err := a.expand(p)
-	if err != nil {
-		return agentapi.ExecdFileInfo{}, err
-	}
-	abs, err := a.resolveEntry(x)
+	abs, err := a.locate(p, a.resolveEntry)
 	if err != nil {
 		return agentapi.ExecdFileInfo{}, err
 	}
@@ -117,12 +113,7 @@ func (a *API) info(p string) (agentapi.ExecdFileInfo, error) {
 // removeFiles deletes files (not directories); a missing one is no error, as in execd.
 func (a *API) removeFiles(w http.ResponseWriter, r *http.Request) {
 	for _, p := range r.URL.Query()["path"] {
-		x, err := a.expand(p)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		abs, err := a.Files.Root().ResolveParent(x)
+		abs, err := a.locate(p, a.Files.Root().ResolveParent)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -195,27 +186,28 @@ func applyPermission(abs, p string, perm agentapi.ExecdPermission) error {
 
 // chmodFiles applies {path: {owner, group, mode}}.
 func (a *API) chmodFiles(w http.ResponseWriter, r *http.Request) {
+	eachPermission(w, r, func(p string, perm agentapi.ExecdPermission) error {
+		abs, err := a.locate(p, a.Files.Root().Resolve)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return osError("changing permissions of", p, err)
+		}
+		return applyPermission(abs, p, perm)
+	})
+}
+
+// eachPermission decodes a {path: {owner, group, mode}} body and runs do on each entry, answering the first
+// error, or success once all are done.
+func eachPermission(w http.ResponseWriter, r *http.Request, do func(p string, perm agentapi.ExecdPermission) error) {
 	var req map[string]agentapi.ExecdPermission
 	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
 	for p, perm := range req {
-		x, err := a.expand(p)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		abs, err := a.Files.Root().Resolve(x)
-		if err == nil {
-			if _, serr := os.Stat(abs); serr != nil {
-				err = osError("changing permissions of", p, serr)
-			}
-		}
-		if err == nil {
-			err = applyPermission(abs, p, perm)
-		}
-		if err != nil {
+		if err := do(p, perm); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -257,22 +249,11 @@ func (a *API) moveFiles(w http.ResponseWriter, r *http.Request) {
 // the file's name; default "**"). Symlinked directories are not followed.
 func (a *API) searchFiles(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := q.Get("path")
-	if p == "" {
-		writeError(w, missingQuery("path"))
-		return
-	}
-	pattern, err := CheckPattern(q.Get("pattern"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	x, err := a.expand(p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	base, err := a.Files.Root().Resolve(x)
+	var pattern string
+	p, base, err := a.queryPath(q, a.Files.Root().Resolve, func() (err error) {
+		pattern, err = CheckPattern(q.Get("pattern"))
+		return err
+	})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -91,7 +91,7 @@ func TestStackNamesTheCell(t *testing.T) {
 }
 
 func TestNodeMissing(t *testing.T) {
-	k := New(Config{Node: "/nonexistent/node"})
+	k := New(Config{Bin: "/nonexistent/node"})
 	if _, err := k.Exec(context.Background(), "1", 0); err != ErrNodeMissing {
 		t.Fatalf("want ErrNodeMissing, got %v", err)
 	}

@@ -1,4 +1,4 @@
-package nodekernel
+package linekernel
 
 import (
 	"encoding/json"
@@ -14,9 +14,10 @@ import (
 // maxCodeBytes bounds one request's code.
 const maxCodeBytes = 4 << 20
 
-// ServeExec is POST /v1/node/exec.
+// ServeExec is POST /v1/<kernel>/exec: a KernelExecRequest in, a KernelExecResult out. A missing interpreter is
+// not_supported, a kernel that does not start unavailable.
 func (k *Kernel) ServeExec(w http.ResponseWriter, r *http.Request) {
-	var req agentapi.NodeExecRequest
+	var req agentapi.KernelExecRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxCodeBytes+1024))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -28,13 +29,13 @@ func (k *Kernel) ServeExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
-	if req.TimeoutMS < 0 || timeout > MaxTimeout {
+	if req.TimeoutMS < 0 || timeout > k.spec.MaxTimeout {
 		agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeInvalidRequest, "timeout_ms must be between 1 and %d (0 means %d)",
-			MaxTimeout.Milliseconds(), DefaultTimeout.Milliseconds()))
+			k.spec.MaxTimeout.Milliseconds(), k.spec.DefaultTimeout.Milliseconds()))
 		return
 	}
 	res, err := k.Exec(r.Context(), req.Code, timeout)
-	if errors.Is(err, ErrNodeMissing) {
+	if errors.Is(err, k.spec.Missing) {
 		agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeNotSupported, "%v", err))
 		return
 	}
