@@ -31,13 +31,13 @@ func TestExtendTTL(t *testing.T) {
 func TestLeaseKeepsAnExpiredSandboxFromTheCollector(t *testing.T) {
 	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour})
 	ctx := context.Background()
-	sb, _ := m.Create(ctx, CreateRequest{Profile: "a", TTL: 100 * time.Millisecond})
+	sb, _ := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour})
 	mustReady(t, m, sb.ID)
 	release, err := m.Acquire(sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	expireNow(t, m, sb.ID)
 	if rep := m.CollectGarbage(ctx); rep.Expired != 0 {
 		t.Fatalf("collected a leased sandbox: %+v", rep)
 	}

@@ -43,7 +43,7 @@ func TestStatusIsComputedOnRead(t *testing.T) {
 	p.IdleTimeout = Duration(time.Hour)
 	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
 	ctx := context.Background()
-	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: 300 * time.Millisecond})
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour})
 	if err != nil || sb.Status != StatusStarting || sb.LaunchType != LaunchCold {
 		t.Fatalf("create: %+v %v", sb, err)
 	}
@@ -58,7 +58,7 @@ func TestStatusIsComputedOnRead(t *testing.T) {
 	if got, _ = m.Get(ctx, sb.ID); got.Status != StatusIdle || got.IdleExpiresAt != nil {
 		t.Fatalf("after stop: %+v", got)
 	}
-	time.Sleep(350 * time.Millisecond)
+	expireNow(t, m, sb.ID)
 	if got, _ = m.Get(ctx, sb.ID); got.Status != StatusExpired {
 		t.Fatalf("after ttl: %+v", got)
 	}

@@ -246,3 +246,17 @@ func mustReady(t *testing.T, m *Manager, id string) Target {
 	}
 	return tg
 }
+
+// expireNow moves a sandbox's expiry into the past. Tests that need an expired sandbox use it instead of a short
+// TTL and a sleep: on a busy machine a short TTL can pass before the sandbox is even ready.
+func expireNow(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[id]
+	if e == nil {
+		t.Fatalf("expireNow: no sandbox %s", id)
+	}
+	past := time.Now().Add(-time.Second)
+	e.rec.ExpiresAt = &past
+}

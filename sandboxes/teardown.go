@@ -176,6 +176,9 @@ func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
 	if err != nil {
 		return fmt.Errorf("deleting sandbox %s from the store: %w", rec.ID, err)
 	}
+	if rec.ManagedWorkspace {
+		m.dropManagedWorkspaceRecord(rec) // workspaces.go
+	}
 	m.emit(Event{Type: EventDeleted, SandboxID: rec.ID, Profile: rec.Profile, Owner: rec.Owner, Warm: rec.Warm, Reason: reason})
 	return nil
 }

@@ -194,3 +194,19 @@ func (m *Manager) workspaceMountableLocked(req CreateRequest) error {
 	}
 	return nil
 }
+
+// dropManagedWorkspaceRecord forgets the workspace record a sandbox's own workspace was listed under (Bay's managed
+// cargo), once the sandbox and its volume are gone, however it went: a delete, its TTL, the idle reaper, shutdown.
+func (m *Manager) dropManagedWorkspaceRecord(rec Record) {
+	ws, ok := m.store.(WorkspaceStore)
+	if !ok {
+		return
+	}
+	w, err := ws.Cargo(rec.WorkspaceID)
+	if err != nil || w == nil || !w.Managed || w.ManagedBySandboxID == nil || *w.ManagedBySandboxID != rec.ID {
+		return
+	}
+	if err := ws.DeleteCargo(rec.WorkspaceID); err != nil {
+		m.log.Warn("forgetting a deleted sandbox's workspace record", "sandbox", rec.ID, "workspace", rec.WorkspaceID, "error", err)
+	}
+}

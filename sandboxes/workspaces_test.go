@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 func errCode(err error) string {
@@ -197,5 +198,37 @@ func TestWorkspaceDeleteCreateRace(t *testing.T) {
 	t.Logf("create won %d times, delete %d times", createWins, deleteWins)
 	if list, _, err := m.List(ctx, ListOptions{}); err != nil || len(list) != 0 {
 		t.Errorf("sandboxes left behind: %d %v", len(list), err)
+	}
+}
+
+// TestManagedWorkspaceRecordGoesWithItsSandbox: the record an API keeps of a sandbox's own workspace (Bay's managed
+// cargo) is dropped however the sandbox goes, here by its TTL, and a caller's workspace record is left alone.
+func TestManagedWorkspaceRecordGoesWithItsSandbox(t *testing.T) {
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour})
+	ctx := context.Background()
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	ws := m.store.(WorkspaceStore)
+	other := "sandbox-other"
+	for _, w := range []*Workspace{
+		{ID: sb.WorkspaceID, Owner: "alice", Managed: true, ManagedBySandboxID: &sb.ID},
+		{ID: "ws-0123456789ab", Owner: "alice", Managed: true, ManagedBySandboxID: &other},
+	} {
+		if err := ws.PutCargo(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expireNow(t, m, sb.ID)
+	if rep := m.CollectGarbage(ctx); rep.Expired != 1 {
+		t.Fatalf("gc: %+v", rep)
+	}
+	if w, err := ws.Cargo(sb.WorkspaceID); err != nil || w != nil {
+		t.Errorf("the expired sandbox's workspace record is still there: %+v %v", w, err)
+	}
+	if w, err := ws.Cargo("ws-0123456789ab"); err != nil || w == nil {
+		t.Errorf("another sandbox's workspace record went too: %v", err)
 	}
 }
