@@ -54,7 +54,6 @@ type Pages struct {
 	ReplayCache int            `json:"replay_cache,omitempty"`
 
 	handler   *pages.Handler
-	usage     *pages.DockerUsage
 	secretKey string
 	storeKey  string
 }
@@ -111,14 +110,8 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
 		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport},
 	}
-	console := len(p.ConsoleKeys) > 0 || p.APIKeys
-	if dd, ok := app.driver.(*DockerDriver); ok && console {
-		// CPU and memory in the console's list come from the same engine.
-		u, err := pages.NewDockerUsage(dd.Host, mgr.Namespace())
-		if err != nil {
-			return fmt.Errorf("sandbox_pages: %w", err)
-		}
-		p.usage, cfg.Usage = u, u
+	if len(p.ConsoleKeys) > 0 || p.APIKeys {
+		cfg.Usage = mgr // CPU and memory in the console's list, from the Manager's engine
 	}
 	var lookups []pages.KeyLookup
 	if len(p.ConsoleKeys) > 0 {
@@ -165,9 +158,6 @@ func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 func (p *Pages) Cleanup() error {
 	if p.handler != nil {
 		p.handler.Close()
-	}
-	if p.usage != nil {
-		_ = p.usage.Close() // only releases idle connections
 	}
 	if p.storeKey != "" {
 		_, _ = apiStores.Delete(p.storeKey) // closing the store is logged by bbolt's owner, not ours to fail on

@@ -290,7 +290,7 @@ func (h *Handler) consoleLogin(w http.ResponseWriter, r *http.Request) {
 // sandboxView is one row of the console's list.
 type sandboxView struct {
 	*sandboxes.Sandbox
-	Usage *Usage `json:"usage,omitempty"`
+	Usage *sandboxes.Usage `json:"usage,omitempty"`
 }
 
 func (h *Handler) visible(cs *consoleSession, sb *sandboxes.Sandbox) bool {
