@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -53,29 +52,12 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	}
 }
 
-// manager finds the Manager of the running sandboxes app. The admin endpoint can outlive the config its routes
-// were provisioned with (a reload that fails validation keeps the old apps running but not necessarily the admin
-// server's context), so the lookup goes through the reload-surviving pool: the Manager most recently started.
-func (a *AdminAPI) manager() (*sandboxes.Manager, error) {
-	var best *managerHolder
-	managers.Range(func(_, v any) bool {
-		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
-			best = h
-		}
-		return true
-	})
-	if best == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
-	}
-	return best.mgr, nil
-}
-
 // pools answers GET /sandbox-pools.
 func (a *AdminAPI) pools(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
-	mgr, err := a.manager()
+	mgr, err := runningManager()
 	if err != nil {
 		return err
 	}
@@ -102,7 +84,7 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
-	mgr, err := a.manager()
+	mgr, err := runningManager()
 	if err != nil {
 		return err
 	}
@@ -117,7 +99,7 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *AdminAPI) create(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := a.manager()
+	mgr, err := runningManager()
 	if err != nil {
 		return err
 	}
@@ -138,7 +120,7 @@ func (a *AdminAPI) create(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *AdminAPI) one(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := a.manager()
+	mgr, err := runningManager()
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func (a *AdminAPI) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbo
 }
 
 func (a *AdminAPI) snapshots(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := a.manager()
+	mgr, err := runningManager()
 	if err != nil {
 		return err
 	}

@@ -52,10 +52,11 @@ func (h *SandboxRoute) Provision(ctx caddy.Context) error {
 	if h.Port < 0 || h.Port > 65535 || (h.Port != 0 && kind != tickets.KindApp) {
 		return fmt.Errorf("sandbox_route: port %d is not valid for kind %s", h.Port, kind)
 	}
-	mgr, err := sandboxManager(ctx)
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox_route: %w", err)
 	}
+	mgr := app.Manager()
 	h.route = &sandboxroute.Route{Sandboxes: mgr, Kind: kind, Port: h.Port, StartTimeout: time.Duration(h.StartTimeout)}
 	return nil
 }

@@ -75,15 +75,11 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
 			tickets.MinSecretLength, tickets.EnvSecret)
 	}
-	appAny, err := ctx.App("sandboxes")
+	app, err := sandboxesApp(ctx)
 	if err != nil {
-		return fmt.Errorf("sandbox_pages: loading the sandboxes app: %w", err)
+		return fmt.Errorf("sandbox_pages: %w", err)
 	}
-	app := appAny.(*App)
 	mgr := app.Manager()
-	if mgr == nil {
-		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
-	}
 	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
 	// must count as spent on the WebSocket routes too.
 	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache)
@@ -127,7 +123,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		lookups = append(lookups, sk)
 	}
 	if p.APIKeys {
-		dataDir, err := apiDataDir(p.APIDataDir)
+		dataDir, err := apiDataDir(app.BayEnv(), p.APIDataDir)
 		if err != nil {
 			return fmt.Errorf("sandbox_pages: %w", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,11 +89,7 @@ func loadAPIStore(dataDir string) (holder storeHolder, key string, err error) {
 
 // apiDataDir is where sandbox_api keeps its store and credentials.json: BAY_DATA_DIR, else configured, else
 // <caddy data dir>/sandgate.
-func apiDataDir(configured string) (string, error) {
-	env, err := bayapi.ReadBayEnv(os.Environ())
-	if err != nil {
-		return "", err
-	}
+func apiDataDir(env bayapi.BayEnv, configured string) (string, error) {
 	return bayapi.ResolveDataDir(env, configured, filepath.Join(caddy.AppDataDir(), "sandgate"))
 }
 
@@ -156,19 +151,12 @@ func (*SandboxAPI) CaddyModule() caddy.ModuleInfo {
 // Provision reads BAY_* overrides, opens the store, loads the API keys (generating Bay's credentials.json on
 // first start) and wires the handler to the sandboxes app's Manager.
 func (s *SandboxAPI) Provision(ctx caddy.Context) error {
-	env, err := bayapi.ReadBayEnv(os.Environ())
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	appIface, err := ctx.App("sandboxes")
-	if err != nil {
-		return fmt.Errorf("sandbox_api needs the sandboxes app: %w", err)
-	}
-	app, ok := appIface.(*App)
-	if !ok || app.Manager() == nil {
-		return fmt.Errorf("sandbox_api: the sandboxes app has no Manager")
-	}
-	dataDir, err := apiDataDir(s.DataDir)
+	env := app.BayEnv()
+	dataDir, err := apiDataDir(env, s.DataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
