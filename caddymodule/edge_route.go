@@ -74,7 +74,7 @@ func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		if c := h.logger.Check(zap.InfoLevel, "sandbox route failed"); c != nil {
 			c.Write(zap.String("sandbox", addr.SandboxID), zap.String("kind", string(addr.Kind)), zap.Error(err))
 		}
-		sandboxroute.WriteError(w, err, requestID(repl))
+		sandboxroute.WriteLifecycleError(w, err, requestID(repl))
 		return nil
 	}
 	defer p.Release()
