@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -32,8 +30,8 @@ func sandboxesApp(ctx caddy.Context) (*App, error) {
 // runningManager is the admin endpoint's lookup, the one exception to sandboxesApp. The admin endpoint can outlive
 // the config its routes were provisioned with (a reload that fails validation keeps the old apps running but not
 // necessarily the admin server's context), so it goes through the reload-surviving pool: the Manager most recently
-// started.
-func runningManager() (*sandboxes.Manager, error) {
+// started, or nil when no sandboxes app is running.
+func runningManager() *sandboxes.Manager {
 	var best *managerHolder
 	managers.Range(func(_, v any) bool {
 		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
@@ -42,9 +40,9 @@ func runningManager() (*sandboxes.Manager, error) {
 		return true
 	})
 	if best == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
+		return nil
 	}
-	return best.mgr, nil
+	return best.mgr
 }
 
 // BayEnv is what the BAY_* environment said when this app was provisioned: read once per config, in Provision,
