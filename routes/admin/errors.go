@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -19,32 +20,12 @@ func (e *Error) Error() string { return e.Err.Error() }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// lifecycleStatus is the admin endpoint's one table from the core's error codes to HTTP statuses. Every code of
-// sandboxes.ErrorCodes has a row (a test walks them); the statuses are the Bay API's, so an operator and an API
-// client see a sandbox's state the same way (sandbox_expired is 409 on both).
-var lifecycleStatus = map[string]int{
-	sandboxes.CodeNotFound:         http.StatusNotFound,
-	sandboxes.CodeSnapshotNotFound: http.StatusNotFound,
-	sandboxes.CodeUnknownProfile:   http.StatusBadRequest,
-	sandboxes.CodeInvalid:          http.StatusBadRequest,
-	sandboxes.CodeCapabilityAbsent: http.StatusBadRequest,
-	sandboxes.CodeImageNotAllowed:  http.StatusForbidden,
-	sandboxes.CodeExpired:          http.StatusConflict,
-	sandboxes.CodeTTLInfinite:      http.StatusConflict,
-	sandboxes.CodeInvalidState:     http.StatusConflict,
-	sandboxes.CodeContainerDied:    http.StatusGone,
-	sandboxes.CodeSnapshotTooLarge: http.StatusRequestEntityTooLarge,
-	sandboxes.CodeQuotaExceeded:    http.StatusTooManyRequests,
-	sandboxes.CodeEngine:           http.StatusInternalServerError,
-	sandboxes.CodeStartupFailed:    http.StatusBadGateway,
-	sandboxes.CodeNotReady:         http.StatusServiceUnavailable,
-	sandboxes.CodeTimeout:          http.StatusGatewayTimeout,
-}
-
-// ErrorFor maps a failure of the Manager onto the admin endpoint's answer: a lifecycle error through
-// lifecycleStatus, a deadline that passed as 504, anything else as 500. The message is the error's own text.
+// ErrorFor maps a failure of the Manager onto the admin endpoint's answer: a lifecycle error with the status the
+// edge and the console answer it with (one table, sandboxroute.StatusOf, whose statuses are the Bay API's: an
+// operator, a browser and an API client see a sandbox's state alike, sandbox_expired 409 everywhere); a deadline
+// that passed as 504; anything else as 500. The message is the error's own text, in Caddy's admin envelope.
 func ErrorFor(err error) *Error {
-	if status, ok := lifecycleStatus[sandboxes.ErrorCode(err)]; ok {
+	if status, ok := sandboxroute.StatusOf(sandboxes.ErrorCode(err)); ok {
 		return &Error{Status: status, Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

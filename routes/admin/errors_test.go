@@ -8,35 +8,18 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// adminAnswers is the admin endpoint's status for each core error code. A code the core adds fails
-// TestErrorForEveryCoreCode until it gets a row here and in lifecycleStatus.
-var adminAnswers = map[string]int{
-	sandboxes.CodeNotFound:         404,
-	sandboxes.CodeSnapshotNotFound: 404,
-	sandboxes.CodeUnknownProfile:   400,
-	sandboxes.CodeInvalid:          400,
-	sandboxes.CodeCapabilityAbsent: 400,
-	sandboxes.CodeImageNotAllowed:  403,
-	sandboxes.CodeExpired:          409, // was 500 before the table: unmapped
-	sandboxes.CodeTTLInfinite:      409,
-	sandboxes.CodeInvalidState:     409,
-	sandboxes.CodeContainerDied:    410,
-	sandboxes.CodeSnapshotTooLarge: 413,
-	sandboxes.CodeQuotaExceeded:    429,
-	sandboxes.CodeEngine:           500,
-	sandboxes.CodeStartupFailed:    502,
-	sandboxes.CodeNotReady:         503,
-	sandboxes.CodeTimeout:          504,
-}
-
+// TestErrorForEveryCoreCode walks every core error code: each is answered with the edge's status (the edge's own
+// test pins those), none falls through to the 500 of an unexpected failure, and sandbox_expired is 409 (it was an
+// unmapped 500 here).
 func TestErrorForEveryCoreCode(t *testing.T) {
 	for _, code := range sandboxes.ErrorCodes() {
-		want, ok := adminAnswers[code]
+		want, ok := sandboxroute.StatusOf(code)
 		if !ok {
-			t.Errorf("core code %q has no admin answer", code)
+			t.Errorf("core code %q has no status", code)
 			continue
 		}
 		err := fmt.Errorf("deleting: %w", sandboxes.Errorf(code, "refused"))
@@ -44,6 +27,9 @@ func TestErrorForEveryCoreCode(t *testing.T) {
 		if got.Status != want || got.Error() != err.Error() || !errors.Is(got, err) {
 			t.Errorf("ErrorFor(%s) = %d %q, want %d with the error's own text", code, got.Status, got.Error(), want)
 		}
+	}
+	if got := ErrorFor(sandboxes.Errorf(sandboxes.CodeExpired, "gone")); got.Status != http.StatusConflict {
+		t.Errorf("sandbox_expired: %d, want 409", got.Status)
 	}
 	for _, tc := range []struct {
 		err  error

@@ -72,6 +72,13 @@ var lifecycleStatus = map[string]int{
 	sandboxes.CodeTimeout:          http.StatusGatewayTimeout,
 }
 
+// StatusOf is the table's status for a core error code; ok is false for a code without a row. The admin endpoint
+// answers core errors with these statuses too (routes/admin), in Caddy's envelope.
+func StatusOf(code string) (status int, ok bool) {
+	status, ok = lifecycleStatus[code]
+	return status, ok
+}
+
 // StatusFor maps an error onto the status and envelope a browser route answers with: a lifecycle error through
 // lifecycleStatus, with its code, message, details and hint; anything else is 502 sandbox_unavailable. A
 // gateway-side failure (502) that was a deadline passing is answered as the 504 timeout it was.
@@ -90,7 +97,7 @@ func StatusFor(err error, requestID string) (int, ErrorDetail) {
 			}
 		}
 	}
-	status, ok := lifecycleStatus[d.Code]
+	status, ok := StatusOf(d.Code)
 	if !ok {
 		status = http.StatusBadGateway
 	}
