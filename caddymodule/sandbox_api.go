@@ -148,7 +148,7 @@ func (*SandboxAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.sandbox_api", New: func() caddy.Module { return new(SandboxAPI) }}
 }
 
-// Provision reads BAY_* overrides, opens the store, loads the API keys (generating Bay's credentials.json on
+// Provision applies the BAY_* overrides the sandboxes app read, opens the store, loads the API keys (generating Bay's credentials.json on
 // first start) and wires the handler to the sandboxes app's Manager.
 func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	app, err := sandboxesApp(ctx)
