@@ -80,6 +80,8 @@ type App struct {
 	events  *caddyevents.App
 	cfg     sandboxes.Config
 	unwatch func()
+	// bayEnv is the BAY_* environment as Provision read it (app_lookup.go hands it to the config's modules).
+	bayEnv bayapi.BayEnv
 }
 
 // Driver is what a module in the sandboxes.drivers namespace provides.
@@ -212,7 +214,7 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Manager is the sandbox Manager; handlers get it with ctx.App("sandboxes").
+// Manager is the sandbox Manager; modules get the app with sandboxesApp (app_lookup.go).
 func (a *App) Manager() *sandboxes.Manager {
 	if a.holder == nil {
 		return nil
@@ -342,6 +344,7 @@ func (a *App) applyBayEnv() error {
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
+	a.bayEnv = env
 	a.Profiles = bayapi.MergeProfiles(a.Profiles, env.Profiles)
 	if len(a.Profiles) == 0 {
 		idle, _ := sandboxes.ParseDuration("1800") // a constant that parses

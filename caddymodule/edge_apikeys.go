@@ -28,15 +28,11 @@ func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) b
 // newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
 // returned key.
 func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
-	appIface, err := ctx.App("sandboxes")
+	app, err := sandboxesApp(ctx)
 	if err != nil {
-		return apiKeyChecker{}, "", fmt.Errorf("needs the sandboxes app: %w", err)
+		return apiKeyChecker{}, "", err
 	}
-	app, ok := appIface.(*App)
-	if !ok || app.Manager() == nil {
-		return apiKeyChecker{}, "", fmt.Errorf("the sandboxes app has no Manager")
-	}
-	dir, err := apiDataDir(dataDir)
+	dir, err := apiDataDir(app.BayEnv(), dataDir)
 	if err != nil {
 		return apiKeyChecker{}, "", err
 	}

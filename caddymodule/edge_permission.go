@@ -39,10 +39,11 @@ func (*SandboxPermission) CaddyModule() caddy.ModuleInfo {
 
 // Provision links the permission to the sandbox Manager and to the agents, which list their listening ports.
 func (p *SandboxPermission) Provision(ctx caddy.Context) error {
-	mgr, err := sandboxManager(ctx)
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("tls.permission.sandbox: %w", err)
 	}
+	mgr := app.Manager()
 	p.agents = newAgentBackend().http
 	p.policy, err = sandboxroute.NewCertPolicy(sandboxroute.CertPolicyConfig{
 		BaseDomains: p.BaseDomains,

@@ -52,10 +52,11 @@ func (h *SandboxRoute) Provision(ctx caddy.Context) error {
 	if h.Port < 0 || h.Port > 65535 || (h.Port != 0 && kind != tickets.KindApp) {
 		return fmt.Errorf("sandbox_route: port %d is not valid for kind %s", h.Port, kind)
 	}
-	mgr, err := sandboxManager(ctx)
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox_route: %w", err)
 	}
+	mgr := app.Manager()
 	h.route = &sandboxroute.Route{Sandboxes: mgr, Kind: kind, Port: h.Port, StartTimeout: time.Duration(h.StartTimeout)}
 	return nil
 }
@@ -73,7 +74,7 @@ func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		if c := h.logger.Check(zap.InfoLevel, "sandbox route failed"); c != nil {
 			c.Write(zap.String("sandbox", addr.SandboxID), zap.String("kind", string(addr.Kind)), zap.Error(err))
 		}
-		sandboxroute.WriteError(w, err, requestID(repl))
+		sandboxroute.WriteLifecycleError(w, err, requestID(repl))
 		return nil
 	}
 	defer p.Release()

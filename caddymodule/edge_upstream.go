@@ -34,10 +34,11 @@ func (*SandboxUpstreams) CaddyModule() caddy.ModuleInfo {
 
 // Provision links the source to the sandbox Manager.
 func (u *SandboxUpstreams) Provision(ctx caddy.Context) error {
-	mgr, err := sandboxManager(ctx)
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox upstreams: %w", err)
 	}
+	mgr := app.Manager()
 	u.resolver = mgr
 	u.RewriteHost = caddy.NewReplacer().ReplaceKnown(u.RewriteHost, "")
 	return nil

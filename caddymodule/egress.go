@@ -44,10 +44,11 @@ func (*SandboxEgress) CaddyModule() caddy.ModuleInfo {
 
 // Provision links the proxy to the sandbox Manager.
 func (h *SandboxEgress) Provision(ctx caddy.Context) error {
-	mgr, err := sandboxManager(ctx)
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox_egress: %w", err)
 	}
+	mgr := app.Manager()
 	h.proxy = &egress.Proxy{
 		Directory:   managerDirectory{mgr: mgr},
 		Logger:      slog.New(zapslog.NewHandler(ctx.Logger().Core())),

@@ -54,7 +54,6 @@ type Pages struct {
 	ReplayCache int            `json:"replay_cache,omitempty"`
 
 	handler   *pages.Handler
-	usage     *pages.DockerUsage
 	secretKey string
 	storeKey  string
 }
@@ -76,15 +75,11 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
 			tickets.MinSecretLength, tickets.EnvSecret)
 	}
-	appAny, err := ctx.App("sandboxes")
+	app, err := sandboxesApp(ctx)
 	if err != nil {
-		return fmt.Errorf("sandbox_pages: loading the sandboxes app: %w", err)
+		return fmt.Errorf("sandbox_pages: %w", err)
 	}
-	app := appAny.(*App)
 	mgr := app.Manager()
-	if mgr == nil {
-		return fmt.Errorf("sandbox_pages: the sandboxes app has no manager")
-	}
 	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
 	// must count as spent on the WebSocket routes too.
 	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache)
@@ -111,14 +106,8 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
 		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport},
 	}
-	console := len(p.ConsoleKeys) > 0 || p.APIKeys
-	if dd, ok := app.driver.(*DockerDriver); ok && console {
-		// CPU and memory in the console's list come from the same engine.
-		u, err := pages.NewDockerUsage(dd.Host, mgr.Namespace())
-		if err != nil {
-			return fmt.Errorf("sandbox_pages: %w", err)
-		}
-		p.usage, cfg.Usage = u, u
+	if len(p.ConsoleKeys) > 0 || p.APIKeys {
+		cfg.Usage = mgr // CPU and memory in the console's list, from the Manager's engine
 	}
 	var lookups []pages.KeyLookup
 	if len(p.ConsoleKeys) > 0 {
@@ -134,7 +123,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		lookups = append(lookups, sk)
 	}
 	if p.APIKeys {
-		dataDir, err := apiDataDir(p.APIDataDir)
+		dataDir, err := apiDataDir(app.BayEnv(), p.APIDataDir)
 		if err != nil {
 			return fmt.Errorf("sandbox_pages: %w", err)
 		}
@@ -165,9 +154,6 @@ func (p *Pages) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 func (p *Pages) Cleanup() error {
 	if p.handler != nil {
 		p.handler.Close()
-	}
-	if p.usage != nil {
-		_ = p.usage.Close() // only releases idle connections
 	}
 	if p.storeKey != "" {
 		_, _ = apiKeyRings.Delete(p.storeKey) // releasing a ring cannot fail

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -56,11 +55,7 @@ func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[bayapi.KeyRing], key s
 
 // apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
 // configured, else <caddy data dir>/sandgate.
-func apiDataDir(configured string) (string, error) {
-	env, err := bayapi.ReadBayEnv(os.Environ())
-	if err != nil {
-		return "", err
-	}
+func apiDataDir(env bayapi.BayEnv, configured string) (string, error) {
 	return bayapi.ResolveDataDir(env, configured, filepath.Join(caddy.AppDataDir(), "sandgate"))
 }
 
@@ -118,22 +113,15 @@ func (*SandboxAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.sandbox_api", New: func() caddy.Module { return new(SandboxAPI) }}
 }
 
-// Provision reads BAY_* overrides, imports an old bayapi.db into the Manager's store, loads the API keys
-// (generating Bay's credentials.json on first start) and wires the handler to the sandboxes app's Manager.
+// Provision applies the BAY_* overrides the sandboxes app read, imports an old bayapi.db into the Manager's store,
+// loads the API keys (generating Bay's credentials.json on first start) and wires the handler to the Manager.
 func (s *SandboxAPI) Provision(ctx caddy.Context) error {
-	env, err := bayapi.ReadBayEnv(os.Environ())
+	app, err := sandboxesApp(ctx)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	appIface, err := ctx.App("sandboxes")
-	if err != nil {
-		return fmt.Errorf("sandbox_api needs the sandboxes app: %w", err)
-	}
-	app, ok := appIface.(*App)
-	if !ok || app.Manager() == nil {
-		return fmt.Errorf("sandbox_api: the sandboxes app has no Manager")
-	}
-	dataDir, err := apiDataDir(s.DataDir)
+	env := app.BayEnv()
+	dataDir, err := apiDataDir(env, s.DataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}

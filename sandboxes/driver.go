@@ -41,6 +41,23 @@ type Driver interface {
 	Close() error
 }
 
+// UsageDriver is what a Driver offers when its engine reports containers' resource use. The Manager asks for it
+// with a type assertion, as for PauseDriver, so an engine without it keeps working and its sandboxes show no usage.
+type UsageDriver interface {
+	// Usage samples a running container's memory, and its CPU use since the previous Usage call for the same
+	// container (nil on the first). A missing container is ErrContainerNotFound.
+	Usage(ctx context.Context, containerID string) (Usage, error)
+}
+
+// Usage is a running sandbox's resource use.
+type Usage struct {
+	// CPUPercent is of one core, over the time since the previous sample; nil until two samples exist.
+	CPUPercent *float64 `json:"cpu_percent,omitempty"`
+	// MemoryBytes leaves out the page cache, as `docker stats` does; MemoryLimit is the cap, 0 if none.
+	MemoryBytes uint64 `json:"memory_bytes"`
+	MemoryLimit uint64 `json:"memory_limit,omitempty"`
+}
+
 // ErrContainerNotFound is returned (wrapped) by Driver.Inspect for a container the engine does not know.
 var ErrContainerNotFound = errors.New("container not found")
 

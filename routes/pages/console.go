@@ -207,7 +207,7 @@ func (h *Handler) serveConsole(w http.ResponseWriter, r *http.Request) {
 		id, action, _ := strings.Cut(strings.TrimPrefix(rest, "api/sandboxes/"), "/")
 		h.consoleAction(w, r, cs, id, action)
 	default:
-		writeError(w, http.StatusNotFound, "not_found", "no such console endpoint")
+		writeCoreError(w, sandboxes.CodeNotFound, "no such console endpoint")
 	}
 }
 
@@ -290,7 +290,7 @@ func (h *Handler) consoleLogin(w http.ResponseWriter, r *http.Request) {
 // sandboxView is one row of the console's list.
 type sandboxView struct {
 	*sandboxes.Sandbox
-	Usage *Usage `json:"usage,omitempty"`
+	Usage *sandboxes.Usage `json:"usage,omitempty"`
 }
 
 func (h *Handler) visible(cs *consoleSession, sb *sandboxes.Sandbox) bool {
@@ -304,7 +304,7 @@ func (h *Handler) consoleList(w http.ResponseWriter, r *http.Request, cs *consol
 	}
 	list, _, err := h.cfg.Sandboxes.List(r.Context(), opts)
 	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
+		writeLifecycleError(w, err)
 		return
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
@@ -366,17 +366,17 @@ func (h *Handler) consoleCreate(w http.ResponseWriter, r *http.Request, cs *cons
 		TTLSeconds int    `json:"ttl_seconds"`
 	}
 	if err := decodeJSON(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, err.Error())
+		writeCoreError(w, sandboxes.CodeInvalid, err.Error())
 		return
 	}
 	if req.Profile == "" || req.TTLSeconds < 0 {
-		writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, "choose a profile; ttl_seconds must not be negative")
+		writeCoreError(w, sandboxes.CodeInvalid, "choose a profile; ttl_seconds must not be negative")
 		return
 	}
 	sb, err := h.cfg.Sandboxes.Create(r.Context(), sandboxes.CreateRequest{Profile: req.Profile,
 		Owner: cs.principal.Owner, TTL: time.Duration(req.TTLSeconds) * time.Second})
 	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
+		writeLifecycleError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, sandboxView{Sandbox: sb})
@@ -385,25 +385,25 @@ func (h *Handler) consoleCreate(w http.ResponseWriter, r *http.Request, cs *cons
 // consoleAction runs stop, pause, resume, extend, open and delete on one sandbox the session may see.
 func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *consoleSession, id, action string) {
 	if !sandboxroute.ValidSandboxID(id) {
-		writeError(w, http.StatusNotFound, sandboxes.CodeNotFound, "no such sandbox")
+		writeCoreError(w, sandboxes.CodeNotFound, "no such sandbox")
 		return
 	}
 	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
 	if err != nil || !h.visible(cs, sb) {
 		// Someone else's sandbox is reported exactly like a missing one.
-		writeError(w, http.StatusNotFound, sandboxes.CodeNotFound, "no such sandbox")
+		writeCoreError(w, sandboxes.CodeNotFound, "no such sandbox")
 		return
 	}
 	switch {
 	case action == "" && r.Method == http.MethodDelete:
 		if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil {
-			sandboxroute.WriteLifecycleError(w, err, "")
+			writeLifecycleError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case action == "stop" && r.Method == http.MethodPost:
 		if err := h.cfg.Sandboxes.Stop(r.Context(), id); err != nil {
-			sandboxroute.WriteLifecycleError(w, err, "")
+			writeLifecycleError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -414,19 +414,19 @@ func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *cons
 			Seconds int `json:"seconds"`
 		}
 		if err := decodeJSON(r, &req); err != nil || req.Seconds <= 0 {
-			writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, "body must be {\"seconds\": N} with N > 0")
+			writeCoreError(w, sandboxes.CodeInvalid, "body must be {\"seconds\": N} with N > 0")
 			return
 		}
 		sb, err := h.cfg.Sandboxes.ExtendTTL(r.Context(), id, time.Duration(req.Seconds)*time.Second)
 		if err != nil {
-			sandboxroute.WriteLifecycleError(w, err, "")
+			writeLifecycleError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, sandboxView{Sandbox: sb})
 	case action == "open" && r.Method == http.MethodPost:
 		h.consoleOpen(w, r, cs, sb)
 	default:
-		writeError(w, http.StatusNotFound, "not_found", "no such action")
+		writeCoreError(w, sandboxes.CodeNotFound, "no such action")
 	}
 }
 
@@ -434,7 +434,7 @@ func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *cons
 // inside this same-origin JSON answer, and the page it opens trades it for a path-scoped cookie at once.
 func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consoleSession, sb *sandboxes.Sandbox) {
 	if h.cfg.Issuer == nil {
-		writeError(w, http.StatusNotFound, "not_found", "opening pages is not configured (no ticket secret)")
+		writeCoreError(w, sandboxes.CodeNotFound, "opening pages is not configured (no ticket secret)")
 		return
 	}
 	var req struct {
@@ -442,7 +442,7 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 		ReadOnly bool   `json:"read_only"`
 	}
 	if err := decodeJSON(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, err.Error())
+		writeCoreError(w, sandboxes.CodeInvalid, err.Error())
 		return
 	}
 	var kind tickets.Kind
@@ -454,7 +454,7 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 	case "app":
 		kind = tickets.KindApp
 	default:
-		writeError(w, http.StatusBadRequest, sandboxes.CodeInvalid, "kind must be terminal, desktop or app")
+		writeCoreError(w, sandboxes.CodeInvalid, "kind must be terminal, desktop or app")
 		return
 	}
 	perm := tickets.PermWrite

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -19,7 +18,7 @@ type Pauser interface {
 func (h *Handler) consolePause(w http.ResponseWriter, r *http.Request, id string, pause bool) {
 	p, ok := h.cfg.Sandboxes.(Pauser)
 	if !ok {
-		writeError(w, http.StatusBadRequest, sandboxes.CodeCapabilityAbsent, "this gateway cannot pause sandboxes")
+		writeCoreError(w, sandboxes.CodeCapabilityAbsent, "this gateway cannot pause sandboxes")
 		return
 	}
 	var sb *sandboxes.Sandbox
@@ -30,7 +29,7 @@ func (h *Handler) consolePause(w http.ResponseWriter, r *http.Request, id string
 		sb, err = p.Resume(r.Context(), id)
 	}
 	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
+		writeLifecycleError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sandboxView{Sandbox: sb})

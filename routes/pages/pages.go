@@ -42,17 +42,10 @@ type KeyLookup interface {
 	Lookup(key string) (bayapi.Principal, bool)
 }
 
-// Usage is a running sandbox's resource use.
-type Usage struct {
-	// CPUPercent is of one core, over the time since the previous sample; nil until two samples exist.
-	CPUPercent  *float64 `json:"cpu_percent,omitempty"`
-	MemoryBytes uint64   `json:"memory_bytes"`
-	MemoryLimit uint64   `json:"memory_limit,omitempty"`
-}
-
-// UsageSource reports resource use of sandboxes by id; ids it knows nothing about are absent from the result.
+// UsageSource reports resource use of sandboxes by id (the Manager, from its engine); ids it knows nothing about are
+// absent from the result.
 type UsageSource interface {
-	Usage(ctx context.Context, ids []string) map[string]Usage
+	Usage(ctx context.Context, ids []string) map[string]sandboxes.Usage
 }
 
 // Config is what a Handler is built from.

@@ -24,6 +24,8 @@ type fakeLifecycle struct {
 	boxes   map[string]*sandboxes.Sandbox
 	deleted []string
 	events  chan sandboxes.Event
+	// deleteErr, when set, is what Delete fails with.
+	deleteErr error
 }
 
 func (f *fakeLifecycle) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
@@ -59,6 +61,9 @@ func (f *fakeLifecycle) ExtendTTL(_ context.Context, id string, _ time.Duration)
 	return f.boxes[id], nil
 }
 func (f *fakeLifecycle) Delete(_ context.Context, id string) error {
+	if f.deleteErr != nil {
+		return f.deleteErr
+	}
 	f.deleted = append(f.deleted, id)
 	delete(f.boxes, id)
 	return nil

@@ -134,13 +134,13 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 	// Lease first, then start: the idle collector never stops a container this request holds.
 	release, err := h.cfg.Sandboxes.Acquire(id)
 	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
+		writeLifecycleError(w, err)
 		return
 	}
 	defer release()
 	target, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
 	if err != nil {
-		sandboxroute.WriteLifecycleError(w, err, "")
+		writeLifecycleError(w, err)
 		return
 	}
 	agent := agentapi.NewClientFor(target.Addr, target.Token, h.cfg.AgentClient)
@@ -149,7 +149,7 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 	if r.Method == http.MethodGet {
 		ptyID := r.URL.Query().Get("pty")
 		if !sandboxroute.ValidSandboxID(ptyID) {
-			writeError(w, http.StatusBadRequest, "validation_error", "name a PTY session with ?pty=")
+			writeCoreError(w, sandboxes.CodeInvalid, "name a PTY session with ?pty=")
 			return
 		}
 		list, err := agent.PTYSessions(ctx)
@@ -169,11 +169,11 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 
 	var req sessionRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "validation_error", "body must be {\"cols\":N,\"rows\":N}: "+err.Error())
+		writeCoreError(w, sandboxes.CodeInvalid, "body must be {\"cols\":N,\"rows\":N}: "+err.Error())
 		return
 	}
 	if req.Cols > 1000 || req.Rows > 1000 {
-		writeError(w, http.StatusBadRequest, "validation_error", "cols and rows must be at most 1000")
+		writeCoreError(w, sandboxes.CodeInvalid, "cols and rows must be at most 1000")
 		return
 	}
 	s, err := agent.CreatePTY(ctx, agentapi.PTYCreateRequest{Cols: req.Cols, Rows: req.Rows,
@@ -201,21 +201,17 @@ func (h *Handler) agentFailed(ctx context.Context, w http.ResponseWriter, id str
 	if sb, gerr := h.cfg.Sandboxes.Get(ctx, id); gerr == nil && sb.Died != nil {
 		if sb.Status == sandboxes.StatusFailed {
 			// Past its crash limit: it stays dead.
-			sandboxroute.WriteLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeContainerDied,
-				Message: "the sandbox's container died: " + sb.Died.Message, Details: map[string]any{"reason": sb.Died.Reason}}, "")
+			writeLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeContainerDied,
+				Message: "the sandbox's container died: " + sb.Died.Message, Details: map[string]any{"reason": sb.Died.Reason}})
 			return
 		}
 		// Its next use rebuilds it on the same workspace: the page says why its session went away and retries.
-		sandboxroute.WriteLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeNotReady,
+		writeLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeNotReady,
 			Message: "the sandbox's container died: " + sb.Died.Message + "; it is rebuilt on its next use",
-			Details: map[string]any{"reason": sb.Died.Reason, "recovering": true}}, "")
+			Details: map[string]any{"reason": sb.Died.Reason, "recovering": true}})
 		return
 	}
-	writeError(w, http.StatusBadGateway, "sandbox_unavailable", err.Error())
-}
-
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	sandboxroute.WriteJSONError(w, status, sandboxroute.ErrorDetail{Code: code, Message: message})
+	writeLifecycleError(w, err) // not the lifecycle's: 502 sandbox_unavailable (504 after a deadline)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

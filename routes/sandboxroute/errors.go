@@ -49,9 +49,39 @@ func WriteUnauthorized(w http.ResponseWriter, requestID string) {
 		Message: "a valid ticket is required", RequestID: requestID})
 }
 
-// StatusFor maps a lifecycle error onto the status and envelope a browser route answers with. A dead container is
-// 410 container_died with the reason from the lifecycle (oom, sigkill, exit...): the sandbox will not come back by
+// lifecycleStatus is the edge's one table from the core's error codes to HTTP statuses, used by the browser routes
+// and by the console, which answer in the same envelope. Every code of sandboxes.ErrorCodes has a row (a test
+// walks them); the statuses agree with the Bay API's. A dead container is 410: the sandbox will not come back by
 // retrying, unlike a 502.
+var lifecycleStatus = map[string]int{
+	sandboxes.CodeNotFound:         http.StatusNotFound,
+	sandboxes.CodeSnapshotNotFound: http.StatusNotFound,
+	sandboxes.CodeUnknownProfile:   http.StatusBadRequest,
+	sandboxes.CodeInvalid:          http.StatusBadRequest,
+	sandboxes.CodeCapabilityAbsent: http.StatusBadRequest,
+	sandboxes.CodeImageNotAllowed:  http.StatusForbidden,
+	sandboxes.CodeExpired:          http.StatusConflict,
+	sandboxes.CodeTTLInfinite:      http.StatusConflict,
+	sandboxes.CodeInvalidState:     http.StatusConflict,
+	sandboxes.CodeContainerDied:    http.StatusGone,
+	sandboxes.CodeSnapshotTooLarge: http.StatusRequestEntityTooLarge,
+	sandboxes.CodeQuotaExceeded:    http.StatusTooManyRequests,
+	sandboxes.CodeEngine:           http.StatusBadGateway,
+	sandboxes.CodeStartupFailed:    http.StatusBadGateway,
+	sandboxes.CodeNotReady:         http.StatusServiceUnavailable,
+	sandboxes.CodeTimeout:          http.StatusGatewayTimeout,
+}
+
+// StatusOf is the table's status for a core error code; ok is false for a code without a row. The admin endpoint
+// answers core errors with these statuses too (routes/admin), in Caddy's envelope.
+func StatusOf(code string) (status int, ok bool) {
+	status, ok = lifecycleStatus[code]
+	return status, ok
+}
+
+// StatusFor maps an error onto the status and envelope a browser route answers with: a lifecycle error through
+// lifecycleStatus, with its code, message, details and hint; anything else is 502 sandbox_unavailable. A
+// gateway-side failure (502) that was a deadline passing is answered as the 504 timeout it was.
 func StatusFor(err error, requestID string) (int, ErrorDetail) {
 	d := ErrorDetail{Code: CodeUnavailable, Message: err.Error(), RequestID: requestID}
 	var se *sandboxes.Error
@@ -67,26 +97,14 @@ func StatusFor(err error, requestID string) (int, ErrorDetail) {
 			}
 		}
 	}
-	switch {
-	case d.Code == sandboxes.CodeNotFound:
-		return http.StatusNotFound, d
-	case d.Code == sandboxes.CodeContainerDied:
-		return http.StatusGone, d
-	case d.Code == sandboxes.CodeExpired:
-		return http.StatusConflict, d
-	case d.Code == sandboxes.CodeNotReady:
-		return http.StatusServiceUnavailable, d
-	case d.Code == sandboxes.CodeQuotaExceeded:
-		return http.StatusTooManyRequests, d
-	case d.Code == sandboxes.CodeCapabilityAbsent, d.Code == sandboxes.CodeInvalid:
-		return http.StatusBadRequest, d
-	case d.Code == sandboxes.CodeImageNotAllowed:
-		return http.StatusForbidden, d
-	case d.Code == sandboxes.CodeTimeout, errors.Is(err, context.DeadlineExceeded):
-		d.Code = sandboxes.CodeTimeout
-		return http.StatusGatewayTimeout, d
+	status, ok := StatusOf(d.Code)
+	if !ok {
+		status = http.StatusBadGateway
 	}
-	return http.StatusBadGateway, d
+	if status == http.StatusBadGateway && errors.Is(err, context.DeadlineExceeded) {
+		d.Code, status = sandboxes.CodeTimeout, http.StatusGatewayTimeout
+	}
+	return status, d
 }
 
 // WriteLifecycleError answers with StatusFor's mapping; a not-ready sandbox also gets Retry-After.

@@ -3,7 +3,6 @@ package sandboxroute
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/sandgate/sandgate/routes/tickets"
@@ -42,15 +41,6 @@ type Route struct {
 	StartTimeout time.Duration
 }
 
-// RequestError is a request this route cannot serve, answered with its status and the error envelope.
-type RequestError struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *RequestError) Error() string { return e.Code + ": " + e.Message }
-
 // Prepared is a request ready to be proxied. Release must be called when the request or stream ends.
 type Prepared struct {
 	Target  sandboxes.Target
@@ -59,11 +49,11 @@ type Prepared struct {
 }
 
 // Prepare starts the sandbox if it is idle (bounded by StartTimeout), takes a lease on it and works out the agent
-// request. Errors are *RequestError or the lifecycle's *sandboxes.Error.
+// request. Errors are the lifecycle's *sandboxes.Error (a request for what this route does not serve is not_found),
+// or wrap one.
 func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Prepared, error) {
 	if addr.Kind != rt.Kind {
-		return Prepared{}, &RequestError{Status: http.StatusNotFound, Code: sandboxes.CodeNotFound,
-			Message: fmt.Sprintf("this route proxies %s, the request is for %s", rt.Kind, addr.Kind)}
+		return Prepared{}, sandboxes.Errorf(sandboxes.CodeNotFound, "this route proxies %s, the request is for %s", rt.Kind, addr.Kind)
 	}
 	timeout := rt.StartTimeout
 	if timeout <= 0 {
@@ -92,16 +82,7 @@ func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Pr
 	agent, err := AgentPath(addr, port, rawQuery)
 	if err != nil {
 		release()
-		return Prepared{}, &RequestError{Status: http.StatusNotFound, Code: sandboxes.CodeNotFound, Message: err.Error()}
+		return Prepared{}, &sandboxes.Error{Code: sandboxes.CodeNotFound, Message: err.Error()}
 	}
 	return Prepared{Target: target, Agent: agent, Release: release}, nil
-}
-
-// WriteError answers err from Authorize's callers or Prepare with the right status and envelope.
-func WriteError(w http.ResponseWriter, err error, requestID string) {
-	if re, ok := err.(*RequestError); ok {
-		WriteJSONError(w, re.Status, ErrorDetail{Code: re.Code, Message: re.Message, RequestID: requestID})
-		return
-	}
-	WriteLifecycleError(w, err, requestID)
 }

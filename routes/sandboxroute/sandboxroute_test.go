@@ -352,7 +352,7 @@ func TestRoutePrepare(t *testing.T) {
 	st.err = &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "container died: OOM killed", Details: map[string]any{"reason": "oom"}}
 	_, err = rt.Prepare(context.Background(), a, "")
 	w := httptest.NewRecorder()
-	WriteError(w, err, "req-1")
+	WriteLifecycleError(w, err, "req-1")
 	body := w.Body.String()
 	if w.Code != http.StatusGone || !strings.Contains(body, `"code":"container_died"`) || !strings.Contains(body, `"reason":"oom"`) || !strings.Contains(body, `"request_id":"req-1"`) {
 		t.Fatalf("dead sandbox answered %d %s", w.Code, body)

@@ -48,6 +48,7 @@ const (
 type Driver struct {
 	freezers freezers   // pause.go
 	mounts   mountCache // snapshot.go
+	cpu      cpuSamples // usage.go
 
 	cli    *client.Client
 	host   string
@@ -410,6 +411,7 @@ func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Durati
 func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	d.thawBeforeStop(containerID)
 	defer d.freezers.forget(containerID)
+	defer d.cpu.forget(containerID)
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {

@@ -1,4 +1,4 @@
-package caddymodule
+package admin
 
 import (
 	"encoding/json"
@@ -6,16 +6,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
 // Pause, resume, fork and snapshots on the admin endpoint: the operator's own, so no owner scoping.
 
-func (a *AdminAPI) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandboxes.Manager, id, action string) error {
+func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandboxes.Manager, id, action string) error {
 	if r.Method != http.MethodPost {
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+		return methodNotAllowed(r)
 	}
 	var (
 		v   any
@@ -36,21 +34,21 @@ func (a *AdminAPI) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbo
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 			dec.DisallowUnknownFields()
 			if derr := dec.Decode(&req); derr != nil {
-				return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", derr)}
+				return &Error{Status: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", derr)}
 			}
 		}
 		v, err = mgr.CreateSnapshot(r.Context(), id, sandboxes.SnapshotRequest{Name: req.Name})
 	default:
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown sandbox action %q", action)}
+		return &Error{Status: http.StatusNotFound, Err: fmt.Errorf("unknown sandbox action %q", action)}
 	}
 	if err != nil {
-		return apiError(err)
+		return ErrorFor(err)
 	}
 	return writeJSON(w, v)
 }
 
-func (a *AdminAPI) snapshots(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := a.manager()
+func (h *Handler) snapshots(w http.ResponseWriter, r *http.Request) error {
+	mgr, err := h.manager()
 	if err != nil {
 		return err
 	}
@@ -59,22 +57,22 @@ func (a *AdminAPI) snapshots(w http.ResponseWriter, r *http.Request) error {
 	case id == "" && r.Method == http.MethodGet:
 		list, err := mgr.Snapshots(r.Context(), r.URL.Query().Get("owner"))
 		if err != nil {
-			return apiError(err)
+			return ErrorFor(err)
 		}
 		return writeJSON(w, map[string]any{"items": list})
 	case id != "" && r.Method == http.MethodGet:
 		s, err := mgr.GetSnapshot(r.Context(), id)
 		if err != nil {
-			return apiError(err)
+			return ErrorFor(err)
 		}
 		return writeJSON(w, s)
 	case id != "" && r.Method == http.MethodDelete:
 		if err := mgr.DeleteSnapshot(r.Context(), id); err != nil {
-			return apiError(err)
+			return ErrorFor(err)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	default:
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+		return methodNotAllowed(r)
 	}
 }

@@ -1,0 +1,47 @@
+package pages
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// TestConsoleAnswersEveryCoreCode makes the console's delete fail with each core error code in turn and checks the
+// answer: the edge's status for it (the edge's own test pins those), the code and the message in its envelope.
+func TestConsoleAnswersEveryCoreCode(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, csrf := f.login(t, "key-alice")
+	for _, code := range sandboxes.ErrorCodes() {
+		t.Run(code, func(t *testing.T) {
+			want, ok := sandboxroute.StatusOf(code)
+			if !ok {
+				t.Fatalf("core code %q has no status", code)
+			}
+			f.life.deleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			r.AddCookie(ck)
+			r.Header.Set(CSRFHeader, csrf)
+			w := f.do(t, r)
+			var body sandboxroute.ErrorBody
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", w.Body.String(), err)
+			}
+			if w.Code != want || body.Error.Code != code || body.Error.Message != "refused: "+code {
+				t.Fatalf("delete failing with %s answered %d %s, want %d", code, w.Code, w.Body.String(), want)
+			}
+		})
+	}
+	// A failure that is not the lifecycle's: the sandbox could not be reached.
+	f.life.deleteErr = errors.New("engine unreachable")
+	r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+	r.AddCookie(ck)
+	r.Header.Set(CSRFHeader, csrf)
+	if w := f.do(t, r); w.Code != http.StatusBadGateway {
+		t.Fatalf("untyped failure: %d %s", w.Code, w.Body.String())
+	}
+}
