@@ -63,6 +63,7 @@ var lifecycleStatus = map[string]int{
 	sandboxes.CodeExpired:          http.StatusConflict,
 	sandboxes.CodeTTLInfinite:      http.StatusConflict,
 	sandboxes.CodeInvalidState:     http.StatusConflict,
+	sandboxes.CodeWorkspaceInUse:   http.StatusConflict,
 	sandboxes.CodeContainerDied:    http.StatusGone,
 	sandboxes.CodeSnapshotTooLarge: http.StatusRequestEntityTooLarge,
 	sandboxes.CodeQuotaExceeded:    http.StatusTooManyRequests,
