@@ -23,6 +23,7 @@ var edgeAnswers = map[string]int{
 	sandboxes.CodeExpired:          409, // as the Bay API answers it
 	sandboxes.CodeTTLInfinite:      409,
 	sandboxes.CodeInvalidState:     409,
+	sandboxes.CodeWorkspaceInUse:   409,
 	sandboxes.CodeContainerDied:    410,
 	sandboxes.CodeSnapshotTooLarge: 413,
 	sandboxes.CodeQuotaExceeded:    429,
