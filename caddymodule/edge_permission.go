@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -43,7 +44,7 @@ func (p *SandboxPermission) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("tls.permission.sandbox: %w", err)
 	}
-	p.agents = newAgentBackend().http
+	p.agents = service.NewAgentClient(nil).HTTPClient()
 	p.policy, err = sandboxroute.NewCertPolicy(sandboxroute.CertPolicyConfig{
 		BaseDomains: p.BaseDomains,
 		Sandboxes:   mgr,

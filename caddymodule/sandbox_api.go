@@ -20,9 +20,9 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -40,7 +40,7 @@ var apiStores = caddy.NewUsagePool()
 type storeHolder struct {
 	st *bayapi.Store
 	// keys is the key ring of the latest config that loaded this store; the console logs in against it.
-	keys *atomic.Pointer[bayapi.KeyRing]
+	keys *atomic.Pointer[service.KeyRing]
 	// reaper removes deleted sandboxes' history; it lives as long as the store, across reloads.
 	reaper *historyReaper
 }
@@ -80,7 +80,7 @@ func loadAPIStore(dataDir string) (holder storeHolder, key string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		return storeHolder{st: st, keys: new(atomic.Pointer[bayapi.KeyRing]), reaper: new(historyReaper)}, nil
+		return storeHolder{st: st, keys: new(atomic.Pointer[service.KeyRing]), reaper: new(historyReaper)}, nil
 	})
 	if err != nil {
 		return storeHolder{}, "", err
@@ -101,13 +101,13 @@ func apiDataDir(configured string) (string, error) {
 // liveKeys looks keys up in whatever key ring the sandbox_api of one data dir loaded last, so a reload that
 // changes the API's keys changes who may log in to the console too.
 type liveKeys struct {
-	ring *atomic.Pointer[bayapi.KeyRing]
+	ring *atomic.Pointer[service.KeyRing]
 }
 
-func (k liveKeys) Lookup(token string) (bayapi.Principal, bool) {
+func (k liveKeys) Lookup(token string) (service.Principal, bool) {
 	ring := k.ring.Load()
 	if ring == nil {
-		return bayapi.Principal{}, false
+		return service.Principal{}, false
 	}
 	return ring.Lookup(token)
 }
@@ -119,7 +119,7 @@ type SandboxAPI struct {
 	// override it. With neither, a stored key is used, else one is generated and written to credentials.json.
 	APIKey string `json:"api_key,omitempty"`
 	// Keys are further keys, each with its owner, some with the admin scope (sees every owner's sandboxes).
-	Keys []bayapi.KeyConfig `json:"keys,omitempty"`
+	Keys []service.KeyConfig `json:"keys,omitempty"`
 	// AllowAnonymous accepts calls without a token, owned by X-Owner or "default" (BAY_SECURITY__ALLOW_ANONYMOUS
 	// overrides it).
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
@@ -185,12 +185,12 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
 	repl := caddy.NewReplacer()
-	extra := make([]bayapi.KeyConfig, 0, len(s.Keys))
+	extra := make([]service.KeyConfig, 0, len(s.Keys))
 	for _, k := range s.Keys {
 		k.Key = repl.ReplaceKnown(k.Key, "")
 		extra = append(extra, k)
 	}
-	keys, err := bayapi.LoadKeys(context.Background(), st, bayapi.KeySetup{
+	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{
 		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
 	})
 	if err != nil {
@@ -205,12 +205,12 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	holder.startReaper(app.Manager(), ctx.Slogger())
 	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
 		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
-	if keys.Source == bayapi.KeyFromGenerated {
+	if keys.Source == service.KeyFromGenerated {
 		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
-			zap.String("path", filepath.Join(dataDir, bayapi.CredentialsFile)))
+			zap.String("path", filepath.Join(dataDir, service.CredentialsFile)))
 	}
 
-	agents := &agentBackend{http: app.Manager().AgentHTTPClient()}
+	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
 	cfg := bayapi.Config{
 		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
@@ -225,11 +225,11 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
 		}
-		urls, err := sandboxroute.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
+		urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket URLs: %w", err)
 		}
-		cfg.Tickets = ticketBackend{issuer: iss, urls: urls}
+		cfg.Tickets = service.NewTicketMinter(iss, urls)
 	}
 	s.handler = bayapi.New(cfg)
 	if s.MCP != "" {
@@ -303,7 +303,7 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 			if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
 				return nil, d.Errf("usage: key <secret> <owner> [admin]")
 			}
-			s.Keys = append(s.Keys, bayapi.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+			s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
 		case "allow_anonymous":
 			if d.NextArg() {
 				return nil, d.ArgErr()

@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Our additions to Bay's API, in its style: same auth, envelope, ownership and ensure-running rules.
 
 func (h *Handler) needStreamer(w http.ResponseWriter, r *http.Request) bool {
 	if h.cfg.Streamer == nil {
-		writeError(w, r, errorf(CodeCapability, "streaming, processes and PTY are not available on this gateway").
-			with("capability", "streaming").with("available", []string{}))
+		writeError(w, r, service.Errorf(service.CodeCapability, "streaming, processes and PTY are not available on this gateway").
+			With("capability", "streaming").With("available", []string{}))
 		return false
 	}
 	return true
@@ -46,7 +47,7 @@ func relaySSE(w http.ResponseWriter, body io.ReadCloser) {
 	}
 }
 
-func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -57,7 +58,7 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, f) {
 		return
 	}
-	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
+	req := service.ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
 	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
@@ -71,7 +72,7 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 	relaySSE(w, body)
 }
 
-func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -93,7 +94,7 @@ var (
 	cursorPattern = regexp.MustCompile(`^([0-9]+(:[0-9]+)?)?$`)
 )
 
-func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -127,7 +128,7 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Princi
 
 var signals = []string{"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"}
 
-func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -159,12 +160,12 @@ func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
 	f := bodyFields(r, false)
-	req := PTYRequest{
+	req := service.PTYRequest{
 		Command: f.str("command", false, ""),
 		Cols:    int(f.integer("cols", 120, bound(1), bound(1000), false)),
 		Rows:    int(f.integer("rows", 40, bound(1), bound(1000), false)),
@@ -189,10 +190,10 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 // TicketScopes are the browser routes a ticket can open.
 var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files", "mcp"}
 
-func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if h.cfg.Tickets == nil {
-		writeError(w, r, errorf(CodeCapability, "tickets are not configured on this gateway").
-			with("capability", "tickets").with("available", []string{}))
+		writeError(w, r, service.Errorf(service.CodeCapability, "tickets are not configured on this gateway").
+			With("capability", "tickets").With("available", []string{}))
 		return
 	}
 	id := r.PathValue("id")

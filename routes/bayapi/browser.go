@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Browser commands follow agent-browser's syntax (Gull passes `cmd` to it), mapped onto the agent's browser
@@ -38,7 +39,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	}
 	verb := strings.ToLower(fields[0])
 	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cmd), fields[0]))
-	var req BrowserRequest
+	var req service.BrowserRequest
 	req.Timeout = timeout
 	var screenshotPath string
 	switch {
@@ -80,15 +81,15 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	}
 	res, err := h.cfg.Agent.Browser(ctx, t, req)
 	if err != nil {
-		e := asAPIError(err)
-		if e.Code == CodeSandboxExpired || e.Code == CodeNotFound || e.Code == CodeSessionNotReady {
+		e := service.AsError(err)
+		if e.Code == service.CodeSandboxExpired || e.Code == service.CodeNotFound || e.Code == service.CodeSessionNotReady {
 			return browserStep{}, err
 		}
 		return browserStep{stderr: e.Message, exit: 1}, nil
 	}
 	if req.Action == "screenshot" {
 		if err := h.cfg.Agent.WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
-			return browserStep{stderr: "saving the screenshot: " + asAPIError(err).Message, exit: 1}, nil
+			return browserStep{stderr: "saving the screenshot: " + service.AsError(err).Message, exit: 1}, nil
 		}
 		return browserStep{stdout: "Screenshot saved to " + WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
 	}
@@ -99,7 +100,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	return browserStep{stdout: out}, nil
 }
 
-func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	cmd := f.str("cmd", true, "")
@@ -137,7 +138,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principa
 	})
 }
 
-func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	commands := f.strList("commands", 1)

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
@@ -20,7 +21,7 @@ func cargoResponse(c *Cargo) map[string]any {
 	}
 }
 
-func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
 		f := bodyFields(r, false)
 		size := f.integer("size_limit_mb", defaultCargoMB, bound(1), bound(65536), false)
@@ -48,7 +49,7 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principa
 	})
 }
 
-func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := queryFields(r)
 	limit := q.integer("limit", 50, bound(1), bound(200), false)
 	cursor := q.str("cursor", false, "")
@@ -86,7 +87,7 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
-func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p Principal) (*Cargo, bool) {
+func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p service.Principal) (*Cargo, bool) {
 	id := r.PathValue("cid")
 	c, err := h.cfg.Store.Cargo(id)
 	if err != nil {
@@ -94,20 +95,20 @@ func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p Principal) 
 		return nil, false
 	}
 	if c == nil || (!p.Admin && c.Owner != p.Owner) {
-		writeError(w, r, errorf(CodeNotFound, "Cargo not found: %s", id))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "Cargo not found: %s", id))
 		return nil, false
 	}
 	return c, true
 }
 
-func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if c, ok := h.ownCargo(w, r, p); ok {
 		writeJSON(w, http.StatusOK, cargoResponse(c))
 	}
 }
 
 // deleteCargo refuses while a live sandbox uses the cargo (Bay's 409 with details.active_sandbox_ids).
-func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	c, ok := h.ownCargo(w, r, p)
 	if !ok {
 		return
@@ -131,11 +132,11 @@ func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p Principa
 		cursor = next
 	}
 	if len(active) > 0 {
-		writeError(w, r, errorf(CodeConflict, "Cargo %s is in use by %d sandbox(es)", c.ID, len(active)).with("active_sandbox_ids", active))
+		writeError(w, r, service.Errorf(service.CodeConflict, "Cargo %s is in use by %d sandbox(es)", c.ID, len(active)).With("active_sandbox_ids", active))
 		return
 	}
 	if rm, ok := h.cfg.Sandboxes.(WorkspaceRemover); ok {
-		if err := rm.RemoveWorkspace(r.Context(), c.ID); err != nil && asAPIError(err).Code != CodeNotFound {
+		if err := rm.RemoveWorkspace(r.Context(), c.ID); err != nil && service.AsError(err).Code != service.CodeNotFound {
 			writeError(w, r, err)
 			return
 		}

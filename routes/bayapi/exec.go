@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Exec timeouts (seconds), Bay's bounds.
@@ -55,16 +56,16 @@ func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed
 	return e.ID
 }
 
-func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.kernelExec(w, r, p, LangPython)
 }
 
 // kernelRun runs code in one of the sandbox's persistent kernels.
-type kernelRun func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
+type kernelRun func(ctx context.Context, t sandboxes.Target, req service.PythonRequest) (service.PythonResult, error)
 
 // kernelExec serves python/exec and node/exec, one body and one answer: RunKernel runs the code in the sandbox's
 // kernel of lang and records it in the history.
-func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal, lang string) {
+func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p service.Principal, lang string) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	code := f.str("code", true, "")
@@ -103,7 +104,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 
 // shellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
 // directory, when given, is checked and cleaned into *dst.
-func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
+func (h *Handler) shellTarget(ctx context.Context, id string, p service.Principal, cwd *string, dst *string) (sandboxes.Target, error) {
 	if cwd != nil && *cwd != "" {
 		c, err := cleanWorkspacePath("cwd", *cwd, true)
 		if err != nil {
@@ -114,7 +115,7 @@ func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *
 	return h.running(ctx, id, p, sandboxes.CapShell)
 }
 
-func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	command := f.str("command", true, "")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // queryPath reads the required ?path= (a missing one is FastAPI's 422) and validates it (invalid_path).
@@ -28,7 +29,7 @@ func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot boo
 	return c, true
 }
 
-func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
@@ -41,7 +42,7 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) 
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
 }
 
-func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	f := bodyFields(r, true)
 	fp := f.str("path", true, "")
 	content := f.str("content", true, "")
@@ -55,7 +56,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p Principal)
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
@@ -72,7 +73,7 @@ func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	dp, ok := queryPath(w, r, ".", true)
 	if !ok {
 		return
@@ -106,7 +107,7 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 // upload streams the multipart `file` part to the agent without holding it in memory. Bay's clients send the
 // `path` field before the file (httpx puts data fields first); if the file comes first it is spooled to a
 // temporary file, still bounded by the cap.
-func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "multipart/form-data" {
@@ -122,7 +123,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+		writeError(w, r, service.Errorf(service.CodeValidation, "reading the multipart body: %v", err))
 		return
 	}
 	var (
@@ -165,14 +166,14 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 				writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
 				return
 			}
-			writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+			writeError(w, r, service.Errorf(service.CodeValidation, "reading the multipart body: %v", err))
 			return
 		}
 		switch part.FormName() {
 		case "path":
 			b, err := io.ReadAll(io.LimitReader(part, 4097))
 			if err != nil || len(b) > 4096 {
-				writeError(w, r, errorf(CodeInvalidPath, "the path field is unreadable or too long"))
+				writeError(w, r, service.Errorf(service.CodeInvalidPath, "the path field is unreadable or too long"))
 				return
 			}
 			s := string(b)
@@ -189,7 +190,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 			}
 		case "file":
 			if done || spooled != nil {
-				writeError(w, r, errorf(CodeValidation, "only one file part is accepted"))
+				writeError(w, r, service.Errorf(service.CodeValidation, "only one file part is accepted"))
 				return
 			}
 			if dest != nil {
@@ -215,7 +216,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 				if errors.Is(err, errTooLarge) {
 					writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
 				} else {
-					writeError(w, r, errorf(CodeValidation, "reading the uploaded file: %v", err))
+					writeError(w, r, service.Errorf(service.CodeValidation, "reading the uploaded file: %v", err))
 				}
 				return
 			}
@@ -238,11 +239,11 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": *dest, "size": written})
 }
 
-func tooLarge(max int64) *Error {
-	return errorf(CodePayloadTooLarge, "upload exceeds the limit of %d bytes", max).with("max_bytes", max)
+func tooLarge(max int64) *service.Error {
+	return service.Errorf(service.CodePayloadTooLarge, "upload exceeds the limit of %d bytes", max).With("max_bytes", max)
 }
 
-func (h *Handler) download(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) download(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return

@@ -8,18 +8,20 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Config wires the handler to its collaborators.
 type Config struct {
-	Sandboxes Sandboxes
-	Agent     Agent
+	Sandboxes service.Sandboxes
+	Agent     service.Agent
 	// Streamer serves streaming exec, processes and PTY; nil answers those routes with capability_not_supported.
-	Streamer Streamer
+	Streamer service.Streamer
 	// Tickets issues browser tickets; nil answers the tickets route with capability_not_supported.
-	Tickets TicketIssuer
+	Tickets service.TicketIssuer
 	Store   *Store
-	Keys    *KeyRing
+	Keys    *service.KeyRing
 	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
 	AllowAnonymous bool
 	// MaxUploadBytes caps one upload; 0 means 1 GiB.
@@ -48,7 +50,7 @@ type route struct {
 	summary      string
 	public       bool // no authentication (Bay: /health and GET /v1/profiles)
 	bay          bool // part of Bay's API (false: our addition)
-	h            func(http.ResponseWriter, *http.Request, Principal)
+	h            func(http.ResponseWriter, *http.Request, service.Principal)
 }
 
 // New builds the handler.
@@ -63,7 +65,7 @@ func New(cfg Config) *Handler {
 		cfg.MaxUploadBytes = 1 << 30
 	}
 	if cfg.Keys == nil {
-		cfg.Keys = &KeyRing{keys: map[string]Principal{}}
+		cfg.Keys, _ = service.NewKeyRing(nil)
 	}
 	if cfg.Store != nil {
 		cfg.Store.SetLogger(cfg.Logger)
@@ -73,7 +75,7 @@ func New(cfg Config) *Handler {
 	h.routes = h.table()
 	for _, rt := range h.routes {
 		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
-			var p Principal
+			var p service.Principal
 			if !rt.public {
 				var err error
 				if p, err = h.authenticate(r); err != nil {
@@ -133,9 +135,9 @@ func (h *Handler) table() []route {
 	for _, u := range unsupported {
 		for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
 			rs = append(rs, route{m, u.path, "Not supported by sandgate: " + u.why, false, true,
-				func(w http.ResponseWriter, r *http.Request, _ Principal) {
-					writeError(w, r, errorf(CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
-						with("capability", u.feature).with("available", []string{}))
+				func(w http.ResponseWriter, r *http.Request, _ service.Principal) {
+					writeError(w, r, service.Errorf(service.CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
+						With("capability", u.feature).With("available", []string{}))
 				}})
 		}
 	}
@@ -171,11 +173,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			probe := r.Clone(r.Context())
 			probe.Method = rt.method
 			if _, p := h.mux.Handler(probe); p != "" {
-				writeError(w, r, errorf(CodeMethodNotAllowed, "Method Not Allowed"))
+				writeError(w, r, service.Errorf(CodeMethodNotAllowed, "Method Not Allowed"))
 				return
 			}
 		}
-		writeError(w, r, errorf(CodeNotFound, "Not Found: %s", r.URL.Path))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "Not Found: %s", r.URL.Path))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -201,7 +203,7 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": h.cfg.Version})
 }
 

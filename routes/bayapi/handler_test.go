@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
@@ -58,7 +59,7 @@ func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
 	}
 	t.Cleanup(func() { st.Close() })
 	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	keys, err := LoadKeys(context.Background(), st, KeySetup{ConfigKey: keyAlice, Extra: []KeyConfig{
+	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{ConfigKey: keyAlice, Extra: []service.KeyConfig{
 		{Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
 	}})
 	if err != nil {
@@ -685,11 +686,11 @@ func TestCargos(t *testing.T) {
 	}
 }
 
-type fakeIssuer struct{ got TicketRequest }
+type fakeIssuer struct{ got service.TicketRequest }
 
-func (f *fakeIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+func (f *fakeIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
 	f.got = req
-	return Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
+	return service.Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
 }
 
 func TestTickets(t *testing.T) {
@@ -788,8 +789,8 @@ func TestCleanWorkspacePath(t *testing.T) {
 			continue
 		}
 		// Bay's details: {field, reason}.
-		e := asAPIError(err)
-		if e.Code != CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
+		e := service.AsError(err)
+		if e.Code != service.CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
 			t.Errorf("cleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
 		}
 	}
@@ -798,12 +799,12 @@ func TestCleanWorkspacePath(t *testing.T) {
 // realIssuer mints with routes/tickets, as the Caddy glue does.
 type realIssuer struct{ iss *tickets.Issuer }
 
-func (r realIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+func (r realIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
 	tk, err := r.iss.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Lifetime: req.TTL, Subject: req.Owner})
 	if err != nil {
-		return Ticket{}, err
+		return service.Ticket{}, err
 	}
-	return Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
+	return service.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
 }
 
 // TestTicketMintFloodIsRateLimitedPerOwner: alice floods the tickets route; past her budget she gets a typed 429 in
@@ -828,7 +829,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 		case 201:
 		case 429:
 			limited++
-			if errCode(out) != CodeRateLimited || hdr.Get("Retry-After") == "" {
+			if errCode(out) != service.CodeRateLimited || hdr.Get("Retry-After") == "" {
 				t.Fatalf("rate-limited answer: %v %v", out, hdr)
 			}
 		default:

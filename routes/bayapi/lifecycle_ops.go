@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Pause, resume, snapshots and fork: our additions, in Bay's style (same auth, envelope and owner scoping). A
@@ -71,7 +72,7 @@ func (h *Handler) lifecycleRoutes() []route {
 func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
 	p, ok := h.cfg.Sandboxes.(Pauser)
 	if !ok {
-		writeError(w, r, errorf(CodeCapability, "pause is not available on this gateway").with("capability", "pause").with("available", []string{}))
+		writeError(w, r, service.Errorf(service.CodeCapability, "pause is not available on this gateway").With("capability", "pause").With("available", []string{}))
 		return nil
 	}
 	return p
@@ -80,21 +81,21 @@ func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
 func (h *Handler) snapshotter(w http.ResponseWriter, r *http.Request) Snapshotter {
 	s, ok := h.cfg.Sandboxes.(Snapshotter)
 	if !ok {
-		writeError(w, r, errorf(CodeCapability, "snapshots are not available on this gateway").with("capability", "snapshots").with("available", []string{}))
+		writeError(w, r, service.Errorf(service.CodeCapability, "snapshots are not available on this gateway").With("capability", "snapshots").With("available", []string{}))
 		return nil
 	}
 	return s
 }
 
-func (h *Handler) pauseSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) pauseSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.pauseOrResume(w, r, p, true)
 }
 
-func (h *Handler) resumeSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) resumeSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.pauseOrResume(w, r, p, false)
 }
 
-func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p Principal, pause bool) {
+func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p service.Principal, pause bool) {
 	pr := h.pauser(w, r)
 	if pr == nil {
 		return
@@ -118,7 +119,7 @@ func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, h.sandboxResponse(sb, false))
 }
 
-func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p Principal) SnapshotResponse {
+func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p service.Principal) SnapshotResponse {
 	resp := SnapshotResponse{ID: s.ID, Name: s.Name, Kind: string(s.Kind), SourceSandboxID: s.Source, Profile: s.Profile,
 		SizeBytes: s.SizeBytes, Files: s.Files, CopyMethod: s.Method, CreatedAt: iso(s.CreatedAt)}
 	if p.Admin {
@@ -129,18 +130,18 @@ func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p Principal) SnapshotRe
 }
 
 // visibleSnapshot fetches a snapshot the caller may use; another owner's does not exist for it.
-func (h *Handler) visibleSnapshot(ctx context.Context, s Snapshotter, id string, p Principal) (sandboxes.Snapshot, error) {
+func (h *Handler) visibleSnapshot(ctx context.Context, s Snapshotter, id string, p service.Principal) (sandboxes.Snapshot, error) {
 	snap, err := s.GetSnapshot(ctx, id)
 	if err != nil {
 		return snap, err
 	}
 	if !p.Admin && snap.Owner != p.Owner {
-		return sandboxes.Snapshot{}, errorf(CodeNotFound, "Snapshot not found: %s", id)
+		return sandboxes.Snapshot{}, service.Errorf(service.CodeNotFound, "Snapshot not found: %s", id)
 	}
 	return snap, nil
 }
 
-func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -164,17 +165,17 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p Princ
 	writeJSON(w, http.StatusCreated, h.snapshotResponse(snap, p))
 }
 
-func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.writeSnapshots(w, r, p, "")
 }
 
-func (h *Handler) listSandboxSnapshots(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listSandboxSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	// The sandbox may be gone (snapshots outlive it): filter by source, scoped by owner like every list.
 	h.writeSnapshots(w, r, p, id)
 }
 
-func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p Principal, source string) {
+func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal, source string) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -197,7 +198,7 @@ func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p Princ
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
-func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -210,7 +211,7 @@ func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p Principa
 	writeJSON(w, http.StatusOK, h.snapshotResponse(snap, p))
 }
 
-func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -227,7 +228,7 @@ func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p Princ
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -257,7 +258,7 @@ func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p Principa
 
 // createFromSnapshot serves POST /v1/sandboxes with snapshot_id: the new sandbox's workspace starts as a copy of
 // the snapshot. profile "" takes the snapshot's profile.
-func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p Principal, snapshotID, profile string, ttl int64, env map[string]string) {
+func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal, snapshotID, profile string, ttl int64, env map[string]string) {
 	s := h.snapshotter(w, r)
 	if s == nil {
 		return
@@ -280,7 +281,7 @@ func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p P
 }
 
 // recordManagedCargo lists a new sandbox's own workspace as its managed cargo, as a plain create does.
-func (h *Handler) recordManagedCargo(sb sandboxes.Sandbox, p Principal) {
+func (h *Handler) recordManagedCargo(sb sandboxes.Sandbox, p service.Principal) {
 	if sb.WorkspaceID == "" || h.cfg.Store == nil {
 		return
 	}

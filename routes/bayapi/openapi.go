@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // OpenAPI is this API's OpenAPI 3.1 document, built from the same route table as the mux so the two cannot drift.
@@ -61,7 +63,7 @@ func (h *Handler) OpenAPI() map[string]any {
 	}
 }
 
-func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	writeJSON(w, http.StatusOK, h.OpenAPI())
 }
 

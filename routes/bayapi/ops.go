@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Operations shared by the REST handlers and other dialects (the gateway's MCP server). Each one takes the
@@ -18,13 +19,13 @@ import (
 // serves it; the REST handlers only decode, call these and encode.
 
 // Authenticate resolves the caller of r as the REST API does (bearer key, or X-Owner when anonymous calls are allowed).
-func (h *Handler) Authenticate(r *http.Request) (Principal, error) { return h.authenticate(r) }
+func (h *Handler) Authenticate(r *http.Request) (service.Principal, error) { return h.authenticate(r) }
 
 // LookupKey finds the principal of a bearer token in the API's key ring.
-func (h *Handler) LookupKey(token string) (Principal, bool) { return h.cfg.Keys.Lookup(token) }
+func (h *Handler) LookupKey(token string) (service.Principal, bool) { return h.cfg.Keys.Lookup(token) }
 
 // AsError translates any error of the API's operations into its typed code, message and details.
-func AsError(err error) *Error { return asAPIError(err) }
+func AsError(err error) *service.Error { return service.AsError(err) }
 
 // CreateParams is a sandbox to create.
 type CreateParams struct {
@@ -45,10 +46,10 @@ func DependenciesEnv(d *sandboxes.Dependencies) (map[string]string, error) {
 		return nil, nil
 	}
 	if err := d.Validate(); err != nil {
-		return nil, errorf(CodeValidation, "%v", err)
+		return nil, service.Errorf(service.CodeValidation, "%v", err)
 	}
 	if len(d.Apt) > 0 {
-		return nil, errorf(CodeValidation, "apt packages cannot be installed at create: the sandbox runs as a non-root "+
+		return nil, service.Errorf(service.CodeValidation, "apt packages cannot be installed at create: the sandbox runs as a non-root "+
 			"user on a read-only root filesystem; build a derived image with them (make profile-images) and use it as the profile's image")
 	}
 	if len(d.Python)+len(d.Node)+len(d.R) == 0 {
@@ -62,7 +63,7 @@ func DependenciesEnv(d *sandboxes.Dependencies) (map[string]string, error) {
 }
 
 // CreateSandbox creates a sandbox owned by p and records its managed cargo.
-func (h *Handler) CreateSandbox(ctx context.Context, p Principal, cp CreateParams) (SandboxResponse, error) {
+func (h *Handler) CreateSandbox(ctx context.Context, p service.Principal, cp CreateParams) (SandboxResponse, error) {
 	env, err := DependenciesEnv(cp.Dependencies)
 	if err != nil {
 		return SandboxResponse{}, err
@@ -72,13 +73,13 @@ func (h *Handler) CreateSandbox(ctx context.Context, p Principal, cp CreateParam
 
 // createSandboxEnv is CreateSandbox once the dependencies are an environment (the REST route reports bad ones as
 // FastAPI's 422 before it gets here).
-func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreateParams, env map[string]string) (SandboxResponse, error) {
+func (h *Handler) createSandboxEnv(ctx context.Context, p service.Principal, cp CreateParams, env map[string]string) (SandboxResponse, error) {
 	profile := cp.Profile
 	if profile == "" {
 		profile = DefaultProfile
 	}
 	if cp.TTL < 0 {
-		return SandboxResponse{}, errorf(CodeValidation, "ttl must not be negative")
+		return SandboxResponse{}, service.Errorf(service.CodeValidation, "ttl must not be negative")
 	}
 	var known []string
 	found := false
@@ -87,7 +88,7 @@ func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 		found = found || pr.ID == profile
 	}
 	if !found {
-		return SandboxResponse{}, errorf(CodeValidation, "Invalid profile: %s", profile).with("profile", profile).with("available", known)
+		return SandboxResponse{}, service.Errorf(service.CodeValidation, "Invalid profile: %s", profile).With("profile", profile).With("available", known)
 	}
 	req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: env}
 	if cp.TTL > 0 {
@@ -99,7 +100,7 @@ func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 			return SandboxResponse{}, err
 		}
 		if c == nil || (!p.Admin && c.Owner != p.Owner) {
-			return SandboxResponse{}, errorf(CodeNotFound, "Cargo not found: %s", *cp.CargoID)
+			return SandboxResponse{}, service.Errorf(service.CodeNotFound, "Cargo not found: %s", *cp.CargoID)
 		}
 		req.WorkspaceID = c.ID
 	}
@@ -121,7 +122,7 @@ func (h *Handler) createSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 }
 
 // ListSandboxes lists one page of the sandboxes p may see and the cursor of the next page ("" at the end).
-func (h *Handler) ListSandboxes(ctx context.Context, p Principal, opts sandboxes.ListOptions) ([]SandboxResponse, string, error) {
+func (h *Handler) ListSandboxes(ctx context.Context, p service.Principal, opts sandboxes.ListOptions) ([]SandboxResponse, string, error) {
 	switch opts.Status {
 	case sandboxes.StatusIdle:
 		// What reads idle includes the sandboxes still starting (bayStatus).
@@ -145,7 +146,7 @@ func (h *Handler) ListSandboxes(ctx context.Context, p Principal, opts sandboxes
 }
 
 // GetSandbox describes a sandbox p may see.
-func (h *Handler) GetSandbox(ctx context.Context, p Principal, id string) (SandboxResponse, error) {
+func (h *Handler) GetSandbox(ctx context.Context, p service.Principal, id string) (SandboxResponse, error) {
 	sb, err := h.visible(ctx, id, p)
 	if err != nil {
 		return SandboxResponse{}, err
@@ -154,7 +155,7 @@ func (h *Handler) GetSandbox(ctx context.Context, p Principal, id string) (Sandb
 }
 
 // StopSandbox stops a sandbox's compute, keeping its workspace.
-func (h *Handler) StopSandbox(ctx context.Context, p Principal, id string) error {
+func (h *Handler) StopSandbox(ctx context.Context, p service.Principal, id string) error {
 	if _, err := h.visible(ctx, id, p); err != nil {
 		return err
 	}
@@ -163,15 +164,15 @@ func (h *Handler) StopSandbox(ctx context.Context, p Principal, id string) error
 
 // DeleteSandbox deletes a sandbox, its history and its managed cargo. It is idempotent: a sandbox that is gone (or
 // was never visible to p) is not an error.
-func (h *Handler) DeleteSandbox(ctx context.Context, p Principal, id string) error {
+func (h *Handler) DeleteSandbox(ctx context.Context, p service.Principal, id string) error {
 	sb, err := h.visible(ctx, id, p)
 	if err != nil {
-		if asAPIError(err).Code == CodeNotFound {
+		if service.AsError(err).Code == service.CodeNotFound {
 			return nil
 		}
 		return err
 	}
-	if err := h.cfg.Sandboxes.Delete(ctx, id); err != nil && asAPIError(err).Code != CodeNotFound {
+	if err := h.cfg.Sandboxes.Delete(ctx, id); err != nil && service.AsError(err).Code != service.CodeNotFound {
 		return err
 	}
 	if err := h.cfg.Store.DropHistory(id); err != nil {
@@ -188,7 +189,7 @@ func (h *Handler) DeleteSandbox(ctx context.Context, p Principal, id string) err
 }
 
 // Target resolves a sandbox p owns for a capability call and starts its compute when idle (see running).
-func (h *Handler) Target(ctx context.Context, p Principal, id, capability string) (sandboxes.Target, error) {
+func (h *Handler) Target(ctx context.Context, p service.Principal, id, capability string) (sandboxes.Target, error) {
 	return h.running(ctx, id, p, capability)
 }
 
@@ -215,7 +216,7 @@ type KernelOutput struct {
 }
 
 // RunKernel runs code in the sandbox's persistent kernel of lang and records it in the history.
-func (h *Handler) RunKernel(ctx context.Context, p Principal, id, lang, code string, timeout time.Duration, meta ExecMeta) (KernelOutput, error) {
+func (h *Handler) RunKernel(ctx context.Context, p service.Principal, id, lang, code string, timeout time.Duration, meta ExecMeta) (KernelOutput, error) {
 	var (
 		capability string
 		run        kernelRun
@@ -225,8 +226,8 @@ func (h *Handler) RunKernel(ctx context.Context, p Principal, id, lang, code str
 		capability, run = sandboxes.CapPython, h.cfg.Agent.Python
 	case LangNode:
 		capability = sandboxes.CapNode
-		if agent, ok := h.cfg.Agent.(NodeAgent); ok {
-			run = func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error) {
+		if agent, ok := h.cfg.Agent.(service.NodeAgent); ok {
+			run = func(ctx context.Context, t sandboxes.Target, req service.PythonRequest) (service.PythonResult, error) {
 				res, err := agent.Node(ctx, t, req)
 				res.Images = nil // Node answers carry no images
 				return res, err
@@ -234,14 +235,14 @@ func (h *Handler) RunKernel(ctx context.Context, p Principal, id, lang, code str
 		}
 	case LangR:
 		capability = sandboxes.CapR
-		if agent, ok := h.cfg.Agent.(RAgent); ok {
+		if agent, ok := h.cfg.Agent.(service.RAgent); ok {
 			run = agent.R
 		}
 	default:
-		return KernelOutput{}, errorf(CodeValidation, "unknown kernel language %q (python, node or r)", lang)
+		return KernelOutput{}, service.Errorf(service.CodeValidation, "unknown kernel language %q (python, node or r)", lang)
 	}
 	if run == nil {
-		return KernelOutput{}, errorf(CodeCapability, "this gateway's agent client does not run %s", lang).with("capability", capability).with("available", []string{})
+		return KernelOutput{}, service.Errorf(service.CodeCapability, "this gateway's agent client does not run %s", lang).With("capability", capability).With("available", []string{})
 	}
 	t, err := h.running(ctx, id, p, capability)
 	if err != nil {
@@ -250,7 +251,7 @@ func (h *Handler) RunKernel(ctx context.Context, p Principal, id, lang, code str
 	ctx, cancel := context.WithTimeout(ctx, timeout+agentGrace)
 	defer cancel()
 	start := time.Now()
-	res, err := run(ctx, t, PythonRequest{Code: code, Timeout: timeout})
+	res, err := run(ctx, t, service.PythonRequest{Code: code, Timeout: timeout})
 	elapsed := time.Since(start)
 	if err != nil {
 		return KernelOutput{}, err
@@ -297,8 +298,8 @@ type ShellOutput struct {
 }
 
 // RunShell runs a shell command to its end (or its timeout) and records it in the history.
-func (h *Handler) RunShell(ctx context.Context, p Principal, id string, sp ShellParams, meta ExecMeta) (ShellOutput, error) {
-	req := ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
+func (h *Handler) RunShell(ctx context.Context, p service.Principal, id string, sp ShellParams, meta ExecMeta) (ShellOutput, error) {
+	req := service.ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
 	t, err := h.shellTarget(ctx, id, p, sp.Cwd, &req.Cwd)
 	if err != nil {
 		return ShellOutput{}, err
@@ -324,12 +325,12 @@ func (h *Handler) RunShell(ctx context.Context, p Principal, id string, sp Shell
 }
 
 // StreamShell starts a shell command and returns the agent's SSE stream of its events.
-func (h *Handler) StreamShell(ctx context.Context, p Principal, id string, sp ShellParams) (io.ReadCloser, error) {
+func (h *Handler) StreamShell(ctx context.Context, p service.Principal, id string, sp ShellParams) (io.ReadCloser, error) {
 	if h.cfg.Streamer == nil {
-		return nil, errorf(CodeCapability, "streaming, processes and PTY are not available on this gateway").
-			with("capability", "streaming").with("available", []string{})
+		return nil, service.Errorf(service.CodeCapability, "streaming, processes and PTY are not available on this gateway").
+			With("capability", "streaming").With("available", []string{})
 	}
-	req := ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
+	req := service.ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
 	t, err := h.shellTarget(ctx, id, p, sp.Cwd, &req.Cwd)
 	if err != nil {
 		return nil, err
@@ -338,7 +339,7 @@ func (h *Handler) StreamShell(ctx context.Context, p Principal, id string, sp Sh
 }
 
 // ReadFile reads a workspace file of a sandbox p owns.
-func (h *Handler) ReadFile(ctx context.Context, p Principal, id, path string) ([]byte, error) {
+func (h *Handler) ReadFile(ctx context.Context, p service.Principal, id, path string) ([]byte, error) {
 	c, err := cleanWorkspacePath("path", path, false)
 	if err != nil {
 		return nil, err
@@ -351,7 +352,7 @@ func (h *Handler) ReadFile(ctx context.Context, p Principal, id, path string) ([
 }
 
 // WriteFile writes a workspace file of a sandbox p owns (parents are created).
-func (h *Handler) WriteFile(ctx context.Context, p Principal, id, path string, content io.Reader) error {
+func (h *Handler) WriteFile(ctx context.Context, p service.Principal, id, path string, content io.Reader) error {
 	c, err := cleanWorkspacePath("path", path, false)
 	if err != nil {
 		return err
@@ -364,7 +365,7 @@ func (h *Handler) WriteFile(ctx context.Context, p Principal, id, path string, c
 }
 
 // ListDir lists a workspace directory ("." is the root) of a sandbox p owns.
-func (h *Handler) ListDir(ctx context.Context, p Principal, id, path string) ([]DirEntry, error) {
+func (h *Handler) ListDir(ctx context.Context, p service.Principal, id, path string) ([]service.DirEntry, error) {
 	c, err := cleanWorkspacePath("path", path, true)
 	if err != nil {
 		return nil, err
@@ -375,36 +376,36 @@ func (h *Handler) ListDir(ctx context.Context, p Principal, id, path string) ([]
 	}
 	entries, err := h.cfg.Agent.ListDir(ctx, t, c)
 	if entries == nil && err == nil {
-		entries = []DirEntry{}
+		entries = []service.DirEntry{}
 	}
 	return entries, err
 }
 
 // IssueTicket mints a one-time ticket for a browser route (scope) of a sandbox p owns.
-func (h *Handler) IssueTicket(ctx context.Context, p Principal, id, scope string, write bool, ttl time.Duration) (Ticket, error) {
+func (h *Handler) IssueTicket(ctx context.Context, p service.Principal, id, scope string, write bool, ttl time.Duration) (service.Ticket, error) {
 	if h.cfg.Tickets == nil {
-		return Ticket{}, errorf(CodeCapability, "tickets are not configured on this gateway").
-			with("capability", "tickets").with("available", []string{})
+		return service.Ticket{}, service.Errorf(service.CodeCapability, "tickets are not configured on this gateway").
+			With("capability", "tickets").With("available", []string{})
 	}
 	valid := false
 	for _, s := range TicketScopes {
 		valid = valid || s == scope
 	}
 	if !valid {
-		return Ticket{}, errorf(CodeValidation, "scope must be one of %s", strings.Join(TicketScopes, ", "))
+		return service.Ticket{}, service.Errorf(service.CodeValidation, "scope must be one of %s", strings.Join(TicketScopes, ", "))
 	}
 	sb, err := h.unexpired(ctx, id, p)
 	if err != nil {
-		return Ticket{}, err
+		return service.Ticket{}, err
 	}
-	return h.cfg.Tickets.Issue(ctx, TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write, TTL: ttl})
+	return h.cfg.Tickets.Issue(ctx, service.TicketRequest{SandboxID: id, Owner: sb.Owner, Scope: scope, Write: write, TTL: ttl})
 }
 
 // Browse runs one browser action on the Chromium of a sandbox p owns.
-func (h *Handler) Browse(ctx context.Context, p Principal, id string, req BrowserRequest) (BrowserResult, error) {
+func (h *Handler) Browse(ctx context.Context, p service.Principal, id string, req service.BrowserRequest) (service.BrowserResult, error) {
 	t, err := h.running(ctx, id, p, sandboxes.CapBrowser)
 	if err != nil {
-		return BrowserResult{}, err
+		return service.BrowserResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentGrace)
 	defer cancel()
@@ -412,9 +413,9 @@ func (h *Handler) Browse(ctx context.Context, p Principal, id string, req Browse
 }
 
 // ExportFiles registers workspace paths of a sandbox p owns as importable by p's other sandboxes.
-func (h *Handler) ExportFiles(ctx context.Context, p Principal, id string, paths []string) ([]Export, error) {
+func (h *Handler) ExportFiles(ctx context.Context, p service.Principal, id string, paths []string) ([]Export, error) {
 	if len(paths) == 0 || len(paths) > 1000 {
-		return nil, errorf(CodeValidation, "paths must list 1 to 1000 workspace paths")
+		return nil, service.Errorf(service.CodeValidation, "paths must list 1 to 1000 workspace paths")
 	}
 	sb, err := h.visible(ctx, id, p)
 	if err != nil {
@@ -452,7 +453,7 @@ type Imported struct {
 }
 
 // ImportFile streams an exported file of another sandbox of p's, or a public URL, into a sandbox p owns.
-func (h *Handler) ImportFile(ctx context.Context, p Principal, id string, req ImportParams) (Imported, error) {
+func (h *Handler) ImportFile(ctx context.Context, p service.Principal, id string, req ImportParams) (Imported, error) {
 	body, source, base, err := h.importSource(ctx, p, id, req)
 	if err != nil {
 		return Imported{}, err

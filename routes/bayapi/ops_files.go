@@ -5,27 +5,21 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// FileTools is implemented by an Agent that edits and searches workspace files in place (the agent's /v1/fs/edit
-// and /v1/fs/grep). The REST API has no route for them; the MCP server's edit_file and search_files use them.
-type FileTools interface {
-	Edit(ctx context.Context, t sandboxes.Target, req agentapi.EditRequest) (agentapi.EditResult, error)
-	Grep(ctx context.Context, t sandboxes.Target, req agentapi.GrepRequest) (agentapi.GrepResult, error)
-}
-
-func (h *Handler) fileTools() (FileTools, error) {
-	ft, ok := h.cfg.Agent.(FileTools)
+func (h *Handler) fileTools() (service.FileTools, error) {
+	ft, ok := h.cfg.Agent.(service.FileTools)
 	if !ok {
-		return nil, errorf(CodeCapability, "this gateway's agent client does not edit or search files").
-			with("capability", "file_tools").with("available", []string{})
+		return nil, service.Errorf(service.CodeCapability, "this gateway's agent client does not edit or search files").
+			With("capability", "file_tools").With("available", []string{})
 	}
 	return ft, nil
 }
 
 // EditFile replaces text in a workspace file of a sandbox p owns: req.Old must occur exactly once unless
 // req.ReplaceAll.
-func (h *Handler) EditFile(ctx context.Context, p Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error) {
+func (h *Handler) EditFile(ctx context.Context, p service.Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error) {
 	ft, err := h.fileTools()
 	if err != nil {
 		return agentapi.EditResult{}, err
@@ -34,7 +28,7 @@ func (h *Handler) EditFile(ctx context.Context, p Principal, id string, req agen
 		return agentapi.EditResult{}, err
 	}
 	if req.Old == "" {
-		return agentapi.EditResult{}, errorf(CodeValidation, "the text to replace must not be empty")
+		return agentapi.EditResult{}, service.Errorf(service.CodeValidation, "the text to replace must not be empty")
 	}
 	t, err := h.running(ctx, id, p, sandboxes.CapFilesystem)
 	if err != nil {
@@ -44,7 +38,7 @@ func (h *Handler) EditFile(ctx context.Context, p Principal, id string, req agen
 }
 
 // SearchFiles greps the workspace (or req.Path inside it) of a sandbox p owns.
-func (h *Handler) SearchFiles(ctx context.Context, p Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error) {
+func (h *Handler) SearchFiles(ctx context.Context, p service.Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error) {
 	ft, err := h.fileTools()
 	if err != nil {
 		return agentapi.GrepResult{}, err
@@ -56,7 +50,7 @@ func (h *Handler) SearchFiles(ctx context.Context, p Principal, id string, req a
 		return agentapi.GrepResult{}, err
 	}
 	if req.Pattern == "" {
-		return agentapi.GrepResult{}, errorf(CodeValidation, "the pattern must not be empty")
+		return agentapi.GrepResult{}, service.Errorf(service.CodeValidation, "the pattern must not be empty")
 	}
 	t, err := h.running(ctx, id, p, sandboxes.CapFilesystem)
 	if err != nil {

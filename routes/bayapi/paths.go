@@ -3,6 +3,8 @@ package bayapi
 import (
 	"path"
 	"strings"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // WorkspaceRoot is where paths of the API are relative to.
@@ -24,7 +26,7 @@ const (
 // the root).
 func cleanWorkspacePath(field, p string, allowRoot bool) (string, error) {
 	invalid := func(reason, format string, args ...any) error {
-		return errorf(CodeInvalidPath, format, args...).with("field", field).with("reason", reason)
+		return service.Errorf(service.CodeInvalidPath, format, args...).With("field", field).With("reason", reason)
 	}
 	if p == "" || strings.TrimSpace(p) == "" {
 		return "", invalid(PathReasonEmpty, "%s cannot be empty", field)

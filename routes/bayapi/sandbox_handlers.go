@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // DefaultProfile is what a create without a profile asks for (Bay's default).
@@ -76,18 +77,18 @@ func bayStatus(s sandboxes.Status) string {
 }
 
 // visible fetches a sandbox the caller may see; another owner's sandbox does not exist for it (Bay scopes queries).
-func (h *Handler) visible(ctx context.Context, id string, p Principal) (sandboxes.Sandbox, error) {
+func (h *Handler) visible(ctx context.Context, id string, p service.Principal) (sandboxes.Sandbox, error) {
 	sb, err := h.cfg.Sandboxes.Get(ctx, id)
 	if err != nil {
 		return sb, err
 	}
 	if !p.Admin && sb.Owner != p.Owner {
-		return sandboxes.Sandbox{}, errorf(CodeNotFound, "Sandbox not found: %s", id)
+		return sandboxes.Sandbox{}, service.Errorf(service.CodeNotFound, "Sandbox not found: %s", id)
 	}
 	return sb, nil
 }
 
-func (h *Handler) listProfiles(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h *Handler) listProfiles(w http.ResponseWriter, r *http.Request, _ service.Principal) {
 	q := queryFields(r)
 	detail := q.boolean("detail", false)
 	if !decodeOrFail(w, q) {
@@ -127,7 +128,7 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
-func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
 		f := bodyFields(r, false)
 		profile := f.str("profile", false, DefaultProfile)
@@ -141,7 +142,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 		}
 		if snapshotID != nil {
 			if cargoID != nil {
-				writeError(w, r, errorf(CodeValidation, "cargo_id and snapshot_id cannot both be given"))
+				writeError(w, r, service.Errorf(service.CodeValidation, "cargo_id and snapshot_id cannot both be given"))
 				return
 			}
 			if !profileGiven {
@@ -160,7 +161,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p Princi
 	})
 }
 
-func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := queryFields(r)
 	limit := q.integer("limit", 50, bound(1), bound(200), false)
 	cursor := q.str("cursor", false, "")
@@ -184,7 +185,7 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": nc})
 }
 
-func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	sb, err := h.visible(r.Context(), r.PathValue("id"), p)
 	if err != nil {
 		writeError(w, r, err)
@@ -193,7 +194,7 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, h.sandboxResponse(sb, true))
 }
 
-func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if err := h.DeleteSandbox(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
@@ -201,7 +202,7 @@ func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request, p Princi
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if err := h.StopSandbox(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
@@ -209,7 +210,7 @@ func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p Principa
 	writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
 }
 
-func (h *Handler) keepalive(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) keepalive(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	if _, err := h.visible(r.Context(), id, p); err != nil {
 		writeError(w, r, err)
@@ -222,7 +223,7 @@ func (h *Handler) keepalive(w http.ResponseWriter, r *http.Request, p Principal)
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		f := bodyFields(r, true)
@@ -239,7 +240,7 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 			return
 		}
 		if sb.ExpiresAt == nil {
-			writeError(w, r, errorf(CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id))
+			writeError(w, r, service.Errorf(service.CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id))
 			return
 		}
 		sb, err = h.cfg.Sandboxes.ExtendTTL(r.Context(), id, time.Duration(by)*time.Second)
@@ -252,20 +253,20 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 // unexpired fetches a sandbox the caller may see and act on: an expired one answers sandbox_expired.
-func (h *Handler) unexpired(ctx context.Context, id string, p Principal) (sandboxes.Sandbox, error) {
+func (h *Handler) unexpired(ctx context.Context, id string, p service.Principal) (sandboxes.Sandbox, error) {
 	sb, err := h.visible(ctx, id, p)
 	if err != nil {
 		return sb, err
 	}
 	if sb.Status == sandboxes.StatusExpired {
-		return sandboxes.Sandbox{}, errorf(CodeSandboxExpired, "Sandbox has expired: %s", id)
+		return sandboxes.Sandbox{}, service.Errorf(service.CodeSandboxExpired, "Sandbox has expired: %s", id)
 	}
 	return sb, nil
 }
 
 // running resolves a sandbox the caller owns for a capability call: it must not be expired, its profile must grant
 // the capability, and its compute is started within this request when idle (Bay's ensure_running).
-func (h *Handler) running(ctx context.Context, id string, p Principal, capability string) (sandboxes.Target, error) {
+func (h *Handler) running(ctx context.Context, id string, p service.Principal, capability string) (sandboxes.Target, error) {
 	sb, err := h.unexpired(ctx, id, p)
 	if err != nil {
 		return sandboxes.Target{}, err
@@ -275,8 +276,8 @@ func (h *Handler) running(ctx context.Context, id string, p Principal, capabilit
 		if avail == nil {
 			avail = []string{}
 		}
-		return sandboxes.Target{}, errorf(CodeCapability, "Sandbox %s does not support capability %q", id, capability).
-			with("capability", capability).with("available", avail)
+		return sandboxes.Target{}, service.Errorf(service.CodeCapability, "Sandbox %s does not support capability %q", id, capability).
+			With("capability", capability).With("available", avail)
 	}
 	t, err := h.cfg.Sandboxes.Hold(ctx, id)
 	if err != nil {

@@ -130,15 +130,6 @@ func (s *Store) flushHistory() {
 	<-done
 }
 
-// StoredKey is an API key at rest: only its SHA-256.
-type StoredKey struct {
-	Hash      string    `json:"hash"`
-	Owner     string    `json:"owner"`
-	Admin     bool      `json:"admin"`
-	Active    bool      `json:"active"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
 // ActiveKeys returns the stored keys that are active.
 func (s *Store) ActiveKeys() ([]StoredKey, error) {
 	var out []StoredKey

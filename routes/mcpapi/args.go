@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Tool arguments. The JSON schema each tool advertises is inferred from these types (the jsonschema tags are the
@@ -22,7 +23,7 @@ const (
 var sandboxIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 func invalid(format string, args ...any) error {
-	return &bayapi.Error{Code: bayapi.CodeValidation, Message: sprintf(format, args...)}
+	return &service.Error{Code: service.CodeValidation, Message: sprintf(format, args...)}
 }
 
 func checkID(id string) error {
@@ -242,7 +243,7 @@ func (a importArgs) validate() error {
 	}
 	if fromSandbox {
 		if err := checkID(a.FromSandbox); err != nil {
-			return invalid("from_sandbox: %s", err.(*bayapi.Error).Message)
+			return invalid("from_sandbox: %s", err.(*service.Error).Message)
 		}
 	}
 	return nil

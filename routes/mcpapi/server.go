@@ -18,28 +18,29 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Ops is what the tools need of the REST API's operations (implemented by *bayapi.Handler).
 type Ops interface {
-	LookupKey(token string) (bayapi.Principal, bool)
+	LookupKey(token string) (service.Principal, bool)
 	Profiles() []sandboxes.Profile
-	CreateSandbox(ctx context.Context, p bayapi.Principal, cp bayapi.CreateParams) (bayapi.SandboxResponse, error)
-	ListSandboxes(ctx context.Context, p bayapi.Principal, opts sandboxes.ListOptions) ([]bayapi.SandboxResponse, string, error)
-	StopSandbox(ctx context.Context, p bayapi.Principal, id string) error
-	DeleteSandbox(ctx context.Context, p bayapi.Principal, id string) error
-	RunKernel(ctx context.Context, p bayapi.Principal, id, lang, code string, timeout time.Duration, meta bayapi.ExecMeta) (bayapi.KernelOutput, error)
-	RunShell(ctx context.Context, p bayapi.Principal, id string, sp bayapi.ShellParams, meta bayapi.ExecMeta) (bayapi.ShellOutput, error)
-	StreamShell(ctx context.Context, p bayapi.Principal, id string, sp bayapi.ShellParams) (io.ReadCloser, error)
-	ReadFile(ctx context.Context, p bayapi.Principal, id, path string) ([]byte, error)
-	WriteFile(ctx context.Context, p bayapi.Principal, id, path string, content io.Reader) error
-	ListDir(ctx context.Context, p bayapi.Principal, id, path string) ([]bayapi.DirEntry, error)
-	EditFile(ctx context.Context, p bayapi.Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error)
-	SearchFiles(ctx context.Context, p bayapi.Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error)
-	ExportFiles(ctx context.Context, p bayapi.Principal, id string, paths []string) ([]bayapi.Export, error)
-	ImportFile(ctx context.Context, p bayapi.Principal, id string, req bayapi.ImportParams) (bayapi.Imported, error)
-	IssueTicket(ctx context.Context, p bayapi.Principal, id, scope string, write bool, ttl time.Duration) (bayapi.Ticket, error)
-	Browse(ctx context.Context, p bayapi.Principal, id string, req bayapi.BrowserRequest) (bayapi.BrowserResult, error)
+	CreateSandbox(ctx context.Context, p service.Principal, cp bayapi.CreateParams) (bayapi.SandboxResponse, error)
+	ListSandboxes(ctx context.Context, p service.Principal, opts sandboxes.ListOptions) ([]bayapi.SandboxResponse, string, error)
+	StopSandbox(ctx context.Context, p service.Principal, id string) error
+	DeleteSandbox(ctx context.Context, p service.Principal, id string) error
+	RunKernel(ctx context.Context, p service.Principal, id, lang, code string, timeout time.Duration, meta bayapi.ExecMeta) (bayapi.KernelOutput, error)
+	RunShell(ctx context.Context, p service.Principal, id string, sp bayapi.ShellParams, meta bayapi.ExecMeta) (bayapi.ShellOutput, error)
+	StreamShell(ctx context.Context, p service.Principal, id string, sp bayapi.ShellParams) (io.ReadCloser, error)
+	ReadFile(ctx context.Context, p service.Principal, id, path string) ([]byte, error)
+	WriteFile(ctx context.Context, p service.Principal, id, path string, content io.Reader) error
+	ListDir(ctx context.Context, p service.Principal, id, path string) ([]service.DirEntry, error)
+	EditFile(ctx context.Context, p service.Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error)
+	SearchFiles(ctx context.Context, p service.Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error)
+	ExportFiles(ctx context.Context, p service.Principal, id string, paths []string) ([]bayapi.Export, error)
+	ImportFile(ctx context.Context, p service.Principal, id string, req bayapi.ImportParams) (bayapi.Imported, error)
+	IssueTicket(ctx context.Context, p service.Principal, id, scope string, write bool, ttl time.Duration) (service.Ticket, error)
+	Browse(ctx context.Context, p service.Principal, id string, req service.BrowserRequest) (service.BrowserResult, error)
 }
 
 var _ Ops = (*bayapi.Handler)(nil)
@@ -138,7 +139,7 @@ func (s *Server) verify(_ context.Context, token string, r *http.Request) (*auth
 
 // caller is who called a tool, and what with.
 type caller struct {
-	p       bayapi.Principal
+	p       service.Principal
 	ops     Ops
 	baseURL string
 }
@@ -146,14 +147,14 @@ type caller struct {
 func (s *Server) caller(req *mcp.CallToolRequest) (caller, error) {
 	h := s.ops.Load()
 	if h == nil {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeInternal, Message: "the MCP server is not configured yet"}
+		return caller{}, &service.Error{Code: service.CodeInternal, Message: "the MCP server is not configured yet"}
 	}
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeUnauthorized, Message: "Missing API key"}
+		return caller{}, &service.Error{Code: service.CodeUnauthorized, Message: "Missing API key"}
 	}
-	p, ok := req.Extra.TokenInfo.Extra[extraPrincipal].(bayapi.Principal)
+	p, ok := req.Extra.TokenInfo.Extra[extraPrincipal].(service.Principal)
 	if !ok {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeUnauthorized, Message: "Invalid API key"}
+		return caller{}, &service.Error{Code: service.CodeUnauthorized, Message: "Invalid API key"}
 	}
 	base, _ := req.Extra.TokenInfo.Extra[extraBaseURL].(string)
 	return caller{p: p, ops: h.ops, baseURL: base}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Execution tools: code in a persistent kernel, a shell command, and a long command that reports progress.
@@ -120,7 +121,7 @@ func (s *Server) runLong(ctx context.Context, c caller, req *mcp.CallToolRequest
 	for final == nil {
 		ev, err := agentapi.ReadSSE(r)
 		if err != nil {
-			return nil, &bayapi.Error{Code: bayapi.CodeShipError, Message: fmt.Sprintf("the command's output stream broke after %s: %v", time.Since(start).Round(time.Second), err)}
+			return nil, &service.Error{Code: service.CodeShipError, Message: fmt.Sprintf("the command's output stream broke after %s: %v", time.Since(start).Round(time.Second), err)}
 		}
 		switch ev.Event {
 		case agentapi.EventStdout, agentapi.EventStderr:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // File tools: read, write, edit, list, search, and moving files between sandboxes (export and import).
@@ -30,7 +31,7 @@ func (s *Server) addFileTools() {
 				text = strings.ToValidUTF8(string(b[:maxReadBytes]), "")
 			}
 			if !utf8.ValidString(text) {
-				return nil, &bayapi.Error{Code: bayapi.CodeValidation, Message: in.Path + " is not a text file"}
+				return nil, &service.Error{Code: service.CodeValidation, Message: in.Path + " is not a text file"}
 			}
 			res := &mcp.CallToolResult{
 				Content:           []mcp.Content{&mcp.TextContent{Text: text}},

@@ -16,10 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // DefaultConsoleSessionTTL is how long a console login lasts. Short: the console can delete sandboxes.
@@ -37,7 +37,7 @@ const MaxConsoleSessions = 10_000
 
 type consoleSession struct {
 	id        string
-	principal bayapi.Principal
+	principal service.Principal
 	csrf      string
 	expires   time.Time
 }
@@ -63,7 +63,7 @@ func randomToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func (s *consoleSessions) create(p bayapi.Principal) (*consoleSession, error) {
+func (s *consoleSessions) create(p service.Principal) (*consoleSession, error) {
 	id, err := randomToken()
 	if err != nil {
 		return nil, err
@@ -122,11 +122,11 @@ func (s *consoleSessions) drop(id string) {
 // can be used instead).
 type StaticKeys struct {
 	hashes []string
-	who    []bayapi.Principal
+	who    []service.Principal
 }
 
 // NewStaticKeys accepts the configured keys; an empty key or owner is refused.
-func NewStaticKeys(keys []bayapi.KeyConfig) (*StaticKeys, error) {
+func NewStaticKeys(keys []service.KeyConfig) (*StaticKeys, error) {
 	k := &StaticKeys{}
 	for i, c := range keys {
 		if strings.TrimSpace(c.Key) == "" {
@@ -134,17 +134,17 @@ func NewStaticKeys(keys []bayapi.KeyConfig) (*StaticKeys, error) {
 		}
 		owner := c.Owner
 		if owner == "" {
-			owner = bayapi.DefaultOwner
+			owner = service.DefaultOwner
 		}
-		k.hashes = append(k.hashes, bayapi.HashKey(c.Key))
-		k.who = append(k.who, bayapi.Principal{Owner: owner, Admin: c.Admin})
+		k.hashes = append(k.hashes, service.HashKey(c.Key))
+		k.who = append(k.who, service.Principal{Owner: owner, Admin: c.Admin})
 	}
 	return k, nil
 }
 
 // Lookup compares the key's hash with every configured hash in constant time.
-func (k *StaticKeys) Lookup(key string) (bayapi.Principal, bool) {
-	h := []byte(bayapi.HashKey(key))
+func (k *StaticKeys) Lookup(key string) (service.Principal, bool) {
+	h := []byte(service.HashKey(key))
 	found := -1
 	for i, want := range k.hashes {
 		if subtle.ConstantTimeCompare([]byte(want), h) == 1 {
@@ -152,7 +152,7 @@ func (k *StaticKeys) Lookup(key string) (bayapi.Principal, bool) {
 		}
 	}
 	if found < 0 {
-		return bayapi.Principal{}, false
+		return service.Principal{}, false
 	}
 	return k.who[found], true
 }
@@ -535,11 +535,11 @@ func (h *Handler) consoleEvents(w http.ResponseWriter, r *http.Request, cs *cons
 type AnyKeys []KeyLookup
 
 // Lookup asks each lookup in turn.
-func (a AnyKeys) Lookup(key string) (bayapi.Principal, bool) {
+func (a AnyKeys) Lookup(key string) (service.Principal, bool) {
 	for _, l := range a {
 		if p, ok := l.Lookup(key); ok {
 			return p, true
 		}
 	}
-	return bayapi.Principal{}, false
+	return service.Principal{}, false
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package service
 
 import (
 	"context"
@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/bayapi"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -109,20 +106,20 @@ func fakeAgentServer(t *testing.T) (sandboxes.Target, *http.Request) {
 
 func intp(i int) *int { return &i }
 
-func TestAgentBackend(t *testing.T) {
+func TestAgentClient(t *testing.T) {
 	target, _ := fakeAgentServer(t)
-	a := newAgentBackend()
+	a := NewAgentClient(nil)
 	ctx := context.Background()
 
-	res, err := a.Exec(ctx, target, bayapi.ExecRequest{Command: "ls", Cwd: "sub", Timeout: 5 * time.Second})
+	res, err := a.Exec(ctx, target, ExecRequest{Command: "ls", Cwd: "sub", Timeout: 5 * time.Second})
 	if err != nil || res.ExitCode != 0 || res.Stdout != "ok\n" {
 		t.Errorf("exec: %+v %v", res, err)
 	}
-	res, _ = a.Exec(ctx, target, bayapi.ExecRequest{Command: "binary"})
+	res, _ = a.Exec(ctx, target, ExecRequest{Command: "binary"})
 	if res.ExitCode != 3 || res.Stdout != "\xff\x00" || res.Stderr != "warn" {
 		t.Errorf("binary exec: %+v", res)
 	}
-	res, _ = a.Exec(ctx, target, bayapi.ExecRequest{Command: "slow"})
+	res, _ = a.Exec(ctx, target, ExecRequest{Command: "slow"})
 	if !res.TimedOut || res.ExitCode != -1 || res.Stdout != "partial" {
 		t.Errorf("timed out exec: %+v", res)
 	}
@@ -148,27 +145,27 @@ func TestAgentBackend(t *testing.T) {
 	if err := a.Remove(ctx, target, "d"); err != nil {
 		t.Errorf("remove: %v", err)
 	}
-	py, err := a.Python(ctx, target, bayapi.PythonRequest{Code: "1", Timeout: time.Second})
+	py, err := a.Python(ctx, target, PythonRequest{Code: "1", Timeout: time.Second})
 	if err != nil || py.Stdout != "1\n" || py.Result != "2" || len(py.Images) != 1 || py.ExecutionCount != 4 {
 		t.Errorf("python: %+v %v", py, err)
 	}
-	shot, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: "screenshot"})
+	shot, err := a.Browser(ctx, target, BrowserRequest{Action: "screenshot"})
 	if err != nil || string(shot.PNG) != "PNG" {
 		t.Errorf("screenshot: %+v %v", shot, err)
 	}
-	if py, _ := a.Python(ctx, target, bayapi.PythonRequest{Code: "boom"}); !strings.Contains(py.Error, "ValueError: x") {
+	if py, _ := a.Python(ctx, target, PythonRequest{Code: "boom"}); !strings.Contains(py.Error, "ValueError: x") {
 		t.Errorf("python error: %+v", py)
 	}
 	for action, want := range map[string]string{"title": "Example", "url": "https://example.com/", "text": "Hello"} {
-		if res, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: action}); err != nil || res.Value != want {
+		if res, err := a.Browser(ctx, target, BrowserRequest{Action: action}); err != nil || res.Value != want {
 			t.Errorf("browser %s: %+v %v", action, res, err)
 		}
 	}
 	// A route the agent lacks is the agent's typed not_found, which the API reports as ship_error.
-	if _, err := a.Browser(ctx, target, bayapi.BrowserRequest{Action: "evaluate"}); !errors.As(err, &ae) || ae.Code != agentapi.CodeNotFound {
+	if _, err := a.Browser(ctx, target, BrowserRequest{Action: "evaluate"}); !errors.As(err, &ae) || ae.Code != agentapi.CodeNotFound {
 		t.Errorf("missing route: %v", err)
 	}
-	stream, err := a.ExecStream(ctx, target, bayapi.ExecRequest{Command: "x"})
+	stream, err := a.ExecStream(ctx, target, ExecRequest{Command: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,86 +179,9 @@ func TestAgentBackend(t *testing.T) {
 		t.Errorf("processes: %s %v", procs, err)
 	}
 	// An unreachable agent is ship_error.
-	_, err = a.Exec(ctx, sandboxes.Target{Addr: "127.0.0.1:1", Token: "x"}, bayapi.ExecRequest{Command: "true"})
-	var be *bayapi.Error
-	if !errors.As(err, &be) || be.Code != bayapi.CodeShipError {
+	_, err = a.Exec(ctx, sandboxes.Target{Addr: "127.0.0.1:1", Token: "x"}, ExecRequest{Command: "true"})
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeShipError {
 		t.Errorf("unreachable agent: %v", err)
-	}
-}
-
-// TestTicketBackend checks that a ticket from the API opens exactly the route the edge's verifier expects.
-func TestTicketBackend(t *testing.T) {
-	secret := []byte("api-ticket-secret-0123456789abcdef0123")
-	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ver, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	urls, err := sandboxroute.ParseURLs("https://gw.example.com/", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := ticketBackend{issuer: iss, urls: urls}
-	tk, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Owner: "alice", Scope: "vnc", Write: true, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(tk.URL, "https://gw.example.com/sandboxes/sandbox-abc/vnc/?ticket=") {
-		t.Errorf("url %q", tk.URL)
-	}
-	if _, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindCDP, Permission: tickets.PermRead}); err == nil {
-		t.Errorf("a vnc ticket opened cdp")
-	}
-	c, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindVNC, Permission: tickets.PermWrite})
-	if err != nil || c.Subject != "alice" {
-		t.Fatalf("verify: %+v %v", c, err)
-	}
-	if _, err := ver.Verify(tk.Ticket, tickets.Expect{SandboxID: "sandbox-abc", Kind: tickets.KindVNC}); err == nil {
-		t.Errorf("a ticket was accepted twice")
-	}
-	if _, err := b.Issue(context.Background(), bayapi.TicketRequest{SandboxID: "sandbox-abc", Scope: "root"}); err == nil {
-		t.Errorf("unknown scope accepted")
-	}
-}
-
-// TestTicketBackendURLs: apps open on the content origin when one is configured, CDP as the one WebSocket
-// connectOverCDP opens, the pages on the gateway's origin; without a base for the kind there is no URL.
-func TestTicketBackendURLs(t *testing.T) {
-	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte("api-ticket-secret-0123456789abcdef0123")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		gateway, content, scope, want string
-	}{
-		{"https://localhost:8443", "https://sandbox.localhost:8443", "app", "https://sb-1.sandbox.localhost:8443/?ticket="},
-		{"https://localhost:8443", "https://sandbox.localhost:8443", "terminal", "https://localhost:8443/sandboxes/sb-1/terminal/?ticket="},
-		{"https://localhost:8443", "", "app", "https://localhost:8443/sandboxes/sb-1/app/?ticket="},
-		{"https://localhost:8443", "", "cdp", "wss://localhost:8443/sandboxes/sb-1/cdp?ticket="},
-		{"http://gw.internal", "", "cdp", "ws://gw.internal/sandboxes/sb-1/cdp?ticket="},
-		{"", "https://sandbox.example.com", "app", "https://sb-1.sandbox.example.com/?ticket="},
-		{"", "https://sandbox.example.com", "vnc", ""},
-		{"", "", "app", ""},
-	} {
-		urls, err := sandboxroute.ParseURLs(tc.gateway, tc.content)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, err := ticketBackend{issuer: iss, urls: urls}.Issue(context.Background(),
-			bayapi.TicketRequest{SandboxID: "sb-1", Scope: tc.scope, Write: true, TTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if (tc.want == "" && tk.URL != "") || !strings.HasPrefix(tk.URL, tc.want) {
-			t.Errorf("%s %q %q: url %q, want %q...", tc.scope, tc.gateway, tc.content, tk.URL, tc.want)
-		}
-	}
-	for _, bad := range []string{"sandbox.localhost", "ftp://x", "https://x/path", "https://x/?q=1", "https://u@x"} {
-		if _, err := sandboxroute.ParseURLs("", bad); err == nil {
-			t.Errorf("content base %q accepted", bad)
-		}
 	}
 }
