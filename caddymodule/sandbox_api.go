@@ -212,9 +212,10 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
-	cfg := bayapi.Config{
-		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
-		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
+	ops := service.Config{
+		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, History: st,
+		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: bayapi.ExportBook{Store: st}, Fetch: bayapi.FetchPublic,
+		MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret
 	if rawSecret == "" {
@@ -229,15 +230,17 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket URLs: %w", err)
 		}
-		cfg.Tickets = service.NewTicketMinter(iss, urls)
+		ops.Tickets = service.NewTicketMinter(iss, urls)
 	}
-	s.handler = bayapi.New(cfg)
+	svc := service.New(ops)
+	s.handler = bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, AllowAnonymous: anonymous,
+		Version: sandgateVersion(), Logger: ctx.Slogger()})
 	if s.MCP != "" {
 		s.mcp, err = loadMCPServer(storeKey, ctx.Slogger())
 		if err != nil {
 			return fmt.Errorf("sandbox_api: %w", err)
 		}
-		s.mcp.SetOps(s.handler)
+		s.mcp.SetOps(svc, keys)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 // Our additions to Bay's API, in its style: same auth, envelope, ownership and ensure-running rules.
 
 func (h *Handler) needStreamer(w http.ResponseWriter, r *http.Request) bool {
-	if h.cfg.Streamer == nil {
+	if h.svc.Streamer() == nil {
 		writeError(w, r, service.Errorf(service.CodeCapability, "streaming, processes and PTY are not available on this gateway").
 			With("capability", "streaming").With("available", []string{}))
 		return false
@@ -59,12 +59,12 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p service.P
 		return
 	}
 	req := service.ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, cwd, &req.Cwd)
+	t, err := h.svc.ShellTarget(r.Context(), p, r.PathValue("id"), cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	body, err := h.cfg.Streamer.ExecStream(r.Context(), t, req)
+	body, err := h.svc.Streamer().ExecStream(r.Context(), t, req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -76,12 +76,12 @@ func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p servic
 	if !h.needStreamer(w, r) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	doc, err := h.cfg.Streamer.Processes(r.Context(), t)
+	doc, err := h.svc.Streamer().Processes(r.Context(), t)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -113,12 +113,12 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p servic
 	if !decodeOrFail(w, q) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	body, err := h.cfg.Streamer.ProcessOutput(r.Context(), t, pid, since)
+	body, err := h.svc.Streamer().ProcessOutput(r.Context(), t, pid, since)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -148,12 +148,12 @@ func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p servic
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
+	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := h.cfg.Streamer.Signal(r.Context(), t, pid, sig); err != nil {
+	if err := h.svc.Streamer().Signal(r.Context(), t, pid, sig); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -174,12 +174,12 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p service.Pr
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, &cwd, &req.Cwd)
+	t, err := h.svc.ShellTarget(r.Context(), p, r.PathValue("id"), &cwd, &req.Cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	doc, err := h.cfg.Streamer.CreatePTY(r.Context(), t, req)
+	doc, err := h.svc.Streamer().CreatePTY(r.Context(), t, req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -187,11 +187,8 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p service.Pr
 	writeJSON(w, http.StatusCreated, json.RawMessage(doc))
 }
 
-// TicketScopes are the browser routes a ticket can open.
-var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files", "mcp"}
-
 func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	if h.cfg.Tickets == nil {
+	if h.svc.Tickets() == nil {
 		writeError(w, r, service.Errorf(service.CodeCapability, "tickets are not configured on this gateway").
 			With("capability", "tickets").With("available", []string{}))
 		return
@@ -205,16 +202,16 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p service
 		f.issue("enum", f.loc("permission"), "Input should be 'read' or 'write'", write, nil)
 	}
 	valid := false
-	for _, s := range TicketScopes {
+	for _, s := range service.TicketScopes {
 		valid = valid || s == scope
 	}
 	if !valid {
-		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(TicketScopes, ", "), scope, nil)
+		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(service.TicketScopes, ", "), scope, nil)
 	}
 	if !decodeOrFail(w, f) {
 		return
 	}
-	tk, err := h.IssueTicket(r.Context(), p, id, scope, write == "write", time.Duration(ttl)*time.Second)
+	tk, err := h.svc.IssueTicket(r.Context(), p, id, scope, write == "write", time.Duration(ttl)*time.Second)
 	if err != nil {
 		writeError(w, r, err)
 		return

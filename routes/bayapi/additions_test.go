@@ -43,7 +43,7 @@ func (f *fakeStreamer) CreatePTY(_ context.Context, _ sandboxes.Target, req serv
 
 func TestStreamingAdditions(t *testing.T) {
 	fs := &fakeStreamer{}
-	a := newTestAPI(t, func(c *Config) { c.Streamer = fs })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Streamer = fs })
 	id := a.create(t, keyAlice, nil)
 	S := a.srv.URL + "/v1/sandboxes/" + id
 

@@ -7,9 +7,6 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// StoredKey is the service's key at rest; the store keeps it under this name.
-type StoredKey = service.StoredKey
-
 // authenticate resolves the caller: a bearer key, or (only when allowed) an anonymous caller named by X-Owner.
 func (h *Handler) authenticate(r *http.Request) (service.Principal, error) {
 	auth := r.Header.Get("Authorization")

@@ -68,10 +68,10 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 		screenshotPath = fmt.Sprintf("screenshots/screenshot-%d.png", h.cfg.Now().UnixMilli())
 		for _, a := range fields[1:] {
 			if !strings.HasPrefix(a, "-") {
-				screenshotPath = strings.TrimPrefix(a, WorkspaceRoot+"/")
+				screenshotPath = strings.TrimPrefix(a, service.WorkspaceRoot+"/")
 			}
 		}
-		c, err := cleanWorkspacePath("path", screenshotPath, false)
+		c, err := service.CleanWorkspacePath("path", screenshotPath, false)
 		if err != nil {
 			return browserStep{stderr: err.Error(), exit: 1}, nil
 		}
@@ -79,7 +79,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	default:
 		return browserStep{stderr: fmt.Sprintf("unsupported browser command %q; %s", cmd, browserUsage), exit: exitUnsupported}, nil
 	}
-	res, err := h.cfg.Agent.Browser(ctx, t, req)
+	res, err := h.svc.Agent().Browser(ctx, t, req)
 	if err != nil {
 		e := service.AsError(err)
 		if e.Code == service.CodeSandboxExpired || e.Code == service.CodeNotFound || e.Code == service.CodeSessionNotReady {
@@ -88,10 +88,10 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 		return browserStep{stderr: e.Message, exit: 1}, nil
 	}
 	if req.Action == "screenshot" {
-		if err := h.cfg.Agent.WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
+		if err := h.svc.Agent().WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
 			return browserStep{stderr: "saving the screenshot: " + service.AsError(err).Message, exit: 1}, nil
 		}
-		return browserStep{stdout: "Screenshot saved to " + WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
+		return browserStep{stdout: "Screenshot saved to " + service.WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
 	}
 	out := res.Value
 	if out != "" && !strings.HasSuffix(out, "\n") {
@@ -111,13 +111,13 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	d := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, d+agentGrace)
+	ctx, cancel := contextWithTimeout(r, d+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
 	step, err := h.runBrowserCommand(ctx, t, cmd, d)
@@ -126,7 +126,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 		writeError(w, r, err)
 		return
 	}
-	eid := h.record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta)
+	eid := h.svc.Record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta.ExecMeta)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":           step.exit == 0,
 		"output":            step.stdout,
@@ -150,13 +150,13 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	budget := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, budget+agentGrace)
+	ctx, cancel := contextWithTimeout(r, budget+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
 	deadline := start.Add(budget)
@@ -192,7 +192,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 		out.WriteString(res["stdout"].(string))
 		errs.WriteString(res["stderr"].(string))
 	}
-	eid := h.record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta)
+	eid := h.svc.Record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta.ExecMeta)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"results":           results,
 		"total_steps":       len(commands),

@@ -30,12 +30,12 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p service.
 		}
 		now := h.cfg.Now().UTC()
 		c := &Cargo{
-			ID: newID("ws-"), Owner: p.Owner, Backend: cargoBackend, SizeLimitMB: int(size),
+			ID: service.NewID("ws-"), Owner: p.Owner, Backend: cargoBackend, SizeLimitMB: int(size),
 			CreatedAt: now, LastAccessedAt: now,
 		}
 		// The volume exists when the answer arrives (Bay's cargo manager creates it in the request), not at the
 		// first mount.
-		if wc, ok := h.cfg.Sandboxes.(WorkspaceCreator); ok {
+		if wc, ok := h.svc.Sandboxes().(WorkspaceCreator); ok {
 			if err := wc.CreateWorkspace(r.Context(), c.ID); err != nil {
 				writeError(w, r, err)
 				return
@@ -116,7 +116,7 @@ func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p service.
 	var active []string
 	cursor := ""
 	for {
-		list, next, err := h.cfg.Sandboxes.List(r.Context(), sandboxes.ListOptions{Limit: 200, Cursor: cursor})
+		list, next, err := h.svc.Sandboxes().List(r.Context(), sandboxes.ListOptions{Limit: 200, Cursor: cursor})
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -135,7 +135,7 @@ func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p service.
 		writeError(w, r, service.Errorf(service.CodeConflict, "Cargo %s is in use by %d sandbox(es)", c.ID, len(active)).With("active_sandbox_ids", active))
 		return
 	}
-	if rm, ok := h.cfg.Sandboxes.(WorkspaceRemover); ok {
+	if rm, ok := h.svc.Sandboxes().(WorkspaceRemover); ok {
 		if err := rm.RemoveWorkspace(r.Context(), c.ID); err != nil && service.AsError(err).Code != service.CodeNotFound {
 			writeError(w, r, err)
 			return

@@ -55,7 +55,7 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 	if prof == nil {
 		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
 	}
-	id := newID("sandbox-")
+	id := service.NewID("sandbox-")
 	ws := req.WorkspaceID
 	if ws == "" {
 		ws = "ws-" + strings.TrimPrefix(id, "sandbox-")

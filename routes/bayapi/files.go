@@ -21,7 +21,7 @@ func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot boo
 	if !decodeOrFail(w, q) {
 		return "", false
 	}
-	c, err := cleanWorkspacePath("path", p, allowRoot)
+	c, err := service.CleanWorkspacePath("path", p, allowRoot)
 	if err != nil {
 		writeError(w, r, err)
 		return "", false
@@ -34,7 +34,7 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p service.Pri
 	if !ok {
 		return
 	}
-	b, err := h.ReadFile(r.Context(), p, r.PathValue("id"), fp)
+	b, err := h.svc.ReadFile(r.Context(), p, r.PathValue("id"), fp)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -49,7 +49,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p service.Pr
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if err := h.WriteFile(r.Context(), p, r.PathValue("id"), fp, strings.NewReader(content)); err != nil {
+	if err := h.svc.WriteFile(r.Context(), p, r.PathValue("id"), fp, strings.NewReader(content)); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -61,12 +61,12 @@ func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p service.P
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapFilesystem)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := h.cfg.Agent.Remove(r.Context(), t, fp); err != nil {
+	if err := h.svc.Agent().Remove(r.Context(), t, fp); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -78,30 +78,12 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p service.Prin
 	if !ok {
 		return
 	}
-	entries, err := h.ListDir(r.Context(), p, r.PathValue("id"), dp)
+	entries, err := h.svc.ListDir(r.Context(), p, r.PathValue("id"), dp)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
-}
-
-// errTooLarge is what the counting reader fails with once an upload passes the cap.
-var errTooLarge = errors.New("upload exceeds the size limit")
-
-type cappedReader struct {
-	r   io.Reader
-	n   int64
-	max int64
-}
-
-func (c *cappedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if c.n > c.max {
-		return n, errTooLarge
-	}
-	return n, err
 }
 
 // upload streams the multipart `file` part to the agent without holding it in memory. Bay's clients send the
@@ -117,8 +99,8 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Princ
 		}})
 		return
 	}
-	if r.ContentLength > 0 && r.ContentLength > h.cfg.MaxUploadBytes+1<<20 {
-		writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+	if r.ContentLength > 0 && r.ContentLength > h.svc.MaxUploadBytes()+1<<20 {
+		writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 		return
 	}
 	mr, err := r.MultipartReader()
@@ -139,19 +121,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Princ
 		}
 	}()
 	send := func(body io.Reader) error {
-		c, err := cleanWorkspacePath("path", *dest, false)
-		if err != nil {
-			return err
-		}
-		t, err := h.running(r.Context(), id, p, sandboxes.CapFilesystem)
-		if err != nil {
-			return err
-		}
-		capped := &cappedReader{r: body, max: h.cfg.MaxUploadBytes}
-		n, err := h.cfg.Agent.Upload(r.Context(), t, c, capped)
-		if capped.n > h.cfg.MaxUploadBytes || errors.Is(err, errTooLarge) {
-			return tooLarge(h.cfg.MaxUploadBytes)
-		}
+		n, err := h.svc.Upload(r.Context(), p, id, *dest, body)
 		written = n
 		done = err == nil
 		return err
@@ -162,8 +132,8 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Princ
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errTooLarge) {
-				writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+			if errors.Is(err, service.ErrTooLarge) {
+				writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 				return
 			}
 			writeError(w, r, service.Errorf(service.CodeValidation, "reading the multipart body: %v", err))
@@ -211,10 +181,10 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Princ
 				writeError(w, r, fmt.Errorf("spooling the upload: %w", err))
 				return
 			}
-			capped := &cappedReader{r: part, max: h.cfg.MaxUploadBytes}
+			capped := &service.CappedReader{R: part, Max: h.svc.MaxUploadBytes()}
 			if _, err := io.Copy(spooled, capped); err != nil {
-				if errors.Is(err, errTooLarge) {
-					writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+				if errors.Is(err, service.ErrTooLarge) {
+					writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 				} else {
 					writeError(w, r, service.Errorf(service.CodeValidation, "reading the uploaded file: %v", err))
 				}
@@ -239,21 +209,17 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Princ
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": *dest, "size": written})
 }
 
-func tooLarge(max int64) *service.Error {
-	return service.Errorf(service.CodePayloadTooLarge, "upload exceeds the limit of %d bytes", max).With("max_bytes", max)
-}
-
 func (h *Handler) download(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
+	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapFilesystem)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	d, err := h.cfg.Agent.Download(r.Context(), t, fp, r.Header.Get("Range"))
+	d, err := h.svc.Agent().Download(r.Context(), t, fp, r.Header.Get("Range"))
 	if err != nil {
 		writeError(w, r, err)
 		return

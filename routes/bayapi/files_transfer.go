@@ -8,14 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sandgate/sandgate/routes/egress"
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -24,14 +22,6 @@ import (
 // through the gateway into the sandbox's workspace. Nothing is buffered whole: agent download -> agent upload.
 
 var bucketExports = []byte("exports") // key: sandbox id NUL path
-
-// Export is one registered file.
-type Export struct {
-	SandboxID  string    `json:"sandbox_id"`
-	Path       string    `json:"path"`
-	Owner      string    `json:"owner"`
-	ExportedAt time.Time `json:"exported_at"`
-}
 
 func exportKey(sandboxID, p string) []byte { return []byte(sandboxID + "\x00" + p) }
 
@@ -114,7 +104,7 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p service.
 		return
 	}
 	id := r.PathValue("id")
-	es, err := h.ExportFiles(r.Context(), p, id, req.Paths)
+	es, err := h.svc.ExportFiles(r.Context(), p, id, req.Paths)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -123,7 +113,7 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	sb, err := h.visible(r.Context(), r.PathValue("id"), p)
+	sb, err := h.svc.Visible(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -149,66 +139,12 @@ func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p service.P
 		writeError(w, r, err)
 		return
 	}
-	res, err := h.ImportFile(r.Context(), p, r.PathValue("id"), ImportParams(req))
+	res, err := h.svc.ImportFile(r.Context(), p, r.PathValue("id"), service.ImportParams(req))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": res.Path, "size": res.Size, "source": res.Source})
-}
-
-// importSource opens what an import reads: an exported file of another sandbox of p's, or a public URL, once the
-// destination sandbox is known to be p's. It returns the body, a description of the source and its base name.
-func (h *Handler) importSource(ctx context.Context, p service.Principal, id string, req ImportParams) (io.ReadCloser, string, string, error) {
-	fromSandbox := req.FromSandbox != "" || req.Path != ""
-	if fromSandbox == (req.URL != "") {
-		return nil, "", "", service.Errorf(service.CodeValidation, "give either from_sandbox and path, or url")
-	}
-	if !fromSandbox {
-		u, err := url.Parse(req.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, "", "", service.Errorf(service.CodeValidation, "url must be an absolute http(s) URL")
-		}
-		if _, err := h.visible(ctx, id, p); err != nil {
-			return nil, "", "", err
-		}
-		rc, err := fetchPublic(ctx, u)
-		if err != nil {
-			return nil, "", "", err
-		}
-		return rc, u.Redacted(), path.Base(u.Path), nil
-	}
-	src, err := cleanWorkspacePath("path", req.Path, false)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if req.FromSandbox == "" {
-		return nil, "", "", service.Errorf(service.CodeValidation, "from_sandbox is required with path")
-	}
-	// The source must be the caller's (another owner's sandbox does not exist for it) and the path exported.
-	from, err := h.visible(ctx, req.FromSandbox, p)
-	if err != nil {
-		return nil, "", "", err
-	}
-	exp, err := h.cfg.Store.export(from.ID, src)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("reading exports: %w", err)
-	}
-	if exp == nil {
-		return nil, "", "", service.Errorf(service.CodeForbidden, "%s is not exported by sandbox %s", src, from.ID).With("sandbox_id", from.ID).With("path", src)
-	}
-	if _, err := h.visible(ctx, id, p); err != nil { // check the destination before starting the source
-		return nil, "", "", err
-	}
-	st, err := h.running(ctx, from.ID, p, sandboxes.CapFilesystem)
-	if err != nil {
-		return nil, "", "", err
-	}
-	d, err := h.cfg.Agent.Download(ctx, st, src, "")
-	if err != nil {
-		return nil, "", "", err
-	}
-	return d.Body, "sandbox:" + from.ID + "/" + src, path.Base(src), nil
 }
 
 func decodeTransfer(r *http.Request, into any) error {
@@ -220,9 +156,9 @@ func decodeTransfer(r *http.Request, into any) error {
 	return nil
 }
 
-// fetchPublic GETs a URL for an import. The gateway sits next to internal services, so the address actually dialled
+// FetchPublic GETs a URL for an import. The gateway sits next to internal services, so the address actually dialled
 // must be public: loopback, link-local, metadata and private ranges are refused after DNS resolution.
-func fetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
+func FetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
 	// The address policy (routes/egress) runs at dial time on every address, the redirects' too.
 	dialer := egress.AddrRules{}.Dialer(10*time.Second, nil)
 	client := &http.Client{

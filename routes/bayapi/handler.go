@@ -2,8 +2,6 @@ package bayapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,18 +12,12 @@ import (
 
 // Config wires the handler to its collaborators.
 type Config struct {
-	Sandboxes service.Sandboxes
-	Agent     service.Agent
-	// Streamer serves streaming exec, processes and PTY; nil answers those routes with capability_not_supported.
-	Streamer service.Streamer
-	// Tickets issues browser tickets; nil answers the tickets route with capability_not_supported.
-	Tickets service.TicketIssuer
+	// Service runs the operations; the handler translates Bay's requests and answers around it.
+	Service *service.Service
 	Store   *Store
 	Keys    *service.KeyRing
 	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
 	AllowAnonymous bool
-	// MaxUploadBytes caps one upload; 0 means 1 GiB.
-	MaxUploadBytes int64
 	// MaxSpooledUploads and MaxSpooledUploadsPerOwner bound uploads spooled to the temp dir at once (a file part
 	// before its path); 0 means DefaultMaxSpooledUploads and DefaultMaxSpooledUploadsPerOwner.
 	MaxSpooledUploads         int
@@ -38,6 +30,7 @@ type Config struct {
 // Handler serves the API.
 type Handler struct {
 	cfg    Config
+	svc    *service.Service
 	mux    *http.ServeMux
 	routes []route
 	idem   *idempotencyCache
@@ -61,16 +54,13 @@ func New(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxUploadBytes <= 0 {
-		cfg.MaxUploadBytes = 1 << 30
-	}
 	if cfg.Keys == nil {
 		cfg.Keys, _ = service.NewKeyRing(nil)
 	}
 	if cfg.Store != nil {
 		cfg.Store.SetLogger(cfg.Logger)
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
+	h := &Handler{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
 		spool: newSpoolSlots(cfg.MaxSpooledUploads, cfg.MaxSpooledUploadsPerOwner)}
 	h.routes = h.table()
 	for _, rt := range h.routes {
@@ -162,7 +152,7 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := r.Header.Get("X-Request-Id")
 	if rid == "" || len(rid) > 128 {
-		rid = newID("req-")
+		rid = service.NewID("req-")
 	}
 	w.Header().Set("X-Request-Id", rid)
 	ctx := context.WithValue(r.Context(), requestIDKey, rid)
@@ -194,13 +184,6 @@ func requestID(r *http.Request) string {
 		return v
 	}
 	return ""
-}
-
-// newID returns prefix + 12 hex digits, Bay's id shape.
-func newID(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return prefix + hex.EncodeToString(b)
 }
 
 func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ service.Principal) {

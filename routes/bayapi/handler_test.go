@@ -51,7 +51,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
+// testConfig is the handler's configuration and its service's, for a test to change before the handler is built.
+type testConfig struct {
+	Config
+	svc service.Config
+}
+
+func newTestAPI(t *testing.T, mutate ...func(*testConfig)) *testAPI {
 	t.Helper()
 	st, err := OpenStore(filepath.Join(t.TempDir(), "api.db"))
 	if err != nil {
@@ -66,11 +72,16 @@ func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
 		t.Fatal(err)
 	}
 	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
-	cfg := Config{Sandboxes: mgr, Agent: agent, Store: st, Keys: keys, Version: "test", Now: clock.Now, MaxUploadBytes: 1 << 20}
+	cfg := testConfig{
+		Config: Config{Store: st, Keys: keys, Version: "test", Now: clock.Now},
+		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, Cargos: CargoBook{Store: st, Now: clock.Now},
+			Exports: ExportBook{Store: st}, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
+	}
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	h := New(cfg)
+	cfg.Service = service.New(cfg.svc)
+	h := New(cfg.Config)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testAPI{srv: srv, h: h, mgr: mgr, agent: agent, clock: clock}
@@ -492,7 +503,7 @@ func TestListScopingAndPaging(t *testing.T) {
 }
 
 func TestAnonymous(t *testing.T) {
-	a := newTestAPI(t, func(c *Config) { c.AllowAnonymous = true })
+	a := newTestAPI(t, func(c *testConfig) { c.AllowAnonymous = true })
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes", "", map[string]any{}, "X-Owner", "carol")
 	if st != 201 {
 		t.Fatalf("anonymous create: %d %v", st, out)
@@ -695,7 +706,7 @@ func (f *fakeIssuer) Issue(_ context.Context, req service.TicketRequest) (servic
 
 func TestTickets(t *testing.T) {
 	iss := &fakeIssuer{}
-	a := newTestAPI(t, func(c *Config) { c.Tickets = iss })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = iss })
 	id := a.create(t, keyAlice, nil)
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyAlice, map[string]any{"scope": "vnc", "ttl": 30})
 	if st != 201 || out["ticket"] != "tk" || iss.got.Scope != "vnc" || iss.got.TTL != 30*time.Second || iss.got.Owner != "default" {
@@ -771,19 +782,19 @@ func TestCleanWorkspacePath(t *testing.T) {
 		{"skills/./x//y", "skills/x/y", false, ""},
 		{"a/../b", "b", false, ""},
 		{".", ".", true, ""},
-		{".", "", false, PathReasonRoot},
-		{"", "", true, PathReasonEmpty},
-		{"   ", "", true, PathReasonEmpty},
-		{"/abs", "", true, PathReasonAbsolute},
-		{"/workspace/a", "", true, PathReasonAbsolute},
-		{"..", "", true, PathReasonTraversal},
-		{"a/../../b", "", true, PathReasonTraversal},
-		{"a\x00b", "", true, PathReasonNullByte},
+		{".", "", false, service.PathReasonRoot},
+		{"", "", true, service.PathReasonEmpty},
+		{"   ", "", true, service.PathReasonEmpty},
+		{"/abs", "", true, service.PathReasonAbsolute},
+		{"/workspace/a", "", true, service.PathReasonAbsolute},
+		{"..", "", true, service.PathReasonTraversal},
+		{"a/../../b", "", true, service.PathReasonTraversal},
+		{"a\x00b", "", true, service.PathReasonNullByte},
 	}
 	for _, tc := range tests {
-		got, err := cleanWorkspacePath("cwd", tc.in, tc.allowRoot)
+		got, err := service.CleanWorkspacePath("cwd", tc.in, tc.allowRoot)
 		if (err == nil) != (tc.reason == "") || got != tc.want {
-			t.Errorf("cleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
+			t.Errorf("service.CleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
 		}
 		if err == nil {
 			continue
@@ -791,7 +802,7 @@ func TestCleanWorkspacePath(t *testing.T) {
 		// Bay's details: {field, reason}.
 		e := service.AsError(err)
 		if e.Code != service.CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
-			t.Errorf("cleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
+			t.Errorf("service.CleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
 		}
 	}
 }
@@ -819,7 +830,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestAPI(t, func(c *Config) { c.Tickets = realIssuer{iss} })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = realIssuer{iss} })
 	mine := a.create(t, keyAlice, nil)
 	bobs := a.create(t, keyBob, nil)
 	limited := 0

@@ -27,7 +27,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -104,7 +104,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.
 
 func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -129,7 +129,7 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p service
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}

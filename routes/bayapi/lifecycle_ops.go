@@ -70,7 +70,7 @@ func (h *Handler) lifecycleRoutes() []route {
 }
 
 func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
-	p, ok := h.cfg.Sandboxes.(Pauser)
+	p, ok := h.svc.Sandboxes().(Pauser)
 	if !ok {
 		writeError(w, r, service.Errorf(service.CodeCapability, "pause is not available on this gateway").With("capability", "pause").With("available", []string{}))
 		return nil
@@ -79,7 +79,7 @@ func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
 }
 
 func (h *Handler) snapshotter(w http.ResponseWriter, r *http.Request) Snapshotter {
-	s, ok := h.cfg.Sandboxes.(Snapshotter)
+	s, ok := h.svc.Sandboxes().(Snapshotter)
 	if !ok {
 		writeError(w, r, service.Errorf(service.CodeCapability, "snapshots are not available on this gateway").With("capability", "snapshots").With("available", []string{}))
 		return nil
@@ -101,7 +101,7 @@ func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p servic
 		return
 	}
 	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -116,7 +116,7 @@ func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p servic
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.sandboxResponse(sb, false))
+	writeJSON(w, http.StatusOK, h.describe(sb, false))
 }
 
 func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p service.Principal) SnapshotResponse {
@@ -153,7 +153,7 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p servi
 		return
 	}
 	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -239,7 +239,7 @@ func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.
 		return
 	}
 	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -252,8 +252,8 @@ func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.
 		writeError(w, r, err)
 		return
 	}
-	h.recordManagedCargo(sb, p)
-	writeJSON(w, http.StatusCreated, map[string]any{"sandbox": h.sandboxResponse(sb, false), "copy": copyResponse(stats)})
+	h.svc.RecordManaged(sb, p)
+	writeJSON(w, http.StatusCreated, map[string]any{"sandbox": h.describe(sb, false), "copy": copyResponse(stats)})
 }
 
 // createFromSnapshot serves POST /v1/sandboxes with snapshot_id: the new sandbox's workspace starts as a copy of
@@ -276,21 +276,6 @@ func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p s
 		writeError(w, r, err)
 		return
 	}
-	h.recordManagedCargo(sb, p)
-	writeJSON(w, http.StatusCreated, h.sandboxResponse(sb, false))
-}
-
-// recordManagedCargo lists a new sandbox's own workspace as its managed cargo, as a plain create does.
-func (h *Handler) recordManagedCargo(sb sandboxes.Sandbox, p service.Principal) {
-	if sb.WorkspaceID == "" || h.cfg.Store == nil {
-		return
-	}
-	now := h.cfg.Now().UTC()
-	sid := sb.ID
-	if err := h.cfg.Store.PutCargo(&Cargo{
-		ID: sb.WorkspaceID, Owner: p.Owner, Managed: true, ManagedBySandboxID: &sid, Backend: cargoBackend,
-		SizeLimitMB: defaultCargoMB, CreatedAt: now, LastAccessedAt: now,
-	}); err != nil {
-		h.cfg.Logger.Warn("recording a managed cargo", "sandbox", sb.ID, "error", err)
-	}
+	h.svc.RecordManaged(sb, p)
+	writeJSON(w, http.StatusCreated, h.describe(sb, false))
 }

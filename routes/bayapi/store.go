@@ -177,27 +177,6 @@ func capField(s string, truncated *bool) string {
 	return s[:cut]
 }
 
-// HistoryEntry is one recorded execution, Bay's shape.
-type HistoryEntry struct {
-	ID              string  `json:"id"`
-	SandboxID       string  `json:"-"`
-	SessionID       *string `json:"session_id"`
-	ExecType        string  `json:"exec_type"`
-	Code            string  `json:"code"`
-	Success         bool    `json:"success"`
-	ExecutionTimeMS int64   `json:"execution_time_ms"`
-	Output          *string `json:"output"`
-	Error           *string `json:"error"`
-	// PayloadRef names a stored payload of the execution (Bay's blob:blob-... of a learning run); null when none.
-	PayloadRef  *string   `json:"payload_ref"`
-	Description *string   `json:"description"`
-	Tags        *string   `json:"tags"`
-	Notes       *string   `json:"notes"`
-	CreatedAt   time.Time `json:"created_at"`
-	// Truncated is our addition: code, output or error was longer than MaxHistoryField and only its start is kept.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
 // AddHistory queues an execution record; it is stored in the background (see Store). Code, output and error are
 // cut to MaxHistoryField bytes each (Truncated says so).
 func (s *Store) AddHistory(e *HistoryEntry) error {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
@@ -95,7 +94,7 @@ func (a runCodeArgs) validate() error {
 		return err
 	}
 	switch a.Language {
-	case "", bayapi.LangPython, bayapi.LangNode, bayapi.LangR:
+	case "", service.LangPython, service.LangNode, service.LangR:
 	default:
 		return invalid("language must be python, node or r, not %q", a.Language)
 	}
@@ -108,7 +107,7 @@ func (a runCodeArgs) validate() error {
 
 func (a runCodeArgs) language() string {
 	if a.Language == "" {
-		return bayapi.LangPython
+		return service.LangPython
 	}
 	return a.Language
 }
@@ -133,9 +132,9 @@ func (a commandArgs) check(max int) error {
 
 func (a commandArgs) validate() error { return a.check(maxTimeoutSec) }
 
-func (a commandArgs) params(max int) bayapi.ShellParams {
+func (a commandArgs) params(max int) service.ShellParams {
 	d, _ := timeout(a.TimeoutSeconds, defaultTimeoutSec, max) // validated
-	sp := bayapi.ShellParams{Command: a.Command, Timeout: d}
+	sp := service.ShellParams{Command: a.Command, Timeout: d}
 	if a.Cwd != "" {
 		cwd := a.Cwd
 		sp.Cwd = &cwd

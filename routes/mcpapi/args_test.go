@@ -8,7 +8,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -80,7 +79,7 @@ func TestArgsValidate(t *testing.T) {
 func TestToolErrorsAreToolResults(t *testing.T) {
 	ctx := context.Background()
 	s := New(Options{})
-	s.SetOps(bayapi.New(bayapi.Config{}))
+	s.SetOps(service.New(service.Config{}), nil)
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := s.MCP().Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)

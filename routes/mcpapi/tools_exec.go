@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -30,7 +29,7 @@ func (s *Server) addExecTools() {
 		"value) come back as PNG images."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in runCodeArgs) (*mcp.CallToolResult, error) {
 			d, _ := timeout(in.TimeoutSeconds, defaultTimeoutSec, maxTimeoutSec)
-			res, err := c.ops.RunKernel(ctx, c.p, in.SandboxID, in.language(), in.Code, d, bayapi.ExecMeta{})
+			res, err := c.ops.RunKernel(ctx, c.p, in.SandboxID, in.language(), in.Code, d, service.ExecMeta{})
 			if err != nil {
 				return nil, err
 			}
@@ -56,7 +55,7 @@ func (s *Server) addExecTools() {
 		"to finish. Returns exit_code, stdout and stderr. The command is killed at timeout_seconds (default 30, at " +
 		"most 300); use run_long_command for builds, installs and anything slower."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in commandArgs) (*mcp.CallToolResult, error) {
-			res, err := c.ops.RunShell(ctx, c.p, in.SandboxID, in.params(maxTimeoutSec), bayapi.ExecMeta{})
+			res, err := c.ops.RunShell(ctx, c.p, in.SandboxID, in.params(maxTimeoutSec), service.ExecMeta{})
 			if err != nil {
 				return nil, err
 			}

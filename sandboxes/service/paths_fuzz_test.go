@@ -1,11 +1,9 @@
-package bayapi
+package service
 
 import (
 	"path"
 	"strings"
 	"testing"
-
-	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // FuzzCleanWorkspacePath: the gateway's check of a tenant's workspace path never lets a path out: an accepted path
@@ -16,9 +14,9 @@ func FuzzCleanWorkspacePath(f *testing.F) {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, p string, allowRoot bool) {
-		c, err := cleanWorkspacePath("path", p, allowRoot)
+		c, err := CleanWorkspacePath("path", p, allowRoot)
 		if err != nil {
-			if e := service.AsError(err); e.Code != service.CodeInvalidPath || e.Details["field"] != "path" || e.Details["reason"] == "" {
+			if e := AsError(err); e.Code != CodeInvalidPath || e.Details["field"] != "path" || e.Details["reason"] == "" {
 				t.Fatalf("%q: %v is not invalid_path with Bay's {field, reason}", p, err)
 			}
 			return
