@@ -100,8 +100,6 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p service.Pr
 	})
 }
 
-func strPtr(s string) *string { return &s }
-
 // emptyToNil gives Bay's null for an empty error/output field.
 func emptyToNil(s string) *string {
 	if s == "" {

@@ -201,10 +201,3 @@ func decodeOrFail(w http.ResponseWriter, f *fields) bool {
 
 func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
-func isoPtr(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := iso(*t)
-	return &s
-}
