@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Pause, resume, snapshots and fork of the API, adapted onto the Manager (sandboxes/pause.go, snapshots.go).
@@ -59,6 +59,6 @@ func deref[T any](v *T, err error) (T, error) {
 }
 
 var (
-	_ bayapi.Pauser      = managerBackend{}
-	_ bayapi.Snapshotter = managerBackend{}
+	_ service.Pauser      = managerBackend{}
+	_ service.Snapshotter = managerBackend{}
 )

@@ -1,7 +1,6 @@
 package bayapi
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -11,23 +10,6 @@ import (
 
 // Pause, resume, snapshots and fork: our additions, in Bay's style (same auth, envelope and owner scoping). A
 // backend that lacks them answers capability_not_supported.
-
-// Pauser is implemented by a backend that can freeze and thaw sandboxes.
-type Pauser interface {
-	Pause(ctx context.Context, id string) (sandboxes.Sandbox, error)
-	Resume(ctx context.Context, id string) (sandboxes.Sandbox, error)
-}
-
-// Snapshotter is implemented by a backend that keeps workspace snapshots.
-type Snapshotter interface {
-	CreateSnapshot(ctx context.Context, id string, req sandboxes.SnapshotRequest) (sandboxes.Snapshot, error)
-	// Snapshots lists owner's snapshots ("" lists every owner's), newest first.
-	Snapshots(ctx context.Context, owner string) ([]sandboxes.Snapshot, error)
-	GetSnapshot(ctx context.Context, id string) (sandboxes.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id string) error
-	CreateFromSnapshot(ctx context.Context, req sandboxes.CreateRequest, snapshotID string) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-	Fork(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-}
 
 // SnapshotResponse is a snapshot as the API shows it (its storage location stays internal).
 type SnapshotResponse struct {
@@ -69,24 +51,6 @@ func (h *Handler) lifecycleRoutes() []route {
 	}
 }
 
-func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
-	p, ok := h.svc.Sandboxes().(Pauser)
-	if !ok {
-		writeError(w, r, service.Errorf(service.CodeCapability, "pause is not available on this gateway").With("capability", "pause").With("available", []string{}))
-		return nil
-	}
-	return p
-}
-
-func (h *Handler) snapshotter(w http.ResponseWriter, r *http.Request) Snapshotter {
-	s, ok := h.svc.Sandboxes().(Snapshotter)
-	if !ok {
-		writeError(w, r, service.Errorf(service.CodeCapability, "snapshots are not available on this gateway").With("capability", "snapshots").With("available", []string{}))
-		return nil
-	}
-	return s
-}
-
 func (h *Handler) pauseSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.pauseOrResume(w, r, p, true)
 }
@@ -96,22 +60,11 @@ func (h *Handler) resumeSandbox(w http.ResponseWriter, r *http.Request, p servic
 }
 
 func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p service.Principal, pause bool) {
-	pr := h.pauser(w, r)
-	if pr == nil {
-		return
-	}
-	id := r.PathValue("id")
-	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var sb sandboxes.Sandbox
-	var err error
+	op := h.svc.Resume
 	if pause {
-		sb, err = pr.Pause(r.Context(), id)
-	} else {
-		sb, err = pr.Resume(r.Context(), id)
+		op = h.svc.Pause
 	}
+	sb, err := op(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,21 +82,9 @@ func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p service.Principal) Sn
 	return resp
 }
 
-// visibleSnapshot fetches a snapshot the caller may use; another owner's does not exist for it.
-func (h *Handler) visibleSnapshot(ctx context.Context, s Snapshotter, id string, p service.Principal) (sandboxes.Snapshot, error) {
-	snap, err := s.GetSnapshot(ctx, id)
-	if err != nil {
-		return snap, err
-	}
-	if !p.Admin && snap.Owner != p.Owner {
-		return sandboxes.Snapshot{}, service.Errorf(service.CodeNotFound, "Snapshot not found: %s", id)
-	}
-	return snap, nil
-}
-
 func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
+	if err := h.svc.CanSnapshot(); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	f := bodyFields(r, false)
@@ -152,12 +93,7 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p servi
 	if !decodeOrFail(w, f) {
 		return
 	}
-	id := r.PathValue("id")
-	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	snap, err := s.CreateSnapshot(r.Context(), id, sandboxes.SnapshotRequest{Name: name, Kind: sandboxes.SnapshotKind(kind)})
+	snap, err := h.svc.CreateSnapshot(r.Context(), p, r.PathValue("id"), sandboxes.SnapshotRequest{Name: name, Kind: sandboxes.SnapshotKind(kind)})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -170,40 +106,24 @@ func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p servic
 }
 
 func (h *Handler) listSandboxSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id := r.PathValue("id")
-	// The sandbox may be gone (snapshots outlive it): filter by source, scoped by owner like every list.
-	h.writeSnapshots(w, r, p, id)
+	h.writeSnapshots(w, r, p, r.PathValue("id"))
 }
 
 func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal, source string) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
-	list, err := s.Snapshots(r.Context(), owner)
+	list, err := h.svc.Snapshots(r.Context(), p, source)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	items := []SnapshotResponse{}
 	for _, snap := range list {
-		if source == "" || snap.Source == source {
-			items = append(items, h.snapshotResponse(snap, p))
-		}
+		items = append(items, h.snapshotResponse(snap, p))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
 func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	snap, err := h.visibleSnapshot(r.Context(), s, r.PathValue("sid"), p)
+	snap, err := h.svc.GetSnapshot(r.Context(), p, r.PathValue("sid"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -212,16 +132,7 @@ func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	id := r.PathValue("sid")
-	if _, err := h.visibleSnapshot(r.Context(), s, id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := s.DeleteSnapshot(r.Context(), id); err != nil {
+	if err := h.svc.DeleteSnapshot(r.Context(), p, r.PathValue("sid")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -229,8 +140,8 @@ func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p servi
 }
 
 func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
+	if err := h.svc.CanSnapshot(); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	f := bodyFields(r, false)
@@ -238,44 +149,21 @@ func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, f) {
 		return
 	}
-	id := r.PathValue("id")
-	if _, err := h.svc.Unexpired(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	d := time.Duration(-1)
-	if ttl > 0 {
-		d = time.Duration(ttl) * time.Second
-	}
-	sb, stats, err := s.Fork(r.Context(), id, d)
+	sb, stats, err := h.svc.Fork(r.Context(), p, r.PathValue("id"), time.Duration(ttl)*time.Second)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	h.svc.RecordManaged(sb, p)
 	writeJSON(w, http.StatusCreated, map[string]any{"sandbox": h.describe(sb, false), "copy": copyResponse(stats)})
 }
 
 // createFromSnapshot serves POST /v1/sandboxes with snapshot_id: the new sandbox's workspace starts as a copy of
 // the snapshot. profile "" takes the snapshot's profile.
 func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal, snapshotID, profile string, ttl int64, env map[string]string) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	if _, err := h.visibleSnapshot(r.Context(), s, snapshotID, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: env}
-	if ttl > 0 {
-		req.TTL = time.Duration(ttl) * time.Second
-	}
-	sb, _, err := s.CreateFromSnapshot(r.Context(), req, snapshotID)
+	sb, err := h.svc.CreateFromSnapshot(r.Context(), p, snapshotID, profile, time.Duration(ttl)*time.Second, env)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	h.svc.RecordManaged(sb, p)
 	writeJSON(w, http.StatusCreated, h.describe(sb, false))
 }
