@@ -8,16 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Our additions to Bay's API, in its style: same auth, envelope, ownership and ensure-running rules.
 
 func (h *Handler) needStreamer(w http.ResponseWriter, r *http.Request) bool {
-	if h.svc.Streamer() == nil {
-		writeError(w, r, service.Errorf(service.CodeCapability, "streaming, processes and PTY are not available on this gateway").
-			With("capability", "streaming").With("available", []string{}))
+	if err := h.svc.CanStream(); err != nil {
+		writeError(w, r, err)
 		return false
 	}
 	return true
@@ -58,13 +56,8 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p service.P
 	if !decodeOrFail(w, f) {
 		return
 	}
-	req := service.ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	t, err := h.svc.ShellTarget(r.Context(), p, r.PathValue("id"), cwd, &req.Cwd)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	body, err := h.svc.Streamer().ExecStream(r.Context(), t, req)
+	body, err := h.svc.StreamShell(r.Context(), p, r.PathValue("id"), service.ShellParams{Command: command, Cwd: cwd,
+		Timeout: time.Duration(timeout) * time.Second})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -76,12 +69,7 @@ func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p servic
 	if !h.needStreamer(w, r) {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	doc, err := h.svc.Streamer().Processes(r.Context(), t)
+	doc, err := h.svc.Processes(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -113,12 +101,7 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p servic
 	if !decodeOrFail(w, q) {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	body, err := h.svc.Streamer().ProcessOutput(r.Context(), t, pid, since)
+	body, err := h.svc.ProcessOutput(r.Context(), p, r.PathValue("id"), pid, since)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -148,12 +131,7 @@ func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p servic
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.svc.Streamer().Signal(r.Context(), t, pid, sig); err != nil {
+	if err := h.svc.Signal(r.Context(), p, r.PathValue("id"), pid, sig); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -174,12 +152,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p service.Pr
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.svc.ShellTarget(r.Context(), p, r.PathValue("id"), &cwd, &req.Cwd)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	doc, err := h.svc.Streamer().CreatePTY(r.Context(), t, req)
+	doc, err := h.svc.CreatePTY(r.Context(), p, r.PathValue("id"), req, cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -10,7 +10,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -61,12 +60,7 @@ func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p service.P
 	if !ok {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.svc.Agent().Remove(r.Context(), t, fp); err != nil {
+	if err := h.svc.RemoveFile(r.Context(), p, r.PathValue("id"), fp); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -214,12 +208,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, p service.Pri
 	if !ok {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, r.PathValue("id"), sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	d, err := h.svc.Agent().Download(r.Context(), t, fp, r.Header.Get("Range"))
+	d, err := h.svc.DownloadFile(r.Context(), p, r.PathValue("id"), fp, r.Header.Get("Range"))
 	if err != nil {
 		writeError(w, r, err)
 		return

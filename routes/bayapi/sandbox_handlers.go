@@ -19,7 +19,7 @@ func (h *Handler) listProfiles(w http.ResponseWriter, r *http.Request, _ service
 		return
 	}
 	items := []map[string]any{}
-	for _, p := range h.svc.Sandboxes().Profiles() {
+	for _, p := range h.svc.Profiles() {
 		caps := p.Capabilities
 		if caps == nil {
 			caps = []string{}
@@ -139,12 +139,7 @@ func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *Handler) keepalive(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id := r.PathValue("id")
-	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.svc.Sandboxes().Keepalive(r.Context(), id); err != nil {
+	if err := h.svc.Keepalive(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -162,16 +157,7 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request, p service.Pr
 		if !decodeOrFail(w, f) {
 			return
 		}
-		sb, err := h.svc.Unexpired(r.Context(), p, id)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		if sb.ExpiresAt == nil {
-			writeError(w, r, service.Errorf(service.CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id))
-			return
-		}
-		sb, err = h.svc.Sandboxes().ExtendTTL(r.Context(), id, time.Duration(by)*time.Second)
+		sb, err := h.svc.ExtendTTL(r.Context(), p, id, time.Duration(by)*time.Second)
 		if err != nil {
 			writeError(w, r, err)
 			return

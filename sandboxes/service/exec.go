@@ -126,7 +126,7 @@ type ShellOutput struct {
 // RunShell runs a shell command to its end (or its timeout) and records it in the history.
 func (s *Service) RunShell(ctx context.Context, p Principal, id string, sp ShellParams, meta ExecMeta) (ShellOutput, error) {
 	req := ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
-	t, err := s.ShellTarget(ctx, p, id, sp.Cwd, &req.Cwd)
+	t, err := s.shellTarget(ctx, id, p, sp.Cwd, &req.Cwd)
 	if err != nil {
 		return ShellOutput{}, err
 	}
@@ -152,21 +152,20 @@ func (s *Service) RunShell(ctx context.Context, p Principal, id string, sp Shell
 
 // StreamShell starts a shell command and returns the agent's SSE stream of its events.
 func (s *Service) StreamShell(ctx context.Context, p Principal, id string, sp ShellParams) (io.ReadCloser, error) {
-	if s.cfg.Streamer == nil {
-		return nil, Errorf(CodeCapability, "streaming, processes and PTY are not available on this gateway").
-			With("capability", "streaming").With("available", []string{})
+	if err := s.CanStream(); err != nil {
+		return nil, err
 	}
 	req := ExecRequest{Command: sp.Command, Timeout: sp.Timeout}
-	t, err := s.ShellTarget(ctx, p, id, sp.Cwd, &req.Cwd)
+	t, err := s.shellTarget(ctx, id, p, sp.Cwd, &req.Cwd)
 	if err != nil {
 		return nil, err
 	}
 	return s.cfg.Streamer.ExecStream(ctx, t, req)
 }
 
-// ShellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
+// shellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
 // directory, when given, is checked and cleaned into *dst.
-func (s *Service) ShellTarget(ctx context.Context, p Principal, id string, cwd *string, dst *string) (sandboxes.Target, error) {
+func (s *Service) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
 	if cwd != nil && *cwd != "" {
 		c, err := CleanWorkspacePath("cwd", *cwd, true)
 		if err != nil {

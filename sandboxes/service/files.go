@@ -194,3 +194,29 @@ func (s *Service) uploadCapped(ctx context.Context, t sandboxes.Target, path str
 	}
 	return n, err
 }
+
+// RemoveFile removes a workspace file or directory (recursively) of a sandbox p owns.
+func (s *Service) RemoveFile(ctx context.Context, p Principal, id, path string) error {
+	c, err := CleanWorkspacePath("path", path, false)
+	if err != nil {
+		return err
+	}
+	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Agent.Remove(ctx, t, c)
+}
+
+// DownloadFile opens a workspace file of a sandbox p owns; rangeHeader is an HTTP Range ("" for the whole file).
+func (s *Service) DownloadFile(ctx context.Context, p Principal, id, path, rangeHeader string) (*Download, error) {
+	c, err := CleanWorkspacePath("path", path, false)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Agent.Download(ctx, t, c, rangeHeader)
+}

@@ -58,9 +58,6 @@ func (s *Service) Sandboxes() Sandboxes { return s.cfg.Sandboxes }
 // Agent is the agent client the operations use.
 func (s *Service) Agent() Agent { return s.cfg.Agent }
 
-// Streamer is the streaming half of the agent client, nil when the gateway has none.
-func (s *Service) Streamer() Streamer { return s.cfg.Streamer }
-
 // Tickets is the ticket issuer, nil when the gateway mints none.
 func (s *Service) Tickets() TicketIssuer { return s.cfg.Tickets }
 
@@ -147,4 +144,24 @@ func (s *Service) ListSandboxes(ctx context.Context, p Principal, opts sandboxes
 		opts.Owner = p.Owner
 	}
 	return s.cfg.Sandboxes.List(ctx, opts)
+}
+
+// Keepalive counts as activity on a sandbox p may see, so the idle collector leaves it running.
+func (s *Service) Keepalive(ctx context.Context, p Principal, id string) error {
+	if _, err := s.Visible(ctx, p, id); err != nil {
+		return err
+	}
+	return s.cfg.Sandboxes.Keepalive(ctx, id)
+}
+
+// ExtendTTL pushes back the expiry of a sandbox p owns; one without a TTL answers sandbox_ttl_infinite.
+func (s *Service) ExtendTTL(ctx context.Context, p Principal, id string, by time.Duration) (sandboxes.Sandbox, error) {
+	sb, err := s.Unexpired(ctx, p, id)
+	if err != nil {
+		return sandboxes.Sandbox{}, err
+	}
+	if sb.ExpiresAt == nil {
+		return sandboxes.Sandbox{}, Errorf(CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id)
+	}
+	return s.cfg.Sandboxes.ExtendTTL(ctx, id, by)
 }
