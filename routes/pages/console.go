@@ -118,43 +118,15 @@ func (s *consoleSessions) drop(id string) {
 	s.mu.Unlock()
 }
 
-// StaticKeys is a KeyLookup over configured keys, kept as SHA-256 hashes (the gateway's own sandbox_api key ring
-// can be used instead).
-type StaticKeys struct {
-	hashes []string
-	who    []service.Principal
-}
-
-// NewStaticKeys accepts the configured keys; an empty key or owner is refused.
-func NewStaticKeys(keys []service.KeyConfig) (*StaticKeys, error) {
-	k := &StaticKeys{}
+// NewStaticKeys is a KeyLookup over the console's own configured keys (the gateway's sandbox_api key ring can be
+// used instead); an empty key is refused.
+func NewStaticKeys(keys []service.KeyConfig) (*service.KeyRing, error) {
 	for i, c := range keys {
 		if strings.TrimSpace(c.Key) == "" {
 			return nil, fmt.Errorf("console key %d is empty", i+1)
 		}
-		owner := c.Owner
-		if owner == "" {
-			owner = service.DefaultOwner
-		}
-		k.hashes = append(k.hashes, service.HashKey(c.Key))
-		k.who = append(k.who, service.Principal{Owner: owner, Admin: c.Admin})
 	}
-	return k, nil
-}
-
-// Lookup compares the key's hash with every configured hash in constant time.
-func (k *StaticKeys) Lookup(key string) (service.Principal, bool) {
-	h := []byte(service.HashKey(key))
-	found := -1
-	for i, want := range k.hashes {
-		if subtle.ConstantTimeCompare([]byte(want), h) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
-		return service.Principal{}, false
-	}
-	return k.who[found], true
+	return service.NewKeyRing(keys)
 }
 
 // serveConsole routes /console/...

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -88,7 +87,7 @@ type KeyStore interface {
 func NewKeyRing(keys []KeyConfig) (*KeyRing, error) {
 	ring := &KeyRing{keys: map[string]Principal{}, Source: KeyFromConfig}
 	for i, k := range keys {
-		if strings.TrimSpace(k.Key) == "" {
+		if k.Key == "" {
 			return nil, fmt.Errorf("api key %d is empty", i+1)
 		}
 		owner := k.Owner
@@ -131,16 +130,9 @@ func LoadKeys(_ context.Context, st KeyStore, setup KeySetup) (*KeyRing, error) 
 	if setup.Now == nil {
 		setup.Now = time.Now
 	}
-	ring := &KeyRing{keys: map[string]Principal{}}
-	for _, k := range setup.Extra {
-		if k.Key == "" {
-			return nil, fmt.Errorf("an api key is empty")
-		}
-		owner := k.Owner
-		if owner == "" {
-			owner = DefaultOwner
-		}
-		ring.keys[HashKey(k.Key)] = Principal{Owner: owner, Admin: k.Admin}
+	ring, err := NewKeyRing(setup.Extra)
+	if err != nil {
+		return nil, err
 	}
 	primary := Principal{Owner: DefaultOwner}
 	switch {
