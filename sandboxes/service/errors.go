@@ -129,35 +129,30 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 	return &Error{Code: code, Message: msg, Details: details}
 }
 
+// agentCodes are the service's codes for the agent's.
+var agentCodes = map[string]string{
+	agentapi.CodeFileNotFound:   CodeFileNotFound,
+	agentapi.CodeNotFound:       CodeNotFound,
+	agentapi.CodeInvalidPath:    CodeInvalidPath,
+	agentapi.CodeInvalidRequest: CodeValidation,
+	agentapi.CodeConflict:       CodeConflict,
+	agentapi.CodeTooLarge:       CodePayloadTooLarge,
+	agentapi.CodeNoSpace:        CodeNoSpace,
+	agentapi.CodeTimeout:        CodeTimeout,
+	agentapi.CodeUnavailable:    CodeSessionNotReady,
+	agentapi.CodeNotSupported:   CodeCapability,
+}
+
 func fromAgent(ae *agentapi.Error) *Error {
 	e := &Error{Message: ae.Message, Details: ae.Details}
-	switch ae.Code {
-	case agentapi.CodeFileNotFound:
-		e.Code = CodeFileNotFound
-	case agentapi.CodeNotFound:
-		if strings.HasPrefix(ae.Message, "no route ") {
-			// The agent in the sandbox's image predates this operation: a runtime problem, not a missing file.
-			e.Code = CodeShipError
-			e.Message = "the sandbox's agent does not serve this operation (" + ae.Message + "); rebuild the image with a current agent"
-		} else {
-			e.Code = CodeNotFound
-		}
-	case agentapi.CodeInvalidPath:
-		e.Code = CodeInvalidPath
-	case agentapi.CodeInvalidRequest:
-		e.Code = CodeValidation
-	case agentapi.CodeConflict:
-		e.Code = CodeConflict
-	case agentapi.CodeTooLarge:
-		e.Code = CodePayloadTooLarge
-	case agentapi.CodeNoSpace:
-		e.Code = CodeNoSpace
-	case agentapi.CodeTimeout:
-		e.Code = CodeTimeout
-	case agentapi.CodeUnavailable:
-		e.Code = CodeSessionNotReady
-	case agentapi.CodeNotSupported:
-		e.Code = CodeCapability
+	code, ok := agentCodes[ae.Code]
+	switch {
+	case ae.Code == agentapi.CodeNotFound && strings.HasPrefix(ae.Message, "no route "):
+		// The agent in the sandbox's image predates this operation: a runtime problem, not a missing file.
+		e.Code = CodeShipError
+		e.Message = "the sandbox's agent does not serve this operation (" + ae.Message + "); rebuild the image with a current agent"
+	case ok:
+		e.Code = code
 	default:
 		e.Code = CodeShipError
 		e.Message = "sandbox runtime error: " + ae.Message

@@ -51,13 +51,20 @@ func CleanWorkspacePath(field, p string, allowRoot bool) (string, error) {
 	return c, nil
 }
 
-// ReadFile reads a workspace file of a sandbox p owns.
-func (s *Service) ReadFile(ctx context.Context, p Principal, id, path string) ([]byte, error) {
-	c, err := CleanWorkspacePath("path", path, false)
+// fileTarget cleans a workspace path of the request field field and resolves the running sandbox p owns that it
+// is in.
+func (s *Service) fileTarget(ctx context.Context, p Principal, id, field, path string, allowRoot bool) (sandboxes.Target, string, error) {
+	c, err := CleanWorkspacePath(field, path, allowRoot)
 	if err != nil {
-		return nil, err
+		return sandboxes.Target{}, "", err
 	}
 	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	return t, c, err
+}
+
+// ReadFile reads a workspace file of a sandbox p owns.
+func (s *Service) ReadFile(ctx context.Context, p Principal, id, path string) ([]byte, error) {
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -66,11 +73,7 @@ func (s *Service) ReadFile(ctx context.Context, p Principal, id, path string) ([
 
 // WriteFile writes a workspace file of a sandbox p owns (parents are created).
 func (s *Service) WriteFile(ctx context.Context, p Principal, id, path string, content io.Reader) error {
-	c, err := CleanWorkspacePath("path", path, false)
-	if err != nil {
-		return err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, false)
 	if err != nil {
 		return err
 	}
@@ -79,11 +82,7 @@ func (s *Service) WriteFile(ctx context.Context, p Principal, id, path string, c
 
 // ListDir lists a workspace directory ("." is the root) of a sandbox p owns.
 func (s *Service) ListDir(ctx context.Context, p Principal, id, path string) ([]DirEntry, error) {
-	c, err := CleanWorkspacePath("path", path, true)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +174,7 @@ func (s *Service) MaxUploadBytes() int64 { return s.cfg.MaxUploadBytes }
 // Upload streams body into a workspace file of a sandbox p owns (parents are created) and returns the bytes
 // written; past MaxUploadBytes it fails with payload_too_large.
 func (s *Service) Upload(ctx context.Context, p Principal, id, path string, body io.Reader) (int64, error) {
-	c, err := CleanWorkspacePath("path", path, false)
-	if err != nil {
-		return 0, err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, false)
 	if err != nil {
 		return 0, err
 	}
@@ -197,11 +192,7 @@ func (s *Service) uploadCapped(ctx context.Context, t sandboxes.Target, path str
 
 // RemoveFile removes a workspace file or directory (recursively) of a sandbox p owns.
 func (s *Service) RemoveFile(ctx context.Context, p Principal, id, path string) error {
-	c, err := CleanWorkspacePath("path", path, false)
-	if err != nil {
-		return err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, false)
 	if err != nil {
 		return err
 	}
@@ -210,11 +201,7 @@ func (s *Service) RemoveFile(ctx context.Context, p Principal, id, path string) 
 
 // DownloadFile opens a workspace file of a sandbox p owns; rangeHeader is an HTTP Range ("" for the whole file).
 func (s *Service) DownloadFile(ctx context.Context, p Principal, id, path, rangeHeader string) (*Download, error) {
-	c, err := CleanWorkspacePath("path", path, false)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, c, err := s.fileTarget(ctx, p, id, "path", path, false)
 	if err != nil {
 		return nil, err
 	}
