@@ -87,11 +87,7 @@ func (s *Service) ImportFile(ctx context.Context, p Principal, id string, req Im
 	if dest == "" {
 		dest = base
 	}
-	dst, err := CleanWorkspacePath("destination", dest, false)
-	if err != nil {
-		return Imported{}, err
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	t, dst, err := s.fileTarget(ctx, p, id, "destination", dest, false)
 	if err != nil {
 		return Imported{}, err
 	}
