@@ -213,7 +213,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	s.vols = &volumeRemover{newDriver: app.driver.NewDriver}
 	ops := service.Config{
-		Sandboxes: managerBackend{m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, History: st,
+		Sandboxes: managerBackend{Manager: service.Manager{M: app.Manager()}, m: app.Manager(), vols: s.vols}, Agent: agents, Streamer: agents, History: st,
 		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: bayapi.ExportBook{Store: st}, Fetch: bayapi.FetchPublic,
 		MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}

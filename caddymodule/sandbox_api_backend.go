@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// managerBackend adapts the lifecycle Manager to the API's consumer interface.
+// managerBackend is the service's Manager plus the cargo volumes the API creates and removes.
 type managerBackend struct {
+	service.Manager
 	m    *sandboxes.Manager
 	vols *volumeRemover
 }
@@ -62,51 +63,4 @@ func (b managerBackend) RemoveWorkspace(ctx context.Context, workspaceID string)
 		return nil
 	}
 	return b.vols.remove(ctx, b.m.VolumeName(workspaceID))
-}
-
-func (b managerBackend) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
-	sb, err := b.m.Create(ctx, req)
-	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	return *sb, nil
-}
-
-func (b managerBackend) Get(ctx context.Context, id string) (sandboxes.Sandbox, error) {
-	sb, err := b.m.Get(ctx, id)
-	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	return *sb, nil
-}
-
-func (b managerBackend) List(ctx context.Context, opts sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
-	list, next, err := b.m.List(ctx, opts)
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]sandboxes.Sandbox, 0, len(list))
-	for _, sb := range list {
-		out = append(out, *sb)
-	}
-	return out, next, nil
-}
-
-func (b managerBackend) Hold(ctx context.Context, id string) (sandboxes.Target, error) {
-	return b.m.Hold(ctx, id)
-}
-
-func (b managerBackend) Stop(ctx context.Context, id string) error { return b.m.Stop(ctx, id) }
-func (b managerBackend) Keepalive(ctx context.Context, id string) error {
-	return b.m.Keepalive(ctx, id)
-}
-func (b managerBackend) Delete(ctx context.Context, id string) error { return b.m.Delete(ctx, id) }
-func (b managerBackend) Profiles() []sandboxes.Profile               { return b.m.Profiles() }
-
-func (b managerBackend) ExtendTTL(ctx context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
-	sb, err := b.m.ExtendTTL(ctx, id, by)
-	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	return *sb, nil
 }
