@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -44,7 +45,7 @@ func (p *SandboxPermission) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("tls.permission.sandbox: %w", err)
 	}
 	mgr := app.Manager()
-	p.agents = newAgentBackend().http
+	p.agents = service.NewAgentClient(nil).HTTPClient()
 	p.policy, err = sandboxroute.NewCertPolicy(sandboxroute.CertPolicyConfig{
 		BaseDomains: p.BaseDomains,
 		Sandboxes:   mgr,

@@ -12,10 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/pages"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -32,7 +31,7 @@ type Pages struct {
 	// TicketSecret signs and verifies tickets; default {env.SANDGATE_TICKET_SECRET}.
 	TicketSecret string `json:"ticket_secret,omitempty"`
 	// ConsoleKeys are keys that may log in to the console, beside the API's keys when APIKeys is set.
-	ConsoleKeys []bayapi.KeyConfig `json:"console_keys,omitempty"`
+	ConsoleKeys []service.KeyConfig `json:"console_keys,omitempty"`
 	// APIKeys lets the sandbox_api's keys (those of the API whose data dir is APIDataDir) log in to the console,
 	// with their owners and scopes. Without it or ConsoleKeys the console is off.
 	APIKeys bool `json:"api_keys,omitempty"`
@@ -91,7 +90,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: ticket issuer: %w", err)
 	}
-	urls, err := sandboxroute.ParseURLs("", repl.ReplaceKnown(p.ContentBaseURL, ""))
+	urls, err := tickets.ParseURLs("", repl.ReplaceKnown(p.ContentBaseURL, ""))
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: content_base_url: %w", err)
 	}
@@ -111,7 +110,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	}
 	var lookups []pages.KeyLookup
 	if len(p.ConsoleKeys) > 0 {
-		keys := make([]bayapi.KeyConfig, len(p.ConsoleKeys))
+		keys := make([]service.KeyConfig, len(p.ConsoleKeys))
 		for i, k := range p.ConsoleKeys {
 			k.Key = repl.ReplaceKnown(k.Key, "")
 			keys[i] = k
@@ -199,7 +198,7 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			k := bayapi.KeyConfig{Key: d.Val()}
+			k := service.KeyConfig{Key: d.Val()}
 			for d.NextArg() {
 				switch d.Val() {
 				case "admin":

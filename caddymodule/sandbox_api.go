@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -16,9 +17,9 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -35,17 +36,17 @@ func init() {
 var apiKeyRings = caddy.NewUsagePool()
 
 type keyRingHolder struct {
-	keys *atomic.Pointer[bayapi.KeyRing]
+	keys *atomic.Pointer[service.KeyRing]
 }
 
 // Destruct has nothing to release: the ring is memory.
 func (keyRingHolder) Destruct() error { return nil }
 
 // loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
-func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[bayapi.KeyRing], key string, err error) {
+func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[service.KeyRing], key string, err error) {
 	key = filepath.Clean(dataDir)
 	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return keyRingHolder{keys: new(atomic.Pointer[bayapi.KeyRing])}, nil
+		return keyRingHolder{keys: new(atomic.Pointer[service.KeyRing])}, nil
 	})
 	if err != nil {
 		return nil, "", err
@@ -62,13 +63,13 @@ func apiDataDir(env bayapi.BayEnv, configured string) (string, error) {
 // liveKeys looks keys up in whatever key ring the sandbox_api of one data dir loaded last, so a reload that
 // changes the API's keys changes who may log in to the console too.
 type liveKeys struct {
-	ring *atomic.Pointer[bayapi.KeyRing]
+	ring *atomic.Pointer[service.KeyRing]
 }
 
-func (k liveKeys) Lookup(token string) (bayapi.Principal, bool) {
+func (k liveKeys) Lookup(token string) (service.Principal, bool) {
 	ring := k.ring.Load()
 	if ring == nil {
-		return bayapi.Principal{}, false
+		return service.Principal{}, false
 	}
 	return ring.Lookup(token)
 }
@@ -80,7 +81,7 @@ type SandboxAPI struct {
 	// override it. With neither, a stored key is used, else one is generated and written to credentials.json.
 	APIKey string `json:"api_key,omitempty"`
 	// Keys are further keys, each with its owner, some with the admin scope (sees every owner's sandboxes).
-	Keys []bayapi.KeyConfig `json:"keys,omitempty"`
+	Keys []service.KeyConfig `json:"keys,omitempty"`
 	// AllowAnonymous accepts calls without a token, owned by X-Owner or "default" (BAY_SECURITY__ALLOW_ANONYMOUS
 	// overrides it).
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
@@ -146,12 +147,12 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	}
 	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
 	repl := caddy.NewReplacer()
-	extra := make([]bayapi.KeyConfig, 0, len(s.Keys))
+	extra := make([]service.KeyConfig, 0, len(s.Keys))
 	for _, k := range s.Keys {
 		k.Key = repl.ReplaceKnown(k.Key, "")
 		extra = append(extra, k)
 	}
-	keys, err := bayapi.LoadKeys(context.Background(), st, bayapi.KeySetup{
+	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{
 		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
 	})
 	if err != nil {
@@ -165,15 +166,16 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	ring.Store(keys)
 	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
 		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
-	if keys.Source == bayapi.KeyFromGenerated {
+	if keys.Source == service.KeyFromGenerated {
 		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
-			zap.String("path", filepath.Join(dataDir, bayapi.CredentialsFile)))
+			zap.String("path", filepath.Join(dataDir, service.CredentialsFile)))
 	}
 
-	agents := &agentBackend{http: app.Manager().AgentHTTPClient()}
-	cfg := bayapi.Config{
-		Sandboxes: managerBackend{m: app.Manager()}, Agent: agents, Streamer: agents, Store: st, Keys: keys,
-		AllowAnonymous: anonymous, MaxUploadBytes: s.MaxUploadBytes, Version: sandgateVersion(), Logger: ctx.Slogger(),
+	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
+	ops := service.Config{
+		Sandboxes: service.Manager{M: app.Manager()}, Agent: agents, Streamer: agents, History: st,
+		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: st, Fetch: bayapi.FetchPublic,
+		MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret
 	if rawSecret == "" {
@@ -184,19 +186,21 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
 		}
-		urls, err := sandboxroute.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
+		urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
 		if err != nil {
 			return fmt.Errorf("sandbox_api: ticket URLs: %w", err)
 		}
-		cfg.Tickets = ticketBackend{issuer: iss, urls: urls}
+		ops.Tickets = service.NewTicketMinter(iss, urls)
 	}
-	s.handler = bayapi.New(cfg)
+	svc := service.New(ops)
+	s.handler = bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, AllowAnonymous: anonymous,
+		Version: sandgateVersion(), Logger: ctx.Slogger()})
 	if s.MCP != "" {
 		s.mcp, err = loadMCPServer(ringKey, ctx.Slogger())
 		if err != nil {
 			return fmt.Errorf("sandbox_api: %w", err)
 		}
-		s.mcp.SetOps(s.handler)
+		s.mcp.SetOps(svc, keys)
 	}
 	return nil
 }
@@ -259,7 +263,7 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 			if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
 				return nil, d.Errf("usage: key <secret> <owner> [admin]")
 			}
-			s.Keys = append(s.Keys, bayapi.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+			s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
 		case "allow_anonymous":
 			if d.NextArg() {
 				return nil, d.ArgErr()

@@ -20,6 +20,7 @@ import (
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // gateway is a real gateway process serving the API, with its own namespace of real containers.
@@ -90,9 +91,9 @@ func bayBaseImage(t *testing.T) string {
 	return image
 }
 
-func readCredentials(t *testing.T, dir string) bayapi.Credentials {
+func readCredentials(t *testing.T, dir string) service.Credentials {
 	t.Helper()
-	path := filepath.Join(dir, bayapi.CredentialsFile)
+	path := filepath.Join(dir, service.CredentialsFile)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatalf("credentials.json: %v", err)
@@ -100,7 +101,7 @@ func readCredentials(t *testing.T, dir string) bayapi.Credentials {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("credentials.json mode %v, want 0600", fi.Mode().Perm())
 	}
-	var c bayapi.Credentials
+	var c service.Credentials
 	b, _ := os.ReadFile(path)
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
@@ -375,7 +376,7 @@ func TestExpiredSandboxAgainstGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := client.New(g.url, "sk-config")
-	if _, err := os.Stat(filepath.Join(g.dataDir, bayapi.CredentialsFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(g.dataDir, service.CredentialsFile)); !os.IsNotExist(err) {
 		t.Errorf("credentials.json written although api_key is configured")
 	}
 	sb, err := c.CreateSandbox(ctx, "python-default", 2)
@@ -410,7 +411,7 @@ func TestBayEnvAgainstGateway(t *testing.T) {
 	g := startGateway(t, "", []string{"BAY_SECURITY__API_KEY=sk-plugin", "BAY_PROFILES=" + profiles}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := os.Stat(filepath.Join(g.dataDir, bayapi.CredentialsFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(g.dataDir, service.CredentialsFile)); !os.IsNotExist(err) {
 		t.Errorf("credentials.json written although BAY_SECURITY__API_KEY is set")
 	}
 	c := client.New(g.url, "sk-plugin")

@@ -8,15 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Our additions to Bay's API, in its style: same auth, envelope, ownership and ensure-running rules.
 
 func (h *Handler) needStreamer(w http.ResponseWriter, r *http.Request) bool {
-	if h.cfg.Streamer == nil {
-		writeError(w, r, errorf(CodeCapability, "streaming, processes and PTY are not available on this gateway").
-			with("capability", "streaming").with("available", []string{}))
+	if err := h.svc.CanStream(); err != nil {
+		writeError(w, r, err)
 		return false
 	}
 	return true
@@ -46,7 +45,7 @@ func relaySSE(w http.ResponseWriter, body io.ReadCloser) {
 	}
 }
 
-func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -57,13 +56,8 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, f) {
 		return
 	}
-	req := ExecRequest{Command: command, Timeout: time.Duration(timeout) * time.Second}
-	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, cwd, &req.Cwd)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	body, err := h.cfg.Streamer.ExecStream(r.Context(), t, req)
+	body, err := h.svc.StreamShell(r.Context(), p, r.PathValue("id"), service.ShellParams{Command: command, Cwd: cwd,
+		Timeout: time.Duration(timeout) * time.Second})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -71,16 +65,11 @@ func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, p Principal
 	relaySSE(w, body)
 }
 
-func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	doc, err := h.cfg.Streamer.Processes(r.Context(), t)
+	doc, err := h.svc.Processes(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -93,7 +82,7 @@ var (
 	cursorPattern = regexp.MustCompile(`^([0-9]+(:[0-9]+)?)?$`)
 )
 
-func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -112,12 +101,7 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Princi
 	if !decodeOrFail(w, q) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	body, err := h.cfg.Streamer.ProcessOutput(r.Context(), t, pid, since)
+	body, err := h.svc.ProcessOutput(r.Context(), p, r.PathValue("id"), pid, since)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -127,7 +111,7 @@ func (h *Handler) processOutput(w http.ResponseWriter, r *http.Request, p Princi
 
 var signals = []string{"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"}
 
-func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
@@ -147,24 +131,19 @@ func (h *Handler) signalProcess(w http.ResponseWriter, r *http.Request, p Princi
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapShell)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.cfg.Streamer.Signal(r.Context(), t, pid, sig); err != nil {
+	if err := h.svc.Signal(r.Context(), p, r.PathValue("id"), pid, sig); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if !h.needStreamer(w, r) {
 		return
 	}
 	f := bodyFields(r, false)
-	req := PTYRequest{
+	req := service.PTYRequest{
 		Command: f.str("command", false, ""),
 		Cols:    int(f.integer("cols", 120, bound(1), bound(1000), false)),
 		Rows:    int(f.integer("rows", 40, bound(1), bound(1000), false)),
@@ -173,12 +152,7 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.shellTarget(r.Context(), r.PathValue("id"), p, &cwd, &req.Cwd)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	doc, err := h.cfg.Streamer.CreatePTY(r.Context(), t, req)
+	doc, err := h.svc.CreatePTY(r.Context(), p, r.PathValue("id"), req, cwd)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -186,13 +160,10 @@ func (h *Handler) createPTY(w http.ResponseWriter, r *http.Request, p Principal)
 	writeJSON(w, http.StatusCreated, json.RawMessage(doc))
 }
 
-// TicketScopes are the browser routes a ticket can open.
-var TicketScopes = []string{"app", "vnc", "terminal", "cdp", "pty", "files", "mcp"}
-
-func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Principal) {
-	if h.cfg.Tickets == nil {
-		writeError(w, r, errorf(CodeCapability, "tickets are not configured on this gateway").
-			with("capability", "tickets").with("available", []string{}))
+func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	if h.svc.Tickets() == nil {
+		writeError(w, r, service.Errorf(service.CodeCapability, "tickets are not configured on this gateway").
+			With("capability", "tickets").With("available", []string{}))
 		return
 	}
 	id := r.PathValue("id")
@@ -204,16 +175,16 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p Princip
 		f.issue("enum", f.loc("permission"), "Input should be 'read' or 'write'", write, nil)
 	}
 	valid := false
-	for _, s := range TicketScopes {
+	for _, s := range service.TicketScopes {
 		valid = valid || s == scope
 	}
 	if !valid {
-		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(TicketScopes, ", "), scope, nil)
+		f.issue("enum", f.loc("scope"), "Input should be one of "+strings.Join(service.TicketScopes, ", "), scope, nil)
 	}
 	if !decodeOrFail(w, f) {
 		return
 	}
-	tk, err := h.IssueTicket(r.Context(), p, id, scope, write == "write", time.Duration(ttl)*time.Second)
+	tk, err := h.svc.IssueTicket(r.Context(), p, id, scope, write == "write", time.Duration(ttl)*time.Second)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -9,15 +9,16 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 type fakeStreamer struct {
 	since  string
 	signal string
-	pty    PTYRequest
+	pty    service.PTYRequest
 }
 
-func (f *fakeStreamer) ExecStream(_ context.Context, _ sandboxes.Target, req ExecRequest) (io.ReadCloser, error) {
+func (f *fakeStreamer) ExecStream(_ context.Context, _ sandboxes.Target, req service.ExecRequest) (io.ReadCloser, error) {
 	return io.NopCloser(strings.NewReader("event: start\nid: 0:0\ndata: {\"id\":\"p1\"}\n\nevent: stdout\nid: 2:0\ndata: {\"data\":\"" + req.Command + "\"}\n\nevent: end\ndata: {}\n\n")), nil
 }
 
@@ -35,14 +36,14 @@ func (f *fakeStreamer) Signal(_ context.Context, _ sandboxes.Target, _, signal s
 	return nil
 }
 
-func (f *fakeStreamer) CreatePTY(_ context.Context, _ sandboxes.Target, req PTYRequest) (json.RawMessage, error) {
+func (f *fakeStreamer) CreatePTY(_ context.Context, _ sandboxes.Target, req service.PTYRequest) (json.RawMessage, error) {
 	f.pty = req
 	return json.RawMessage(`{"id":"pty-1","ws_path":"/v1/pty/pty-1/ws"}`), nil
 }
 
 func TestStreamingAdditions(t *testing.T) {
 	fs := &fakeStreamer{}
-	a := newTestAPI(t, func(c *Config) { c.Streamer = fs })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Streamer = fs })
 	id := a.create(t, keyAlice, nil)
 	S := a.srv.URL + "/v1/sandboxes/" + id
 

@@ -1,215 +1,32 @@
 package bayapi
 
 import (
-	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
-
-// DefaultOwner owns what Bay's single key (and an anonymous caller without X-Owner) creates.
-const DefaultOwner = "default"
-
-// Principal is who is calling.
-type Principal struct {
-	Owner string
-	// Admin sees and manages every owner's sandboxes.
-	Admin bool
-}
-
-// KeyConfig is one configured API key.
-type KeyConfig struct {
-	Key   string `json:"key"`
-	Owner string `json:"owner,omitempty"`
-	Admin bool   `json:"admin,omitempty"`
-}
-
-// KeySource says where the primary key came from, in Bay's order.
-type KeySource string
-
-const (
-	KeyFromEnv       KeySource = "env"
-	KeyFromConfig    KeySource = "config"
-	KeyFromStore     KeySource = "stored"
-	KeyFromGenerated KeySource = "generated"
-)
-
-// KeyRing checks bearer tokens against SHA-256 hashes; plaintext keys are never kept.
-type KeyRing struct {
-	keys   map[string]Principal // sha256 hex -> principal
-	Source KeySource
-}
-
-// HashKey is the at-rest form of a key.
-func HashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
-
-// Lookup finds the principal of a bearer token.
-func (k *KeyRing) Lookup(token string) (Principal, bool) {
-	h := HashKey(token)
-	for hash, p := range k.keys {
-		// Constant-time over the hashes; the map is small.
-		if subtle.ConstantTimeCompare([]byte(hash), []byte(h)) == 1 {
-			return p, true
-		}
-	}
-	return Principal{}, false
-}
-
-// Len is how many keys are accepted.
-func (k *KeyRing) Len() int { return len(k.keys) }
-
-// KeySetup is what LoadKeys needs.
-type KeySetup struct {
-	// EnvKey is BAY_API_KEY (or BAY_SECURITY__API_KEY) when set.
-	EnvKey string
-	// ConfigKey is the configured primary key (Bay's security.api_key).
-	ConfigKey string
-	// Extra keys are always accepted alongside the primary one.
-	Extra []KeyConfig
-	// DataDir receives credentials.json when a key is generated.
-	DataDir string
-	// Endpoint is written into credentials.json ("http://0.0.0.0:8114").
-	Endpoint string
-	Now      func() time.Time
-}
-
-// Credentials is Bay's credentials.json.
-type Credentials struct {
-	APIKey      string `json:"api_key"`
-	Endpoint    string `json:"endpoint"`
-	GeneratedAt string `json:"generated_at"`
-}
-
-// CredentialsFile is the name Bay (and AstrBot's discovery) uses.
-const CredentialsFile = "credentials.json"
-
-// LoadKeys picks the primary key the way Bay does: env, then config, then a key already stored, else it generates
-// sk-bay-<64 hex>, stores its hash and writes credentials.json (mode 0600) into the data dir.
-func LoadKeys(_ context.Context, st *Store, setup KeySetup) (*KeyRing, error) {
-	if setup.Now == nil {
-		setup.Now = time.Now
-	}
-	ring := &KeyRing{keys: map[string]Principal{}}
-	for _, k := range setup.Extra {
-		if k.Key == "" {
-			return nil, fmt.Errorf("an api key is empty")
-		}
-		owner := k.Owner
-		if owner == "" {
-			owner = DefaultOwner
-		}
-		ring.keys[HashKey(k.Key)] = Principal{Owner: owner, Admin: k.Admin}
-	}
-	primary := Principal{Owner: DefaultOwner}
-	switch {
-	case setup.EnvKey != "":
-		ring.keys[HashKey(setup.EnvKey)] = primary
-		ring.Source = KeyFromEnv
-		return ring, nil
-	case setup.ConfigKey != "":
-		ring.keys[HashKey(setup.ConfigKey)] = primary
-		ring.Source = KeyFromConfig
-		return ring, nil
-	}
-	stored, err := st.ActiveKeys()
-	if err != nil {
-		return nil, fmt.Errorf("reading stored api keys: %w", err)
-	}
-	if len(stored) > 0 {
-		for _, k := range stored {
-			ring.keys[k.Hash] = Principal{Owner: k.Owner, Admin: k.Admin}
-		}
-		ring.Source = KeyFromStore
-		return ring, nil
-	}
-	key, err := generateKey()
-	if err != nil {
-		return nil, err
-	}
-	now := setup.Now().UTC()
-	if err := writeCredentials(setup.DataDir, Credentials{
-		APIKey: key, Endpoint: setup.Endpoint, GeneratedAt: now.Format(time.RFC3339Nano),
-	}); err != nil {
-		return nil, err
-	}
-	if err := st.PutKey(StoredKey{Hash: HashKey(key), Owner: DefaultOwner, Active: true, CreatedAt: now}); err != nil {
-		return nil, fmt.Errorf("storing the generated api key: %w", err)
-	}
-	ring.keys[HashKey(key)] = primary
-	ring.Source = KeyFromGenerated
-	return ring, nil
-}
-
-func generateKey() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating an api key: %w", err)
-	}
-	return "sk-bay-" + hex.EncodeToString(b), nil
-}
-
-// writeCredentials writes credentials.json atomically with mode 0600.
-func writeCredentials(dir string, c Credentials) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating the data dir: %w", err)
-	}
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".credentials-*.json")
-	if err != nil {
-		return fmt.Errorf("writing credentials: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing credentials: %w", err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing credentials: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing credentials: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, CredentialsFile)); err != nil {
-		return fmt.Errorf("writing credentials: %w", err)
-	}
-	return nil
-}
 
 // authenticate resolves the caller: a bearer key, or (only when allowed) an anonymous caller named by X-Owner.
-func (h *Handler) authenticate(r *http.Request) (Principal, error) {
+func (h *Handler) authenticate(r *http.Request) (service.Principal, error) {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
 		if h.cfg.AllowAnonymous {
 			owner := strings.TrimSpace(r.Header.Get("X-Owner"))
 			if owner == "" {
-				owner = DefaultOwner
+				owner = service.DefaultOwner
 			}
-			return Principal{Owner: owner}, nil
+			return service.Principal{Owner: owner}, nil
 		}
-		return Principal{}, errorf(CodeUnauthorized, "Missing API key")
+		return service.Principal{}, service.Errorf(service.CodeUnauthorized, "Missing API key")
 	}
 	scheme, token, ok := strings.Cut(auth, " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
-		return Principal{}, errorf(CodeUnauthorized, "Invalid authorization header")
+		return service.Principal{}, service.Errorf(service.CodeUnauthorized, "Invalid authorization header")
 	}
 	p, ok := h.cfg.Keys.Lookup(strings.TrimSpace(token))
 	if !ok {
-		return Principal{}, errorf(CodeUnauthorized, "Invalid API key")
+		return service.Principal{}, service.Errorf(service.CodeUnauthorized, "Invalid API key")
 	}
 	return p, nil
 }

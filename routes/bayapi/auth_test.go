@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func TestLoadKeysSourceOrder(t *testing.T) {
@@ -17,33 +18,33 @@ func TestLoadKeysSourceOrder(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 
-	ring, err := LoadKeys(ctx, st, KeySetup{EnvKey: "env-key", ConfigKey: "cfg-key", DataDir: dir})
-	if err != nil || ring.Source != KeyFromEnv {
+	ring, err := service.LoadKeys(ctx, st, service.KeySetup{EnvKey: "env-key", ConfigKey: "cfg-key", DataDir: dir})
+	if err != nil || ring.Source != service.KeyFromEnv {
 		t.Fatalf("env first: %v %v", ring.Source, err)
 	}
 	if _, ok := ring.Lookup("cfg-key"); ok {
 		t.Errorf("the config key must not be accepted when the env key wins")
 	}
-	if p, ok := ring.Lookup("env-key"); !ok || p.Owner != DefaultOwner {
+	if p, ok := ring.Lookup("env-key"); !ok || p.Owner != service.DefaultOwner {
 		t.Errorf("env key: %+v %v", p, ok)
 	}
-	if ring, _ := LoadKeys(ctx, st, KeySetup{ConfigKey: "cfg-key", DataDir: dir}); ring.Source != KeyFromConfig {
+	if ring, _ := service.LoadKeys(ctx, st, service.KeySetup{ConfigKey: "cfg-key", DataDir: dir}); ring.Source != service.KeyFromConfig {
 		t.Errorf("config second: %v", ring.Source)
 	}
-	if _, err := os.Stat(filepath.Join(dir, CredentialsFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, service.CredentialsFile)); !os.IsNotExist(err) {
 		t.Errorf("credentials.json written although a key was configured")
 	}
 
-	ring, err = LoadKeys(ctx, st, KeySetup{DataDir: dir, Endpoint: "http://0.0.0.0:8114"})
-	if err != nil || ring.Source != KeyFromGenerated {
+	ring, err = service.LoadKeys(ctx, st, service.KeySetup{DataDir: dir, Endpoint: "http://0.0.0.0:8114"})
+	if err != nil || ring.Source != service.KeyFromGenerated {
 		t.Fatalf("generate: %v %v", ring.Source, err)
 	}
-	path := filepath.Join(dir, CredentialsFile)
+	path := filepath.Join(dir, service.CredentialsFile)
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("credentials.json: %v %v", fi, err)
 	}
-	var creds Credentials
+	var creds service.Credentials
 	b, _ := os.ReadFile(path)
 	if err := json.Unmarshal(b, &creds); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestLoadKeysSourceOrder(t *testing.T) {
 		t.Errorf("the generated key is not accepted")
 	}
 	keys, _ := st.ActiveKeys()
-	if len(keys) != 1 || keys[0].Hash != HashKey(creds.APIKey) {
+	if len(keys) != 1 || keys[0].Hash != service.HashKey(creds.APIKey) {
 		t.Errorf("stored keys: %+v", keys)
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, "api.db"))
@@ -65,8 +66,8 @@ func TestLoadKeysSourceOrder(t *testing.T) {
 
 	// A restart finds the stored key and neither regenerates nor rewrites credentials.json.
 	os.Remove(path)
-	ring, err = LoadKeys(ctx, st, KeySetup{DataDir: dir})
-	if err != nil || ring.Source != KeyFromStore {
+	ring, err = service.LoadKeys(ctx, st, service.KeySetup{DataDir: dir})
+	if err != nil || ring.Source != service.KeyFromStore {
 		t.Fatalf("stored: %v %v", ring.Source, err)
 	}
 	if _, ok := ring.Lookup(creds.APIKey); !ok {

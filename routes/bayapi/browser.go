@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Browser commands follow agent-browser's syntax (Gull passes `cmd` to it), mapped onto the agent's browser
@@ -38,7 +39,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	}
 	verb := strings.ToLower(fields[0])
 	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cmd), fields[0]))
-	var req BrowserRequest
+	var req service.BrowserRequest
 	req.Timeout = timeout
 	var screenshotPath string
 	switch {
@@ -67,10 +68,10 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 		screenshotPath = fmt.Sprintf("screenshots/screenshot-%d.png", h.cfg.Now().UnixMilli())
 		for _, a := range fields[1:] {
 			if !strings.HasPrefix(a, "-") {
-				screenshotPath = strings.TrimPrefix(a, WorkspaceRoot+"/")
+				screenshotPath = strings.TrimPrefix(a, service.WorkspaceRoot+"/")
 			}
 		}
-		c, err := cleanWorkspacePath("path", screenshotPath, false)
+		c, err := service.CleanWorkspacePath("path", screenshotPath, false)
 		if err != nil {
 			return browserStep{stderr: err.Error(), exit: 1}, nil
 		}
@@ -78,19 +79,19 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	default:
 		return browserStep{stderr: fmt.Sprintf("unsupported browser command %q; %s", cmd, browserUsage), exit: exitUnsupported}, nil
 	}
-	res, err := h.cfg.Agent.Browser(ctx, t, req)
+	res, err := h.svc.Agent().Browser(ctx, t, req)
 	if err != nil {
-		e := asAPIError(err)
-		if e.Code == CodeSandboxExpired || e.Code == CodeNotFound || e.Code == CodeSessionNotReady {
+		e := service.AsError(err)
+		if e.Code == service.CodeSandboxExpired || e.Code == service.CodeNotFound || e.Code == service.CodeSessionNotReady {
 			return browserStep{}, err
 		}
 		return browserStep{stderr: e.Message, exit: 1}, nil
 	}
 	if req.Action == "screenshot" {
-		if err := h.cfg.Agent.WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
-			return browserStep{stderr: "saving the screenshot: " + asAPIError(err).Message, exit: 1}, nil
+		if err := h.svc.Agent().WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
+			return browserStep{stderr: "saving the screenshot: " + service.AsError(err).Message, exit: 1}, nil
 		}
-		return browserStep{stdout: "Screenshot saved to " + WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
+		return browserStep{stdout: "Screenshot saved to " + service.WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
 	}
 	out := res.Value
 	if out != "" && !strings.HasSuffix(out, "\n") {
@@ -99,7 +100,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	return browserStep{stdout: out}, nil
 }
 
-func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	cmd := f.str("cmd", true, "")
@@ -110,13 +111,13 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	d := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, d+agentGrace)
+	ctx, cancel := contextWithTimeout(r, d+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
 	step, err := h.runBrowserCommand(ctx, t, cmd, d)
@@ -125,7 +126,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principa
 		writeError(w, r, err)
 		return
 	}
-	eid := h.record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta)
+	eid := h.svc.Record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta.ExecMeta)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":           step.exit == 0,
 		"output":            step.stdout,
@@ -137,7 +138,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p Principa
 	})
 }
 
-func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	commands := f.strList("commands", 1)
@@ -149,13 +150,13 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p Princip
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.running(r.Context(), id, p, sandboxes.CapBrowser)
+	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	budget := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, budget+agentGrace)
+	ctx, cancel := contextWithTimeout(r, budget+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
 	deadline := start.Add(budget)
@@ -191,7 +192,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p Princip
 		out.WriteString(res["stdout"].(string))
 		errs.WriteString(res["stderr"].(string))
 	}
-	eid := h.record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta)
+	eid := h.svc.Record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta.ExecMeta)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"results":           results,
 		"total_steps":       len(commands),

@@ -1,29 +1,18 @@
 package bayapi
 
 import (
-	"context"
+	"errors"
 	"net/http"
 	"sort"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
 	cargoBackend   = "docker_volume"
 	defaultCargoMB = 1024
 )
-
-// Workspaces is what the cargo routes need of the Manager: a cargo is one of its workspaces, and creating,
-// listing and deleting them (the in-use check included) is the Manager's.
-type Workspaces interface {
-	CreateWorkspace(ctx context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error)
-	// Workspace fails with sandboxes.CodeNotFound when there is none.
-	Workspace(ctx context.Context, id string) (*sandboxes.Workspace, error)
-	// Workspaces lists owner's workspaces ("": everyone's) in id order.
-	Workspaces(ctx context.Context, owner string) ([]*sandboxes.Workspace, error)
-	// DeleteWorkspace fails with sandboxes.CodeWorkspaceInUse while live sandboxes mount it.
-	DeleteWorkspace(ctx context.Context, id string) error
-}
 
 // cargoResponse is Bay's cargo shape (the owner stays internal).
 func cargoResponse(c *Cargo) map[string]any {
@@ -33,7 +22,7 @@ func cargoResponse(c *Cargo) map[string]any {
 	}
 }
 
-func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.withIdempotency(w, r, p, func(w http.ResponseWriter, r *http.Request) {
 		f := bodyFields(r, false)
 		size := f.integer("size_limit_mb", defaultCargoMB, bound(1), bound(65536), false)
@@ -42,7 +31,7 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principa
 		}
 		// The volume exists when the answer arrives (Bay's cargo manager creates it in the request), not at the
 		// first mount.
-		c, err := h.cfg.Sandboxes.CreateWorkspace(r.Context(), sandboxes.WorkspaceSpec{Owner: p.Owner, SizeLimitMB: int(size), Backend: cargoBackend})
+		c, err := h.svc.Sandboxes().CreateWorkspace(r.Context(), sandboxes.WorkspaceSpec{Owner: p.Owner, SizeLimitMB: int(size), Backend: cargoBackend})
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -51,7 +40,7 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p Principa
 	})
 }
 
-func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := queryFields(r)
 	limit := q.integer("limit", 50, bound(1), bound(200), false)
 	cursor := q.str("cursor", false, "")
@@ -64,7 +53,7 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 	if p.Admin {
 		owner = ""
 	}
-	all, err := h.cfg.Sandboxes.Workspaces(r.Context(), owner)
+	all, err := h.svc.Sandboxes().Workspaces(r.Context(), owner)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -90,21 +79,21 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
-func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p Principal) (*Cargo, bool) {
+func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p service.Principal) (*Cargo, bool) {
 	id := r.PathValue("cid")
-	c, err := h.cfg.Sandboxes.Workspace(r.Context(), id)
-	if err != nil && asAPIError(err).Code != CodeNotFound {
+	c, err := h.svc.Sandboxes().Workspace(r.Context(), id)
+	if err != nil && service.AsError(err).Code != service.CodeNotFound {
 		writeError(w, r, err)
 		return nil, false
 	}
 	if c == nil || (!p.Admin && c.Owner != p.Owner) {
-		writeError(w, r, errorf(CodeNotFound, "Cargo not found: %s", id))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "Cargo not found: %s", id))
 		return nil, false
 	}
 	return c, true
 }
 
-func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	if c, ok := h.ownCargo(w, r, p); ok {
 		writeJSON(w, http.StatusOK, cargoResponse(c))
 	}
@@ -112,12 +101,20 @@ func (h *Handler) getCargo(w http.ResponseWriter, r *http.Request, p Principal) 
 
 // deleteCargo refuses while a live sandbox uses the cargo (Bay's 409 with details.active_sandbox_ids; the Manager
 // decides under its lock). A cargo deleted meanwhile by another request is deleted: 204.
-func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	c, ok := h.ownCargo(w, r, p)
 	if !ok {
 		return
 	}
-	if err := h.cfg.Sandboxes.DeleteWorkspace(r.Context(), c.ID); err != nil && asAPIError(err).Code != CodeNotFound {
+	err := h.svc.Sandboxes().DeleteWorkspace(r.Context(), c.ID)
+	var inUse *sandboxes.Error
+	switch {
+	case errors.As(err, &inUse) && inUse.Code == sandboxes.CodeWorkspaceInUse:
+		ids, _ := inUse.Details["active_sandbox_ids"].([]string)
+		writeError(w, r, service.Errorf(service.CodeConflict, "Cargo %s is in use by %d sandbox(es)", c.ID, len(ids)).
+			With("active_sandbox_ids", ids))
+		return
+	case err != nil && service.AsError(err).Code != service.CodeNotFound:
 		writeError(w, r, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // dependencies reads the create body's optional `dependencies` ({python: {name: version}, node: {name: range},
@@ -21,9 +22,9 @@ func (f *fields) dependencies() map[string]string {
 		f.issue("model_type", f.loc("dependencies"), "Input should be {python: {name: version}, node: {name: range}, r: {name: version}}", v, nil)
 		return nil
 	}
-	env, err := DependenciesEnv(&d) // ops.go: the same rules for every dialect
+	env, err := service.DependenciesEnv(&d) // ops.go: the same rules for every dialect
 	if err != nil {
-		f.issue("value_error", f.loc("dependencies"), AsError(err).Message, v, nil)
+		f.issue("value_error", f.loc("dependencies"), service.AsError(err).Message, v, nil)
 		return nil
 	}
 	return env

@@ -2,6 +2,8 @@
 // and {"error":{code,message,request_id,details}} envelope), so AstrBot's shipyard_neo driver works against the
 // gateway unchanged, plus streaming exec, processes, PTY, tickets and Range downloads.
 //
-// The package is net/http only. It talks to the lifecycle core and to the in-sandbox agent through the small
-// consumer-side interfaces in backend.go; the Caddy glue (caddymodule/sandbox_api.go) adapts the real ones.
+// The package is net/http only and translates: it parses Bay's requests, calls the operations of sandboxes/service
+// (owner checks, exec, files, kernels, transfers, tickets, snapshots), answers in Bay's shapes and maps the
+// service's error codes to Bay's statuses in one table (errors.go). The Caddy glue (caddymodule/sandbox_api.go)
+// builds the service and the handler.
 package bayapi

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestErrorMapping pins how lifecycle and agent errors become Bay's codes and statuses.
@@ -40,9 +41,9 @@ func TestErrorMapping(t *testing.T) {
 		{fmt.Errorf("boom"), "internal_error", 500},
 	}
 	for _, tc := range tests {
-		e := asAPIError(tc.err)
-		if e.Code != tc.code || e.status() != tc.status {
-			t.Errorf("%v -> %s %d, want %s %d", tc.err, e.Code, e.status(), tc.code, tc.status)
+		w := wire(service.AsError(tc.err))
+		if w.code != tc.code || w.status != tc.status {
+			t.Errorf("%v -> %s %d, want %s %d", tc.err, w.code, w.status, tc.code, tc.status)
 		}
 	}
 }

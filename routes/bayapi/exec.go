@@ -1,70 +1,38 @@
 package bayapi
 
 import (
-	"context"
 	"net/http"
 	"time"
 
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Exec timeouts (seconds), Bay's bounds.
 const (
 	defaultExecTimeout = 30
 	maxExecTimeout     = 300
-	// agentGrace is added to an exec's own timeout for the agent round trip, so the agent's timeout fires first
-	// and the caller gets the command's partial result rather than a bare 504.
-	agentGrace = 10 * time.Second
 )
 
-// ExecMeta is what a caller may attach to an execution in the history (REST: include_code, description, tags).
-type ExecMeta struct {
+// execMeta is what a caller attaches to an execution: the history's description and tags, and include_code.
+type execMeta struct {
+	service.ExecMeta
 	includeCode bool
-	description *string
-	tags        *string
 }
 
-func readExecMeta(f *fields) ExecMeta {
-	return ExecMeta{
+func readExecMeta(f *fields) execMeta {
+	return execMeta{
 		includeCode: f.boolean("include_code", false),
-		description: f.optStr("description"),
-		tags:        f.optStr("tags"),
+		ExecMeta:    service.ExecMeta{Description: f.optStr("description"), Tags: f.optStr("tags")},
 	}
 }
 
-func strPtr(s string) *string { return &s }
-
-// emptyToNil gives Bay's null for an empty error/output field.
-func emptyToNil(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
+func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.kernelExec(w, r, p, service.LangPython)
 }
-
-// record stores an execution in the history; a failure to record is logged, never fails the call.
-func (h *Handler) record(sandboxID, execType, code string, success bool, elapsed time.Duration, output, errText string, m ExecMeta) string {
-	e := &HistoryEntry{
-		ID: newID("exec-"), SandboxID: sandboxID, ExecType: execType, Code: code, Success: success,
-		ExecutionTimeMS: elapsed.Milliseconds(), Output: strPtr(output), Error: emptyToNil(errText),
-		Description: m.description, Tags: m.tags, CreatedAt: h.cfg.Now().UTC(),
-	}
-	if err := h.cfg.Store.AddHistory(e); err != nil { // queued; stored in the background
-		h.cfg.Logger.Warn("recording execution history", "sandbox", sandboxID, "error", err)
-	}
-	return e.ID
-}
-
-func (h *Handler) pythonExec(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.kernelExec(w, r, p, LangPython)
-}
-
-// kernelRun runs code in one of the sandbox's persistent kernels.
-type kernelRun func(ctx context.Context, t sandboxes.Target, req PythonRequest) (PythonResult, error)
 
 // kernelExec serves python/exec and node/exec, one body and one answer: RunKernel runs the code in the sandbox's
 // kernel of lang and records it in the history.
-func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal, lang string) {
+func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p service.Principal, lang string) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	code := f.str("code", true, "")
@@ -73,7 +41,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 	if !decodeOrFail(w, f) {
 		return
 	}
-	res, err := h.RunKernel(r.Context(), p, id, lang, code, time.Duration(timeout)*time.Second, meta)
+	res, err := h.svc.RunKernel(r.Context(), p, id, lang, code, time.Duration(timeout)*time.Second, meta.ExecMeta)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -101,20 +69,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p Principal
 	})
 }
 
-// shellTarget is the running sandbox a shell command (exec, exec stream, PTY) goes to, once the command's working
-// directory, when given, is checked and cleaned into *dst.
-func (h *Handler) shellTarget(ctx context.Context, id string, p Principal, cwd *string, dst *string) (sandboxes.Target, error) {
-	if cwd != nil && *cwd != "" {
-		c, err := cleanWorkspacePath("cwd", *cwd, true)
-		if err != nil {
-			return sandboxes.Target{}, err
-		}
-		*dst = c
-	}
-	return h.running(ctx, id, p, sandboxes.CapShell)
-}
-
-func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	f := bodyFields(r, true)
 	command := f.str("command", true, "")
@@ -124,7 +79,7 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 	if !decodeOrFail(w, f) {
 		return
 	}
-	res, err := h.RunShell(r.Context(), p, id, ShellParams{Command: command, Cwd: cwd, Timeout: time.Duration(timeout) * time.Second}, meta)
+	res, err := h.svc.RunShell(r.Context(), p, id, service.ShellParams{Command: command, Cwd: cwd, Timeout: time.Duration(timeout) * time.Second}, meta.ExecMeta)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -143,4 +98,12 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p Principal)
 		"command":           cmdOut,
 		"truncated":         res.Truncated, // our addition: the output was cut
 	})
+}
+
+// emptyToNil gives Bay's null for an empty error/output field.
+func emptyToNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

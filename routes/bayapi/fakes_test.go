@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // fakeManager is an in-memory lifecycle with the Manager's observable behaviour: created sandboxes become ready by
@@ -56,7 +57,7 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 	if prof == nil {
 		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
 	}
-	id := newID("sandbox-")
+	id := service.NewID("sandbox-")
 	ws := req.WorkspaceID
 	if ws == "" {
 		ws = "ws-" + strings.TrimPrefix(id, "sandbox-")
@@ -74,7 +75,7 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 
 func (m *fakeManager) CreateWorkspace(_ context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
 	now := m.now().UTC()
-	w := &sandboxes.Workspace{ID: newID("ws-"), Owner: spec.Owner, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB,
+	w := &sandboxes.Workspace{ID: service.NewID("ws-"), Owner: spec.Owner, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB,
 		CreatedAt: now, LastAccessedAt: now}
 	return w, m.store.PutCargo(w)
 }
@@ -221,37 +222,37 @@ func (m *fakeManager) Profiles() []sandboxes.Profile { return m.profiles }
 type fakeAgent struct {
 	mu       sync.Mutex
 	files    map[string][]byte
-	lastExec ExecRequest
+	lastExec service.ExecRequest
 	pyCount  int
-	browser  []BrowserRequest
+	browser  []service.BrowserRequest
 }
 
 func newFakeAgent() *fakeAgent { return &fakeAgent{files: map[string][]byte{}} }
 
-func (a *fakeAgent) Exec(_ context.Context, _ sandboxes.Target, req ExecRequest) (ExecResult, error) {
+func (a *fakeAgent) Exec(_ context.Context, _ sandboxes.Target, req service.ExecRequest) (service.ExecResult, error) {
 	a.mu.Lock()
 	a.lastExec = req
 	a.mu.Unlock()
 	switch {
 	case req.Command == "true":
-		return ExecResult{}, nil
+		return service.ExecResult{}, nil
 	case strings.HasPrefix(req.Command, "echo "):
-		return ExecResult{Stdout: strings.TrimPrefix(req.Command, "echo ") + "\n"}, nil
+		return service.ExecResult{Stdout: strings.TrimPrefix(req.Command, "echo ") + "\n"}, nil
 	case req.Command == "sleep 999":
-		return ExecResult{ExitCode: -1, TimedOut: true}, nil
+		return service.ExecResult{ExitCode: -1, TimedOut: true}, nil
 	default:
-		return ExecResult{ExitCode: 127, Stderr: "sh: " + req.Command + ": not found\n"}, nil
+		return service.ExecResult{ExitCode: 127, Stderr: "sh: " + req.Command + ": not found\n"}, nil
 	}
 }
 
-func (a *fakeAgent) Python(_ context.Context, _ sandboxes.Target, req PythonRequest) (PythonResult, error) {
+func (a *fakeAgent) Python(_ context.Context, _ sandboxes.Target, req service.PythonRequest) (service.PythonResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pyCount++
 	if strings.Contains(req.Code, "raise") {
-		return PythonResult{Error: "Traceback: ValueError", ExecutionCount: a.pyCount}, nil
+		return service.PythonResult{Error: "Traceback: ValueError", ExecutionCount: a.pyCount}, nil
 	}
-	return PythonResult{Stdout: "hi\n", Result: "42", Images: []string{"iVBORw0KGgo="}, ExecutionCount: a.pyCount}, nil
+	return service.PythonResult{Stdout: "hi\n", Result: "42", Images: []string{"iVBORw0KGgo="}, ExecutionCount: a.pyCount}, nil
 }
 
 func (a *fakeAgent) ReadFile(_ context.Context, _ sandboxes.Target, p string) ([]byte, error) {
@@ -275,13 +276,13 @@ func (a *fakeAgent) WriteFile(_ context.Context, _ sandboxes.Target, p string, r
 	return nil
 }
 
-func (a *fakeAgent) ListDir(_ context.Context, _ sandboxes.Target, p string) ([]DirEntry, error) {
+func (a *fakeAgent) ListDir(_ context.Context, _ sandboxes.Target, p string) ([]service.DirEntry, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []DirEntry
+	var out []service.DirEntry
 	for name, b := range a.files {
 		if p == "." || strings.HasPrefix(name, p+"/") {
-			out = append(out, DirEntry{Name: name[strings.LastIndex(name, "/")+1:], Path: name, IsFile: true, Size: int64(len(b))})
+			out = append(out, service.DirEntry{Name: name[strings.LastIndex(name, "/")+1:], Path: name, IsFile: true, Size: int64(len(b))})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
@@ -309,7 +310,7 @@ func (a *fakeAgent) Upload(_ context.Context, _ sandboxes.Target, p string, r io
 	return int64(len(b)), nil
 }
 
-func (a *fakeAgent) Download(_ context.Context, _ sandboxes.Target, p, rng string) (*Download, error) {
+func (a *fakeAgent) Download(_ context.Context, _ sandboxes.Target, p, rng string) (*service.Download, error) {
 	a.mu.Lock()
 	b, ok := a.files[p]
 	a.mu.Unlock()
@@ -323,25 +324,25 @@ func (a *fakeAgent) Download(_ context.Context, _ sandboxes.Target, p, rng strin
 			return nil, agentapi.Errorf(agentapi.CodeInvalidRequest, "bad range")
 		}
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(b)))
-		return &Download{Body: io.NopCloser(bytes.NewReader(b[start : end+1])), Status: http.StatusPartialContent, Header: h}, nil
+		return &service.Download{Body: io.NopCloser(bytes.NewReader(b[start : end+1])), Status: http.StatusPartialContent, Header: h}, nil
 	}
 	h.Set("Content-Length", fmt.Sprint(len(b)))
-	return &Download{Body: io.NopCloser(bytes.NewReader(b)), Status: http.StatusOK, Header: h}, nil
+	return &service.Download{Body: io.NopCloser(bytes.NewReader(b)), Status: http.StatusOK, Header: h}, nil
 }
 
-func (a *fakeAgent) Browser(_ context.Context, _ sandboxes.Target, req BrowserRequest) (BrowserResult, error) {
+func (a *fakeAgent) Browser(_ context.Context, _ sandboxes.Target, req service.BrowserRequest) (service.BrowserResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.browser = append(a.browser, req)
 	switch req.Action {
 	case "navigate":
-		return BrowserResult{Value: req.URL}, nil
+		return service.BrowserResult{Value: req.URL}, nil
 	case "title":
-		return BrowserResult{Value: "Example Domain"}, nil
+		return service.BrowserResult{Value: "Example Domain"}, nil
 	case "screenshot":
-		return BrowserResult{PNG: []byte("\x89PNG")}, nil
+		return service.BrowserResult{PNG: []byte("\x89PNG")}, nil
 	case "evaluate":
-		return BrowserResult{Value: "2"}, nil
+		return service.BrowserResult{Value: "2"}, nil
 	}
-	return BrowserResult{Value: "text"}, nil
+	return service.BrowserResult{Value: "text"}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // queryPath reads the required ?path= (a missing one is FastAPI's 422) and validates it (invalid_path).
@@ -20,7 +20,7 @@ func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot boo
 	if !decodeOrFail(w, q) {
 		return "", false
 	}
-	c, err := cleanWorkspacePath("path", p, allowRoot)
+	c, err := service.CleanWorkspacePath("path", p, allowRoot)
 	if err != nil {
 		writeError(w, r, err)
 		return "", false
@@ -28,12 +28,12 @@ func queryPath(w http.ResponseWriter, r *http.Request, def string, allowRoot boo
 	return c, true
 }
 
-func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
 	}
-	b, err := h.ReadFile(r.Context(), p, r.PathValue("id"), fp)
+	b, err := h.svc.ReadFile(r.Context(), p, r.PathValue("id"), fp)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -41,43 +41,38 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p Principal) 
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
 }
 
-func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	f := bodyFields(r, true)
 	fp := f.str("path", true, "")
 	content := f.str("content", true, "")
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if err := h.WriteFile(r.Context(), p, r.PathValue("id"), fp, strings.NewReader(content)); err != nil {
+	if err := h.svc.WriteFile(r.Context(), p, r.PathValue("id"), fp, strings.NewReader(content)); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := h.cfg.Agent.Remove(r.Context(), t, fp); err != nil {
+	if err := h.svc.RemoveFile(r.Context(), p, r.PathValue("id"), fp); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	dp, ok := queryPath(w, r, ".", true)
 	if !ok {
 		return
 	}
-	entries, err := h.ListDir(r.Context(), p, r.PathValue("id"), dp)
+	entries, err := h.svc.ListDir(r.Context(), p, r.PathValue("id"), dp)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -85,28 +80,10 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
-// errTooLarge is what the counting reader fails with once an upload passes the cap.
-var errTooLarge = errors.New("upload exceeds the size limit")
-
-type cappedReader struct {
-	r   io.Reader
-	n   int64
-	max int64
-}
-
-func (c *cappedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if c.n > c.max {
-		return n, errTooLarge
-	}
-	return n, err
-}
-
 // upload streams the multipart `file` part to the agent without holding it in memory. Bay's clients send the
 // `path` field before the file (httpx puts data fields first); if the file comes first it is spooled to a
 // temporary file, still bounded by the cap.
-func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "multipart/form-data" {
@@ -116,13 +93,13 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 		}})
 		return
 	}
-	if r.ContentLength > 0 && r.ContentLength > h.cfg.MaxUploadBytes+1<<20 {
-		writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+	if r.ContentLength > 0 && r.ContentLength > h.svc.MaxUploadBytes()+1<<20 {
+		writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 		return
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+		writeError(w, r, service.Errorf(service.CodeValidation, "reading the multipart body: %v", err))
 		return
 	}
 	var (
@@ -138,19 +115,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}()
 	send := func(body io.Reader) error {
-		c, err := cleanWorkspacePath("path", *dest, false)
-		if err != nil {
-			return err
-		}
-		t, err := h.running(r.Context(), id, p, sandboxes.CapFilesystem)
-		if err != nil {
-			return err
-		}
-		capped := &cappedReader{r: body, max: h.cfg.MaxUploadBytes}
-		n, err := h.cfg.Agent.Upload(r.Context(), t, c, capped)
-		if capped.n > h.cfg.MaxUploadBytes || errors.Is(err, errTooLarge) {
-			return tooLarge(h.cfg.MaxUploadBytes)
-		}
+		n, err := h.svc.Upload(r.Context(), p, id, *dest, body)
 		written = n
 		done = err == nil
 		return err
@@ -161,18 +126,18 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errTooLarge) {
-				writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+			if errors.Is(err, service.ErrTooLarge) {
+				writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 				return
 			}
-			writeError(w, r, errorf(CodeValidation, "reading the multipart body: %v", err))
+			writeError(w, r, service.Errorf(service.CodeValidation, "reading the multipart body: %v", err))
 			return
 		}
 		switch part.FormName() {
 		case "path":
 			b, err := io.ReadAll(io.LimitReader(part, 4097))
 			if err != nil || len(b) > 4096 {
-				writeError(w, r, errorf(CodeInvalidPath, "the path field is unreadable or too long"))
+				writeError(w, r, service.Errorf(service.CodeInvalidPath, "the path field is unreadable or too long"))
 				return
 			}
 			s := string(b)
@@ -189,7 +154,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 			}
 		case "file":
 			if done || spooled != nil {
-				writeError(w, r, errorf(CodeValidation, "only one file part is accepted"))
+				writeError(w, r, service.Errorf(service.CodeValidation, "only one file part is accepted"))
 				return
 			}
 			if dest != nil {
@@ -210,12 +175,12 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 				writeError(w, r, fmt.Errorf("spooling the upload: %w", err))
 				return
 			}
-			capped := &cappedReader{r: part, max: h.cfg.MaxUploadBytes}
+			capped := &service.CappedReader{R: part, Max: h.svc.MaxUploadBytes()}
 			if _, err := io.Copy(spooled, capped); err != nil {
-				if errors.Is(err, errTooLarge) {
-					writeError(w, r, tooLarge(h.cfg.MaxUploadBytes))
+				if errors.Is(err, service.ErrTooLarge) {
+					writeError(w, r, service.TooLarge(h.svc.MaxUploadBytes()))
 				} else {
-					writeError(w, r, errorf(CodeValidation, "reading the uploaded file: %v", err))
+					writeError(w, r, service.Errorf(service.CodeValidation, "reading the uploaded file: %v", err))
 				}
 				return
 			}
@@ -238,21 +203,12 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": *dest, "size": written})
 }
 
-func tooLarge(max int64) *Error {
-	return errorf(CodePayloadTooLarge, "upload exceeds the limit of %d bytes", max).with("max_bytes", max)
-}
-
-func (h *Handler) download(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) download(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	fp, ok := queryPath(w, r, "", false)
 	if !ok {
 		return
 	}
-	t, err := h.running(r.Context(), r.PathValue("id"), p, sandboxes.CapFilesystem)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	d, err := h.cfg.Agent.Download(r.Context(), t, fp, r.Header.Get("Range"))
+	d, err := h.svc.DownloadFile(r.Context(), p, r.PathValue("id"), fp, r.Header.Get("Range"))
 	if err != nil {
 		writeError(w, r, err)
 		return

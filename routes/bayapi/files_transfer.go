@@ -8,11 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"time"
 
 	"github.com/sandgate/sandgate/routes/egress"
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Files between sandboxes (sandbox-agent's export/import): an export registers paths of a sandbox as importable,
@@ -32,7 +31,7 @@ func (h *Handler) transferRoutes() []route {
 	}
 }
 
-func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	var req struct {
 		Paths []string `json:"paths"`
 	}
@@ -41,7 +40,7 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p Principa
 		return
 	}
 	id := r.PathValue("id")
-	es, err := h.ExportFiles(r.Context(), p, id, req.Paths)
+	es, err := h.svc.ExportFiles(r.Context(), p, id, req.Paths)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -49,8 +48,8 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p Principa
 	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": id, "exports": es})
 }
 
-func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p Principal) {
-	sb, err := h.visible(r.Context(), r.PathValue("id"), p)
+func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	sb, err := h.svc.Visible(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -70,13 +69,13 @@ type importRequest struct {
 	Destination string `json:"destination"`
 }
 
-func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	var req importRequest
 	if err := decodeTransfer(r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	res, err := h.ImportFile(r.Context(), p, r.PathValue("id"), ImportParams(req))
+	res, err := h.svc.ImportFile(r.Context(), p, r.PathValue("id"), service.ImportParams(req))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -84,72 +83,18 @@ func (h *Handler) importFile(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "path": res.Path, "size": res.Size, "source": res.Source})
 }
 
-// importSource opens what an import reads: an exported file of another sandbox of p's, or a public URL, once the
-// destination sandbox is known to be p's. It returns the body, a description of the source and its base name.
-func (h *Handler) importSource(ctx context.Context, p Principal, id string, req ImportParams) (io.ReadCloser, string, string, error) {
-	fromSandbox := req.FromSandbox != "" || req.Path != ""
-	if fromSandbox == (req.URL != "") {
-		return nil, "", "", errorf(CodeValidation, "give either from_sandbox and path, or url")
-	}
-	if !fromSandbox {
-		u, err := url.Parse(req.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, "", "", errorf(CodeValidation, "url must be an absolute http(s) URL")
-		}
-		if _, err := h.visible(ctx, id, p); err != nil {
-			return nil, "", "", err
-		}
-		rc, err := fetchPublic(ctx, u)
-		if err != nil {
-			return nil, "", "", err
-		}
-		return rc, u.Redacted(), path.Base(u.Path), nil
-	}
-	src, err := cleanWorkspacePath("path", req.Path, false)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if req.FromSandbox == "" {
-		return nil, "", "", errorf(CodeValidation, "from_sandbox is required with path")
-	}
-	// The source must be the caller's (another owner's sandbox does not exist for it) and the path exported.
-	from, err := h.visible(ctx, req.FromSandbox, p)
-	if err != nil {
-		return nil, "", "", err
-	}
-	exp, err := h.cfg.Store.Export(from.ID, src)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("reading exports: %w", err)
-	}
-	if exp == nil {
-		return nil, "", "", errorf(CodeForbidden, "%s is not exported by sandbox %s", src, from.ID).with("sandbox_id", from.ID).with("path", src)
-	}
-	if _, err := h.visible(ctx, id, p); err != nil { // check the destination before starting the source
-		return nil, "", "", err
-	}
-	st, err := h.running(ctx, from.ID, p, sandboxes.CapFilesystem)
-	if err != nil {
-		return nil, "", "", err
-	}
-	d, err := h.cfg.Agent.Download(ctx, st, src, "")
-	if err != nil {
-		return nil, "", "", err
-	}
-	return d.Body, "sandbox:" + from.ID + "/" + src, path.Base(src), nil
-}
-
 func decodeTransfer(r *http.Request, into any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
-		return errorf(CodeValidation, "reading the request body: %v", err)
+		return service.Errorf(service.CodeValidation, "reading the request body: %v", err)
 	}
 	return nil
 }
 
-// fetchPublic GETs a URL for an import. The gateway sits next to internal services, so the address actually dialled
+// FetchPublic GETs a URL for an import. The gateway sits next to internal services, so the address actually dialled
 // must be public: loopback, link-local, metadata and private ranges are refused after DNS resolution.
-func fetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
+func FetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
 	// The address policy (routes/egress) runs at dial time on every address, the redirects' too.
 	dialer := egress.AddrRules{}.Dialer(10*time.Second, nil)
 	client := &http.Client{
@@ -164,19 +109,19 @@ func fetchPublic(ctx context.Context, u *url.URL) (io.ReadCloser, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, errorf(CodeValidation, "url: %v", err)
+		return nil, service.Errorf(service.CodeValidation, "url: %v", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		var refused *egress.RefusedError
 		if errors.As(err, &refused) {
-			return nil, errorf(CodeForbidden, "importing %s refused: %s", u.Redacted(), refused.Reason).with("address", refused.Host)
+			return nil, service.Errorf(service.CodeForbidden, "importing %s refused: %s", u.Redacted(), refused.Reason).With("address", refused.Host)
 		}
-		return nil, errorf(CodeShipError, "fetching %s: %v", u.Redacted(), err)
+		return nil, service.Errorf(service.CodeShipError, "fetching %s: %v", u.Redacted(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, errorf(CodeShipError, "fetching %s: %s", u.Redacted(), resp.Status).with("upstream_status", resp.StatusCode)
+		return nil, service.Errorf(service.CodeShipError, "fetching %s: %s", u.Redacted(), resp.Status).With("upstream_status", resp.StatusCode)
 	}
 	return resp.Body, nil
 }

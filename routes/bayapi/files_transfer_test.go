@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func TestFilesExportImport(t *testing.T) {
@@ -46,16 +48,16 @@ func TestFilesExportImport(t *testing.T) {
 		status            int
 		code              string
 	}{
-		{"not exported", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "secret.txt"}, 403, CodeForbidden},
-		{"other owner's source", bobs, keyBob, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, CodeNotFound},
-		{"other owner's destination", bobs, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, CodeNotFound},
-		{"path escapes", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "../etc/passwd"}, 400, CodeInvalidPath},
-		{"both sources", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin", "url": "https://example.com/x"}, 400, CodeValidation},
-		{"neither", dst, keyAlice, map[string]any{"destination": "x"}, 400, CodeValidation},
-		{"loopback url", dst, keyAlice, map[string]any{"url": "http://127.0.0.1:1/x"}, 403, CodeForbidden},
-		{"metadata url", dst, keyAlice, map[string]any{"url": "http://169.254.169.254/latest/meta-data/"}, 403, CodeForbidden},
-		{"file url", dst, keyAlice, map[string]any{"url": "file:///etc/passwd"}, 400, CodeValidation},
-		{"unknown field", dst, keyAlice, map[string]any{"from": src}, 400, CodeValidation},
+		{"not exported", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "secret.txt"}, 403, service.CodeForbidden},
+		{"other owner's source", bobs, keyBob, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, service.CodeNotFound},
+		{"other owner's destination", bobs, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin"}, 404, service.CodeNotFound},
+		{"path escapes", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "../etc/passwd"}, 400, service.CodeInvalidPath},
+		{"both sources", dst, keyAlice, map[string]any{"from_sandbox": src, "path": "out/data.bin", "url": "https://example.com/x"}, 400, service.CodeValidation},
+		{"neither", dst, keyAlice, map[string]any{"destination": "x"}, 400, service.CodeValidation},
+		{"loopback url", dst, keyAlice, map[string]any{"url": "http://127.0.0.1:1/x"}, 403, service.CodeForbidden},
+		{"metadata url", dst, keyAlice, map[string]any{"url": "http://169.254.169.254/latest/meta-data/"}, 403, service.CodeForbidden},
+		{"file url", dst, keyAlice, map[string]any{"url": "file:///etc/passwd"}, 400, service.CodeValidation},
+		{"unknown field", dst, keyAlice, map[string]any{"from": src}, 400, service.CodeValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+tc.target+"/files:import", tc.key, tc.body)
@@ -100,7 +102,7 @@ func TestNodeExecNeedsTheCapability(t *testing.T) {
 	a := newTestAPI(t)
 	id := a.create(t, keyAlice, map[string]any{"profile": "python-default"})
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"code": "1+1"})
-	if st != 400 || errCode(out) != CodeCapability {
+	if st != 400 || errCode(out) != service.CodeCapability {
 		t.Fatalf("%d %v", st, out)
 	}
 	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/node/exec", keyAlice, map[string]any{"timeout": 5}); st != 422 && st != 400 {

@@ -2,28 +2,22 @@ package bayapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Config wires the handler to its collaborators.
 type Config struct {
-	Sandboxes Sandboxes
-	Agent     Agent
-	// Streamer serves streaming exec, processes and PTY; nil answers those routes with capability_not_supported.
-	Streamer Streamer
-	// Tickets issues browser tickets; nil answers the tickets route with capability_not_supported.
-	Tickets TicketIssuer
+	// Service runs the operations; the handler translates Bay's requests and answers around it.
+	Service *service.Service
 	Store   *Store
-	Keys    *KeyRing
+	Keys    *service.KeyRing
 	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
 	AllowAnonymous bool
-	// MaxUploadBytes caps one upload; 0 means 1 GiB.
-	MaxUploadBytes int64
 	// MaxSpooledUploads and MaxSpooledUploadsPerOwner bound uploads spooled to the temp dir at once (a file part
 	// before its path); 0 means DefaultMaxSpooledUploads and DefaultMaxSpooledUploadsPerOwner.
 	MaxSpooledUploads         int
@@ -36,6 +30,7 @@ type Config struct {
 // Handler serves the API.
 type Handler struct {
 	cfg    Config
+	svc    *service.Service
 	mux    *http.ServeMux
 	routes []route
 	idem   *idempotencyCache
@@ -48,7 +43,7 @@ type route struct {
 	summary      string
 	public       bool // no authentication (Bay: /health and GET /v1/profiles)
 	bay          bool // part of Bay's API (false: our addition)
-	h            func(http.ResponseWriter, *http.Request, Principal)
+	h            func(http.ResponseWriter, *http.Request, service.Principal)
 }
 
 // New builds the handler.
@@ -59,21 +54,18 @@ func New(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxUploadBytes <= 0 {
-		cfg.MaxUploadBytes = 1 << 30
-	}
 	if cfg.Keys == nil {
-		cfg.Keys = &KeyRing{keys: map[string]Principal{}}
+		cfg.Keys, _ = service.NewKeyRing(nil)
 	}
 	if cfg.Store != nil {
 		cfg.Store.SetLogger(cfg.Logger)
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
+	h := &Handler{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
 		spool: newSpoolSlots(cfg.MaxSpooledUploads, cfg.MaxSpooledUploadsPerOwner)}
 	h.routes = h.table()
 	for _, rt := range h.routes {
 		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
-			var p Principal
+			var p service.Principal
 			if !rt.public {
 				var err error
 				if p, err = h.authenticate(r); err != nil {
@@ -133,9 +125,9 @@ func (h *Handler) table() []route {
 	for _, u := range unsupported {
 		for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
 			rs = append(rs, route{m, u.path, "Not supported by sandgate: " + u.why, false, true,
-				func(w http.ResponseWriter, r *http.Request, _ Principal) {
-					writeError(w, r, errorf(CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
-						with("capability", u.feature).with("available", []string{}))
+				func(w http.ResponseWriter, r *http.Request, _ service.Principal) {
+					writeError(w, r, service.Errorf(service.CodeCapability, "%s is not supported by this gateway: %s", u.feature, u.why).
+						With("capability", u.feature).With("available", []string{}))
 				}})
 		}
 	}
@@ -160,7 +152,7 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := r.Header.Get("X-Request-Id")
 	if rid == "" || len(rid) > 128 {
-		rid = newID("req-")
+		rid = service.NewID("req-")
 	}
 	w.Header().Set("X-Request-Id", rid)
 	ctx := context.WithValue(r.Context(), requestIDKey, rid)
@@ -171,11 +163,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			probe := r.Clone(r.Context())
 			probe.Method = rt.method
 			if _, p := h.mux.Handler(probe); p != "" {
-				writeError(w, r, errorf(CodeMethodNotAllowed, "Method Not Allowed"))
+				writeError(w, r, service.Errorf(CodeMethodNotAllowed, "Method Not Allowed"))
 				return
 			}
 		}
-		writeError(w, r, errorf(CodeNotFound, "Not Found: %s", r.URL.Path))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "Not Found: %s", r.URL.Path))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -194,14 +186,7 @@ func requestID(r *http.Request) string {
 	return ""
 }
 
-// newID returns prefix + 12 hex digits, Bay's id shape.
-func newID(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return prefix + hex.EncodeToString(b)
-}
-
-func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) health(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": h.cfg.Version})
 }
 
@@ -215,11 +200,3 @@ func decodeOrFail(w http.ResponseWriter, f *fields) bool {
 }
 
 func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
-
-func isoPtr(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := iso(*t)
-	return &s
-}

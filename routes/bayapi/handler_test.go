@@ -18,6 +18,7 @@ import (
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
@@ -51,12 +52,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
+// testConfig is the handler's configuration and its service's, for a test to change before the handler is built.
+type testConfig struct {
+	Config
+	svc service.Config
+}
+
+func newTestAPI(t *testing.T, mutate ...func(*testConfig)) *testAPI {
 	t.Helper()
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "api.db"))
 	t.Cleanup(func() { st.Close() })
 	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	keys, err := LoadKeys(context.Background(), st, KeySetup{ConfigKey: keyAlice, Extra: []KeyConfig{
+	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{ConfigKey: keyAlice, Extra: []service.KeyConfig{
 		{Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
 	}})
 	if err != nil {
@@ -64,11 +71,16 @@ func newTestAPI(t *testing.T, mutate ...func(*Config)) *testAPI {
 	}
 	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
 	mgr.store = st
-	cfg := Config{Sandboxes: mgr, Agent: agent, Store: st, Keys: keys, Version: "test", Now: clock.Now, MaxUploadBytes: 1 << 20}
+	cfg := testConfig{
+		Config: Config{Store: st, Keys: keys, Version: "test", Now: clock.Now},
+		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, Cargos: CargoBook{Store: st, Now: clock.Now},
+			Exports: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
+	}
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	h := New(cfg)
+	cfg.Service = service.New(cfg.svc)
+	h := New(cfg.Config)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testAPI{srv: srv, h: h, mgr: mgr, agent: agent, clock: clock}
@@ -490,7 +502,7 @@ func TestListScopingAndPaging(t *testing.T) {
 }
 
 func TestAnonymous(t *testing.T) {
-	a := newTestAPI(t, func(c *Config) { c.AllowAnonymous = true })
+	a := newTestAPI(t, func(c *testConfig) { c.AllowAnonymous = true })
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes", "", map[string]any{}, "X-Owner", "carol")
 	if st != 201 {
 		t.Fatalf("anonymous create: %d %v", st, out)
@@ -684,16 +696,16 @@ func TestCargos(t *testing.T) {
 	}
 }
 
-type fakeIssuer struct{ got TicketRequest }
+type fakeIssuer struct{ got service.TicketRequest }
 
-func (f *fakeIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+func (f *fakeIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
 	f.got = req
-	return Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
+	return service.Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
 }
 
 func TestTickets(t *testing.T) {
 	iss := &fakeIssuer{}
-	a := newTestAPI(t, func(c *Config) { c.Tickets = iss })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = iss })
 	id := a.create(t, keyAlice, nil)
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyAlice, map[string]any{"scope": "vnc", "ttl": 30})
 	if st != 201 || out["ticket"] != "tk" || iss.got.Scope != "vnc" || iss.got.TTL != 30*time.Second || iss.got.Owner != "default" {
@@ -769,27 +781,27 @@ func TestCleanWorkspacePath(t *testing.T) {
 		{"skills/./x//y", "skills/x/y", false, ""},
 		{"a/../b", "b", false, ""},
 		{".", ".", true, ""},
-		{".", "", false, PathReasonRoot},
-		{"", "", true, PathReasonEmpty},
-		{"   ", "", true, PathReasonEmpty},
-		{"/abs", "", true, PathReasonAbsolute},
-		{"/workspace/a", "", true, PathReasonAbsolute},
-		{"..", "", true, PathReasonTraversal},
-		{"a/../../b", "", true, PathReasonTraversal},
-		{"a\x00b", "", true, PathReasonNullByte},
+		{".", "", false, service.PathReasonRoot},
+		{"", "", true, service.PathReasonEmpty},
+		{"   ", "", true, service.PathReasonEmpty},
+		{"/abs", "", true, service.PathReasonAbsolute},
+		{"/workspace/a", "", true, service.PathReasonAbsolute},
+		{"..", "", true, service.PathReasonTraversal},
+		{"a/../../b", "", true, service.PathReasonTraversal},
+		{"a\x00b", "", true, service.PathReasonNullByte},
 	}
 	for _, tc := range tests {
-		got, err := cleanWorkspacePath("cwd", tc.in, tc.allowRoot)
+		got, err := service.CleanWorkspacePath("cwd", tc.in, tc.allowRoot)
 		if (err == nil) != (tc.reason == "") || got != tc.want {
-			t.Errorf("cleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
+			t.Errorf("service.CleanWorkspacePath(%q) = %q, %v", tc.in, got, err)
 		}
 		if err == nil {
 			continue
 		}
 		// Bay's details: {field, reason}.
-		e := asAPIError(err)
-		if e.Code != CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
-			t.Errorf("cleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
+		e := service.AsError(err)
+		if e.Code != service.CodeInvalidPath || e.Details["field"] != "cwd" || e.Details["reason"] != tc.reason || len(e.Details) != 2 {
+			t.Errorf("service.CleanWorkspacePath(%q): %s %v", tc.in, e.Code, e.Details)
 		}
 	}
 }
@@ -797,12 +809,12 @@ func TestCleanWorkspacePath(t *testing.T) {
 // realIssuer mints with routes/tickets, as the Caddy glue does.
 type realIssuer struct{ iss *tickets.Issuer }
 
-func (r realIssuer) Issue(_ context.Context, req TicketRequest) (Ticket, error) {
+func (r realIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
 	tk, err := r.iss.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Lifetime: req.TTL, Subject: req.Owner})
 	if err != nil {
-		return Ticket{}, err
+		return service.Ticket{}, err
 	}
-	return Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
+	return service.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
 }
 
 // TestTicketMintFloodIsRateLimitedPerOwner: alice floods the tickets route; past her budget she gets a typed 429 in
@@ -817,7 +829,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestAPI(t, func(c *Config) { c.Tickets = realIssuer{iss} })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = realIssuer{iss} })
 	mine := a.create(t, keyAlice, nil)
 	bobs := a.create(t, keyBob, nil)
 	limited := 0
@@ -827,7 +839,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 		case 201:
 		case 429:
 			limited++
-			if errCode(out) != CodeRateLimited || hdr.Get("Retry-After") == "" {
+			if errCode(out) != service.CodeRateLimited || hdr.Get("Retry-After") == "" {
 				t.Fatalf("rate-limited answer: %v %v", out, hdr)
 			}
 		default:

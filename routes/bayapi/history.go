@@ -4,11 +4,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 var execTypes = []string{"python", "shell", "browser", "browser_batch"}
 
-func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	q := queryFields(r)
 	execType := q.str("exec_type", false, "")
@@ -25,7 +27,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -67,7 +69,7 @@ func hasAnyTag(tags *string, want []string) bool {
 	return false
 }
 
-func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	q := queryFields(r)
 	execType := q.str("exec_type", false, "")
@@ -78,7 +80,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -94,15 +96,15 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p Principa
 		}
 	}
 	if execType != "" {
-		writeError(w, r, errorf(CodeNotFound, "No %s execution history for sandbox %s", execType, id))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "No %s execution history for sandbox %s", execType, id))
 		return
 	}
-	writeError(w, r, errorf(CodeNotFound, "No execution history for sandbox %s", id))
+	writeError(w, r, service.Errorf(service.CodeNotFound, "No execution history for sandbox %s", id))
 }
 
-func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -115,10 +117,10 @@ func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p Principal
 		writeJSON(w, http.StatusOK, found[0])
 		return
 	}
-	writeError(w, r, errorf(CodeNotFound, "Execution not found: %s", eid))
+	writeError(w, r, service.Errorf(service.CodeNotFound, "Execution not found: %s", eid))
 }
 
-func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
 	f := bodyFields(r, true)
 	desc := f.optStr("description")
@@ -127,7 +129,7 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p Princip
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if _, err := h.visible(r.Context(), id, p); err != nil {
+	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -147,7 +149,7 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p Princip
 		return
 	}
 	if !ok {
-		writeError(w, r, errorf(CodeNotFound, "Execution not found: %s", eid))
+		writeError(w, r, service.Errorf(service.CodeNotFound, "Execution not found: %s", eid))
 		return
 	}
 	writeJSON(w, http.StatusOK, e)

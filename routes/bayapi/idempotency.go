@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // idempotencyKeyPattern is the only key form Bay accepts.
@@ -58,7 +60,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // withIdempotency runs op once per (owner, route, Idempotency-Key). Only successful answers are kept: a failed
 // attempt may be retried with the same key.
-func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p Principal, op func(http.ResponseWriter, *http.Request)) {
+func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p service.Principal, op func(http.ResponseWriter, *http.Request)) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		op(w, r)
@@ -66,12 +68,12 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	if !idempotencyKeyPattern.MatchString(key) {
 		// Bay refuses a malformed key with 409 conflict and performs nothing.
-		writeError(w, r, errorf(CodeConflict, "Invalid Idempotency-Key format: must be 1-128 alphanumeric characters, dash, or underscore").with("key", key))
+		writeError(w, r, service.Errorf(service.CodeConflict, "Invalid Idempotency-Key format: must be 1-128 alphanumeric characters, dash, or underscore").With("key", key))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
 	if err != nil {
-		writeError(w, r, errorf(CodeValidation, "reading the request body: %v", err))
+		writeError(w, r, service.Errorf(service.CodeValidation, "reading the request body: %v", err))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -90,7 +92,7 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p Prin
 	if e, ok := c.entries[ck]; ok {
 		c.mu.Unlock()
 		if e.bodyHash != bodyHash {
-			writeError(w, r, errorf(CodeConflict, "Idempotency-Key %q was used with a different request body", key))
+			writeError(w, r, service.Errorf(service.CodeConflict, "Idempotency-Key %q was used with a different request body", key))
 			return
 		}
 		<-e.done

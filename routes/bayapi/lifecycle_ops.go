@@ -1,32 +1,15 @@
 package bayapi
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Pause, resume, snapshots and fork: our additions, in Bay's style (same auth, envelope and owner scoping). A
 // backend that lacks them answers capability_not_supported.
-
-// Pauser is implemented by a backend that can freeze and thaw sandboxes.
-type Pauser interface {
-	Pause(ctx context.Context, id string) (sandboxes.Sandbox, error)
-	Resume(ctx context.Context, id string) (sandboxes.Sandbox, error)
-}
-
-// Snapshotter is implemented by a backend that keeps workspace snapshots.
-type Snapshotter interface {
-	CreateSnapshot(ctx context.Context, id string, req sandboxes.SnapshotRequest) (sandboxes.Snapshot, error)
-	// Snapshots lists owner's snapshots ("" lists every owner's), newest first.
-	Snapshots(ctx context.Context, owner string) ([]sandboxes.Snapshot, error)
-	GetSnapshot(ctx context.Context, id string) (sandboxes.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id string) error
-	CreateFromSnapshot(ctx context.Context, req sandboxes.CreateRequest, snapshotID string) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-	Fork(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-}
 
 // SnapshotResponse is a snapshot as the API shows it (its storage location stays internal).
 type SnapshotResponse struct {
@@ -68,57 +51,28 @@ func (h *Handler) lifecycleRoutes() []route {
 	}
 }
 
-func (h *Handler) pauser(w http.ResponseWriter, r *http.Request) Pauser {
-	p, ok := h.cfg.Sandboxes.(Pauser)
-	if !ok {
-		writeError(w, r, errorf(CodeCapability, "pause is not available on this gateway").with("capability", "pause").with("available", []string{}))
-		return nil
-	}
-	return p
-}
-
-func (h *Handler) snapshotter(w http.ResponseWriter, r *http.Request) Snapshotter {
-	s, ok := h.cfg.Sandboxes.(Snapshotter)
-	if !ok {
-		writeError(w, r, errorf(CodeCapability, "snapshots are not available on this gateway").with("capability", "snapshots").with("available", []string{}))
-		return nil
-	}
-	return s
-}
-
-func (h *Handler) pauseSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) pauseSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.pauseOrResume(w, r, p, true)
 }
 
-func (h *Handler) resumeSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) resumeSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.pauseOrResume(w, r, p, false)
 }
 
-func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p Principal, pause bool) {
-	pr := h.pauser(w, r)
-	if pr == nil {
-		return
-	}
-	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var sb sandboxes.Sandbox
-	var err error
+func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p service.Principal, pause bool) {
+	op := h.svc.Resume
 	if pause {
-		sb, err = pr.Pause(r.Context(), id)
-	} else {
-		sb, err = pr.Resume(r.Context(), id)
+		op = h.svc.Pause
 	}
+	sb, err := op(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.sandboxResponse(sb, false))
+	writeJSON(w, http.StatusOK, h.describe(sb, false))
 }
 
-func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p Principal) SnapshotResponse {
+func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p service.Principal) SnapshotResponse {
 	resp := SnapshotResponse{ID: s.ID, Name: s.Name, Kind: string(s.Kind), SourceSandboxID: s.Source, Profile: s.Profile,
 		SizeBytes: s.SizeBytes, Files: s.Files, CopyMethod: s.Method, CreatedAt: iso(s.CreatedAt)}
 	if p.Admin {
@@ -128,21 +82,9 @@ func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p Principal) SnapshotRe
 	return resp
 }
 
-// visibleSnapshot fetches a snapshot the caller may use; another owner's does not exist for it.
-func (h *Handler) visibleSnapshot(ctx context.Context, s Snapshotter, id string, p Principal) (sandboxes.Snapshot, error) {
-	snap, err := s.GetSnapshot(ctx, id)
-	if err != nil {
-		return snap, err
-	}
-	if !p.Admin && snap.Owner != p.Owner {
-		return sandboxes.Snapshot{}, errorf(CodeNotFound, "Snapshot not found: %s", id)
-	}
-	return snap, nil
-}
-
-func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
+func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	if err := h.svc.CanSnapshot(); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	f := bodyFields(r, false)
@@ -151,12 +93,7 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p Princ
 	if !decodeOrFail(w, f) {
 		return
 	}
-	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	snap, err := s.CreateSnapshot(r.Context(), id, sandboxes.SnapshotRequest{Name: name, Kind: sandboxes.SnapshotKind(kind)})
+	snap, err := h.svc.CreateSnapshot(r.Context(), p, r.PathValue("id"), sandboxes.SnapshotRequest{Name: name, Kind: sandboxes.SnapshotKind(kind)})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -164,45 +101,29 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p Princ
 	writeJSON(w, http.StatusCreated, h.snapshotResponse(snap, p))
 }
 
-func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	h.writeSnapshots(w, r, p, "")
 }
 
-func (h *Handler) listSandboxSnapshots(w http.ResponseWriter, r *http.Request, p Principal) {
-	id := r.PathValue("id")
-	// The sandbox may be gone (snapshots outlive it): filter by source, scoped by owner like every list.
-	h.writeSnapshots(w, r, p, id)
+func (h *Handler) listSandboxSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.writeSnapshots(w, r, p, r.PathValue("id"))
 }
 
-func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p Principal, source string) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
-	list, err := s.Snapshots(r.Context(), owner)
+func (h *Handler) writeSnapshots(w http.ResponseWriter, r *http.Request, p service.Principal, source string) {
+	list, err := h.svc.Snapshots(r.Context(), p, source)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	items := []SnapshotResponse{}
 	for _, snap := range list {
-		if source == "" || snap.Source == source {
-			items = append(items, h.snapshotResponse(snap, p))
-		}
+		items = append(items, h.snapshotResponse(snap, p))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
-func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	snap, err := h.visibleSnapshot(r.Context(), s, r.PathValue("sid"), p)
+func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	snap, err := h.svc.GetSnapshot(r.Context(), p, r.PathValue("sid"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -210,26 +131,17 @@ func (h *Handler) getSnapshot(w http.ResponseWriter, r *http.Request, p Principa
 	writeJSON(w, http.StatusOK, h.snapshotResponse(snap, p))
 }
 
-func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	id := r.PathValue("sid")
-	if _, err := h.visibleSnapshot(r.Context(), s, id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := s.DeleteSnapshot(r.Context(), id); err != nil {
+func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	if err := h.svc.DeleteSnapshot(r.Context(), p, r.PathValue("sid")); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p Principal) {
-	s := h.snapshotter(w, r)
-	if s == nil {
+func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	if err := h.svc.CanSnapshot(); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	f := bodyFields(r, false)
@@ -237,59 +149,21 @@ func (h *Handler) forkSandbox(w http.ResponseWriter, r *http.Request, p Principa
 	if !decodeOrFail(w, f) {
 		return
 	}
-	id := r.PathValue("id")
-	if _, err := h.unexpired(r.Context(), id, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	d := time.Duration(-1)
-	if ttl > 0 {
-		d = time.Duration(ttl) * time.Second
-	}
-	sb, stats, err := s.Fork(r.Context(), id, d)
+	sb, stats, err := h.svc.Fork(r.Context(), p, r.PathValue("id"), time.Duration(ttl)*time.Second)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	h.recordManagedCargo(sb, p)
-	writeJSON(w, http.StatusCreated, map[string]any{"sandbox": h.sandboxResponse(sb, false), "copy": copyResponse(stats)})
+	writeJSON(w, http.StatusCreated, map[string]any{"sandbox": h.describe(sb, false), "copy": copyResponse(stats)})
 }
 
 // createFromSnapshot serves POST /v1/sandboxes with snapshot_id: the new sandbox's workspace starts as a copy of
 // the snapshot. profile "" takes the snapshot's profile.
-func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p Principal, snapshotID, profile string, ttl int64, env map[string]string) {
-	s := h.snapshotter(w, r)
-	if s == nil {
-		return
-	}
-	if _, err := h.visibleSnapshot(r.Context(), s, snapshotID, p); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: env}
-	if ttl > 0 {
-		req.TTL = time.Duration(ttl) * time.Second
-	}
-	sb, _, err := s.CreateFromSnapshot(r.Context(), req, snapshotID)
+func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, p service.Principal, snapshotID, profile string, ttl int64, env map[string]string) {
+	sb, err := h.svc.CreateFromSnapshot(r.Context(), p, snapshotID, profile, time.Duration(ttl)*time.Second, env)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	h.recordManagedCargo(sb, p)
-	writeJSON(w, http.StatusCreated, h.sandboxResponse(sb, false))
-}
-
-// recordManagedCargo lists a new sandbox's own workspace as its managed cargo, as a plain create does.
-func (h *Handler) recordManagedCargo(sb sandboxes.Sandbox, p Principal) {
-	if sb.WorkspaceID == "" || h.cfg.Store == nil {
-		return
-	}
-	now := h.cfg.Now().UTC()
-	sid := sb.ID
-	if err := h.cfg.Store.PutCargo(&Cargo{
-		ID: sb.WorkspaceID, Owner: p.Owner, Managed: true, ManagedBySandboxID: &sid, Backend: cargoBackend,
-		SizeLimitMB: defaultCargoMB, CreatedAt: now, LastAccessedAt: now,
-	}); err != nil {
-		h.cfg.Logger.Warn("recording a managed cargo", "sandbox", sb.ID, "error", err)
-	}
+	writeJSON(w, http.StatusCreated, h.describe(sb, false))
 }

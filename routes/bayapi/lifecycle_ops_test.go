@@ -3,6 +3,8 @@ package bayapi
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestLifecycleOpsWithoutBackend: a backend without pause or snapshots answers every new route with a typed
@@ -27,12 +29,12 @@ func TestLifecycleOpsWithoutBackend(t *testing.T) {
 			body = map[string]any{"snapshot_id": "snap-000000000000"}
 		}
 		st, out, _ := a.call(t, tc.method, tc.path, keyAlice, body)
-		if st != 400 || errCode(out) != CodeCapability {
+		if st != 400 || errCode(out) != service.CodeCapability {
 			t.Errorf("%s %s: %d %v", tc.method, tc.path, st, out)
 		}
 	}
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"snapshot_id": "snap-000000000000", "cargo_id": "ws-000000000000"})
-	if st != 400 || errCode(out) != CodeValidation {
+	if st != 400 || errCode(out) != service.CodeValidation {
 		t.Errorf("cargo and snapshot: %d %v", st, out)
 	}
 	st, out, _ = a.call(t, "GET", "/v1/openapi.json", "", nil)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // OpenAPI is this API's OpenAPI 3.1 document, built from the same route table as the mux so the two cannot drift.
@@ -61,7 +63,7 @@ func (h *Handler) OpenAPI() map[string]any {
 	}
 }
 
-func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) openapi(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	writeJSON(w, http.StatusOK, h.OpenAPI())
 }
 
@@ -210,7 +212,7 @@ var requestBodies = map[string]any{
 		"timeout": map[string]any{"type": "integer", "minimum": 1, "maximum": 86400, "default": 30}})),
 	"POST " + sbPath + "/processes/{pid}/signal": body(obj(nil, map[string]any{"signal": map[string]any{"type": "string", "enum": signals, "default": "TERM"}})),
 	"POST " + sbPath + "/pty":                    body(obj(nil, map[string]any{"command": str, "cwd": str, "cols": integer, "rows": integer})),
-	"POST " + sbPath + "/tickets": body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": TicketScopes, "default": "app"}, "ttl": integer,
+	"POST " + sbPath + "/tickets": body(obj(nil, map[string]any{"scope": map[string]any{"type": "string", "enum": service.TicketScopes, "default": "app"}, "ttl": integer,
 		"permission": map[string]any{"type": "string", "enum": []string{"read", "write"}, "default": "read"}})),
 }
 

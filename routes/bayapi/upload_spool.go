@@ -3,6 +3,8 @@ package bayapi
 import (
 	"sync"
 	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // An upload whose file part comes before its path is spooled to the gateway's temp dir (up to MaxUploadBytes). The
@@ -37,9 +39,9 @@ func (s *spoolSlots) acquire(owner string) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.total >= s.max || s.perOwner[owner] >= s.maxOwner {
-		e := errorf(CodeRateLimited, "too many uploads are being spooled; send the path field before the file part to stream the upload instead")
+		e := service.Errorf(service.CodeRateLimited, "too many uploads are being spooled; send the path field before the file part to stream the upload instead")
 		e.RetryAfter = time.Second
-		return nil, e.with("max_spooled_uploads", s.max).with("max_spooled_uploads_per_owner", s.maxOwner)
+		return nil, e.With("max_spooled_uploads", s.max).With("max_spooled_uploads_per_owner", s.maxOwner)
 	}
 	s.total++
 	s.perOwner[owner]++

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestSpooledUploadsAreBoundedPerOwner: alice holds her two spool slots with uploads whose file part comes first and
@@ -75,7 +77,7 @@ func TestSpooledUploadsAreBoundedPerOwner(t *testing.T) {
 	}
 	body, ct := multipartBody(t, true, "third.bin", []byte("abc"))
 	resp, out := send(keyAlice, mine, body, ct)
-	if resp.StatusCode != 429 || errCode(out) != CodeRateLimited || resp.Header.Get("Retry-After") == "" {
+	if resp.StatusCode != 429 || errCode(out) != service.CodeRateLimited || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("alice's third spooled upload: %d %v", resp.StatusCode, out)
 	}
 	body, ct = multipartBody(t, false, "streamed.bin", []byte("abc"))

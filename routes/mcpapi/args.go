@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Tool arguments. The JSON schema each tool advertises is inferred from these types (the jsonschema tags are the
@@ -22,7 +22,7 @@ const (
 var sandboxIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 func invalid(format string, args ...any) error {
-	return &bayapi.Error{Code: bayapi.CodeValidation, Message: sprintf(format, args...)}
+	return &service.Error{Code: service.CodeValidation, Message: sprintf(format, args...)}
 }
 
 func checkID(id string) error {
@@ -94,7 +94,7 @@ func (a runCodeArgs) validate() error {
 		return err
 	}
 	switch a.Language {
-	case "", bayapi.LangPython, bayapi.LangNode, bayapi.LangR:
+	case "", service.LangPython, service.LangNode, service.LangR:
 	default:
 		return invalid("language must be python, node or r, not %q", a.Language)
 	}
@@ -107,7 +107,7 @@ func (a runCodeArgs) validate() error {
 
 func (a runCodeArgs) language() string {
 	if a.Language == "" {
-		return bayapi.LangPython
+		return service.LangPython
 	}
 	return a.Language
 }
@@ -132,9 +132,9 @@ func (a commandArgs) check(max int) error {
 
 func (a commandArgs) validate() error { return a.check(maxTimeoutSec) }
 
-func (a commandArgs) params(max int) bayapi.ShellParams {
+func (a commandArgs) params(max int) service.ShellParams {
 	d, _ := timeout(a.TimeoutSeconds, defaultTimeoutSec, max) // validated
-	sp := bayapi.ShellParams{Command: a.Command, Timeout: d}
+	sp := service.ShellParams{Command: a.Command, Timeout: d}
 	if a.Cwd != "" {
 		cwd := a.Cwd
 		sp.Cwd = &cwd
@@ -242,7 +242,7 @@ func (a importArgs) validate() error {
 	}
 	if fromSandbox {
 		if err := checkID(a.FromSandbox); err != nil {
-			return invalid("from_sandbox: %s", err.(*bayapi.Error).Message)
+			return invalid("from_sandbox: %s", err.(*service.Error).Message)
 		}
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func TestArgsValidate(t *testing.T) {
@@ -19,41 +19,41 @@ func TestArgsValidate(t *testing.T) {
 		code string // "" means valid
 	}{
 		{"sandbox ok", sandboxArgs{SandboxID: "sbx-0123abcd"}, ""},
-		{"sandbox empty", sandboxArgs{}, bayapi.CodeValidation},
-		{"sandbox slash", sandboxArgs{SandboxID: "a/../b"}, bayapi.CodeValidation},
-		{"sandbox too long", sandboxArgs{SandboxID: long}, bayapi.CodeValidation},
+		{"sandbox empty", sandboxArgs{}, service.CodeValidation},
+		{"sandbox slash", sandboxArgs{SandboxID: "a/../b"}, service.CodeValidation},
+		{"sandbox too long", sandboxArgs{SandboxID: long}, service.CodeValidation},
 		{"create defaults", createArgs{}, ""},
-		{"create negative ttl", createArgs{TTLSeconds: -1}, bayapi.CodeValidation},
-		{"create bad profile", createArgs{Profile: "../x"}, bayapi.CodeValidation},
+		{"create negative ttl", createArgs{TTLSeconds: -1}, service.CodeValidation},
+		{"create bad profile", createArgs{Profile: "../x"}, service.CodeValidation},
 		{"list status", listArgs{Status: "ready"}, ""},
-		{"list bad status", listArgs{Status: "running"}, bayapi.CodeValidation},
+		{"list bad status", listArgs{Status: "running"}, service.CodeValidation},
 		{"code python", runCodeArgs{SandboxID: "s1", Code: "1+1"}, ""},
 		{"code node", runCodeArgs{SandboxID: "s1", Language: "node", Code: "1"}, ""},
-		{"code cobol", runCodeArgs{SandboxID: "s1", Language: "cobol", Code: "1"}, bayapi.CodeValidation},
-		{"code empty", runCodeArgs{SandboxID: "s1", Code: "  \n"}, bayapi.CodeValidation},
-		{"code timeout high", runCodeArgs{SandboxID: "s1", Code: "1", TimeoutSeconds: 301}, bayapi.CodeValidation},
-		{"code timeout negative", runCodeArgs{SandboxID: "s1", Code: "1", TimeoutSeconds: -5}, bayapi.CodeValidation},
+		{"code cobol", runCodeArgs{SandboxID: "s1", Language: "cobol", Code: "1"}, service.CodeValidation},
+		{"code empty", runCodeArgs{SandboxID: "s1", Code: "  \n"}, service.CodeValidation},
+		{"code timeout high", runCodeArgs{SandboxID: "s1", Code: "1", TimeoutSeconds: 301}, service.CodeValidation},
+		{"code timeout negative", runCodeArgs{SandboxID: "s1", Code: "1", TimeoutSeconds: -5}, service.CodeValidation},
 		{"command ok", commandArgs{SandboxID: "s1", Command: "ls", TimeoutSeconds: 300}, ""},
-		{"command too long a timeout", commandArgs{SandboxID: "s1", Command: "ls", TimeoutSeconds: 301}, bayapi.CodeValidation},
-		{"command empty", commandArgs{SandboxID: "s1"}, bayapi.CodeValidation},
+		{"command too long a timeout", commandArgs{SandboxID: "s1", Command: "ls", TimeoutSeconds: 301}, service.CodeValidation},
+		{"command empty", commandArgs{SandboxID: "s1"}, service.CodeValidation},
 		{"long command allows a day", longCommandArgs{SandboxID: "s1", Command: "make", TimeoutSeconds: 86400}, ""},
-		{"long command not more", longCommandArgs{SandboxID: "s1", Command: "make", TimeoutSeconds: 86401}, bayapi.CodeValidation},
-		{"edit empty old", editArgs{SandboxID: "s1", Path: "a"}, bayapi.CodeValidation},
-		{"search empty pattern", searchArgs{SandboxID: "s1"}, bayapi.CodeValidation},
-		{"search limit", searchArgs{SandboxID: "s1", Pattern: "x", Limit: 10001}, bayapi.CodeValidation},
-		{"export none", exportArgs{SandboxID: "s1"}, bayapi.CodeValidation},
+		{"long command not more", longCommandArgs{SandboxID: "s1", Command: "make", TimeoutSeconds: 86401}, service.CodeValidation},
+		{"edit empty old", editArgs{SandboxID: "s1", Path: "a"}, service.CodeValidation},
+		{"search empty pattern", searchArgs{SandboxID: "s1"}, service.CodeValidation},
+		{"search limit", searchArgs{SandboxID: "s1", Pattern: "x", Limit: 10001}, service.CodeValidation},
+		{"export none", exportArgs{SandboxID: "s1"}, service.CodeValidation},
 		{"export ok", exportArgs{SandboxID: "s1", Paths: []string{"a.txt"}}, ""},
-		{"import both", importArgs{SandboxID: "s1", FromSandbox: "s2", Path: "a", URL: "https://x"}, bayapi.CodeValidation},
-		{"import neither", importArgs{SandboxID: "s1"}, bayapi.CodeValidation},
-		{"import path without sandbox", importArgs{SandboxID: "s1", Path: "a"}, bayapi.CodeValidation},
+		{"import both", importArgs{SandboxID: "s1", FromSandbox: "s2", Path: "a", URL: "https://x"}, service.CodeValidation},
+		{"import neither", importArgs{SandboxID: "s1"}, service.CodeValidation},
+		{"import path without sandbox", importArgs{SandboxID: "s1", Path: "a"}, service.CodeValidation},
 		{"import url", importArgs{SandboxID: "s1", URL: "https://example.com/a"}, ""},
 		{"open terminal", openArgs{SandboxID: "s1", View: "terminal"}, ""},
-		{"open cdp refused", openArgs{SandboxID: "s1", View: "cdp"}, bayapi.CodeValidation},
-		{"open ttl", openArgs{SandboxID: "s1", View: "app", TTLSeconds: 3601}, bayapi.CodeValidation},
-		{"navigate file", navigateArgs{SandboxID: "s1", URL: "file:///etc/passwd"}, bayapi.CodeValidation},
-		{"navigate javascript", navigateArgs{SandboxID: "s1", URL: "javascript:alert(1)"}, bayapi.CodeValidation},
+		{"open cdp refused", openArgs{SandboxID: "s1", View: "cdp"}, service.CodeValidation},
+		{"open ttl", openArgs{SandboxID: "s1", View: "app", TTLSeconds: 3601}, service.CodeValidation},
+		{"navigate file", navigateArgs{SandboxID: "s1", URL: "file:///etc/passwd"}, service.CodeValidation},
+		{"navigate javascript", navigateArgs{SandboxID: "s1", URL: "javascript:alert(1)"}, service.CodeValidation},
 		{"navigate ok", navigateArgs{SandboxID: "s1", URL: "https://example.com"}, ""},
-		{"evaluate empty", evaluateArgs{SandboxID: "s1"}, bayapi.CodeValidation},
+		{"evaluate empty", evaluateArgs{SandboxID: "s1"}, service.CodeValidation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestArgsValidate(t *testing.T) {
 			if err == nil {
 				t.Fatalf("validate accepted %+v", tc.args)
 			}
-			if got := bayapi.AsError(err).Code; got != tc.code {
+			if got := service.AsError(err).Code; got != tc.code {
 				t.Fatalf("code %q, want %q (%v)", got, tc.code, err)
 			}
 		})
@@ -79,7 +79,7 @@ func TestArgsValidate(t *testing.T) {
 func TestToolErrorsAreToolResults(t *testing.T) {
 	ctx := context.Background()
 	s := New(Options{})
-	s.SetOps(bayapi.New(bayapi.Config{}))
+	s.SetOps(service.New(service.Config{}), nil)
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := s.MCP().Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)

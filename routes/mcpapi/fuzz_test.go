@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // FuzzToolArguments sends arbitrary JSON objects as the arguments of every tool: whatever a tenant's model sends,
@@ -23,7 +22,7 @@ func FuzzToolArguments(f *testing.F) {
 	}
 	ctx := context.Background()
 	s := New(Options{})
-	s.SetOps(bayapi.New(bayapi.Config{}))
+	s.SetOps(service.New(service.Config{}), nil)
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := s.MCP().Connect(ctx, st, nil); err != nil {
 		f.Fatal(err)

@@ -1,6 +1,6 @@
-// Package mcpapi is the gateway's MCP server (Streamable HTTP, served at /mcp on the API site): the REST API's
+// Package mcpapi is the gateway's MCP server (Streamable HTTP, served at /mcp on the API site): the service's
 // operations as MCP tools for models, with the API's bearer keys and its owner scoping. The tools call the same
-// bayapi operations the REST handlers do; this package only translates arguments and answers.
+// sandboxes/service operations the REST handlers do; this package only translates arguments and answers.
 package mcpapi
 
 import (
@@ -16,33 +16,37 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// Ops is what the tools need of the REST API's operations (implemented by *bayapi.Handler).
+// Ops is what the tools need of the service's operations (implemented by *service.Service).
 type Ops interface {
-	LookupKey(token string) (bayapi.Principal, bool)
 	Profiles() []sandboxes.Profile
-	CreateSandbox(ctx context.Context, p bayapi.Principal, cp bayapi.CreateParams) (bayapi.SandboxResponse, error)
-	ListSandboxes(ctx context.Context, p bayapi.Principal, opts sandboxes.ListOptions) ([]bayapi.SandboxResponse, string, error)
-	StopSandbox(ctx context.Context, p bayapi.Principal, id string) error
-	DeleteSandbox(ctx context.Context, p bayapi.Principal, id string) error
-	RunKernel(ctx context.Context, p bayapi.Principal, id, lang, code string, timeout time.Duration, meta bayapi.ExecMeta) (bayapi.KernelOutput, error)
-	RunShell(ctx context.Context, p bayapi.Principal, id string, sp bayapi.ShellParams, meta bayapi.ExecMeta) (bayapi.ShellOutput, error)
-	StreamShell(ctx context.Context, p bayapi.Principal, id string, sp bayapi.ShellParams) (io.ReadCloser, error)
-	ReadFile(ctx context.Context, p bayapi.Principal, id, path string) ([]byte, error)
-	WriteFile(ctx context.Context, p bayapi.Principal, id, path string, content io.Reader) error
-	ListDir(ctx context.Context, p bayapi.Principal, id, path string) ([]bayapi.DirEntry, error)
-	EditFile(ctx context.Context, p bayapi.Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error)
-	SearchFiles(ctx context.Context, p bayapi.Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error)
-	ExportFiles(ctx context.Context, p bayapi.Principal, id string, paths []string) ([]bayapi.Export, error)
-	ImportFile(ctx context.Context, p bayapi.Principal, id string, req bayapi.ImportParams) (bayapi.Imported, error)
-	IssueTicket(ctx context.Context, p bayapi.Principal, id, scope string, write bool, ttl time.Duration) (bayapi.Ticket, error)
-	Browse(ctx context.Context, p bayapi.Principal, id string, req bayapi.BrowserRequest) (bayapi.BrowserResult, error)
+	CreateSandbox(ctx context.Context, p service.Principal, cp service.CreateParams) (sandboxes.Sandbox, error)
+	ListSandboxes(ctx context.Context, p service.Principal, opts sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error)
+	StopSandbox(ctx context.Context, p service.Principal, id string) error
+	DeleteSandbox(ctx context.Context, p service.Principal, id string) error
+	RunKernel(ctx context.Context, p service.Principal, id, lang, code string, timeout time.Duration, meta service.ExecMeta) (service.KernelOutput, error)
+	RunShell(ctx context.Context, p service.Principal, id string, sp service.ShellParams, meta service.ExecMeta) (service.ShellOutput, error)
+	StreamShell(ctx context.Context, p service.Principal, id string, sp service.ShellParams) (io.ReadCloser, error)
+	ReadFile(ctx context.Context, p service.Principal, id, path string) ([]byte, error)
+	WriteFile(ctx context.Context, p service.Principal, id, path string, content io.Reader) error
+	ListDir(ctx context.Context, p service.Principal, id, path string) ([]service.DirEntry, error)
+	EditFile(ctx context.Context, p service.Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error)
+	SearchFiles(ctx context.Context, p service.Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error)
+	ExportFiles(ctx context.Context, p service.Principal, id string, paths []string) ([]sandboxes.Export, error)
+	ImportFile(ctx context.Context, p service.Principal, id string, req service.ImportParams) (service.Imported, error)
+	IssueTicket(ctx context.Context, p service.Principal, id, scope string, write bool, ttl time.Duration) (service.Ticket, error)
+	Browse(ctx context.Context, p service.Principal, id string, req service.BrowserRequest) (service.BrowserResult, error)
 }
 
-var _ Ops = (*bayapi.Handler)(nil)
+// KeyLookup resolves an API key to its principal (the API's key ring).
+type KeyLookup interface {
+	Lookup(token string) (service.Principal, bool)
+}
+
+var _ Ops = (*service.Service)(nil)
 
 // Options tunes the server.
 type Options struct {
@@ -63,7 +67,10 @@ type Server struct {
 	handler http.Handler
 }
 
-type opsHolder struct{ ops Ops }
+type opsHolder struct {
+	ops  Ops
+	keys KeyLookup
+}
 
 // New builds the server with every tool registered. Call SetOps before serving.
 func New(opts Options) *Server {
@@ -98,8 +105,8 @@ const instructions = `Sandboxes are isolated Linux containers with a persistent 
 	`Paths are relative to the workspace. run_code keeps variables between calls (one kernel per language). ` +
 	`Delete sandboxes you no longer need with delete_sandbox.`
 
-// SetOps points the tools at the operations of the current configuration.
-func (s *Server) SetOps(o Ops) { s.ops.Store(&opsHolder{ops: o}) }
+// SetOps points the tools at the operations and the API keys of the current configuration.
+func (s *Server) SetOps(o Ops, keys KeyLookup) { s.ops.Store(&opsHolder{ops: o, keys: keys}) }
 
 // Handler serves Streamable HTTP (POST, GET and DELETE on one path), after checking the API key. Unknown session
 // ids get 404, so clients initialise again.
@@ -118,10 +125,10 @@ const (
 // so a session id is useless with another owner's key.
 func (s *Server) verify(_ context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 	h := s.ops.Load()
-	if h == nil {
+	if h == nil || h.keys == nil {
 		return nil, fmt.Errorf("the MCP server is not configured yet")
 	}
-	p, ok := h.ops.LookupKey(token)
+	p, ok := h.keys.Lookup(token)
 	if !ok {
 		return nil, fmt.Errorf("%w: the API key is not valid", auth.ErrInvalidToken)
 	}
@@ -138,7 +145,7 @@ func (s *Server) verify(_ context.Context, token string, r *http.Request) (*auth
 
 // caller is who called a tool, and what with.
 type caller struct {
-	p       bayapi.Principal
+	p       service.Principal
 	ops     Ops
 	baseURL string
 }
@@ -146,14 +153,14 @@ type caller struct {
 func (s *Server) caller(req *mcp.CallToolRequest) (caller, error) {
 	h := s.ops.Load()
 	if h == nil {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeInternal, Message: "the MCP server is not configured yet"}
+		return caller{}, &service.Error{Code: service.CodeInternal, Message: "the MCP server is not configured yet"}
 	}
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeUnauthorized, Message: "Missing API key"}
+		return caller{}, &service.Error{Code: service.CodeUnauthorized, Message: "Missing API key"}
 	}
-	p, ok := req.Extra.TokenInfo.Extra[extraPrincipal].(bayapi.Principal)
+	p, ok := req.Extra.TokenInfo.Extra[extraPrincipal].(service.Principal)
 	if !ok {
-		return caller{}, &bayapi.Error{Code: bayapi.CodeUnauthorized, Message: "Invalid API key"}
+		return caller{}, &service.Error{Code: service.CodeUnauthorized, Message: "Invalid API key"}
 	}
 	base, _ := req.Extra.TokenInfo.Extra[extraBaseURL].(string)
 	return caller{p: p, ops: h.ops, baseURL: base}, nil

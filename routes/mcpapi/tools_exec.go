@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Execution tools: code in a persistent kernel, a shell command, and a long command that reports progress.
@@ -29,7 +29,7 @@ func (s *Server) addExecTools() {
 		"value) come back as PNG images."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in runCodeArgs) (*mcp.CallToolResult, error) {
 			d, _ := timeout(in.TimeoutSeconds, defaultTimeoutSec, maxTimeoutSec)
-			res, err := c.ops.RunKernel(ctx, c.p, in.SandboxID, in.language(), in.Code, d, bayapi.ExecMeta{})
+			res, err := c.ops.RunKernel(ctx, c.p, in.SandboxID, in.language(), in.Code, d, service.ExecMeta{})
 			if err != nil {
 				return nil, err
 			}
@@ -55,7 +55,7 @@ func (s *Server) addExecTools() {
 		"to finish. Returns exit_code, stdout and stderr. The command is killed at timeout_seconds (default 30, at " +
 		"most 300); use run_long_command for builds, installs and anything slower."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in commandArgs) (*mcp.CallToolResult, error) {
-			res, err := c.ops.RunShell(ctx, c.p, in.SandboxID, in.params(maxTimeoutSec), bayapi.ExecMeta{})
+			res, err := c.ops.RunShell(ctx, c.p, in.SandboxID, in.params(maxTimeoutSec), service.ExecMeta{})
 			if err != nil {
 				return nil, err
 			}
@@ -120,7 +120,7 @@ func (s *Server) runLong(ctx context.Context, c caller, req *mcp.CallToolRequest
 	for final == nil {
 		ev, err := agentapi.ReadSSE(r)
 		if err != nil {
-			return nil, &bayapi.Error{Code: bayapi.CodeShipError, Message: fmt.Sprintf("the command's output stream broke after %s: %v", time.Since(start).Round(time.Second), err)}
+			return nil, &service.Error{Code: service.CodeShipError, Message: fmt.Sprintf("the command's output stream broke after %s: %v", time.Since(start).Round(time.Second), err)}
 		}
 		switch ev.Event {
 		case agentapi.EventStdout, agentapi.EventStderr:

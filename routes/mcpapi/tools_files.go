@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/bayapi"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // File tools: read, write, edit, list, search, and moving files between sandboxes (export and import).
@@ -30,7 +30,7 @@ func (s *Server) addFileTools() {
 				text = strings.ToValidUTF8(string(b[:maxReadBytes]), "")
 			}
 			if !utf8.ValidString(text) {
-				return nil, &bayapi.Error{Code: bayapi.CodeValidation, Message: in.Path + " is not a text file"}
+				return nil, &service.Error{Code: service.CodeValidation, Message: in.Path + " is not a text file"}
 			}
 			res := &mcp.CallToolResult{
 				Content:           []mcp.Content{&mcp.TextContent{Text: text}},
@@ -103,7 +103,7 @@ func (s *Server) addFileTools() {
 		"another of your sandboxes exported (from_sandbox and path), or a public http(s) URL. Private and internal " +
 		"addresses are refused."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in importArgs) (*mcp.CallToolResult, error) {
-			res, err := c.ops.ImportFile(ctx, c.p, in.SandboxID, bayapi.ImportParams{
+			res, err := c.ops.ImportFile(ctx, c.p, in.SandboxID, service.ImportParams{
 				FromSandbox: in.FromSandbox, Path: in.Path, URL: in.URL, Destination: in.Destination,
 			})
 			if err != nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Lifecycle tools: profiles, create, list, stop, delete, and the browser links of open_in_browser.
@@ -41,25 +41,27 @@ func (s *Server) addSandboxTools() {
 		"persistent workspace. Returns its id (pass it as sandbox_id to the other tools), status and capabilities. " +
 		"The first call to another tool waits for it to start."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in createArgs) (*mcp.CallToolResult, error) {
-			sb, err := c.ops.CreateSandbox(ctx, c.p, bayapi.CreateParams{
+			sb, err := c.ops.CreateSandbox(ctx, c.p, service.CreateParams{
 				Profile: in.Profile, TTL: time.Duration(in.TTLSeconds) * time.Second, Dependencies: in.Dependencies,
 			})
 			if err != nil {
 				return nil, err
 			}
-			return jsonResult(sb)
+			return jsonResult(service.Describe(sb, "", false))
 		})
 
 	tool(s, &mcp.Tool{Name: "list_sandboxes", Description: "List your sandboxes (id, profile, status, expiry)."},
 		func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in listArgs) (*mcp.CallToolResult, error) {
-			all := []bayapi.SandboxResponse{}
+			all := []service.SandboxView{}
 			opts := sandboxes.ListOptions{Status: sandboxes.Status(in.Status), Limit: 200}
 			for {
 				items, next, err := c.ops.ListSandboxes(ctx, c.p, opts)
 				if err != nil {
 					return nil, err
 				}
-				all = append(all, items...)
+				for _, sb := range items {
+					all = append(all, service.Describe(sb, "", false))
+				}
 				if next == "" || len(all) >= 1000 {
 					break
 				}

@@ -16,10 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // DefaultConsoleSessionTTL is how long a console login lasts. Short: the console can delete sandboxes.
@@ -37,7 +37,7 @@ const MaxConsoleSessions = 10_000
 
 type consoleSession struct {
 	id        string
-	principal bayapi.Principal
+	principal service.Principal
 	csrf      string
 	expires   time.Time
 }
@@ -63,7 +63,7 @@ func randomToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func (s *consoleSessions) create(p bayapi.Principal) (*consoleSession, error) {
+func (s *consoleSessions) create(p service.Principal) (*consoleSession, error) {
 	id, err := randomToken()
 	if err != nil {
 		return nil, err
@@ -118,43 +118,15 @@ func (s *consoleSessions) drop(id string) {
 	s.mu.Unlock()
 }
 
-// StaticKeys is a KeyLookup over configured keys, kept as SHA-256 hashes (the gateway's own sandbox_api key ring
-// can be used instead).
-type StaticKeys struct {
-	hashes []string
-	who    []bayapi.Principal
-}
-
-// NewStaticKeys accepts the configured keys; an empty key or owner is refused.
-func NewStaticKeys(keys []bayapi.KeyConfig) (*StaticKeys, error) {
-	k := &StaticKeys{}
+// NewStaticKeys is a KeyLookup over the console's own configured keys (the gateway's sandbox_api key ring can be
+// used instead); an empty key is refused.
+func NewStaticKeys(keys []service.KeyConfig) (*service.KeyRing, error) {
 	for i, c := range keys {
 		if strings.TrimSpace(c.Key) == "" {
 			return nil, fmt.Errorf("console key %d is empty", i+1)
 		}
-		owner := c.Owner
-		if owner == "" {
-			owner = bayapi.DefaultOwner
-		}
-		k.hashes = append(k.hashes, bayapi.HashKey(c.Key))
-		k.who = append(k.who, bayapi.Principal{Owner: owner, Admin: c.Admin})
 	}
-	return k, nil
-}
-
-// Lookup compares the key's hash with every configured hash in constant time.
-func (k *StaticKeys) Lookup(key string) (bayapi.Principal, bool) {
-	h := []byte(bayapi.HashKey(key))
-	found := -1
-	for i, want := range k.hashes {
-		if subtle.ConstantTimeCompare([]byte(want), h) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
-		return bayapi.Principal{}, false
-	}
-	return k.who[found], true
+	return service.NewKeyRing(keys)
 }
 
 // serveConsole routes /console/...
@@ -535,11 +507,11 @@ func (h *Handler) consoleEvents(w http.ResponseWriter, r *http.Request, cs *cons
 type AnyKeys []KeyLookup
 
 // Lookup asks each lookup in turn.
-func (a AnyKeys) Lookup(key string) (bayapi.Principal, bool) {
+func (a AnyKeys) Lookup(key string) (service.Principal, bool) {
 	for _, l := range a {
 		if p, ok := l.Lookup(key); ok {
 			return p, true
 		}
 	}
-	return bayapi.Principal{}, false
+	return service.Principal{}, false
 }

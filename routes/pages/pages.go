@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Lifecycle is what the pages need from the sandboxes.Manager.
@@ -37,9 +37,9 @@ type TicketIssuer interface {
 	Issue(req tickets.IssueRequest) (tickets.Ticket, error)
 }
 
-// KeyLookup resolves an API key to its principal (*bayapi.KeyRing, or StaticKeys).
+// KeyLookup resolves an API key to its principal (*service.KeyRing, or StaticKeys).
 type KeyLookup interface {
-	Lookup(key string) (bayapi.Principal, bool)
+	Lookup(key string) (service.Principal, bool)
 }
 
 // UsageSource reports resource use of sandboxes by id (the Manager, from its engine); ids it knows nothing about are
@@ -62,7 +62,7 @@ type Config struct {
 	// Usage adds CPU and memory to the console's list; optional.
 	Usage UsageSource
 	// URLs say where the console's open buttons go: apps to the content origin when URLs.Content is set.
-	URLs sandboxroute.URLs
+	URLs tickets.URLs
 	// BaseDomains are the edge's subdomain bases (so a page request under them is not mistaken for a path route).
 	BaseDomains []string
 	// PageSessionLifetime is the lifetime of the session cookie a page ticket buys; 0 means tickets.DefaultSessionLifetime.

@@ -12,9 +12,9 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
@@ -97,7 +97,7 @@ func newFixture(t *testing.T, assets map[string]string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := NewStaticKeys([]bayapi.KeyConfig{{Key: "key-alice", Owner: "alice"}, {Key: "key-root", Owner: "root", Admin: true}})
+	keys, err := NewStaticKeys([]service.KeyConfig{{Key: "key-alice", Owner: "alice"}, {Key: "key-root", Owner: "root", Admin: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
-// PathPrefix starts every path-form sandbox route.
-const PathPrefix = "/sandboxes/"
+// PathPrefix starts every path-form sandbox route (defined with the ticket URLs that point at them).
+const PathPrefix = tickets.PathPrefix
 
 // Address says which sandbox and route a browser request is for.
 type Address struct {

@@ -12,7 +12,7 @@ import (
 )
 
 // TicketParam is the query parameter carrying a ticket.
-const TicketParam = "ticket"
+const TicketParam = tickets.Param
 
 // SessionCookie is the name of the session cookie.
 const SessionCookie = "sandgate_session"

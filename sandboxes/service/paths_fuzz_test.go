@@ -1,4 +1,4 @@
-package bayapi
+package service
 
 import (
 	"path"
@@ -14,9 +14,9 @@ func FuzzCleanWorkspacePath(f *testing.F) {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, p string, allowRoot bool) {
-		c, err := cleanWorkspacePath("path", p, allowRoot)
+		c, err := CleanWorkspacePath("path", p, allowRoot)
 		if err != nil {
-			if e := asAPIError(err); e.Code != CodeInvalidPath || e.Details["field"] != "path" || e.Details["reason"] == "" {
+			if e := AsError(err); e.Code != CodeInvalidPath || e.Details["field"] != "path" || e.Details["reason"] == "" {
 				t.Fatalf("%q: %v is not invalid_path with Bay's {field, reason}", p, err)
 			}
 			return

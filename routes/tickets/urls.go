@@ -1,12 +1,16 @@
-package sandboxroute
+package tickets
 
 import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/sandgate/sandgate/routes/tickets"
 )
+
+// PathPrefix starts every path-form sandbox route of the edge (routes/sandboxroute).
+const PathPrefix = "/sandboxes/"
+
+// Param is the query parameter carrying a ticket.
+const Param = "ticket"
 
 // URLs says where a browser (or a CDP client) opens a sandbox's routes with a ticket: the gateway's own origin for
 // its pages and streams, the content origin for apps (docs/edge.md, "Origins"). The API's ticket answers and the
@@ -42,24 +46,24 @@ func ParseURLs(gateway, content string) (URLs, error) {
 //   - others: {gateway}/sandboxes/{id}/{kind}/?ticket=...
 //
 // Without a gateway origin the URL is a path on the gateway's origin.
-func (u URLs) Ticket(id string, kind tickets.Kind, token string) string {
-	q := "?" + TicketParam + "=" + url.QueryEscape(token)
+func (u URLs) Ticket(id string, kind Kind, token string) string {
+	q := "?" + Param + "=" + url.QueryEscape(token)
 	if u.OnContentOrigin(kind) {
 		scheme, host, _ := strings.Cut(u.Content, "://")
 		return scheme + "://" + id + "." + host + "/" + q
 	}
 	path := PathPrefix + url.PathEscape(id) + "/" + string(kind)
-	if kind == tickets.KindCDP {
+	if kind == KindCDP {
 		ws := strings.Replace(strings.Replace(u.Gateway, "https://", "wss://", 1), "http://", "ws://", 1)
 		return ws + path + q
 	}
-	if kind == tickets.KindMCP {
+	if kind == KindMCP {
 		return u.Gateway + path + q // the agent's endpoint is /mcp itself
 	}
 	return u.Gateway + path + "/" + q
 }
 
 // OnContentOrigin reports whether kind opens on the content origin.
-func (u URLs) OnContentOrigin(kind tickets.Kind) bool {
-	return kind == tickets.KindApp && u.Content != ""
+func (u URLs) OnContentOrigin(kind Kind) bool {
+	return kind == KindApp && u.Content != ""
 }
