@@ -1,26 +1,135 @@
 package sandgate
 
 import (
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
 )
 
-// TestCoreImportsNoCaddy keeps the lifecycle core and the routing logic usable without Caddy: nothing under
-// sandboxes/ or routes/ may import github.com/caddyserver, directly or through another package.
-func TestCoreImportsNoCaddy(t *testing.T) {
-	for _, pattern := range []string{"./sandboxes/...", "./routes/...", "./agentimage/..."} {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pattern).CombinedOutput()
-		if err != nil {
-			if strings.Contains(string(out), "matched no packages") {
-				continue
-			}
-			t.Fatalf("go list %s: %v\n%s", pattern, err, out)
+const module = "github.com/sandgate/sandgate"
+
+// goPackage is the part of `go list -json` the layer rules read.
+type goPackage struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list: %v", err)
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.HasPrefix(dep, "github.com/caddyserver/") {
-				t.Errorf("%s depends on %s; Caddy glue belongs in caddymodule/", pattern, dep)
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rel is an import path relative to the module ("" for the root, "sandboxes/docker"...), or the path itself when
+// it is outside the module.
+func rel(path string) string {
+	if path == module {
+		return ""
+	}
+	if r, ok := strings.CutPrefix(path, module+"/"); ok {
+		return r
+	}
+	return path
+}
+
+func under(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// dialects are the wire translators under routes/: each one maps the core onto one wire format and never leans on
+// another. The other packages under routes/ are libraries the dialects share (the edge's routing, tickets, egress).
+var dialects = []string{"routes/bayapi", "routes/pages", "routes/fastgpt", "routes/opensandbox", "routes/mcpapi"}
+
+// TestLayerImports enforces docs/architecture.md: who may import whom. A rule names the packages it governs and a
+// predicate over their direct (or, for Caddy, transitive) imports.
+func TestLayerImports(t *testing.T) {
+	rules := []struct {
+		name    string
+		governs func(pkg string) bool
+		// deps: check transitive dependencies instead of direct imports.
+		deps      bool
+		forbidden func(pkg, imp string) bool
+	}{
+		{
+			name:      "nothing but caddymodule (and the binary) depends on Caddy",
+			governs:   func(p string) bool { return under(p, "sandboxes") || under(p, "routes") || under(p, "agentimage") },
+			deps:      true,
+			forbidden: func(_, imp string) bool { return strings.HasPrefix(imp, "github.com/caddyserver/") },
+		},
+		{
+			name:    "the core imports no dialect and no Caddy wiring",
+			governs: func(p string) bool { return under(p, "sandboxes") },
+			forbidden: func(_, imp string) bool {
+				return under(imp, "caddymodule") || (under(imp, "routes") && imp != "routes/tickets")
+			},
+		},
+		{
+			name:    "a dialect never imports another dialect",
+			governs: isDialect,
+			forbidden: func(p, imp string) bool {
+				return isDialect(imp) && !under(imp, p) && !under(p, imp)
+			},
+		},
+		{
+			name:      "routes never import caddymodule",
+			governs:   func(p string) bool { return under(p, "routes") },
+			forbidden: func(_, imp string) bool { return under(imp, "caddymodule") },
+		},
+		{
+			// internal/testenv is the test harness: it inspects what tests made, as an operator's docker CLI would.
+			name:    "only the Docker driver talks to the engine",
+			governs: func(p string) bool { return !under(p, "sandboxes/docker") && !under(p, "internal/testenv") },
+			forbidden: func(_, imp string) bool {
+				return strings.HasPrefix(imp, "github.com/docker/docker/client")
+			},
+		},
+		{
+			name:    "the agent depends on nothing of the gateway",
+			governs: func(p string) bool { return under(p, "agentimage") },
+			forbidden: func(_, imp string) bool {
+				return under(imp, "sandboxes") || under(imp, "routes") || under(imp, "caddymodule")
+			},
+		},
+	}
+	pkgs := listPackages(t)
+	for _, rule := range rules {
+		t.Run(rule.name, func(t *testing.T) {
+			for _, p := range pkgs {
+				pkg := rel(p.ImportPath)
+				if !rule.governs(pkg) {
+					continue
+				}
+				imports := p.Imports
+				if rule.deps {
+					imports = p.Deps
+				}
+				for _, imp := range imports {
+					if rule.forbidden(pkg, rel(imp)) {
+						t.Errorf("%s imports %s", pkg, rel(imp))
+					}
+				}
 			}
+		})
+	}
+}
+
+func isDialect(pkg string) bool {
+	for _, d := range dialects {
+		if under(pkg, d) {
+			return true
 		}
 	}
+	return false
 }
