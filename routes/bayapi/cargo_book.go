@@ -10,7 +10,7 @@ import (
 // CargoBook is the service's book of workspaces over the store's cargos: a caller attaches its own cargos, and the
 // workspace the Manager makes for one sandbox is recorded as a managed cargo that goes with the sandbox.
 type CargoBook struct {
-	Store *Store
+	Store *sandboxes.BoltStore
 	Now   func() time.Time
 }
 
@@ -27,7 +27,7 @@ func (b CargoBook) Attachable(p service.Principal, id string) (string, bool, err
 func (b CargoBook) RecordManaged(sb sandboxes.Sandbox, owner string) error {
 	now := b.Now().UTC()
 	sid := sb.ID
-	return b.Store.PutCargo(&Cargo{
+	return b.Store.PutCargo(&sandboxes.Workspace{
 		ID: sb.WorkspaceID, Owner: owner, Managed: true, ManagedBySandboxID: &sid, Backend: cargoBackend,
 		SizeLimitMB: defaultCargoMB, CreatedAt: now, LastAccessedAt: now,
 	})

@@ -15,7 +15,7 @@ const (
 )
 
 // cargoResponse is Bay's cargo shape (the owner stays internal).
-func cargoResponse(c *Cargo) map[string]any {
+func cargoResponse(c *sandboxes.Workspace) map[string]any {
 	return map[string]any{
 		"id": c.ID, "managed": c.Managed, "managed_by_sandbox_id": c.ManagedBySandboxID, "backend": c.Backend,
 		"size_limit_mb": c.SizeLimitMB, "created_at": iso(c.CreatedAt), "last_accessed_at": iso(c.LastAccessedAt),
@@ -79,7 +79,7 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p service.P
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
-func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p service.Principal) (*Cargo, bool) {
+func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p service.Principal) (*sandboxes.Workspace, bool) {
 	id := r.PathValue("cid")
 	c, err := h.svc.Sandboxes().Workspace(r.Context(), id)
 	if err != nil && service.AsError(err).Code != service.CodeNotFound {

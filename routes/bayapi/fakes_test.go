@@ -30,7 +30,7 @@ type fakeManager struct {
 	startupFailure string
 	now            func() time.Time
 	// store keeps the workspace records, as the Manager's one store does.
-	store *Store
+	store *sandboxes.BoltStore
 }
 
 func newFakeManager(now func() time.Time) *fakeManager {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -14,7 +15,7 @@ import (
 type Config struct {
 	// Service runs the operations; the handler translates Bay's requests and answers around it.
 	Service *service.Service
-	Store   *Store
+	Store   *sandboxes.BoltStore
 	Keys    *service.KeyRing
 	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
 	AllowAnonymous bool

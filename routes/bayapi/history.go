@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -37,7 +38,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 			want = append(want, t)
 		}
 	}
-	keep := func(e *HistoryEntry) bool {
+	keep := func(e *sandboxes.HistoryEntry) bool {
 		switch {
 		case execType != "" && e.ExecType != execType,
 			successOnly && !e.Success,
@@ -84,7 +85,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.
 		writeError(w, r, err)
 		return
 	}
-	all, _, err := h.cfg.Store.HistoryPage(id, func(e *HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
+	all, _, err := h.cfg.Store.HistoryPage(id, func(e *sandboxes.HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -108,7 +109,7 @@ func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p service.P
 		writeError(w, r, err)
 		return
 	}
-	found, _, err := h.cfg.Store.HistoryPage(id, func(e *HistoryEntry) bool { return e.ID == eid }, 0, 1)
+	found, _, err := h.cfg.Store.HistoryPage(id, func(e *sandboxes.HistoryEntry) bool { return e.ID == eid }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -133,7 +134,7 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p service
 		writeError(w, r, err)
 		return
 	}
-	e, ok, err := h.cfg.Store.UpdateHistory(id, eid, func(e *HistoryEntry) {
+	e, ok, err := h.cfg.Store.UpdateHistory(id, eid, func(e *sandboxes.HistoryEntry) {
 		if desc != nil {
 			e.Description = desc
 		}
