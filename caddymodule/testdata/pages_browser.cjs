@@ -58,12 +58,28 @@ async function goto(page, url) {
   }
 }
 
+// login signs in to the console. The login form's POST is a navigation too, and Chromium drops it the same way
+// when the network changes (see goto): the tab then shows its error page instead of the console, so log in again.
 async function login(page) {
-  await goto(page, base + '/console/');
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Log in' }).click();
-  await page.waitForSelector('#sandboxes');
+  for (;;) {
+    await goto(page, base + '/console/');
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    if (await consoleOrNetworkError(page)) break;
+    check(Date.now() < deadline, 'logging in never showed the console');
+  }
   await page.waitForFunction(() => document.getElementById('live').textContent === 'Live', null, { timeout: remaining() });
+}
+
+// consoleOrNetworkError waits until the tab shows the console (true) or Chromium's network error page (false).
+async function consoleOrNetworkError(page) {
+  for (;;) {
+    if (page.url().startsWith('chrome-error:')) return false;
+    // Counting during a navigation may meet a destroyed execution context: that is "not yet".
+    if (await page.locator('#sandboxes').count().catch(() => 0) > 0) return true;
+    check(Date.now() < deadline, 'logging in showed neither the console nor an error page');
+    await page.waitForTimeout(200);
+  }
 }
 
 async function screenText(page) {
