@@ -189,7 +189,7 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p service
 		writeError(w, r, err)
 		return
 	}
-	out := map[string]any{"ticket": tk.Ticket, "expires_at": iso(tk.ExpiresAt), "scope": scope, "permission": write}
+	out := map[string]any{"ticket": tk.Ticket, "expires_at": service.ISO(tk.ExpiresAt), "scope": scope, "permission": write}
 	if tk.URL != "" {
 		out["url"] = tk.URL
 	}

@@ -130,7 +130,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":           step.exit == 0,
 		"output":            step.stdout,
-		"error":             emptyToNil(step.stderr),
+		"error":             service.EmptyToNil(step.stderr),
 		"exit_code":         step.exit,
 		"execution_id":      eid,
 		"execution_time_ms": elapsed.Milliseconds(),

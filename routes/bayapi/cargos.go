@@ -18,7 +18,7 @@ const (
 func cargoResponse(c *sandboxes.Workspace) map[string]any {
 	return map[string]any{
 		"id": c.ID, "managed": c.Managed, "managed_by_sandbox_id": c.ManagedBySandboxID, "backend": c.Backend,
-		"size_limit_mb": c.SizeLimitMB, "created_at": iso(c.CreatedAt), "last_accessed_at": iso(c.LastAccessedAt),
+		"size_limit_mb": c.SizeLimitMB, "created_at": service.ISO(c.CreatedAt), "last_accessed_at": service.ISO(c.LastAccessedAt),
 	}
 }
 

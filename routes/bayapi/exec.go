@@ -57,7 +57,7 @@ func (h *Handler) kernelExec(w http.ResponseWriter, r *http.Request, p service.P
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success": res.Success,
 		"output":  res.Text,
-		"error":   emptyToNil(res.Error),
+		"error":   service.EmptyToNil(res.Error),
 		"data": map[string]any{
 			"execution_count": res.ExecutionCount,
 			"output":          map[string]any{"text": res.Text, "images": images},
@@ -91,19 +91,11 @@ func (h *Handler) shellExec(w http.ResponseWriter, r *http.Request, p service.Pr
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":           res.Success,
 		"output":            res.Stdout,
-		"error":             emptyToNil(res.Error),
+		"error":             service.EmptyToNil(res.Error),
 		"exit_code":         res.ExitCode,
 		"execution_id":      res.ExecutionID,
 		"execution_time_ms": res.Elapsed.Milliseconds(),
 		"command":           cmdOut,
 		"truncated":         res.Truncated, // our addition: the output was cut
 	})
-}
-
-// emptyToNil gives Bay's null for an empty error/output field.
-func emptyToNil(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

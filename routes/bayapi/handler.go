@@ -199,5 +199,3 @@ func decodeOrFail(w http.ResponseWriter, f *fields) bool {
 	}
 	return true
 }
-
-func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }

@@ -74,7 +74,7 @@ func (h *Handler) pauseOrResume(w http.ResponseWriter, r *http.Request, p servic
 
 func (h *Handler) snapshotResponse(s sandboxes.Snapshot, p service.Principal) SnapshotResponse {
 	resp := SnapshotResponse{ID: s.ID, Name: s.Name, Kind: string(s.Kind), SourceSandboxID: s.Source, Profile: s.Profile,
-		SizeBytes: s.SizeBytes, Files: s.Files, CopyMethod: s.Method, CreatedAt: iso(s.CreatedAt)}
+		SizeBytes: s.SizeBytes, Files: s.Files, CopyMethod: s.Method, CreatedAt: service.ISO(s.CreatedAt)}
 	if p.Admin {
 		o := s.Owner
 		resp.Owner = &o

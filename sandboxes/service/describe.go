@@ -45,7 +45,7 @@ func Describe(sb sandboxes.Sandbox, version string, withContainers bool) Sandbox
 	}
 	resp := SandboxView{
 		ID: sb.ID, Status: DisplayStatus(sb.Status), Profile: sb.Profile, Capabilities: caps,
-		CreatedAt: iso(sb.CreatedAt), ExpiresAt: isoPtr(sb.ExpiresAt), IdleExpiresAt: isoPtr(sb.IdleExpiresAt),
+		CreatedAt: ISO(sb.CreatedAt), ExpiresAt: isoPtr(sb.ExpiresAt), IdleExpiresAt: isoPtr(sb.IdleExpiresAt),
 	}
 	if sb.WorkspaceID != "" {
 		id := sb.WorkspaceID
@@ -74,12 +74,13 @@ func DisplayStatus(s sandboxes.Status) string {
 	return string(s)
 }
 
-func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+// ISO is the timestamp format of Bay's answers (microseconds, UTC, Z).
+func ISO(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
 func isoPtr(t *time.Time) *string {
 	if t == nil {
 		return nil
 	}
-	s := iso(*t)
+	s := ISO(*t)
 	return &s
 }

@@ -180,7 +180,7 @@ func (s *Service) shellTarget(ctx context.Context, id string, p Principal, cwd *
 func (s *Service) Record(sandboxID, execType, code string, success bool, elapsed time.Duration, output, errText string, m ExecMeta) string {
 	e := &sandboxes.HistoryEntry{
 		ID: NewID("exec-"), SandboxID: sandboxID, ExecType: execType, Code: code, Success: success,
-		ExecutionTimeMS: elapsed.Milliseconds(), Output: strPtr(output), Error: emptyToNil(errText),
+		ExecutionTimeMS: elapsed.Milliseconds(), Output: strPtr(output), Error: EmptyToNil(errText),
 		Description: m.Description, Tags: m.Tags, CreatedAt: s.cfg.Now().UTC(),
 	}
 	if s.cfg.History == nil {

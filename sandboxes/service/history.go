@@ -28,8 +28,8 @@ func NewID(prefix string) string {
 
 func strPtr(s string) *string { return &s }
 
-// emptyToNil gives a null for an empty error/output field.
-func emptyToNil(s string) *string {
+// EmptyToNil gives a null for an empty error/output field.
+func EmptyToNil(s string) *string {
 	if s == "" {
 		return nil
 	}
