@@ -178,7 +178,7 @@ func BenchmarkSnapshotFork(b *testing.B) {
 
 			settle(b)
 			start = time.Now()
-			fork, err := lb.mgr.Fork(ctx, sb.ID, 0)
+			fork, err := lb.mgr.Fork(ctx, sb.ID, sandboxes.ForkRequest{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -174,7 +173,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
 		Sandboxes: service.Manager{M: app.Manager()}, Agent: agents, Streamer: agents, History: st,
-		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: st, Fetch: bayapi.FetchPublic,
+		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic,
 		MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret

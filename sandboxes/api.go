@@ -74,6 +74,10 @@ type CreateRequest struct {
 	Metadata map[string]string
 	// Egress is the sandbox's own outbound policy inside its profile's (metadata.go).
 	Egress *SandboxEgress
+	// RecordWorkspace, when set, lists the sandbox's own workspace (one the Manager makes or copies for it, never a
+	// caller's WorkspaceID) among the workspaces, owned by Owner, with this size and backend (its Owner is not
+	// read): Bay's managed cargo. The record goes with the sandbox however it goes (workspaces.go).
+	RecordWorkspace *WorkspaceSpec
 }
 
 // ListOptions filters List.

@@ -94,6 +94,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
 			m.persist(e)
+			m.recordManagedWorkspace(req, sb, now) // workspaces.go; a warm member's workspace is its own
 			kick(m.warmKick)
 			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: launch, Duration: time.Since(began)})
 			return sb, nil
@@ -134,8 +135,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	e.rec.Egress = cloneEgress(req.Egress)
 	sb := m.snapshotLocked(e, now)
 	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace // a fork's or snapshot's copy: its own
+	managed := e.rec.ManagedWorkspace
 	m.mu.Unlock()
 	m.persist(e)
+	if managed {
+		m.recordManagedWorkspace(req, sb, now) // workspaces.go
+	}
 	kick(m.warmKick)
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})
 	return sb, nil

@@ -112,6 +112,14 @@ type SnapshotStore interface {
 	DeleteSnapshot(id string) error
 }
 
+// ForkRequest asks for a fork of a sandbox.
+type ForkRequest struct {
+	// TTL is the fork's hard lifetime as CreateRequest.TTL has it: 0 is the manager's default, negative never.
+	TTL time.Duration
+	// RecordWorkspace lists the fork's workspace as CreateRequest.RecordWorkspace does.
+	RecordWorkspace *WorkspaceSpec
+}
+
 // ForkResult is a new sandbox made from another's workspace, and how the copy was made.
 type ForkResult struct {
 	Sandbox *Sandbox
@@ -403,7 +411,7 @@ func (m *Manager) CreateFromSnapshot(ctx context.Context, req CreateRequest, sna
 
 // Fork creates a sandbox of the same profile, owner and env whose workspace is a copy of sandbox id's, made
 // with one copy (a fork keeps no snapshot). The source is frozen for the copy if it runs.
-func (m *Manager) Fork(ctx context.Context, id string, ttl time.Duration) (*ForkResult, error) {
+func (m *Manager) Fork(ctx context.Context, id string, fr ForkRequest) (*ForkResult, error) {
 	vc, ok := m.driver.(VolumeCopier)
 	if !ok {
 		return nil, &Error{Code: CodeCapabilityAbsent, Message: "this container engine cannot copy workspaces", Details: map[string]any{"capability": "fork"}}
@@ -413,7 +421,7 @@ func (m *Manager) Fork(ctx context.Context, id string, ttl time.Duration) (*Fork
 		return nil, err
 	}
 	m.mu.RLock()
-	req := CreateRequest{Profile: e.rec.Profile, Owner: e.rec.Owner, TTL: ttl, Env: e.rec.Env}
+	req := CreateRequest{Profile: e.rec.Profile, Owner: e.rec.Owner, TTL: fr.TTL, Env: e.rec.Env, RecordWorkspace: fr.RecordWorkspace}
 	src := m.VolumeName(e.rec.WorkspaceID)
 	m.mu.RUnlock()
 	if _, ok := m.Profile(req.Profile); !ok {

@@ -195,6 +195,26 @@ func (m *Manager) workspaceMountableLocked(req CreateRequest) error {
 	return nil
 }
 
+// recordManagedWorkspace lists a new sandbox's own workspace as req.RecordWorkspace asks (Bay's managed cargo,
+// managed by sb), once the sandbox is in the store. A failure is logged and never fails the create: the sandbox and
+// its volume are whole without the record, which only lists them.
+func (m *Manager) recordManagedWorkspace(req CreateRequest, sb *Sandbox, now time.Time) {
+	if req.RecordWorkspace == nil {
+		return
+	}
+	ws, ok := m.store.(WorkspaceStore)
+	if !ok {
+		return
+	}
+	now = now.UTC()
+	sid := sb.ID
+	w := &Workspace{ID: sb.WorkspaceID, Owner: sb.Owner, Managed: true, ManagedBySandboxID: &sid,
+		Backend: req.RecordWorkspace.Backend, SizeLimitMB: req.RecordWorkspace.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}
+	if err := ws.PutCargo(w); err != nil {
+		m.log.Warn("recording a new sandbox's workspace", "sandbox", sb.ID, "workspace", sb.WorkspaceID, "error", err)
+	}
+}
+
 // dropManagedWorkspaceRecord forgets the workspace record a sandbox's own workspace was listed under (Bay's managed
 // cargo), once the sandbox and its volume are gone, however it went: a delete, its TTL, the idle reaper, shutdown.
 func (m *Manager) dropManagedWorkspaceRecord(rec Record) {

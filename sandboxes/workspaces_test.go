@@ -201,25 +201,84 @@ func TestWorkspaceDeleteCreateRace(t *testing.T) {
 	}
 }
 
+// TestManagedWorkspaceRecord: a create that asks for it (CreateRequest.RecordWorkspace) has its own workspace listed
+// as a managed workspace of its owner, by a cold create and by a warm claim alike, and never a caller's workspace it
+// mounts; the record is dropped however the sandbox goes (a delete, its TTL), and another sandbox's record stays.
+func TestManagedWorkspaceRecord(t *testing.T) {
+	warm := testProfile("w")
+	warm.WarmPoolSize = 1
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a"), warm}, GCInterval: time.Hour})
+	ctx := context.Background()
+	ws := m.store.(WorkspaceStore)
+	spec := &WorkspaceSpec{Owner: "ignored", Backend: "docker_volume", SizeLimitMB: 1024}
+	waitFor(t, func() bool { return poolOf(t, m, "w").Ready == 1 })
+	caller, err := m.CreateWorkspace(ctx, WorkspaceSpec{Owner: "alice", Backend: "docker_volume", SizeLimitMB: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		req    CreateRequest
+		listed bool
+		launch string
+	}{
+		{"cold create", CreateRequest{Profile: "a", Owner: "alice", TTL: time.Hour, RecordWorkspace: spec}, true, LaunchCold},
+		{"warm claim", CreateRequest{Profile: "w", Owner: "alice", TTL: time.Hour, RecordWorkspace: spec}, true, LaunchWarm},
+		{"not asked", CreateRequest{Profile: "a", Owner: "alice", TTL: time.Hour}, false, LaunchCold},
+		{"on a caller's workspace", CreateRequest{Profile: "a", Owner: "alice", TTL: time.Hour, WorkspaceID: caller.ID,
+			WorkspaceMustExist: true, RecordWorkspace: spec}, false, LaunchCold},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := m.Create(ctx, tc.req)
+			if err != nil || sb.LaunchType != tc.launch {
+				t.Fatalf("create: %+v %v, want launch %s", sb, err, tc.launch)
+			}
+			mustReady(t, m, sb.ID)
+			w, err := ws.Cargo(sb.WorkspaceID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.listed && (w == nil || !w.Managed || w.ManagedBySandboxID == nil || *w.ManagedBySandboxID != sb.ID ||
+				w.Owner != "alice" || w.Backend != "docker_volume" || w.SizeLimitMB != 1024 || w.CreatedAt.IsZero()):
+				t.Fatalf("the record of %s's workspace: %+v", sb.ID, w)
+			case !tc.listed && w != nil && w.Managed:
+				t.Fatalf("%s's workspace was listed as managed: %+v", sb.ID, w)
+			}
+			if err := m.Delete(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			w, err = ws.Cargo(sb.WorkspaceID)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case sb.WorkspaceID == caller.ID && (w == nil || w.Managed):
+				t.Fatalf("the caller's workspace record went with the sandbox: %+v", w)
+			case sb.WorkspaceID != caller.ID && w != nil:
+				t.Fatalf("the deleted sandbox's workspace record is still there: %+v", w)
+			}
+		})
+	}
+}
+
 // TestManagedWorkspaceRecordGoesWithItsSandbox: the record an API keeps of a sandbox's own workspace (Bay's managed
 // cargo) is dropped however the sandbox goes, here by its TTL, and a caller's workspace record is left alone.
 func TestManagedWorkspaceRecordGoesWithItsSandbox(t *testing.T) {
 	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour})
 	ctx := context.Background()
-	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour})
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a", Owner: "alice", TTL: time.Hour, RecordWorkspace: &WorkspaceSpec{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustReady(t, m, sb.ID)
 	ws := m.store.(WorkspaceStore)
+	if w, err := ws.Cargo(sb.WorkspaceID); err != nil || w == nil {
+		t.Fatalf("the Manager did not list the workspace it made: %v", err)
+	}
 	other := "sandbox-other"
-	for _, w := range []*Workspace{
-		{ID: sb.WorkspaceID, Owner: "alice", Managed: true, ManagedBySandboxID: &sb.ID},
-		{ID: "ws-0123456789ab", Owner: "alice", Managed: true, ManagedBySandboxID: &other},
-	} {
-		if err := ws.PutCargo(w); err != nil {
-			t.Fatal(err)
-		}
+	if err := ws.PutCargo(&Workspace{ID: "ws-0123456789ab", Owner: "alice", Managed: true, ManagedBySandboxID: &other}); err != nil {
+		t.Fatal(err)
 	}
 	expireNow(t, m, sb.ID)
 	if rep := m.CollectGarbage(ctx); rep.Expired != 1 {

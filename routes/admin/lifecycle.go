@@ -25,7 +25,7 @@ func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbox
 	case "resume":
 		v, err = mgr.Resume(r.Context(), id)
 	case "fork":
-		v, err = mgr.Fork(r.Context(), id, 0)
+		v, err = mgr.Fork(r.Context(), id, sandboxes.ForkRequest{})
 	case "snapshots":
 		var req struct {
 			Name string `json:"name"`

@@ -14,6 +14,12 @@ const (
 	defaultCargoMB = 1024
 )
 
+// ManagedCargo is how the workspace the Manager makes for a sandbox created without a cargo is listed: Bay's
+// managed cargo of the default size, which goes with its sandbox (service.Config.ManagedWorkspace).
+func ManagedCargo() *sandboxes.WorkspaceSpec {
+	return &sandboxes.WorkspaceSpec{Backend: cargoBackend, SizeLimitMB: defaultCargoMB}
+}
+
 // cargoResponse is Bay's cargo shape (the owner stays internal).
 func cargoResponse(c *sandboxes.Workspace) map[string]any {
 	return map[string]any{

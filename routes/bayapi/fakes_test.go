@@ -61,6 +61,13 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 	ws := req.WorkspaceID
 	if ws == "" {
 		ws = "ws-" + strings.TrimPrefix(id, "sandbox-")
+		if spec := req.RecordWorkspace; spec != nil {
+			now := m.now().UTC()
+			if err := m.store.PutCargo(&sandboxes.Workspace{ID: ws, Owner: req.Owner, Managed: true, ManagedBySandboxID: &id,
+				Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}); err != nil {
+				return sandboxes.Sandbox{}, err
+			}
+		}
 	}
 	sb := &sandboxes.Sandbox{ID: id, Profile: prof.ID, Owner: req.Owner, Status: sandboxes.StatusStarting,
 		Capabilities: prof.Capabilities, WorkspaceID: ws, CreatedAt: m.now()}
@@ -208,9 +215,17 @@ func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) 
 	return *sb, nil
 }
 
+// Delete drops the record of the sandbox's managed workspace with it, as the Manager does however a sandbox goes.
 func (m *fakeManager) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if sb := m.boxes[id]; sb != nil {
+		if w, err := m.store.Cargo(sb.WorkspaceID); err == nil && w != nil && w.Managed && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
+			if err := m.store.DeleteCargo(w.ID); err != nil {
+				return err
+			}
+		}
+	}
 	delete(m.boxes, id)
 	m.order = slices.DeleteFunc(m.order, func(x string) bool { return x == id })
 	return nil

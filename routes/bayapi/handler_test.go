@@ -73,7 +73,7 @@ func newTestAPI(t *testing.T, mutate ...func(*testConfig)) *testAPI {
 	mgr.store = st
 	cfg := testConfig{
 		Config: Config{Store: st, Keys: keys, Version: "test", Now: clock.Now},
-		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, Cargos: CargoBook{Store: st, Now: clock.Now},
+		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
 			Exports: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
 	}
 	for _, m := range mutate {

@@ -84,7 +84,8 @@ func TestSnapshotRestoreForkQuota(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != snap.ID {
 		t.Fatalf("snapshots after the source's deletion and a restart: %+v %v", list, err)
 	}
-	restored, stats, err := h.mgr.CreateFromSnapshot(ctx, sandboxes.CreateRequest{Owner: "tester"}, snap.ID)
+	listed := &sandboxes.WorkspaceSpec{Backend: "docker_volume", SizeLimitMB: 1024}
+	restored, stats, err := h.mgr.CreateFromSnapshot(ctx, sandboxes.CreateRequest{Owner: "tester", RecordWorkspace: listed}, snap.ID)
 	if err != nil {
 		t.Fatalf("create from snapshot: %v", err)
 	}
@@ -97,9 +98,16 @@ func TestSnapshotRestoreForkQuota(t *testing.T) {
 	}
 
 	// Fork of the running restored sandbox: same bytes, then independent.
-	fork, err := h.mgr.Fork(ctx, restored.ID, 0)
+	fork, err := h.mgr.Fork(ctx, restored.ID, sandboxes.ForkRequest{RecordWorkspace: listed})
 	if err != nil {
 		t.Fatalf("fork: %v", err)
+	}
+	// Both copies are listed as managed workspaces of their sandboxes (Bay's managed cargos).
+	for _, sb := range []*sandboxes.Sandbox{restored, fork.Sandbox} {
+		if w, err := h.mgr.Workspace(ctx, sb.WorkspaceID); err != nil || !w.Managed || w.ManagedBySandboxID == nil ||
+			*w.ManagedBySandboxID != sb.ID || w.Owner != "tester" || w.SizeLimitMB != 1024 {
+			t.Fatalf("the workspace record of %s: %+v %v", sb.ID, w, err)
+		}
 	}
 	t.Logf("fork copy: %+v", fork.Copy)
 	h.ready(fork.Sandbox.ID)
@@ -142,6 +150,13 @@ func TestSnapshotRestoreForkQuota(t *testing.T) {
 	}
 	if err := h.mgr.DeleteSnapshot(ctx, again.ID); err != nil {
 		t.Fatal(err)
+	}
+	// The fork's workspace record goes with it.
+	if err := h.mgr.Delete(ctx, fork.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mgr.Workspace(ctx, fork.Sandbox.WorkspaceID); sandboxes.ErrorCode(err) != sandboxes.CodeNotFound {
+		t.Fatalf("the deleted fork's workspace record: %v", err)
 	}
 }
 

@@ -9,17 +9,6 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// Cargos is the book of workspaces (Bay's cargos) sandboxes are created on: the ones a caller made and may attach,
-// and the ones the Manager made for one sandbox, which go when it goes.
-type Cargos interface {
-	// Attachable is the workspace of cargo id when p may attach it; a missing or another owner's cargo is nil.
-	Attachable(p Principal, id string) (workspaceID string, ok bool, err error)
-	// RecordManaged notes the workspace the Manager made for sb, a sandbox of owner.
-	RecordManaged(sb sandboxes.Sandbox, owner string) error
-	// ForgetManaged drops the cargo of a deleted sandbox's workspace if the gateway made it for that sandbox.
-	ForgetManaged(workspaceID string) error
-}
-
 // CreateParams is a sandbox to create.
 type CreateParams struct {
 	// Profile is a profile id; "" is DefaultProfile.
@@ -55,7 +44,8 @@ func DependenciesEnv(d *sandboxes.Dependencies) (map[string]string, error) {
 	return map[string]string{sandboxes.EnvDependencies: string(b)}, nil
 }
 
-// CreateSandbox creates a sandbox owned by p and records its managed cargo.
+// CreateSandbox creates a sandbox owned by p; without a cargo, the Manager lists the workspace it makes as
+// Config.ManagedWorkspace says (Bay's managed cargo).
 func (s *Service) CreateSandbox(ctx context.Context, p Principal, cp CreateParams) (sandboxes.Sandbox, error) {
 	env, err := DependenciesEnv(cp.Dependencies)
 	if err != nil {
@@ -88,45 +78,34 @@ func (s *Service) CreateSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 		req.TTL = cp.TTL
 	}
 	if cp.CargoID != nil {
-		ws, ok := "", false
-		if s.cfg.Cargos != nil {
-			var err error
-			if ws, ok, err = s.cfg.Cargos.Attachable(p, *cp.CargoID); err != nil {
-				return sandboxes.Sandbox{}, err
-			}
+		if err := s.attachable(ctx, p, *cp.CargoID); err != nil {
+			return sandboxes.Sandbox{}, err
 		}
-		if !ok {
-			return sandboxes.Sandbox{}, Errorf(CodeNotFound, "Cargo not found: %s", *cp.CargoID)
-		}
-		req.WorkspaceID = ws
+		req.WorkspaceID = *cp.CargoID
 		req.WorkspaceMustExist = true // a cargo deleted meanwhile is not mounted (the Manager decides, under its lock)
+	} else {
+		req.RecordWorkspace = s.cfg.ManagedWorkspace
 	}
-	sb, err := s.cfg.Sandboxes.Create(ctx, req)
-	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	if cp.CargoID == nil {
-		s.RecordManaged(sb, p)
-	}
-	return sb, nil
+	return s.cfg.Sandboxes.Create(ctx, req)
 }
 
-// RecordManaged notes the workspace the Manager made for a new sandbox of p's (a create, a fork, a create from a
-// snapshot); a failure to note it is logged, never fails the create.
-func (s *Service) RecordManaged(sb sandboxes.Sandbox, p Principal) {
-	if sb.WorkspaceID == "" || s.cfg.Cargos == nil {
-		return
+// attachable is nil when p may mount workspace (cargo) id: one of p's, or any for an admin. Another owner's
+// workspace does not exist for p.
+func (s *Service) attachable(ctx context.Context, p Principal, id string) error {
+	w, err := s.cfg.Sandboxes.Workspace(ctx, id)
+	if err != nil && AsError(err).Code != CodeNotFound {
+		return err
 	}
-	if err := s.cfg.Cargos.RecordManaged(sb, p.Owner); err != nil {
-		s.cfg.Logger.Warn("recording a managed cargo", "sandbox", sb.ID, "error", err)
+	if err != nil || w == nil || (!p.Admin && w.Owner != p.Owner) {
+		return Errorf(CodeNotFound, "Cargo not found: %s", id)
 	}
+	return nil
 }
 
-// DeleteSandbox deletes a sandbox, its history and its managed cargo. It is idempotent: a sandbox that is gone (or
-// was never visible to p) is not an error.
+// DeleteSandbox deletes a sandbox and its history; the Manager drops its managed cargo's record with it. It is
+// idempotent: a sandbox that is gone (or was never visible to p) is not an error.
 func (s *Service) DeleteSandbox(ctx context.Context, p Principal, id string) error {
-	sb, err := s.Visible(ctx, p, id)
-	if err != nil {
+	if _, err := s.Visible(ctx, p, id); err != nil {
 		if AsError(err).Code == CodeNotFound {
 			return nil
 		}
@@ -138,11 +117,6 @@ func (s *Service) DeleteSandbox(ctx context.Context, p Principal, id string) err
 	if s.cfg.History != nil {
 		if err := s.cfg.History.DropHistory(id); err != nil {
 			s.cfg.Logger.Warn("dropping history of a deleted sandbox", "sandbox", id, "error", err)
-		}
-	}
-	if sb.WorkspaceID != "" && s.cfg.Cargos != nil {
-		if err := s.cfg.Cargos.ForgetManaged(sb.WorkspaceID); err != nil {
-			s.cfg.Logger.Warn("forgetting a managed cargo", "cargo", sb.WorkspaceID, "error", err)
 		}
 	}
 	return nil

@@ -110,8 +110,8 @@ func (b Manager) CreateFromSnapshot(ctx context.Context, req sandboxes.CreateReq
 	return *sb, stats, nil
 }
 
-func (b Manager) Fork(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, sandboxes.CopyStats, error) {
-	res, err := b.M.Fork(ctx, id, ttl)
+func (b Manager) Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (sandboxes.Sandbox, sandboxes.CopyStats, error) {
+	res, err := b.M.Fork(ctx, id, req)
 	if err != nil {
 		return sandboxes.Sandbox{}, sandboxes.CopyStats{}, err
 	}

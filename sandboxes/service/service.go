@@ -20,8 +20,9 @@ type Config struct {
 	Tickets TicketIssuer
 	// History records executions; nil records nothing.
 	History HistoryStore
-	// Cargos is the book of workspaces; nil attaches none and records none.
-	Cargos Cargos
+	// ManagedWorkspace is how the workspace the Manager makes for a new sandbox (a create without a cargo, a fork, a
+	// create from a snapshot) is listed among the workspaces: Bay's managed cargo. nil lists none.
+	ManagedWorkspace *sandboxes.WorkspaceSpec
 	// Exports keeps exported paths; nil answers ExportFiles with capability_not_supported.
 	Exports ExportStore
 	// Fetch GETs a public URL for ImportFile; nil answers URL imports with capability_not_supported.

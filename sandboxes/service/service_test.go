@@ -13,25 +13,33 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// fakeSandboxes is an in-memory Manager for the ownership rules; Hold counts the starts it was asked for.
+// fakeSandboxes is an in-memory Manager for the ownership rules; Hold counts the starts it was asked for. Like the
+// Manager, it lists a new sandbox's own workspace when asked (CreateRequest.RecordWorkspace) and drops that record
+// when the sandbox goes.
 type fakeSandboxes struct {
 	mu    sync.Mutex
 	sbs   map[string]sandboxes.Sandbox
+	ws    map[string]*sandboxes.Workspace
 	holds int
 }
 
-// The workspace methods are not exercised here: the Manager's workspace tests cover them.
+// Only attaching reads workspaces here: the Manager's workspace tests cover the rest.
 func (f *fakeSandboxes) CreateWorkspace(context.Context, sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
-	return nil, errors.New("no workspaces in this fake")
+	return nil, errors.New("no workspace creation in this fake")
 }
-func (f *fakeSandboxes) Workspace(context.Context, string) (*sandboxes.Workspace, error) {
-	return nil, errors.New("no workspaces in this fake")
+func (f *fakeSandboxes) Workspace(_ context.Context, id string) (*sandboxes.Workspace, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.ws[id]; ok {
+		return w, nil
+	}
+	return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no workspace %s", id)
 }
 func (f *fakeSandboxes) Workspaces(context.Context, string) ([]*sandboxes.Workspace, error) {
-	return nil, errors.New("no workspaces in this fake")
+	return nil, errors.New("no workspace listing in this fake")
 }
 func (f *fakeSandboxes) DeleteWorkspace(context.Context, string) error {
-	return errors.New("no workspaces in this fake")
+	return errors.New("no workspace deletion in this fake")
 }
 
 func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
@@ -41,6 +49,11 @@ func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (
 		Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}}
 	if sb.WorkspaceID == "" {
 		sb.WorkspaceID = "ws-" + sb.ID
+		if req.RecordWorkspace != nil {
+			sid := sb.ID
+			f.ws[sb.WorkspaceID] = &sandboxes.Workspace{ID: sb.WorkspaceID, Owner: sb.Owner, Managed: true, ManagedBySandboxID: &sid,
+				Backend: req.RecordWorkspace.Backend, SizeLimitMB: req.RecordWorkspace.SizeLimitMB}
+		}
 	}
 	f.sbs[sb.ID] = sb
 	return sb, nil
@@ -84,6 +97,9 @@ func (f *fakeSandboxes) ExtendTTL(_ context.Context, id string, _ time.Duration)
 func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if w := f.ws[f.sbs[id].WorkspaceID]; w != nil && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
+		delete(f.ws, w.ID)
+	}
 	delete(f.sbs, id)
 	return nil
 }
@@ -115,21 +131,6 @@ func (a *fakeAgent) Upload(_ context.Context, t sandboxes.Target, p string, body
 	return int64(len(b)), nil
 }
 
-type fakeCargos map[string]string // cargo id -> owner
-
-func (c fakeCargos) Attachable(p Principal, id string) (string, bool, error) {
-	owner, ok := c[id]
-	if !ok || (!p.Admin && owner != p.Owner) {
-		return "", false, nil
-	}
-	return id, true, nil
-}
-func (c fakeCargos) RecordManaged(sb sandboxes.Sandbox, owner string) error {
-	c[sb.WorkspaceID] = owner
-	return nil
-}
-func (c fakeCargos) ForgetManaged(ws string) error { delete(c, ws); return nil }
-
 type fakeExports map[string]sandboxes.Export
 
 func (e fakeExports) PutExports(es []sandboxes.Export) error {
@@ -154,9 +155,9 @@ func newTestService() (*Service, *fakeSandboxes, *fakeAgent) {
 		"sb-bob":     {ID: "sb-bob", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
 		"sb-old":     {ID: "sb-old", Owner: "alice", Status: sandboxes.StatusExpired, Capabilities: []string{sandboxes.CapFilesystem}},
 		"sb-nofiles": {ID: "sb-nofiles", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}},
-	}}
+	}, ws: map[string]*sandboxes.Workspace{"ws-bob": {ID: "ws-bob", Owner: "bob"}}}
 	agent := &fakeAgent{files: map[string]string{"sb-bob/secret.txt": "bob's", "sb-alice/notes.txt": "alice's"}}
-	svc := New(Config{Sandboxes: sbs, Agent: agent, Cargos: fakeCargos{"cargo-bob": "bob"}, Exports: fakeExports{},
+	svc := New(Config{Sandboxes: sbs, Agent: agent, ManagedWorkspace: &sandboxes.WorkspaceSpec{Backend: "docker_volume", SizeLimitMB: 1024}, Exports: fakeExports{},
 		Fetch: func(context.Context, *url.URL) (io.ReadCloser, error) {
 			return nil, Errorf(CodeForbidden, "no network in this test")
 		}})
@@ -195,7 +196,7 @@ func TestOwnership(t *testing.T) {
 			return err
 		}, CodeForbidden},
 		{"attach another's cargo", func(s *Service) error {
-			id := "cargo-bob"
+			id := "ws-bob"
 			_, err := s.CreateSandbox(ctx, alice, CreateParams{CargoID: &id})
 			return err
 		}, CodeNotFound},
@@ -274,11 +275,17 @@ func TestTransferBetweenOwnSandboxes(t *testing.T) {
 // caller, which goes with the sandbox.
 func TestCreateRecordsManagedCargo(t *testing.T) {
 	ctx := context.Background()
-	svc, _, _ := newTestService()
-	cargos := svc.cfg.Cargos.(fakeCargos)
+	svc, sbs, _ := newTestService()
 	sb, err := svc.CreateSandbox(ctx, Principal{Owner: "carol"}, CreateParams{})
-	if err != nil || cargos[sb.WorkspaceID] != "carol" || sb.Profile != DefaultProfile {
-		t.Fatalf("create: %+v %v, cargos %v", sb, err, cargos)
+	if err != nil || sb.Profile != DefaultProfile {
+		t.Fatalf("create: %+v %v", sb, err)
+	}
+	if w := sbs.ws[sb.WorkspaceID]; w == nil || w.Owner != "carol" || !w.Managed || w.SizeLimitMB != 1024 {
+		t.Fatalf("the managed cargo of %s: %+v", sb.ID, w)
+	}
+	// Attaching it as a cargo is the owner's alone.
+	if _, err := svc.CreateSandbox(ctx, Principal{Owner: "dave"}, CreateParams{CargoID: &sb.WorkspaceID}); AsError(err).Code != CodeNotFound {
+		t.Errorf("another owner attached carol's cargo: %v", err)
 	}
 	if _, err := svc.CreateSandbox(ctx, Principal{Owner: "carol"}, CreateParams{Profile: "nope"}); AsError(err).Code != CodeValidation {
 		t.Errorf("unknown profile: %v", err)
@@ -286,7 +293,7 @@ func TestCreateRecordsManagedCargo(t *testing.T) {
 	if err := svc.DeleteSandbox(ctx, Principal{Owner: "carol"}, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cargos[sb.WorkspaceID]; ok {
+	if _, ok := sbs.ws[sb.WorkspaceID]; ok {
 		t.Errorf("the managed cargo outlived its sandbox")
 	}
 }

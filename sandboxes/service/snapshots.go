@@ -24,7 +24,7 @@ type Snapshotter interface {
 	GetSnapshot(ctx context.Context, id string) (sandboxes.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
 	CreateFromSnapshot(ctx context.Context, req sandboxes.CreateRequest, snapshotID string) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-	Fork(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, sandboxes.CopyStats, error)
+	Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (sandboxes.Sandbox, sandboxes.CopyStats, error)
 }
 
 // CanPause is nil when the Manager pauses sandboxes, else capability_not_supported (a dialect checks before it
@@ -153,12 +153,7 @@ func (s *Service) Fork(ctx context.Context, p Principal, id string, ttl time.Dur
 	if ttl <= 0 {
 		ttl = -1
 	}
-	sb, stats, err := sn.Fork(ctx, id, ttl)
-	if err != nil {
-		return sandboxes.Sandbox{}, sandboxes.CopyStats{}, err
-	}
-	s.RecordManaged(sb, p)
-	return sb, stats, nil
+	return sn.Fork(ctx, id, sandboxes.ForkRequest{TTL: ttl, RecordWorkspace: s.cfg.ManagedWorkspace})
 }
 
 // CreateFromSnapshot creates a sandbox of p's whose workspace starts as a copy of a snapshot p may use; profile ""
@@ -168,14 +163,10 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, p Principal, snapshotI
 		return sandboxes.Sandbox{}, err
 	}
 	sn, _ := s.snapshotter() // GetSnapshot checked it
-	req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: env}
+	req := sandboxes.CreateRequest{Profile: profile, Owner: p.Owner, TTL: -1, Env: env, RecordWorkspace: s.cfg.ManagedWorkspace}
 	if ttl > 0 {
 		req.TTL = ttl
 	}
 	sb, _, err := sn.CreateFromSnapshot(ctx, req, snapshotID)
-	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	s.RecordManaged(sb, p)
-	return sb, nil
+	return sb, err
 }
