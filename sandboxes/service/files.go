@@ -93,54 +93,55 @@ func (s *Service) ListDir(ctx context.Context, p Principal, id, path string) ([]
 	return entries, err
 }
 
-func (s *Service) fileTools() (FileTools, error) {
+// fileTool is the front EditFile and SearchFiles share: an agent client with the file tools, the cleaned path, the
+// operation's own check of its request (bad: nil when it passed, reported after a bad path as before), and only
+// then the running sandbox p owns, so a refused request never starts a sandbox.
+func (s *Service) fileTool(ctx context.Context, p Principal, id, path string, allowRoot bool, bad error) (FileTools, sandboxes.Target, string, error) {
 	ft, ok := s.cfg.Agent.(FileTools)
 	if !ok {
-		return nil, Errorf(CodeCapability, "this gateway's agent client does not edit or search files").
+		return nil, sandboxes.Target{}, "", Errorf(CodeCapability, "this gateway's agent client does not edit or search files").
 			With("capability", "file_tools").With("available", []string{})
 	}
-	return ft, nil
+	c, err := CleanWorkspacePath("path", path, allowRoot)
+	if err != nil {
+		return nil, sandboxes.Target{}, "", err
+	}
+	if bad != nil {
+		return nil, sandboxes.Target{}, "", bad
+	}
+	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	return ft, t, c, err
 }
 
 // EditFile replaces text in a workspace file of a sandbox p owns: req.Old must occur exactly once unless
 // req.ReplaceAll.
 func (s *Service) EditFile(ctx context.Context, p Principal, id string, req agentapi.EditRequest) (agentapi.EditResult, error) {
-	ft, err := s.fileTools()
-	if err != nil {
-		return agentapi.EditResult{}, err
-	}
-	if req.Path, err = CleanWorkspacePath("path", req.Path, false); err != nil {
-		return agentapi.EditResult{}, err
-	}
+	var bad error
 	if req.Old == "" {
-		return agentapi.EditResult{}, Errorf(CodeValidation, "the text to replace must not be empty")
+		bad = Errorf(CodeValidation, "the text to replace must not be empty")
 	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	ft, t, c, err := s.fileTool(ctx, p, id, req.Path, false, bad)
 	if err != nil {
 		return agentapi.EditResult{}, err
 	}
+	req.Path = c
 	return ft.Edit(ctx, t, req)
 }
 
 // SearchFiles greps the workspace (or req.Path inside it) of a sandbox p owns.
 func (s *Service) SearchFiles(ctx context.Context, p Principal, id string, req agentapi.GrepRequest) (agentapi.GrepResult, error) {
-	ft, err := s.fileTools()
-	if err != nil {
-		return agentapi.GrepResult{}, err
+	var bad error
+	if req.Pattern == "" {
+		bad = Errorf(CodeValidation, "the pattern must not be empty")
 	}
 	if req.Path == "" {
 		req.Path = "."
 	}
-	if req.Path, err = CleanWorkspacePath("path", req.Path, true); err != nil {
-		return agentapi.GrepResult{}, err
-	}
-	if req.Pattern == "" {
-		return agentapi.GrepResult{}, Errorf(CodeValidation, "the pattern must not be empty")
-	}
-	t, err := s.Running(ctx, p, id, sandboxes.CapFilesystem)
+	ft, t, c, err := s.fileTool(ctx, p, id, req.Path, true, bad)
 	if err != nil {
 		return agentapi.GrepResult{}, err
 	}
+	req.Path = c
 	return ft.Grep(ctx, t, req)
 }
 

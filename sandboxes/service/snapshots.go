@@ -58,11 +58,8 @@ func (s *Service) snapshotter() (Snapshotter, error) {
 
 // Pause freezes the processes of a sandbox p owns (memory, processes and PTYs kept; the TTL keeps running).
 func (s *Service) Pause(ctx context.Context, p Principal, id string) (sandboxes.Sandbox, error) {
-	pr, err := s.pauser()
+	pr, err := s.pauserOf(ctx, p, id)
 	if err != nil {
-		return sandboxes.Sandbox{}, err
-	}
-	if _, err := s.Unexpired(ctx, p, id); err != nil {
 		return sandboxes.Sandbox{}, err
 	}
 	return pr.Pause(ctx, id)
@@ -70,14 +67,24 @@ func (s *Service) Pause(ctx context.Context, p Principal, id string) (sandboxes.
 
 // Resume thaws a paused sandbox p owns.
 func (s *Service) Resume(ctx context.Context, p Principal, id string) (sandboxes.Sandbox, error) {
-	pr, err := s.pauser()
+	pr, err := s.pauserOf(ctx, p, id)
 	if err != nil {
 		return sandboxes.Sandbox{}, err
 	}
-	if _, err := s.Unexpired(ctx, p, id); err != nil {
-		return sandboxes.Sandbox{}, err
-	}
 	return pr.Resume(ctx, id)
+}
+
+// pauserOf is the check Pause and Resume share: the Manager pauses sandboxes (asked first, so a gateway without
+// the capability says so whatever the sandbox), and id is an unexpired sandbox p owns.
+func (s *Service) pauserOf(ctx context.Context, p Principal, id string) (Pauser, error) {
+	pr, err := s.pauser()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Unexpired(ctx, p, id); err != nil {
+		return nil, err
+	}
+	return pr, nil
 }
 
 // CreateSnapshot captures the workspace of a sandbox p owns.
