@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -32,7 +31,7 @@ type browserStep struct {
 
 // runBrowserCommand runs one agent-browser style command; errors of the agent become a non-zero step, except
 // lifecycle errors, which the caller reports as API errors.
-func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd string, timeout time.Duration) (browserStep, error) {
+func (h *Handler) runBrowserCommand(ctx context.Context, b *service.BrowserSession, cmd string, timeout time.Duration) (browserStep, error) {
 	fields := strings.Fields(cmd)
 	if len(fields) == 0 {
 		return browserStep{stderr: "empty command; " + browserUsage, exit: exitUnsupported}, nil
@@ -79,7 +78,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 	default:
 		return browserStep{stderr: fmt.Sprintf("unsupported browser command %q; %s", cmd, browserUsage), exit: exitUnsupported}, nil
 	}
-	res, err := h.svc.Agent().Browser(ctx, t, req)
+	res, err := b.Do(ctx, req)
 	if err != nil {
 		e := service.AsError(err)
 		if e.Code == service.CodeSandboxExpired || e.Code == service.CodeNotFound || e.Code == service.CodeSessionNotReady {
@@ -88,7 +87,7 @@ func (h *Handler) runBrowserCommand(ctx context.Context, t sandboxes.Target, cmd
 		return browserStep{stderr: e.Message, exit: 1}, nil
 	}
 	if req.Action == "screenshot" {
-		if err := h.svc.Agent().WriteFile(ctx, t, screenshotPath, strings.NewReader(string(res.PNG))); err != nil {
+		if err := b.Save(ctx, screenshotPath, res.PNG); err != nil {
 			return browserStep{stderr: "saving the screenshot: " + service.AsError(err).Message, exit: 1}, nil
 		}
 		return browserStep{stdout: "Screenshot saved to " + service.WorkspaceRoot + "/" + screenshotPath + "\n"}, nil
@@ -111,7 +110,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
+	b, err := h.svc.OpenBrowser(r.Context(), p, id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -120,7 +119,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 	ctx, cancel := contextWithTimeout(r, d+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
-	step, err := h.runBrowserCommand(ctx, t, cmd, d)
+	step, err := h.runBrowserCommand(ctx, b, cmd, d)
 	elapsed := time.Since(start)
 	if err != nil {
 		writeError(w, r, err)
@@ -150,7 +149,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 	if !decodeOrFail(w, f) {
 		return
 	}
-	t, err := h.svc.Running(r.Context(), p, id, sandboxes.CapBrowser)
+	b, err := h.svc.OpenBrowser(r.Context(), p, id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -170,7 +169,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 			break
 		}
 		stepStart := time.Now()
-		step, err := h.runBrowserCommand(ctx, t, cmd, remaining)
+		step, err := h.runBrowserCommand(ctx, b, cmd, remaining)
 		if err != nil {
 			writeError(w, r, err)
 			return

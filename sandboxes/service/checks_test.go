@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -156,5 +158,70 @@ func TestPauseResumeChecks(t *testing.T) {
 				t.Errorf("the Manager got %v and answered %+v, want %q", mgr.calls, sb, tc.wantCall)
 			}
 		})
+	}
+}
+
+// browserAgent is fakeAgent with a browser; it notes the actions and the files that reached it.
+type browserAgent struct {
+	*fakeAgent
+	actions []string
+	written map[string]string
+}
+
+func (a *browserAgent) Browser(ctx context.Context, _ sandboxes.Target, req BrowserRequest) (BrowserResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return BrowserResult{}, Errorf(CodeValidation, "a browser action without a deadline")
+	}
+	a.actions = append(a.actions, req.Action)
+	return BrowserResult{Value: "v", PNG: []byte("png")}, nil
+}
+
+func (a *browserAgent) WriteFile(_ context.Context, t sandboxes.Target, p string, content io.Reader) error {
+	b, err := io.ReadAll(content)
+	a.written[t.SandboxID+"/"+p] = string(b)
+	return err
+}
+
+// TestBrowserSession: a browser session is opened once per request with the owner, expiry and capability checks
+// of every operation; its actions carry a deadline, and what it saves lands at a checked workspace path even in a
+// sandbox whose profile grants the browser without the filesystem.
+func TestBrowserSession(t *testing.T) {
+	ctx := context.Background()
+	alice := Principal{Owner: "alice"}
+	svc, sbs, agent := newTestService()
+	sbs.sbs["sb-web"] = sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}}
+	sbs.sbs["sb-bobweb"] = sandboxes.Sandbox{ID: "sb-bobweb", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}}
+	ba := &browserAgent{fakeAgent: agent, written: map[string]string{}}
+	cfg := svc.cfg
+	cfg.Agent = ba
+	svc = New(cfg)
+	for id, code := range map[string]string{"sb-bobweb": CodeNotFound, "sb-alice": CodeCapability, "sb-old": CodeSandboxExpired} {
+		if _, err := svc.OpenBrowser(ctx, alice, id); AsError(err).Code != code {
+			t.Errorf("opening the browser of %s: %v, want %s", id, err, code)
+		}
+	}
+	if _, err := svc.Browse(ctx, alice, "sb-bobweb", BrowserRequest{Action: "url"}); AsError(err).Code != CodeNotFound || len(ba.actions) != 0 {
+		t.Errorf("browsing another's sandbox: %v, actions %v", err, ba.actions)
+	}
+	if sbs.holds != 0 {
+		t.Fatalf("refused opens started %d sandboxes", sbs.holds)
+	}
+	b, err := svc.OpenBrowser(ctx, alice, "sb-web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{"navigate", "screenshot"} {
+		if res, err := b.Do(ctx, BrowserRequest{Action: action, Timeout: time.Second}); err != nil || res.Value != "v" {
+			t.Fatalf("%s: %+v %v", action, res, err)
+		}
+	}
+	if err := b.Save(ctx, "shots/./a.png", []byte("png")); err != nil || ba.written["sb-web/shots/a.png"] != "png" {
+		t.Fatalf("save: %v, written %v", err, ba.written)
+	}
+	if err := b.Save(ctx, "../../etc/passwd", []byte("x")); AsError(err).Code != CodeInvalidPath || len(ba.written) != 1 {
+		t.Errorf("saving outside the workspace: %v, written %v", err, ba.written)
+	}
+	if sbs.holds != 1 || len(ba.actions) != 2 {
+		t.Errorf("one session of two actions held the sandbox %d times and ran %v", sbs.holds, ba.actions)
 	}
 }

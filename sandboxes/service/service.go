@@ -56,9 +56,6 @@ func New(cfg Config) *Service {
 // Sandboxes is the lifecycle Manager the operations use (for a dialect's own pass-throughs: pause, snapshots).
 func (s *Service) Sandboxes() Sandboxes { return s.cfg.Sandboxes }
 
-// Agent is the agent client the operations use.
-func (s *Service) Agent() Agent { return s.cfg.Agent }
-
 // Tickets is the ticket issuer, nil when the gateway mints none.
 func (s *Service) Tickets() TicketIssuer { return s.cfg.Tickets }
 
