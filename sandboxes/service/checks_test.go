@@ -10,6 +10,14 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
+// mustCode stops a test whose call did not end as wanted: with an error of code, or without one when code is "".
+func mustCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := AsError(err).Code; err != nil && got != code || err == nil && code != "" {
+		t.Fatalf("got %v (%s), want %q", err, got, code)
+	}
+}
+
 // toolAgent is fakeAgent with the file tools; it notes what reached it.
 type toolAgent struct {
 	*fakeAgent
@@ -76,9 +84,7 @@ func TestFileToolChecks(t *testing.T) {
 				cfg.Agent = tools
 			}
 			err := tc.call(New(cfg))
-			if got := AsError(err).Code; err != nil && got != tc.code || err == nil && tc.code != "" {
-				t.Fatalf("got %v (%s), want %s", err, got, tc.code)
-			}
+			mustCode(t, err, tc.code)
 			var reached []string
 			for _, e := range tools.edits {
 				reached = append(reached, e.Path)
@@ -148,9 +154,7 @@ func TestPauseResumeChecks(t *testing.T) {
 				op = svc.Resume
 			}
 			sb, err := op(ctx, alice, tc.id)
-			if got := AsError(err).Code; err != nil && got != tc.code || err == nil && tc.code != "" {
-				t.Fatalf("got %v (%s), want %s", err, got, tc.code)
-			}
+			mustCode(t, err, tc.code)
 			if tc.code != "" && len(mgr.calls) != 0 {
 				t.Errorf("a refused call reached the Manager: %v", mgr.calls)
 			}
