@@ -212,6 +212,14 @@ func (m *Manager) recordManagedWorkspace(req CreateRequest, sb *Sandbox, now tim
 		Backend: req.RecordWorkspace.Backend, SizeLimitMB: req.RecordWorkspace.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}
 	if err := ws.PutCargo(w); err != nil {
 		m.log.Warn("recording a new sandbox's workspace", "sandbox", sb.ID, "workspace", sb.WorkspaceID, "error", err)
+		return
+	}
+	// A delete that detached the sandbox before the record was written has already passed its drop: drop it here.
+	m.mu.RLock()
+	gone := m.entries[sb.ID] == nil
+	m.mu.RUnlock()
+	if gone {
+		m.dropManagedWorkspaceRecord(Record{ID: sb.ID, WorkspaceID: sb.WorkspaceID})
 	}
 }
 
