@@ -36,6 +36,8 @@ type fakeDriver struct {
 	// stopGate, when set, holds every Stop until it is closed; stopsDone counts the Stops that returned.
 	stopGate  chan struct{}
 	stopsDone int
+	// startGate, when set, holds every Start until it is closed.
+	startGate chan struct{}
 }
 
 type fakeContainer struct {
@@ -107,6 +109,16 @@ func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, erro
 	return id, nil
 }
 func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (string, error) {
+	d.mu.Lock()
+	gate := d.startGate
+	d.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	if d.startDelay > 0 {
 		select {
 		case <-time.After(d.startDelay):

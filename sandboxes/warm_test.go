@@ -413,8 +413,12 @@ func TestBurstIsServedPoolFirstThenColdInArrivalOrder(t *testing.T) {
 }
 
 func TestCreateWaitInABurstIsBoundedAndTyped(t *testing.T) {
+	// One start slot, held by a start the engine never finishes until the gate opens: every other create of the
+	// burst waits its start_timeout in line and ends with a typed timeout, however slow this machine is. Once the
+	// engine moves again, the held start completes.
 	d := newFakeDriver(t)
-	d.startDelay = 400 * time.Millisecond
+	gate := make(chan struct{})
+	d.startGate = gate
 	m := startTestManager(t, d, t.TempDir()+"/store.db", Config{Profiles: []Profile{testProfile("a")}, MaxConcurrentStarts: 1,
 		MaxSandboxes: 4, StartTimeout: 300 * time.Millisecond, GCInterval: time.Hour})
 	ctx := context.Background()
@@ -429,11 +433,21 @@ func TestCreateWaitInABurstIsBoundedAndTyped(t *testing.T) {
 	if _, err := m.Create(ctx, CreateRequest{Profile: "a"}); ErrorCode(err) != CodeQuotaExceeded {
 		t.Fatalf("create past max_sandboxes: %v", err)
 	}
+	results := make(chan error, len(ids))
 	for _, id := range ids {
-		_, err := m.EnsureRunning(ctx, id)
-		if ErrorCode(err) != CodeTimeout {
-			t.Fatalf("%s: %v, want a typed timeout (the engine is slower than start_timeout)", id, err)
+		go func() {
+			_, err := m.EnsureRunning(ctx, id)
+			results <- err
+		}()
+	}
+	for range len(ids) - 1 {
+		if err := <-results; ErrorCode(err) != CodeTimeout {
+			t.Fatalf("a create queued behind a stuck start: %v, want a typed timeout", err)
 		}
+	}
+	close(gate)
+	if err := <-results; err != nil && ErrorCode(err) != CodeTimeout {
+		t.Fatalf("the create holding the start slot: %v, want it running (or a typed timeout)", err)
 	}
 }
 
