@@ -137,3 +137,55 @@ func TestClassifyDeath(t *testing.T) {
 		}
 	}
 }
+
+// A container that exits before Start returns is a death the launch sees first: it is recorded with its exit code
+// (no die event needed), the container is kept for its log, and the next call rebuilds it in place.
+func TestExitAtStartIsRecordedByTheLaunch(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	d.exitAtStart = &ExitedError{ExitCode: 7, At: time.Now()}
+	events, stop := m.Subscribe(64)
+	defer stop()
+	ctx := context.Background()
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(typ string) Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.SandboxID == sb.ID && ev.Type == typ {
+					return ev
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no %s event for a container that exited at start", typ)
+			}
+		}
+	}
+	if ev := next(EventDied); ev.Death == nil || ev.Death.ExitCode != 7 || ev.Reason != "exit" {
+		t.Fatalf("died event %+v", ev)
+	}
+	containerID := func() string {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return m.entries[sb.ID].rec.ContainerID
+	}
+	cid := containerID()
+	d.mu.Lock()
+	kept := d.containers[cid] != nil
+	d.mu.Unlock()
+	if !kept {
+		t.Fatalf("the dead container %q was removed; its log is the evidence of why", cid)
+	}
+	if _, err := m.EnsureRunning(ctx, sb.ID); ErrorCode(err) != CodeNotReady {
+		t.Fatalf("first call after the death: %v, want a retryable session_not_ready", err)
+	}
+	next(EventReady)
+	if tg := mustReady(t, m, sb.ID); tg.SandboxID != sb.ID {
+		t.Fatalf("target %+v", tg)
+	}
+	if again := containerID(); again != cid {
+		t.Fatalf("the recovery made a new container %s, want the kept %s started again", again, cid)
+	}
+}

@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -60,6 +61,18 @@ type Usage struct {
 
 // ErrContainerNotFound is returned (wrapped) by Driver.Inspect for a container the engine does not know.
 var ErrContainerNotFound = errors.New("container not found")
+
+// ExitedError is returned (wrapped) by Driver.Start when the container exited before Start returned. The launch
+// learns of this death before the engine's die event is handled, so it records the death itself (launch.go).
+type ExitedError struct {
+	ExitCode  int
+	OOMKilled bool
+	At        time.Time
+}
+
+func (e *ExitedError) Error() string {
+	return fmt.Sprintf("container exited right after start (exit %d)", e.ExitCode)
+}
 
 // ContainerSpec is everything the driver needs to create a sandbox's container.
 type ContainerSpec struct {

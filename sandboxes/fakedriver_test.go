@@ -38,6 +38,9 @@ type fakeDriver struct {
 	stopsDone int
 	// startGate, when set, holds every Start until it is closed.
 	startGate chan struct{}
+	// exitAtStart, when set, makes the next Start report that the container exited at once, with no die event
+	// (the launch sees the death before the engine's event is handled).
+	exitAtStart *ExitedError
 }
 
 type fakeContainer struct {
@@ -131,6 +134,11 @@ func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (str
 	c := d.containers[id]
 	if c == nil {
 		return "", ErrContainerNotFound
+	}
+	if exited := d.exitAtStart; exited != nil {
+		d.exitAtStart = nil
+		c.state.ExitCode = exited.ExitCode
+		return "", exited
 	}
 	c.state.Running = true
 	return d.addr, nil

@@ -66,6 +66,7 @@ func (m *Manager) launch(ctx context.Context, e *entry) {
 	e.opMu.Lock()
 	addr, err := m.bringUp(ctx, e, timeout, release)
 	if err != nil {
+		m.noteExitAtStart(e, err)
 		m.removeFailedContainer(e, err)
 	}
 	e.opMu.Unlock()
@@ -86,6 +87,24 @@ func queueErr(ctx context.Context, timeout time.Duration, what string) error {
 		return ctx.Err()
 	}
 	return &Error{Code: CodeTimeout, Message: fmt.Sprintf("waited %s %s", timeout, what)}
+}
+
+// noteExitAtStart records the death of a container that exited before Start returned. On a busy engine the launch
+// sees it first; the die event's handler then finds the death recorded (and the container gone if it were not).
+// Recording it here keeps the dead container and its log for recovery (removeFailedContainer), and the EventDied
+// with its exit code, whichever comes first. A warm member's death is left to the event handler, which destroys it.
+func (m *Manager) noteExitAtStart(e *entry, err error) {
+	var exited *ExitedError
+	if !errors.As(err, &exited) {
+		return
+	}
+	m.mu.RLock()
+	warm, cid, lastOOM := e.rec.Warm, e.rec.ContainerID, e.lastOOM
+	m.mu.RUnlock()
+	if warm || cid == "" {
+		return
+	}
+	m.recordDeath(e, cid, classifyDeath(exited.ExitCode, exited.OOMKilled, lastOOM, exited.At))
 }
 
 // removeFailedContainer removes the container of a launch that failed (its workspace stays for a retry). It runs

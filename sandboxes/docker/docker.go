@@ -359,7 +359,14 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		return "", err
 	}
 	if info.State == nil || !info.State.Running {
-		return "", fmt.Errorf("container exited right after start (exit %d)", exitCode(info))
+		exited := &sandboxes.ExitedError{ExitCode: exitCode(info), At: time.Now()}
+		if info.State != nil {
+			exited.OOMKilled = info.State.OOMKilled
+			if at, err := time.Parse(time.RFC3339Nano, info.State.FinishedAt); err == nil {
+				exited.At = at
+			}
+		}
+		return "", exited
 	}
 	if spec.AgentSocketDir != "" {
 		return agentapi.UnixAddr(path.Join(spec.AgentSocketDir, sandboxes.AgentSocketName)), nil
