@@ -98,7 +98,7 @@ func (m *Manager) removeSpares() {
 }
 
 func (m *Manager) removeSpare(ws string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.driver.RemoveVolume(ctx, m.VolumeName(ws)); err != nil {
 		m.log.Warn("removing a spare workspace volume", "volume", m.VolumeName(ws), "error", err)
