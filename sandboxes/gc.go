@@ -169,6 +169,11 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	for _, e := range m.entries {
 		used[m.VolumeName(e.rec.WorkspaceID)] = true
 	}
+	// Spares and copy targets whose sandbox is not recorded yet (spare_volume.go): read under the same lock as the
+	// entries, and a target is let go only after its sandbox's entry exists, so one of the two always names it.
+	for ws := range m.spares.held {
+		used[m.VolumeName(ws)] = true
+	}
 	m.mu.RUnlock()
 	for _, v := range volumes {
 		if used[v.Name] || now.Sub(v.Created) < minAge {

@@ -63,6 +63,8 @@ type Manager struct {
 	snapMu sync.Mutex
 	// workspaces are the workspaces being deleted, guarded by mu (workspaces.go).
 	workspaces workspaceLocks
+	// spares are empty workspace volumes made ahead for copies, guarded by mu (spare_volume.go).
+	spares spareVolumes
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -244,6 +246,7 @@ func (m *Manager) Close() error {
 		cancel()
 	}
 	m.wg.Wait()
+	m.removeSpares()
 	m.flushAll()
 	m.mu.Lock()
 	for id, ch := range m.subs {

@@ -225,7 +225,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotReq
 	snap.Volume = m.snapshotVolume(snap.ID)
 	labels := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
 		m.label("snapshot"): snap.ID, m.label(labelOwner): owner, m.label(labelManagedWorkspace): "false"}
-	stats, release, err := m.captureWorkspace(ctx, e, vc, m.VolumeName(ws), snap.Volume, labels, limit)
+	stats, release, err := m.captureWorkspace(ctx, e, vc, m.VolumeName(ws), snap.Volume, labels, limit, false)
 	if err != nil {
 		if errors.Is(err, ErrSnapshotTooLarge) {
 			if limit < limits.MaxBytes {
@@ -252,8 +252,9 @@ func quotaBytesError(used, quota int64) error {
 // captureWorkspace copies e's workspace volume into a new volume dst while nothing can change it: e's engine
 // operations are held (no start, stop or delete meanwhile) and a running sandbox is frozen for the copy. After a
 // successful copy the source is still held: the caller runs release (thaw, let go) beside its own next step, a
-// store write, so the two cost the longer of them, and returns only once both are done.
-func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64) (stats CopyStats, release func(), err error) {
+// store write, so the two cost the longer of them, and returns only once both are done. premade says dst exists
+// already, empty (a spare volume): the source is frozen only for the copy itself.
+func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64, premade bool) (stats CopyStats, release func(), err error) {
 	e.opMu.Lock()
 	var thaw func()
 	let := func() {
@@ -281,7 +282,11 @@ func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopie
 		// The new volume is made while the source freezes (an engine call and a kernel freeze, neither waiting for
 		// the other); the copier finds it made.
 		made := make(chan error, 1)
-		go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
+		if premade {
+			made <- nil
+		} else {
+			go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
+		}
 		if err := pd.Pause(ctx, cid); err != nil {
 			if <-made == nil {
 				_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), dst)
@@ -397,7 +402,8 @@ func (m *Manager) CreateFromSnapshot(ctx context.Context, req CreateRequest, sna
 	if _, ok := m.Profile(req.Profile); !ok {
 		return nil, CopyStats{}, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("unknown profile %q", req.Profile)}
 	}
-	ws := "ws-" + randomHex(6)
+	ws, _, done := m.takeCopyTarget() // spare_volume.go: the copier finds a spare made
+	defer done()
 	// Held for the copy: a delete of the snapshot waits for it instead of pulling the files from under it.
 	m.snapMu.Lock()
 	stats, err := vc.CopyVolume(ctx, s.Volume, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
@@ -427,8 +433,9 @@ func (m *Manager) Fork(ctx context.Context, id string, fr ForkRequest) (*ForkRes
 	if _, ok := m.Profile(req.Profile); !ok {
 		return nil, &Error{Code: CodeUnknownProfile, Message: fmt.Sprintf("profile %q of sandbox %s is no longer configured", req.Profile, id)}
 	}
-	ws := "ws-" + randomHex(6)
-	stats, release, err := m.captureWorkspace(ctx, e, vc, src, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
+	ws, premade, done := m.takeCopyTarget() // spare_volume.go
+	defer done()
+	stats, release, err := m.captureWorkspace(ctx, e, vc, src, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0, premade)
 	if err != nil {
 		return nil, err
 	}

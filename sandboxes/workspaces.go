@@ -174,7 +174,7 @@ func (m *Manager) workspaceMountableLocked(req CreateRequest) error {
 	if req.ownWorkspace {
 		return nil
 	}
-	if m.workspaces.deleting[req.WorkspaceID] {
+	if m.workspaces.deleting[req.WorkspaceID] || m.spareHeldLocked(req.WorkspaceID) {
 		return workspaceNotFound(req.WorkspaceID)
 	}
 	if !req.WorkspaceMustExist {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -31,6 +32,21 @@ func TestCopyTree(t *testing.T) {
 	must(os.Symlink("a/b/file", filepath.Join(src, "rel")))
 	must(os.Link(filepath.Join(src, "a/b/file"), filepath.Join(src, "hard")))
 	must(unix.Mkfifo(filepath.Join(src, "fifo"), 0o600))
+	// A sparse file: 1 GiB apparent, two data extents; a socket and a device node, which are skipped.
+	sparse, err := os.Create(filepath.Join(src, "sparse"))
+	must(err)
+	_, err = sparse.WriteAt([]byte("head"), 0)
+	must(err)
+	_, err = sparse.WriteAt([]byte("middle"), 512<<20)
+	must(err)
+	must(sparse.Truncate(1 << 30))
+	must(sparse.Close())
+	ln, err := net.Listen("unix", filepath.Join(src, "sock"))
+	must(err)
+	defer ln.Close()
+	if err := unix.Mknod(filepath.Join(src, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Logf("no device node (not root?): %v", err)
+	}
 	must(os.Chmod(filepath.Join(src, "a"), 0o500)) // read-only directory: its children must still be copied
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	must(os.Chtimes(filepath.Join(src, "exe"), old, old))
@@ -42,7 +58,7 @@ func TestCopyTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dst, "a"), 0o755) })
-	if stats.Bytes != int64(len("hello")+len("#!/bin/sh\n")) || (stats.Method != sandboxes.CopyStreamed && stats.Method != sandboxes.CopyReflink) {
+	if stats.Bytes != int64(len("hello")+len("#!/bin/sh\n"))+1<<30 || (stats.Method != sandboxes.CopyStreamed && stats.Method != sandboxes.CopyReflink) {
 		t.Errorf("stats %+v", stats)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "a/b/file")); err != nil || string(b) != "hello" {
@@ -68,6 +84,31 @@ func TestCopyTree(t *testing.T) {
 	}
 	if fi, err := os.Lstat(filepath.Join(dst, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("fifo: %v %v", fi, err)
+	}
+
+	// The sparse file keeps its size, its data and its holes.
+	fi, err := os.Stat(filepath.Join(dst, "sparse"))
+	must(err)
+	if fi.Size() != 1<<30 || fi.Sys().(*syscall.Stat_t).Blocks*512 > 1<<20 {
+		t.Errorf("sparse copy: size %d, %d blocks allocated", fi.Size(), fi.Sys().(*syscall.Stat_t).Blocks)
+	}
+	f, err := os.Open(filepath.Join(dst, "sparse"))
+	must(err)
+	buf := make([]byte, 6)
+	if _, err := f.ReadAt(buf, 512<<20); err != nil || string(buf) != "middle" {
+		t.Errorf("sparse data: %q %v", buf, err)
+	}
+	if _, err := f.ReadAt(buf[:4], 0); err != nil || string(buf[:4]) != "head" {
+		t.Errorf("sparse head: %q %v", buf[:4], err)
+	}
+	f.Close()
+	for _, name := range []string{"sock", "null"} {
+		if _, err := os.Lstat(filepath.Join(dst, name)); !os.IsNotExist(err) {
+			t.Errorf("%s was copied: %v", name, err)
+		}
+	}
+	if stats.Skipped < 1 {
+		t.Errorf("nothing skipped: %+v", stats)
 	}
 
 	// The limit stops the copy with the typed error.

@@ -245,7 +245,9 @@ func (f cgroupFreezer) freeze(ctx context.Context) error {
 			return fmt.Errorf("freezing cgroup %s did not complete: %w", f.dir, cause)
 		}
 		time.Sleep(wait)
-		wait = min(wait*2, 10*time.Millisecond)
+		// At most a millisecond between looks: a freeze is a few milliseconds, and a doubling wait would see it
+		// done up to as late again (a fork's source stays frozen, and its caller waits, for that long).
+		wait = min(wait*2, time.Millisecond)
 	}
 }
 

@@ -24,11 +24,15 @@ func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[str
 		srcErr   error
 		wg       sync.WaitGroup
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		srcMount, srcErr = d.mountpoint(ctx, src)
-	}()
+	if mp, ok := d.knownMountpoint(src); ok {
+		srcMount = mp // the usual case: no engine call, so no goroutine to wait for on a busy host either
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srcMount, srcErr = d.mountpoint(ctx, src)
+		}()
+	}
 	var dv volume.Volume
 	var err error
 	if mp, ok := d.mounts.Load(dst); ok {
@@ -68,14 +72,22 @@ func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[str
 	return stats, nil
 }
 
+// knownMountpoint is a remembered mountpoint that still exists.
+func (d *Driver) knownMountpoint(name string) (string, bool) {
+	if mp, ok := d.mounts.Load(name); ok {
+		if _, err := os.Stat(mp.(string)); err == nil {
+			return mp.(string), true
+		}
+		d.mounts.Delete(name)
+	}
+	return "", false
+}
+
 // mountpoint is where a local volume's files are on this host, remembered once known (it never changes for a
 // name: the local driver keeps it under its root).
 func (d *Driver) mountpoint(ctx context.Context, name string) (string, error) {
-	if mp, ok := d.mounts.Load(name); ok {
-		if _, err := os.Stat(mp.(string)); err == nil {
-			return mp.(string), nil
-		}
-		d.mounts.Delete(name)
+	if mp, ok := d.knownMountpoint(name); ok {
+		return mp, nil
 	}
 	v, err := d.cli.VolumeInspect(ctx, name)
 	if err != nil {
