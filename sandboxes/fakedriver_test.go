@@ -36,6 +36,8 @@ type fakeDriver struct {
 	// stopGate, when set, holds every Stop until it is closed; stopsDone counts the Stops that returned.
 	stopGate  chan struct{}
 	stopsDone int
+	// agentFor, when set, gives each started container its own agent address instead of the shared server's.
+	agentFor func(containerID string) string
 }
 
 type fakeContainer struct {
@@ -121,6 +123,9 @@ func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (str
 		return "", ErrContainerNotFound
 	}
 	c.state.Running = true
+	if d.agentFor != nil {
+		return d.agentFor(id), nil
+	}
 	return d.addr, nil
 }
 func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {
