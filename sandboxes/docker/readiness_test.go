@@ -23,8 +23,8 @@ type launchSteps struct {
 }
 
 func (s *launchSteps) Enabled(context.Context, slog.Level) bool { return true }
-func (s *launchSteps) WithAttrs([]slog.Attr) slog.Handler      { return s }
-func (s *launchSteps) WithGroup(string) slog.Handler           { return s }
+func (s *launchSteps) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *launchSteps) WithGroup(string) slog.Handler            { return s }
 func (s *launchSteps) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != sandboxes.LaunchStepsMessage {
 		return nil
