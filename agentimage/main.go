@@ -31,6 +31,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(healthcheck())
 	}
+	if len(os.Args) == 2 && os.Args[1] == warmupArg {
+		return
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	argv, supervise, err := entrypoint.ParseArgs(os.Args[1:])
 	if err != nil {
@@ -63,6 +66,20 @@ func run(logger *slog.Logger, child *entrypoint.Child) error {
 	cfg, err := loadConfig()
 	if err != nil {
 		return err
+	}
+	// Readiness is signalled over the gateway's own connection, not found by polling: the listeners are bound
+	// before the set-up below, so the gateway's /health request connects at once and waits in the kernel's accept
+	// queue; it is answered the moment the agent serves (and no earlier: nothing accepts until then).
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.addr, err)
+	}
+	var sock net.Listener
+	if cfg.socket != "" {
+		if sock, err = listenSocket(cfg.socket); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	// Children must not inherit the token: code in the sandbox has no business calling its own agent with it.
 	os.Unsetenv(agentapi.EnvToken)
@@ -106,16 +123,14 @@ func run(logger *slog.Logger, child *entrypoint.Child) error {
 	hs.RegisterOnShutdown(core.Close) // end processes first, so their streams finish with an end event
 	customise.start(ctx, hs)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.ListenAndServe() }()
-	if cfg.socket != "" {
-		ln, err := listenSocket(cfg.socket)
-		if err != nil {
-			return err
-		}
-		go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(ln) }()
+	if sock != nil {
+		go func() { errc <- hs.Serve(sock) }()
 		logger.Info("agent listening", "socket", cfg.socket)
 	}
-	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace)
+	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace,
+		"startup_ms", time.Since(processStart).Milliseconds())
+	go warmExec(logger)
 	// The image's entrypoint starts once the agent serves, in the environment the customisation set up; the
 	// sandbox is ready when the agent answers, whatever the entrypoint is still doing.
 	var childDone <-chan struct{}

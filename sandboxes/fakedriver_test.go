@@ -41,6 +41,8 @@ type fakeDriver struct {
 	// exitAtStart, when set, makes the next Start report that the container exited at once, with no die event
 	// (the launch sees the death before the engine's event is handled).
 	exitAtStart *ExitedError
+	// agentFor, when set, gives each started container its own agent address instead of the shared server's.
+	agentFor func(containerID string) string
 }
 
 type fakeContainer struct {
@@ -141,6 +143,9 @@ func (d *fakeDriver) Start(ctx context.Context, id string, _ ContainerSpec) (str
 		return "", exited
 	}
 	c.state.Running = true
+	if d.agentFor != nil {
+		return d.agentFor(id), nil
+	}
 	return d.addr, nil
 }
 func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
@@ -149,7 +150,8 @@ func (m *Manager) removeFailedContainer(e *entry, err error) {
 
 // bringUp does the engine work of a launch. release frees the start slot once the container runs (waiting for
 // the agent needs no slot).
-func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, release func()) (string, error) {
+func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, release func()) (addr string, err error) {
+	tr := newLaunchTrace()
 	released := false
 	defer func() {
 		if !released {
@@ -164,6 +166,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 	if deleted {
 		return "", errors.New("deleted")
 	}
+	defer func() { m.logLaunchTrace(tr, rec.ID, err) }()
 	spec := m.specFor(rec, p)
 	// Engine steps run to completion even when the launch is cancelled (a delete or stop arrived): a create the
 	// engine performed must be recorded, so whoever cancelled can remove it. Cancellation is checked between steps.
@@ -177,6 +180,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		if err != nil {
 			return "", err
 		}
+		tr.step("network")
 	}
 	if spec.AgentSocketDir != "" {
 		// Made on every launch: a host reboot empties /run while the stopped container waits.
@@ -191,6 +195,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		if err != nil {
 			return "", fmt.Errorf("creating workspace volume: %w", err)
 		}
+		tr.step("volume")
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
@@ -200,6 +205,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		if err != nil {
 			return "", fmt.Errorf("creating container: %w", err)
 		}
+		tr.step("create")
 		m.mu.Lock()
 		e.rec.ContainerID = id
 		if e.rec.Phase == PhaseCreating {
@@ -208,13 +214,14 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		m.mu.Unlock()
 		m.persist(e)
 		rec.ContainerID = id
+		tr.step("store")
 	}
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
 	sctx, cancel := step()
 	defer cancel()
-	addr, err := m.driver.Start(sctx, rec.ContainerID, spec)
+	addr, err = m.driver.Start(sctx, rec.ContainerID, spec)
 	if errors.Is(err, ErrContainerNotFound) {
 		// The container went away while stopped (someone removed it): shape a new one on the same workspace.
 		m.mu.Lock()
@@ -235,6 +242,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 	if err != nil {
 		return "", fmt.Errorf("starting container: %w", err)
 	}
+	tr.step("start")
 	m.mu.Lock()
 	e.rec.Addr = addr
 	m.mu.Unlock()
@@ -243,6 +251,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 	if err := m.waitHealthy(ctx, addr, timeout); err != nil {
 		return "", err
 	}
+	tr.step("health")
 	return addr, nil
 }
 
@@ -344,16 +353,23 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	}
 }
 
+// waitHealthy waits for the agent at addr to answer /health. The agent binds its port before its own set-up
+// and serves only once ready, so a connection that is accepted is the readiness signal: the request waits in the
+// agent's accept queue and is answered the moment it serves. Only the short time before the agent's process has
+// bound its port (a refused connection, or no socket file yet) is polled, every refusedRetry for refusedWindow; other answers (a
+// 503 while the agent's start-up customisation runs, an error) are retried with a growing delay.
 func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	base, hc := agentapi.BaseURL(addr, m.http)
 	url := base + "/health"
 	delay := 10 * time.Millisecond
+	began := time.Now()
 	var last error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := hc.Do(req)
+		wait := delay
 		if err == nil {
 			if resp.StatusCode == http.StatusOK {
 				drainClose(resp) // keeps the connection for the first request (warm.go)
@@ -368,6 +384,9 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 			last = fmt.Errorf("GET /health answered %s", resp.Status)
 		} else {
 			last = err
+			if notListening(err) && time.Since(began) < refusedWindow {
+				wait = refusedRetry
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -375,12 +394,26 @@ func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Dur
 				return &Error{Code: CodeTimeout, Message: fmt.Sprintf("the agent did not answer /health within %s", timeout), Err: last}
 			}
 			return ctx.Err()
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
-		if delay < 100*time.Millisecond {
+		if wait == delay && delay < 100*time.Millisecond {
 			delay += 10 * time.Millisecond
 		}
 	}
+}
+
+// refusedRetry is how soon a readiness probe that found nothing listening tries again. A refused connection
+// costs the agent nothing (the kernel answers it), and the agent binds within milliseconds of its start.
+// Past refusedWindow (an agent slow to start, or one built before it bound early) the delay grows as for any
+// other failure.
+const (
+	refusedRetry  = 2 * time.Millisecond
+	refusedWindow = time.Second
+)
+
+// notListening reports an error that means the agent's process has not bound its port or socket yet.
+func notListening(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
 }
 
 func (m *Manager) ensureNetwork(ctx context.Context, name string, internal bool) error {

@@ -146,14 +146,8 @@ func (d *Driver) applyPolicy(ctx context.Context, name string, allow []netip.Add
 // policeSpec installs the policy of the network spec joins, allowing its egress proxy and mirrors, before the container is
 // created or started: a sandbox never runs on a network without it.
 func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) error {
-	switch spec.Network {
-	case sandboxes.NetworkNone:
-		return nil
-	case "host", "default", sandboxes.NetworkBridge:
-		return fmt.Errorf("network %q cannot carry sandgate's address policy; use internal, bridge (the gateway's own) or a named bridge network", spec.Network)
-	}
-	if strings.HasPrefix(spec.Network, "container:") {
-		return fmt.Errorf("network %q shares another container's network; refused", spec.Network)
+	if err := checkNetworkMode(spec); err != nil || spec.Network == sandboxes.NetworkNone {
+		return err
 	}
 	// The host endpoints the operator named for the profile (its egress proxy, its package mirrors) stay
 	// reachable when they are given as addresses; the rest of the host does not.
@@ -170,6 +164,20 @@ func (d *Driver) policeSpec(ctx context.Context, spec sandboxes.ContainerSpec) e
 	own := spec.Profile.Network == "" || spec.Profile.Network == sandboxes.NetworkInternal || spec.Profile.Network == sandboxes.NetworkBridge
 	_, err := d.applyPolicy(ctx, spec.Network, allow, own)
 	return err
+}
+
+// checkNetworkMode refuses, without any I/O, a network that cannot carry the address policy.
+func checkNetworkMode(spec sandboxes.ContainerSpec) error {
+	switch spec.Network {
+	case sandboxes.NetworkNone:
+		return nil
+	case "host", "default", sandboxes.NetworkBridge:
+		return fmt.Errorf("network %q cannot carry sandgate's address policy; use internal, bridge (the gateway's own) or a named bridge network", spec.Network)
+	}
+	if strings.HasPrefix(spec.Network, "container:") {
+		return fmt.Errorf("network %q shares another container's network; refused", spec.Network)
+	}
+	return nil
 }
 
 // CreateVolume creates a named local volume. One engine call: the engine answers the create of an existing local
@@ -295,9 +303,15 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 			return "", fmt.Errorf("bind %q: %w", b, err)
 		}
 	}
-	if err := d.policeSpec(ctx, spec); err != nil {
+	// The network policy is verified beside the engine's create rather than before it: both take hundreds of
+	// milliseconds on a busy host (the policy check runs iptables processes, one at a time host-wide), and a
+	// created container is not yet running, so nothing reaches the network before the check is done. A container
+	// whose check failed is removed before Create returns; a network that cannot be policed at all is refused first.
+	if err := checkNetworkMode(spec); err != nil {
 		return "", err
 	}
+	policed := make(chan error, 1)
+	go func() { policed <- d.policeSpec(ctx, spec) }()
 	env := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
@@ -316,8 +330,16 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 		}
 	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	perr := <-policed
 	if err != nil {
+		if perr != nil {
+			return "", perr
+		}
 		return "", err
+	}
+	if perr != nil {
+		_ = d.Remove(context.WithoutCancel(ctx), created.ID)
+		return "", perr
 	}
 	if spec.AgentImage != "" {
 		if err := d.ownMounts(ctx, created.ID, spec); err != nil { // inject.go

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
+)
+
+// stepLog collects the Manager's launch step timings (sandboxes.LaunchStepsMessage) per step name.
+type stepLog struct {
+	mu    sync.Mutex
+	steps map[string][]float64
+}
+
+func (s *stepLog) Enabled(context.Context, slog.Level) bool { return true }
+func (s *stepLog) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *stepLog) WithGroup(string) slog.Handler            { return s }
+func (s *stepLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != sandboxes.LaunchStepsMessage {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		if name, ok := strings.CutSuffix(a.Key, "_ms"); ok && a.Value.Kind() == slog.KindFloat64 {
+			s.steps[name] = append(s.steps[name], a.Value.Float64())
+		}
+		return true
+	})
+	return nil
+}
+
+// medians is each step's median in milliseconds, in launch order.
+func (s *stepLog) medians() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, name := range []string{"network", "volume", "create", "store", "start", "health"} {
+		v := append([]float64(nil), s.steps[name]...)
+		if len(v) == 0 {
+			continue
+		}
+		sort.Float64s(v)
+		parts = append(parts, name+" "+strconvMS(v[len(v)/2]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func strconvMS(v float64) string {
+	return time.Duration(v * float64(time.Millisecond)).Round(100 * time.Microsecond).String()
+}
+
+// BenchmarkClaim measures the two paths of issue 19 this file owns, with their baselines from the same run:
+//
+//   - cold create to ready against `docker run` of the same image to /health, with the Manager's per-step
+//     breakdown (network, volume, create, store, start, health) of its cold launches;
+//
+//   - the first exec after a warm claim through the Manager's agent connection pool, against a raw HTTP round trip
+//     to the same agent (GET /health on the same connection) and against a second exec on the same sandbox.
+//
+//     go test -run x -bench Claim -benchtime 1x ./bench
+func BenchmarkClaim(b *testing.B) {
+	ctx := context.Background()
+	image := testenv.Image(b, "base")
+	steps := &stepLog{steps: map[string][]float64{}}
+	newMgr := func(p sandboxes.Profile) *sandboxes.Manager {
+		ns := testenv.Unique("sgc")
+		testenv.RemoveNamespace(b, ns)
+		drv, err := docker.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: ns}, drv,
+			sandboxes.NewBoltStore(filepath.Join(b.TempDir(), "store.db")), slog.New(steps))
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Image = image
+		if err := mgr.Apply(ctx, sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour, StartTimeout: 5 * time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+		if err := mgr.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { mgr.Close() })
+		return mgr
+	}
+	ready := func(mgr *sandboxes.Manager, id string) sandboxes.Target {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		t, err := mgr.EnsureRunning(rctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	}
+
+	// 1. Cold create against docker run, alternating; the first of each is a warm-up (image in the page cache).
+	cold := newMgr(benchProfile("cold"))
+	dockerRunToHealth(b, image)
+	if sb, err := cold.Create(ctx, sandboxes.CreateRequest{Profile: "cold"}); err == nil {
+		ready(cold, sb.ID)
+		_ = cold.Delete(ctx, sb.ID)
+	}
+	steps.mu.Lock()
+	steps.steps = map[string][]float64{}
+	steps.mu.Unlock()
+	var coldD, runD []time.Duration
+	for range 8 {
+		runD = append(runD, dockerRunToHealth(b, image))
+		start := time.Now()
+		sb, err := cold.Create(ctx, sandboxes.CreateRequest{Profile: "cold"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ready(cold, sb.ID)
+		coldD = append(coldD, time.Since(start))
+		_ = cold.Delete(ctx, sb.ID)
+	}
+	c50, r50 := testenv.Percentile(coldD, .5), testenv.Percentile(runD, .5)
+	b.ReportMetric(float64(c50)/float64(r50), "cold/docker-run")
+	b.Logf("cold create to ready: p50 %.0f ms; docker run to /health: p50 %.0f ms; %.2fx (target <= 1.0x)", ms(c50), ms(r50), float64(c50)/float64(r50))
+	b.Logf("cold launch steps (p50 each): %s", steps.medians())
+	cold.Close()
+
+	// 2. The first exec after a warm claim, and its baselines on the same sandbox and connection.
+	p := benchProfile("claim")
+	p.WarmPoolSize = 1
+	pool := newMgr(p)
+	c := func(t sandboxes.Target) *agentapi.Client {
+		return agentapi.NewClientFor(t.Addr, t.Token, pool.AgentHTTPClient())
+	}
+	exec := func(cl *agentapi.Client) time.Duration {
+		start := time.Now()
+		res, err := cl.Exec(ctx, agentapi.ExecRequest{Argv: []string{"true"}})
+		if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, res)
+		}
+		return time.Since(start)
+	}
+	roundTrip := func(t sandboxes.Target) time.Duration {
+		base, hc := agentapi.BaseURL(t.Addr, pool.AgentHTTPClient())
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return time.Since(start)
+	}
+	var claimD, firstD, secondD, rttD []time.Duration
+	for range 12 {
+		deadline := time.Now().Add(5 * time.Minute)
+		for pool.WarmReady() == 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("warm pool never refilled")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := time.Now()
+		sb, err := pool.Create(ctx, sandboxes.CreateRequest{Profile: "claim"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sb.LaunchType != sandboxes.LaunchWarm {
+			b.Fatalf("not a warm claim: %+v", sb)
+		}
+		t := ready(pool, sb.ID)
+		claimD = append(claimD, time.Since(start))
+		firstD = append(firstD, exec(c(t)))
+		secondD = append(secondD, exec(c(t)))
+		rttD = append(rttD, roundTrip(t))
+		_ = pool.Delete(ctx, sb.ID)
+	}
+	f50, s50, rt50 := testenv.Percentile(firstD, .5), testenv.Percentile(secondD, .5), testenv.Percentile(rttD, .5)
+	b.ReportMetric(ms(f50), "first-exec-p50-ms")
+	b.ReportMetric(float64(f50)/float64(s50), "first-exec/second-exec")
+	b.ReportMetric(float64(f50)/float64(rt50), "first-exec/round-trip")
+	b.Logf("warm claim to ready p50 %.2f ms; first exec after it p50 %.2f ms, p95 %.2f ms (target p50 < 5 ms); second exec on the same sandbox p50 %.2f ms (%.2fx); "+
+		"GET /health on the same connection p50 %.2f ms (first exec = %.1fx a round trip)", ms(testenv.Percentile(claimD, .5)), ms(f50),
+		ms(testenv.Percentile(firstD, .95)), ms(s50), float64(f50)/float64(s50), ms(rt50), float64(f50)/float64(rt50))
+}
