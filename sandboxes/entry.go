@@ -159,6 +159,8 @@ func (m *Manager) persist(e *entry) {
 // between its throttled writes, mostly) in one store transaction. It used to write every record, one fsync each
 // in turn, which made each collector pass cost n fsyncs: 300 idle sandboxes took seconds per pass.
 func (m *Manager) flushAll() {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
 	m.mu.RLock()
 	all := make([]*entry, 0, len(m.entries))
 	for _, e := range m.entries {

@@ -143,3 +143,26 @@ func TestFlushSkipsDeletedEntries(t *testing.T) {
 		t.Fatalf("stored %v, want %s and %s only", got, ids[0], ids[2])
 	}
 }
+
+// Collector passes that overlap (the loop's and an asked one) both finish: a flush holds many sandboxes' write
+// locks at once, so two at a time taking them in map order would deadlock.
+func TestOverlappingFlushesFinish(t *testing.T) {
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}, GCInterval: time.Hour, OrphanMinAge: time.Hour})
+	ids := addIdleEntries(t, m, 500)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				m.mu.Lock()
+				for _, id := range ids[:50] {
+					m.touchLocked(m.entries[id], time.Now())
+				}
+				m.mu.Unlock()
+				m.flushAll()
+			}
+		}()
+	}
+	wg.Wait()
+}
