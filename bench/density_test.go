@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,92 +18,71 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/sandgate/sandgate/agentimage/agentapi"
+	sgclient "github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/docker"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// BenchmarkDensity grows one Manager to 10, 100 and 300 idle sandboxes of the base image (SANDGATE_DENSITY_SIZES
-// overrides, e.g. "10,30") and reports at each size: the host memory of one idle sandbox (its cgroup's usage less
-// its inactive page cache, the working set `docker stats` shows), List, Get and first-exec latencies (p50), one
-// collector pass, and this process's RSS (the gateway's Manager lives in it). The ratios compare each size with
-// the first, measured in the same run.
+// BenchmarkDensity reports, in one run, what idle sandboxes cost the host and whether the gateway stays
+// responsive as they add up:
+//   - the host memory of one idle sandbox of each image (base, node, r, browser; SANDGATE_DENSITY_IMAGES
+//     overrides), read from its memory cgroup (usage less inactive file pages, the working set `docker stats`
+//     shows), not estimated;
+//   - at 10, 100 and 300 idle sandboxes of the base profile (SANDGATE_DENSITY_SIZES overrides, e.g. "10,30"):
+//     list (one page), get and exec (`true` through shell/exec) p50 through the REST API (the bayapi handler over
+//     HTTP on loopback, beside the Manager as the gateway has it), one collector pass, the delivery of one
+//     lifecycle event to a subscriber (what the console's live stream waits on), the console's live list (the
+//     Manager calls its list makes: a 500 page and the usage of its running sandboxes), and this process's RSS
+//     (the gateway's Manager and API live in it);
+//   - each latency's ratio from the first size to the last, measured in the same run (target: none over 2x).
 //
-//	SANDGATE_DENSITY_SIZES=10,100,300 go test -run x -bench Density -benchtime 1x -timeout 2h ./bench
+// Sandboxes are created 4 at a time (SANDGATE_DENSITY_CONCURRENCY), so a busy engine is not flooded, and all of
+// them are deleted at the end, also when the run fails.
+//
+//	SANDGATE_IMAGE_REPO=sandgate-density/sandbox go test -run x -bench 'BenchmarkDensity$' -benchtime 1x -timeout 3h ./bench
 func BenchmarkDensity(b *testing.B) {
-	sizes := []int{10, 100, 300}
-	if s := os.Getenv("SANDGATE_DENSITY_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("SANDGATE_DENSITY_SIZES: %q", s)
-			}
-			sizes = append(sizes, n)
-		}
+	sizes := envInts(b, "SANDGATE_DENSITY_SIZES", []int{10, 100, 300})
+	conc := envInts(b, "SANDGATE_DENSITY_CONCURRENCY", []int{4})[0]
+	images := []string{"base", "node", "r", "browser"}
+	if s := os.Getenv("SANDGATE_DENSITY_IMAGES"); s != "" {
+		images = strings.Split(s, ",")
 	}
 	ctx := context.Background()
-	image := testenv.Image(b, "base")
-	ns := testenv.Unique("sgd")
-	testenv.RemoveNamespace(b, ns)
-	drv, err := docker.New("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: ns}, drv,
-		sandboxes.NewBoltStore(filepath.Join(b.TempDir(), "store.db")), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := benchProfile("dense")
-	p.Image = image
-	if err := mgr.Apply(ctx, sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour, OrphanMinAge: time.Hour,
-		StartTimeout: 5 * time.Minute}); err != nil {
-		b.Fatal(err)
-	}
-	if err := mgr.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { mgr.Close() })
+	d := newDensityRig(b, images)
 
-	var ids []string
-	var targets []sandboxes.Target
+	// Host memory per idle sandbox, per image: one sandbox each, sampled once it is ready and again until two
+	// samples in a row agree within 5% (the agent and the image's services settle after start).
+	for _, img := range images {
+		id, _ := d.grow(ctx, b, "img-"+img)
+		mb := d.settledMemoryMB(ctx, b, id)
+		sayf(b, "image %s: %.1f MB per idle sandbox (cgroup working set; capabilities %v)", img, mb, d.profiles["img-"+img].Capabilities)
+		b.ReportMetric(mb, "MB/idle-"+img)
+		d.delete(ctx, b, id)
+	}
+
 	type row struct {
-		n                        int
-		memMB                    float64
-		list, get, exec, gc, rss float64
+		n                                        int
+		memMB, rssMB                             float64
+		list, get, exec, gc, event, console, all float64
 	}
 	var rows []row
+	var ids []string
+	var targets []sandboxes.Target
+	var mu sync.Mutex
 	for _, n := range sizes {
-		// Grow to n, a few creates at a time (the engine sets the pace).
 		for len(ids) < n {
-			batch := min(8, n-len(ids))
+			batch := min(conc, n-len(ids))
 			var wg sync.WaitGroup
-			var mu sync.Mutex
 			for range batch {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					sb, err := mgr.Create(ctx, sandboxes.CreateRequest{Profile: "dense"})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-					defer cancel()
-					t, err := mgr.EnsureRunning(rctx, sb.ID)
-					if err != nil {
-						b.Error(err)
-						return
-					}
+					id, t := d.grow(ctx, b, "dense")
 					mu.Lock()
-					ids = append(ids, sb.ID)
+					ids = append(ids, id)
 					targets = append(targets, t)
 					mu.Unlock()
 				}()
@@ -111,15 +93,10 @@ func BenchmarkDensity(b *testing.B) {
 			}
 		}
 		r := row{n: n}
-		// Memory of up to 20 sandboxes spread over the set.
 		var sum float64
 		var counted int
 		for i := 0; i < len(ids); i += max(1, len(ids)/20) {
-			info, err := cli.ContainerInspect(ctx, mgr.ContainerName(ids[i]))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if mb, ok := cgroupWorkingSetMB(info.ID); ok {
+			if mb, ok := d.memoryMB(ctx, ids[i]); ok {
 				sum += mb
 				counted++
 			}
@@ -128,44 +105,285 @@ func BenchmarkDensity(b *testing.B) {
 			r.memMB = sum / float64(counted)
 		}
 		r.list = p50(20, func() {
-			if _, _, err := mgr.List(ctx, sandboxes.ListOptions{Limit: 1000}); err != nil {
-				b.Fatal(err)
+			var page struct {
+				Items []map[string]any `json:"items"`
+			}
+			if err := d.api.Do(ctx, "GET", "/v1/sandboxes", nil, &page); err != nil || len(page.Items) != min(n, 50) {
+				b.Fatalf("list: %v (%d items)", err, len(page.Items))
 			}
 		})
 		i := 0
 		r.get = p50(50, func() {
 			i++
-			if _, err := mgr.Get(ctx, ids[i%len(ids)]); err != nil {
+			if _, err := d.api.GetSandbox(ctx, ids[i%len(ids)]); err != nil {
 				b.Fatal(err)
 			}
 		})
 		r.exec = p50(20, func() {
 			i++
-			t := targets[i%len(targets)]
-			res, err := agentapi.NewClientFor(t.Addr, t.Token, mgr.AgentHTTPClient()).Exec(ctx, agentapi.ExecRequest{Argv: []string{"true"}})
-			if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			res, err := d.api.Shell(ctx, ids[i%len(ids)], "true", 60)
+			if err != nil || !res.Success {
 				b.Fatalf("exec: %v %+v", err, res)
 			}
 		})
-		r.gc = p50(1, func() { mgr.CollectGarbage(ctx) })
-		r.rss = selfRSSMB()
+		r.gc = p50(3, func() {
+			if rep := d.mgr.CollectGarbage(ctx); rep.Errors != 0 {
+				b.Fatalf("collector pass: %+v", rep)
+			}
+		})
+		r.event = d.eventDelivery(ctx, b, ids[len(ids)/2], 5)
+		r.console = p50(5, func() {
+			list, _, err := d.mgr.List(ctx, sandboxes.ListOptions{Limit: 500})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ready []string
+			for _, sb := range list {
+				if sb.Status == sandboxes.StatusReady {
+					ready = append(ready, sb.ID)
+				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second) // the console's own bound
+			d.mgr.Usage(cctx, ready)
+			cancel()
+		})
+		r.all = p50(5, func() {
+			if _, _, err := d.mgr.List(ctx, sandboxes.ListOptions{Limit: 1000}); err != nil {
+				b.Fatal(err)
+			}
+		})
+		runtime.GC()
+		r.rssMB = selfRSSMB()
 		rows = append(rows, r)
-		b.Logf("%d sandboxes: %.1f MB per idle sandbox (cgroup working set); list p50 %.3f ms, get p50 %.4f ms, exec p50 %.2f ms, "+
-			"one GC pass %.0f ms; process RSS %.0f MB", n, r.memMB, r.list, r.get, r.exec, r.gc, r.rss)
+		sayf(b, "%d sandboxes: %.1f MB per idle sandbox; API list (page of 50) p50 %.2f ms, API get p50 %.2f ms, API exec p50 %.1f ms, "+
+			"one collector pass p50 %.1f ms, event delivery p50 %.3f ms, console live list p50 %.1f ms, Manager list of all p50 %.3f ms; "+
+			"process RSS %.0f MB", n, r.memMB, r.list, r.get, r.exec, r.gc, r.event, r.console, r.all, r.rssMB)
 	}
 	first, last := rows[0], rows[len(rows)-1]
+	var summary []string
 	for _, m := range []struct {
 		name string
 		a, z float64
-	}{{"list", first.list, last.list}, {"get", first.get, last.get}, {"exec", first.exec, last.exec}, {"gc", first.gc, last.gc}} {
+	}{{"list", first.list, last.list}, {"get", first.get, last.get}, {"exec", first.exec, last.exec}, {"gc", first.gc, last.gc},
+		{"event", first.event, last.event}, {"console", first.console, last.console}, {"list-all", first.all, last.all}} {
 		b.ReportMetric(m.z/m.a, fmt.Sprintf("%s-%dto%d", m.name, first.n, last.n))
+		summary = append(summary, fmt.Sprintf("%s %.2fx", m.name, m.z/m.a))
 	}
 	b.ReportMetric(last.memMB, "MB/sandbox")
-	b.Logf("from %d to %d sandboxes: list %.2fx, get %.2fx, exec %.2fx, GC pass %.2fx (target: none over 2x)",
-		first.n, last.n, last.list/first.list, last.get/first.get, last.exec/first.exec, last.gc/first.gc)
-	for _, id := range ids {
-		_ = mgr.Delete(ctx, id)
+	b.ReportMetric(last.rssMB, "gateway-RSS-MB")
+	sayf(b, "from %d to %d sandboxes: %s (target: none over 2x); RSS %.0f -> %.0f MB", first.n, last.n,
+		strings.Join(summary, ", "), first.rssMB, last.rssMB)
+}
+
+// densityRig is a Manager with the REST API in front of it, as the gateway wires them, on loopback.
+type densityRig struct {
+	mgr      *sandboxes.Manager
+	cli      *client.Client
+	api      *sgclient.Client
+	profiles map[string]sandboxes.Profile
+	mu       sync.Mutex
+	live     map[string]bool
+}
+
+func newDensityRig(b *testing.B, images []string) *densityRig {
+	ctx := context.Background()
+	ns := testenv.Unique("sgd")
+	testenv.RemoveNamespace(b, ns)
+	drv, err := docker.New("")
+	if err != nil {
+		b.Fatal(err)
 	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := sandboxes.NewBoltStore(filepath.Join(b.TempDir(), "store.db"))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: ns}, drv, st, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &densityRig{mgr: mgr, cli: cli, profiles: map[string]sandboxes.Profile{}, live: map[string]bool{}}
+	dense := benchProfile("dense")
+	dense.Image = testenv.Image(b, "base")
+	d.profiles["dense"] = dense
+	for _, img := range images {
+		p := benchProfile("img-" + img)
+		p.Image = testenv.Image(b, img)
+		switch img {
+		case "node":
+			p.Capabilities = append(p.Capabilities, sandboxes.CapNode)
+		case "r":
+			p.Capabilities = append(p.Capabilities, sandboxes.CapR)
+		case "browser":
+			// The browser capability starts Xvfb, Chromium and the VNC server: what an idle browser sandbox holds.
+			p.Capabilities = append(p.Capabilities, sandboxes.CapBrowser, sandboxes.CapVNC)
+			p.Resources.Memory = "1g"
+			p.Resources.Pids = 512
+			p.Resources.CPUs = 1
+		}
+		d.profiles[p.ID] = p
+	}
+	var ps []sandboxes.Profile
+	for _, p := range d.profiles {
+		ps = append(ps, p)
+	}
+	if err := mgr.Apply(ctx, sandboxes.Config{Profiles: ps, GCInterval: time.Hour, OrphanMinAge: time.Hour,
+		StartTimeout: 5 * time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	const key = "sk-density-bench"
+	keys, err := service.NewKeyRing([]service.KeyConfig{{Key: key, Owner: service.DefaultOwner, Admin: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	agents := service.NewAgentClient(mgr.AgentHTTPClient())
+	svc := service.New(service.Config{Sandboxes: service.Manager{M: mgr}, Agent: agents, Streamer: agents, History: st,
+		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: st, Fetch: bayapi.FetchPublic, Logger: logger})
+	srv := httptest.NewServer(bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, Version: "bench", Logger: logger}))
+	d.api = sgclient.New(srv.URL, key)
+	b.Cleanup(func() {
+		// Everything this run made goes, also after a failure: no sandbox, volume or network is left behind.
+		d.mu.Lock()
+		left := make([]string, 0, len(d.live))
+		for id := range d.live {
+			left = append(left, id)
+		}
+		d.mu.Unlock()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 4)
+		for _, id := range left {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := mgr.Delete(ctx, id); err != nil {
+					b.Logf("deleting %s: %v", id, err)
+				}
+			}()
+		}
+		wg.Wait()
+		srv.Close()
+		mgr.Close()
+		st.Close()
+		cli.Close()
+	})
+	return d
+}
+
+// grow creates one sandbox of the profile, owned as the API key's owner, and waits until its agent answers.
+func (d *densityRig) grow(ctx context.Context, b *testing.B, profile string) (string, sandboxes.Target) {
+	sb, err := d.mgr.Create(ctx, sandboxes.CreateRequest{Profile: profile, Owner: service.DefaultOwner})
+	if err != nil {
+		b.Errorf("creating a %s sandbox: %v", profile, err)
+		return "", sandboxes.Target{}
+	}
+	d.mu.Lock()
+	d.live[sb.ID] = true
+	d.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	t, err := d.mgr.EnsureRunning(rctx, sb.ID)
+	if err != nil {
+		b.Errorf("starting %s: %v", sb.ID, err)
+	}
+	return sb.ID, t
+}
+
+func (d *densityRig) delete(ctx context.Context, b *testing.B, id string) {
+	if err := d.mgr.Delete(ctx, id); err != nil {
+		b.Fatalf("deleting %s: %v", id, err)
+	}
+	d.mu.Lock()
+	delete(d.live, id)
+	d.mu.Unlock()
+}
+
+func (d *densityRig) memoryMB(ctx context.Context, id string) (float64, bool) {
+	info, err := d.cli.ContainerInspect(ctx, d.mgr.ContainerName(id))
+	if err != nil {
+		return 0, false
+	}
+	return cgroupWorkingSetMB(info.ID)
+}
+
+// settledMemoryMB samples a sandbox's working set once a second until two samples in a row agree within 5%
+// (at most 30 samples), and returns the last.
+func (d *densityRig) settledMemoryMB(ctx context.Context, b *testing.B, id string) float64 {
+	prev, ok := d.memoryMB(ctx, id)
+	if !ok {
+		b.Fatalf("no memory cgroup for %s", id)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for range 30 {
+		<-tick.C
+		cur, _ := d.memoryMB(ctx, id)
+		if cur > 0 && math.Abs(cur-prev) <= 0.05*prev {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
+}
+
+// eventDelivery pauses and resumes one sandbox n times and returns the p50, in ms, from each event's emission to
+// its arrival at a subscriber: the path of the console's live stream.
+func (d *densityRig) eventDelivery(ctx context.Context, b *testing.B, id string, n int) float64 {
+	events, cancel := d.mgr.Subscribe(64)
+	defer cancel()
+	var lat []time.Duration
+	wait := func(typ string) {
+		timeout := time.After(2 * time.Minute)
+		for {
+			select {
+			case ev := <-events:
+				if ev.SandboxID == id && ev.Type == typ {
+					lat = append(lat, time.Since(ev.At))
+					return
+				}
+			case <-timeout:
+				b.Fatalf("no %s event for %s", typ, id)
+			}
+		}
+	}
+	for range n {
+		if _, err := d.mgr.Pause(ctx, id); err != nil {
+			b.Fatalf("pausing %s: %v", id, err)
+		}
+		wait(sandboxes.EventPaused)
+		if _, err := d.mgr.Resume(ctx, id); err != nil {
+			b.Fatalf("resuming %s: %v", id, err)
+		}
+		wait(sandboxes.EventResumed)
+	}
+	return float64(testenv.Percentile(lat, .5)) / float64(time.Millisecond)
+}
+
+// sayf logs a result as it is measured, on stderr too: a long run cut short still leaves what it measured.
+func sayf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, "density: "+format+"\n", args...)
+}
+
+func envInts(b *testing.B, name string, def []int) []int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s: %q is not a list of positive numbers", name, s)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // p50 runs f n times and returns the median in milliseconds.

@@ -1,7 +1,9 @@
 package sandboxes
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sort"
@@ -42,6 +44,9 @@ type entry struct {
 
 	opMu      sync.Mutex // serialises engine operations on this sandbox (launch, stop, delete)
 	persistMu sync.Mutex // orders store writes of this sandbox
+	// stored is the record as the store last took it (JSON), guarded by persistMu: flushAll writes only the
+	// records that differ from it, so a collector pass over n idle sandboxes costs no store write at all.
+	stored []byte
 }
 
 // The helpers below read or change entries; callers hold m.mu.
@@ -144,17 +149,60 @@ func (m *Manager) persist(e *entry) {
 	m.mu.Unlock()
 	if err := m.store.Put(rec); err != nil {
 		m.log.Error("writing the sandbox store", "sandbox", rec.ID, "error", err)
+		e.stored = nil
+		return
 	}
+	e.stored, _ = json.Marshal(rec)
 }
 
+// flushAll writes the records that changed since their last write (idle deadlines that Touch keeps in memory
+// between its throttled writes, mostly) in one store transaction. It used to write every record, one fsync each
+// in turn, which made each collector pass cost n fsyncs: 300 idle sandboxes took seconds per pass.
 func (m *Manager) flushAll() {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
 	m.mu.RLock()
 	all := make([]*entry, 0, len(m.entries))
 	for _, e := range m.entries {
 		all = append(all, e)
 	}
 	m.mu.RUnlock()
+	var held []*entry
+	var recs []Record
+	var blobs [][]byte
+	defer func() {
+		for _, e := range held {
+			e.persistMu.Unlock()
+		}
+	}()
 	for _, e := range all {
-		m.persist(e)
+		// Hold the writes of each changed sandbox until the batch is in: a persist or a delete of the same
+		// sandbox waits, so the batch never puts back an older record or a deleted one.
+		e.persistMu.Lock()
+		m.mu.RLock()
+		deleted, rec := e.deleted, e.rec
+		m.mu.RUnlock()
+		b, err := json.Marshal(rec)
+		if deleted || (err == nil && bytes.Equal(b, e.stored)) {
+			e.persistMu.Unlock()
+			continue
+		}
+		held, recs, blobs = append(held, e), append(recs, rec), append(blobs, b)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := putRecords(m.store, recs); err != nil {
+		m.log.Error("writing the sandbox store", "records", len(recs), "error", err)
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	for _, e := range held {
+		e.lastPersist = now
+	}
+	m.mu.Unlock()
+	for i, e := range held {
+		e.stored = blobs[i]
 	}
 }

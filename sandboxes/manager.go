@@ -26,6 +26,7 @@ type Manager struct {
 	http   *http.Client
 
 	mu       sync.RWMutex
+	flushMu  sync.Mutex // one flushAll at a time: it holds many entries' persistMu, and two would deadlock
 	cfg      Config
 	applied  bool
 	profiles map[string]Profile

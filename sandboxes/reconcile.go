@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -28,6 +29,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	m.mu.Lock()
 	for _, rec := range recs {
 		e := &entry{rec: rec, lastPersist: now}
+		e.stored, _ = json.Marshal(rec) // as the store holds it: flushAll writes it only once it changes
 		if rec.Spec != nil {
 			e.profile = *rec.Spec
 		} else if p, ok := m.profiles[rec.Profile]; ok {

@@ -166,6 +166,48 @@ func (s *BoltStore) Put(r Record) error {
 	return db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b) })
 }
 
+// PutMany writes records in one transaction: one fsync for the lot.
+func (s *BoltStore) PutMany(recs []Record) error {
+	db, err := s.open()
+	if err != nil {
+		return err
+	}
+	blobs := make([][]byte, len(recs))
+	for i, r := range recs {
+		if blobs[i], err = json.Marshal(r); err != nil {
+			return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
+		}
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSandboxes)
+		for i, r := range recs {
+			if err := b.Put([]byte(r.ID), blobs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RecordBatchWriter is a Store that writes many records at once (BoltStore does); putRecords falls back to one
+// Put per record for a Store that is not one.
+type RecordBatchWriter interface {
+	PutMany(recs []Record) error
+}
+
+func putRecords(st Store, recs []Record) error {
+	if bw, ok := st.(RecordBatchWriter); ok {
+		return bw.PutMany(recs)
+	}
+	var errs []error
+	for _, r := range recs {
+		if err := st.Put(r); err != nil {
+			errs = append(errs, fmt.Errorf("writing sandbox %s: %w", r.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Delete removes a record; a missing one is not an error.
 func (s *BoltStore) Delete(id string) error {
 	db, err := s.open()

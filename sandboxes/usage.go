@@ -1,6 +1,9 @@
 package sandboxes
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // MaxUsageQueries bounds the containers one Usage call asks the engine about: the console's list asks for every
 // running sandbox it shows, and each is one engine call.
@@ -32,15 +35,27 @@ func (m *Manager) Usage(ctx context.Context, ids []string) map[string]Usage {
 		queries = append(queries, query{id, e.rec.ContainerID})
 	}
 	m.mu.RUnlock()
+	// All at once: an engine sample can take up to its collector's interval (a second on Docker 20.10, whose
+	// one-shot stats wait for the next collection), so asking one container after another made the console's
+	// list take a second per running sandbox until its 3 s bound; in parallel it takes one interval.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, q := range queries {
-		if ctx.Err() != nil {
-			break
-		}
-		u, err := ud.Usage(ctx, q.containerID)
-		if err != nil {
-			continue
-		}
-		out[q.id] = u
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ctx.Err() != nil {
+				return
+			}
+			u, err := ud.Usage(ctx, q.containerID)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[q.id] = u
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return out
 }

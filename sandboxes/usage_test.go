@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // usageDriver is the fake engine that also reports usage: each container's memory is its number of calls so far.
@@ -80,4 +81,59 @@ func TestUsageAsksTheDriverForRunningSandboxesOnly(t *testing.T) {
 			t.Fatalf("usage of no ids: %v", got)
 		}
 	})
+}
+
+// gatedUsageDriver answers no Usage call until `want` of them are in flight at once: a Manager that asks one
+// container after another never gets an answer (and its context ends the calls).
+type gatedUsageDriver struct {
+	*fakeDriver
+	want     int
+	inFlight chan struct{}
+	release  chan struct{}
+}
+
+func (d *gatedUsageDriver) Usage(ctx context.Context, containerID string) (Usage, error) {
+	d.inFlight <- struct{}{}
+	if len(d.inFlight) == d.want {
+		close(d.release)
+	}
+	select {
+	case <-d.release:
+		return Usage{MemoryBytes: 1, MemoryLimit: 1 << 30}, nil
+	case <-ctx.Done():
+		return Usage{}, ctx.Err()
+	}
+}
+
+// The console's list asks usage for every running sandbox it shows; the engine calls run side by side.
+func TestUsageAsksTheEngineInParallel(t *testing.T) {
+	const n = 20
+	d := &gatedUsageDriver{fakeDriver: newFakeDriver(t), want: n, inFlight: make(chan struct{}, n), release: make(chan struct{})}
+	ctx := context.Background()
+	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, NewBoltStore(t.TempDir()+"/store.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(ctx, Config{Profiles: []Profile{testProfile("p")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	var ids []string
+	for range n {
+		sb, err := m.Create(ctx, CreateRequest{Profile: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustReady(t, m, sb.ID)
+		ids = append(ids, sb.ID)
+	}
+	// The deadline only ends a Manager that never gets all n in flight; a parallel one returns once they are.
+	uctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if got := m.Usage(uctx, ids); len(got) != n {
+		t.Fatalf("usage of %d of %d sandboxes: the calls did not run side by side", len(got), n)
+	}
 }
