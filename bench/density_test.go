@@ -242,7 +242,7 @@ func newDensityRig(b *testing.B, images []string) *densityRig {
 	}
 	agents := service.NewAgentClient(mgr.AgentHTTPClient())
 	svc := service.New(service.Config{Sandboxes: service.Manager{M: mgr}, Agent: agents, Streamer: agents, History: st,
-		Cargos: bayapi.CargoBook{Store: st, Now: time.Now}, Exports: st, Fetch: bayapi.FetchPublic, Logger: logger})
+		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic, Logger: logger})
 	srv := httptest.NewServer(bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, Version: "bench", Logger: logger}))
 	d.api = sgclient.New(srv.URL, key)
 	b.Cleanup(func() {

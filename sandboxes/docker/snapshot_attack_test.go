@@ -129,7 +129,7 @@ func TestForkHostileWorkspace(t *testing.T) {
 	}
 	t.Logf("tenant: %s", strings.TrimSpace(out))
 
-	fork, err := h.mgr.Fork(ctx, src.ID, 0)
+	fork, err := h.mgr.Fork(ctx, src.ID, sandboxes.ForkRequest{})
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
