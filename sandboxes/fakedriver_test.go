@@ -36,6 +36,19 @@ type fakeDriver struct {
 	// stopGate, when set, holds every Stop until it is closed; stopsDone counts the Stops that returned.
 	stopGate  chan struct{}
 	stopsDone int
+	// absentImages are the images ImagePresent reports the engine does not hold; imageChecks counts its calls.
+	absentImages map[string]bool
+	imageChecks  int
+}
+
+func (d *fakeDriver) ImagePresent(_ context.Context, image string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.imageChecks++
+	if d.absentImages[image] {
+		return Errorf(CodeImageNotFound, "image %q is not on the engine", image)
+	}
+	return nil
 }
 
 type fakeContainer struct {
