@@ -43,7 +43,8 @@ const osbFastGPTSecret = "fastgpt-proxy-secret-0123456789abcdef-test"
 // password into HOME and sleeps), which runs with our agent injected because the profile's allowed_images admits
 // it. Both answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with HOME; the containers
 // carry the limits asked; and FastGPT's IDE protocol reaches the IDE agent through fastgpt_proxy on the endpoint
-// getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT does.
+// getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT does. Limits above the profile's get the
+// profile's.
 func TestOpenSandboxFastGPTImages(t *testing.T) {
 	mods := testenv.NodeModules(t)
 	ours, theirs := testenv.Image(t, "base"), testenv.FastGPTImage(t)
@@ -191,4 +192,39 @@ http://127.0.0.1:%d {
 		t.Fatalf("fs/exec through the relay: %v", got)
 	}
 	_ = c.Close(websocket.StatusNormalClosure, "")
+
+	// Limits above the profile's (the npm SDK's default asks 1 CPU and 2 GiB; this asks more) get the profile's.
+	req, _ := http.NewRequest("POST", osb+"/v1/sandboxes", strings.NewReader(`{"image":{"uri":"`+theirs+`"},"entrypoint":["/home/sandbox/entrypoint.sh"],`+
+		`"timeout":600,"resourceLimits":{"cpu":"4","memory":"8Gi"}}`))
+	req.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created osbSandbox
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("create above the cap: %d %+v", resp.StatusCode, created)
+	}
+	for deadline := time.Now().Add(testenv.WaitLimit); ; {
+		r, _ := http.NewRequest("GET", osb+"/v1/sandboxes/"+created.ID, nil)
+		r.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+		resp, err := http.DefaultClient.Do(r)
+		var sb osbSandbox
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&sb)
+			resp.Body.Close()
+		}
+		if sb.Status.State == "Running" {
+			break
+		}
+		if sb.Status.State == "Failed" || time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: %+v", created.ID, sb)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if hc := testenv.Inspect(t, testenv.ContainerOf(t, ns, created.ID)).HostConfig; hc.NanoCPUs != 1e9 || hc.Memory != 1<<30 {
+		t.Errorf("limits above the cap: cpus %d memory %d, want the profile's 1 CPU and 1g", hc.NanoCPUs, hc.Memory)
+	}
 }

@@ -71,7 +71,8 @@ type CreateRequest struct {
 	// profile's allowed_images. Such a create never claims a warm member.
 	Image *ImageRequest
 	// Resources, where non-zero, lower the profile's limits for this sandbox (Profile.WithResources); asking
-	// above them is a validation_error. A create whose limits differ from the profile's never claims a warm member.
+	// above them is a validation_error (a dialect may clamp first, as OpenSandbox's does). A create whose limits
+	// differ from the profile's never claims a warm member.
 	Resources Resources
 	// Metadata labels the sandbox (metadata.go); List can filter on it.
 	Metadata map[string]string

@@ -200,7 +200,7 @@ func (p Profile) WithResources(want Resources) (Profile, error) {
 	res, err := lowerResources(p.Resources, want)
 	if err != nil {
 		return p, &Error{Code: CodeInvalid, Message: fmt.Sprintf("profile %q: %v", p.ID, err), Err: err,
-			Details: map[string]any{"profile": p.ID, "ceiling": ceilingOf(p.Resources)}}
+			Details: map[string]any{"profile": p.ID, "ceiling": p.ResourceCeiling()}}
 	}
 	out := p
 	out.Capabilities = slices.Clone(p.Capabilities)
@@ -208,8 +208,10 @@ func (p Profile) WithResources(want Resources) (Profile, error) {
 	return out, nil
 }
 
-// ceilingOf is the most a caller may ask for under a profile's limits.
-func ceilingOf(r Resources) Resources {
+// ResourceCeiling is the most a caller may ask for under the profile's limits: its own, DefaultResources where it
+// sets none.
+func (p *Profile) ResourceCeiling() Resources {
+	r := p.Resources
 	if r.CPUs == 0 {
 		r.CPUs = DefaultResources.CPUs
 	}

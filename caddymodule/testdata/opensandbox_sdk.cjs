@@ -102,7 +102,7 @@ async function execdThroughGateway(report) {
     image,
     entrypoint: ['/home/sandbox/entrypoint.sh'],
     timeoutSeconds: 3600,
-    resource: { cpu: '0.5', memory: '512Mi' },
+    resource: { cpu: '1', memory: '512Mi' },
     env: { FASTGPT_SESSION_ID: 'sess-1', IDE_AGENT_ENABLED: 'true' },
     metadata: { sessionId: 'sess-1' },
     networkPolicy: {

@@ -163,7 +163,24 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 		env = nil
 	}
 	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md, Egress: egressPolicy,
-		Image: image, Resources: limits}, req.Image.URI, nil
+		Image: image, Resources: clampResources(limits, prof.ResourceCeiling())}, req.Image.URI, nil
+}
+
+// clampResources holds a create's limits to the profile's ceiling. The SDKs send resourceLimits on every create
+// (the npm SDK's default is 1 CPU and 2 GiB when its caller names none), so refusing what is above the ceiling
+// would refuse plain SDK use on a default profile; a limit is a maximum, and the profile's is the operator's.
+func clampResources(want, ceiling sandboxes.Resources) sandboxes.Resources {
+	if want.CPUs > ceiling.CPUs {
+		want.CPUs = ceiling.CPUs
+	}
+	if want.Memory != "" {
+		w, err1 := sandboxes.ParseBytes(want.Memory)
+		c, err2 := sandboxes.ParseBytes(ceiling.Memory)
+		if err1 == nil && err2 == nil && w > c {
+			want.Memory = ceiling.Memory
+		}
+	}
+	return want
 }
 
 // profileFor picks the profile a create's image runs under: the profile whose own image it is (the named one when
@@ -214,8 +231,8 @@ const (
 	minMemory = 6 << 20
 )
 
-// checkResources parses Kubernetes-style quantities. cpu and memory become the sandbox's limits, which the core
-// holds to the profile's (asking above them is a 400 naming the cap, docs/opensandbox.md); disk is checked but
+// checkResources parses Kubernetes-style quantities. cpu and memory become the sandbox's limits, held to the
+// profile's (clampResources, docs/opensandbox.md); disk is checked but
 // the profile's applies, and resourceRequests are scheduling hints a single host has no use for.
 func checkResources(rl map[string]string, field string) (sandboxes.Resources, *Error) {
 	var out sandboxes.Resources

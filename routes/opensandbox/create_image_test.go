@@ -45,7 +45,7 @@ func TestCreateAnyImage(t *testing.T) {
 }
 
 // TestCreateImageSpellingAttack: a tenant cannot reach an image off the allow-list by any spelling of a
-// reference, and asking above the profile's limits is a 400 naming the cap.
+// reference, and asking above the profile's limits gets the profile's.
 func TestCreateImageSpellingAttack(t *testing.T) {
 	rg := newRig(t)
 	digest := "sha256:" + strings.Repeat("a", 64)
@@ -97,12 +97,15 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("allowed %q runs %q (%v), want %q", uri, p.Image, err, want)
 		}
 	}
-	// Above the profile's limits: a 400 that names the cap.
-	for _, limits := range []string{`"cpu":"3","memory":"1Gi"`, `"cpu":"1","memory":"5Gi"`} {
-		body := strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1)
-		resp, m := rg.do("POST", "/v1/sandboxes", keyAlice, body)
-		if msg, _ := m["message"].(string); resp.StatusCode != 400 || m["code"] != CodeInvalidRequest || !strings.Contains(msg, "above the profile's") {
-			t.Errorf("limits %s: %d %v", limits, resp.StatusCode, m)
+	// Above the profile's limits (the npm SDK's default asks 1 CPU and 2 GiB): the profile's cap, not a refusal.
+	for limits, want := range map[string]sandboxes.Resources{
+		`"cpu":"3","memory":"1Gi"`:   {CPUs: 2, Memory: "1073741824"},
+		`"cpu":"1","memory":"5Gi"`:   {CPUs: 1, Memory: "4g"},
+		`"cpu":"64","memory":"64Ti"`: {CPUs: 2, Memory: "4g"},
+	} {
+		rg.create(keyAlice, strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1))
+		if got := rg.f.creates[len(rg.f.creates)-1].Resources; got != want {
+			t.Errorf("limits %s: core asked for %+v, want %+v", limits, got, want)
 		}
 	}
 	for _, limits := range []string{`"cpu":"1m"`, `"memory":"1Ki"`} {

@@ -78,8 +78,11 @@ func FuzzCreateBody(f *testing.F) {
 				t.Fatalf("image %q runs %q under %q", req.Image.URI, derived.Image, prof.ID)
 			}
 		}
-		if creq.Resources.CPUs < 0 || creq.Resources.CPUs > 0 && creq.Resources.CPUs < minCPU {
-			t.Fatalf("cpu %v accepted", creq.Resources.CPUs)
+		if c := prof.ResourceCeiling(); creq.Resources.CPUs < 0 || creq.Resources.CPUs > c.CPUs || creq.Resources.CPUs > 0 && creq.Resources.CPUs < minCPU {
+			t.Fatalf("cpu %v accepted under %v", creq.Resources.CPUs, c.CPUs)
+		}
+		if _, err := prof.WithResources(creq.Resources); err != nil {
+			t.Fatalf("limits the core refuses: %+v: %v", creq.Resources, err)
 		}
 		for k := range req.Metadata {
 			if strings.HasPrefix(k, reservedPrefix) {
