@@ -169,15 +169,17 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 // clampResources holds a create's limits to the profile's ceiling. The SDKs send resourceLimits on every create
 // (the npm SDK's default is 1 CPU and 2 GiB when its caller names none), so refusing what is above the ceiling
 // would refuse plain SDK use on a default profile; a limit is a maximum, and the profile's is the operator's.
+// A limit at or above the ceiling is left out, so the profile's own applies and the create can still claim a
+// warm-pool member.
 func clampResources(want, ceiling sandboxes.Resources) sandboxes.Resources {
-	if want.CPUs > ceiling.CPUs {
-		want.CPUs = ceiling.CPUs
+	if want.CPUs >= ceiling.CPUs {
+		want.CPUs = 0
 	}
 	if want.Memory != "" {
 		w, err1 := sandboxes.ParseBytes(want.Memory)
 		c, err2 := sandboxes.ParseBytes(ceiling.Memory)
-		if err1 == nil && err2 == nil && w > c {
-			want.Memory = ceiling.Memory
+		if err1 == nil && err2 == nil && w >= c {
+			want.Memory = ""
 		}
 	}
 	return want

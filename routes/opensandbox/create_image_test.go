@@ -30,7 +30,7 @@ func TestCreateAnyImage(t *testing.T) {
 	if _, ok := c.Env[sandboxes.EnvServices]; ok {
 		t.Errorf("the entrypoint also became an agent service: %v", c.Env)
 	}
-	if c.Resources.CPUs != 2 || c.Resources.Memory != "4294967296" || c.Env["IDE_AGENT_ENABLED"] != "true" {
+	if c.Resources != (sandboxes.Resources{}) || c.Env["IDE_AGENT_ENABLED"] != "true" { // the profile's own: 2 CPUs, 4g
 		t.Errorf("resources %+v env %v", c.Resources, c.Env)
 	}
 	if _, got := rg.do("GET", "/v1/sandboxes/"+m["id"].(string), keyAlice, ""); got["image"] == nil ||
@@ -97,11 +97,13 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("allowed %q runs %q (%v), want %q", uri, p.Image, err, want)
 		}
 	}
-	// Above the profile's limits (the npm SDK's default asks 1 CPU and 2 GiB): the profile's cap, not a refusal.
+	// Above the profile's limits (the npm SDK's default asks 1 CPU and 2 GiB): the profile's cap, not a refusal;
+	// a limit at the cap is left out, so the profile's own applies.
 	for limits, want := range map[string]sandboxes.Resources{
-		`"cpu":"3","memory":"1Gi"`:   {CPUs: 2, Memory: "1073741824"},
-		`"cpu":"1","memory":"5Gi"`:   {CPUs: 1, Memory: "4g"},
-		`"cpu":"64","memory":"64Ti"`: {CPUs: 2, Memory: "4g"},
+		`"cpu":"3","memory":"1Gi"`:   {Memory: "1073741824"},
+		`"cpu":"1","memory":"5Gi"`:   {CPUs: 1},
+		`"cpu":"64","memory":"64Ti"`: {},
+		`"cpu":"2","memory":"4Gi"`:   {}, // the profile's own, so a warm member can still be claimed
 	} {
 		rg.create(keyAlice, strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1))
 		if got := rg.f.creates[len(rg.f.creates)-1].Resources; got != want {
