@@ -2,6 +2,7 @@ package caddymodule_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,6 +28,32 @@ func TestFastGPTDeployCaddyfileGolden(t *testing.T) {
 	input, _ := readGolden(t, "testdata/fastgpt_deploy.caddyfiletest")
 	if strings.TrimSpace(input) != strings.TrimSpace(string(deploy)) {
 		t.Fatal("testdata/fastgpt_deploy.caddyfiletest does not hold deploy/fastgpt/Caddyfile; copy it over and rerun with SANDGATE_UPDATE_GOLDEN=1")
+	}
+}
+
+// TestFastGPTProviderCaddyfileGolden keeps deploy/fastgpt/provider.Caddyfile (the one-binary deployment of
+// docs/fastgpt.md) in the golden set, adapted for an empty environment, and validates it as Caddy would load it
+// (every module provisions: profiles, allowed_images, both sites).
+func TestFastGPTProviderCaddyfileGolden(t *testing.T) {
+	for _, v := range []string{"PORT", "SANDGATE_ADMIN", "SANDGATE_BIND", "SANDGATE_ENDPOINT_HOST", "FASTGPT_SANDBOX_IMAGES",
+		"SANDGATE_SANDBOX_CPUS", "SANDGATE_SANDBOX_MEMORY", "SANDGATE_API_PORT", "SANDGATE_OPENSANDBOX_PORT"} {
+		if _, set := os.LookupEnv(v); set {
+			t.Skipf("%s is set: the golden file is for an empty environment", v)
+		}
+	}
+	deploy, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "fastgpt", "provider.Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, _ := readGolden(t, "testdata/fastgpt_provider.caddyfiletest")
+	if strings.TrimSpace(input) != strings.TrimSpace(string(deploy)) {
+		t.Fatal("testdata/fastgpt_provider.caddyfiletest does not hold deploy/fastgpt/provider.Caddyfile; copy it over and rerun with SANDGATE_UPDATE_GOLDEN=1")
+	}
+	bin := testenv.CaddyBinary(t)
+	cmd := exec.Command(bin, "validate", "--config", filepath.Join(testenv.RepoRoot(), "deploy", "fastgpt", "provider.Caddyfile"), "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "AGENT_SANDBOX_PROXY_SECRET="+strings.Repeat("s", 32), "XDG_DATA_HOME="+t.TempDir(), "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("caddy validate deploy/fastgpt/provider.Caddyfile: %v\n%s", err, out)
 	}
 }
 

@@ -70,6 +70,10 @@ type CreateRequest struct {
 	// Image, when set, runs a caller-chosen image in the profile's shape (profile_image.go): it must be on the
 	// profile's allowed_images. Such a create never claims a warm member.
 	Image *ImageRequest
+	// Resources, where non-zero, lower the profile's limits for this sandbox (Profile.WithResources); asking
+	// above them is a validation_error (a dialect may clamp first, as OpenSandbox's does). A create whose limits
+	// differ from the profile's never claims a warm member.
+	Resources Resources
 	// Metadata labels the sandbox (metadata.go); List can filter on it.
 	Metadata map[string]string
 	// Egress is the sandbox's own outbound policy inside its profile's (metadata.go).

@@ -29,6 +29,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if req.WorkspaceID != "" && !workspacePattern.MatchString(req.WorkspaceID) {
 		return nil, Errorf(CodeInvalid, "workspace_id %q is not a workspace id (ws-<hex>)", req.WorkspaceID)
 	}
+	if err := m.checkImage(ctx, req); err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	m.mu.Lock()
 	if !m.started || m.closed {
@@ -44,6 +47,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	if req.Image != nil {
 		derived, err := p.WithImage(*req.Image) // profile_image.go
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		p = derived
+	}
+	if req.Resources != (Resources{}) {
+		derived, err := p.WithResources(req.Resources) // profile_image.go
 		if err != nil {
 			m.mu.Unlock()
 			return nil, err
@@ -72,7 +83,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 				Details: map[string]any{"limit": m.cfg.MaxPerOwner, "scope": "owner"}}
 		}
 	}
-	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil {
+	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && p.Resources == m.profiles[req.Profile].Resources {
 		// Pool first: a ready member, else the one that has been starting longest (warm.go).
 		launch := LaunchWarm
 		e := m.claimLocked(p, now)
@@ -144,6 +155,29 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	kick(m.warmKick)
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})
 	return sb, nil
+}
+
+// checkImage refuses, before anything is recorded, a caller-chosen image the engine does not hold: sandgate never
+// pulls. The allow-list is checked first, so a refused image tells the caller nothing about what the engine holds.
+func (m *Manager) checkImage(ctx context.Context, req CreateRequest) error {
+	if req.Image == nil {
+		return nil
+	}
+	ic, ok := m.driver.(ImageChecker)
+	if !ok {
+		return nil
+	}
+	m.mu.RLock()
+	p, known := m.profiles[req.Profile]
+	m.mu.RUnlock()
+	if !known {
+		return nil // Create answers unknown_profile
+	}
+	derived, err := p.WithImage(*req.Image)
+	if err != nil {
+		return err
+	}
+	return ic.ImagePresent(ctx, derived.Image)
 }
 
 var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)

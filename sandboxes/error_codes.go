@@ -7,6 +7,6 @@ func ErrorCodes() []string {
 	return []string{
 		CodeNotFound, CodeUnknownProfile, CodeQuotaExceeded, CodeContainerDied, CodeTimeout, CodeExpired,
 		CodeTTLInfinite, CodeNotReady, CodeInvalid, CodeEngine, CodeCapabilityAbsent, CodeInvalidState,
-		CodeImageNotAllowed, CodeStartupFailed, CodeSnapshotNotFound, CodeSnapshotTooLarge, CodeWorkspaceInUse,
+		CodeImageNotAllowed, CodeImageNotFound, CodeStartupFailed, CodeSnapshotNotFound, CodeSnapshotTooLarge, CodeWorkspaceInUse,
 	}
 }

@@ -24,6 +24,9 @@ type fakeDriver struct {
 	creates    int
 	startDelay time.Duration
 	failCreate bool
+	// absentImages are the images ImagePresent reports the engine does not hold; imageChecks counts its calls.
+	absentImages map[string]bool
+	imageChecks  int
 	// attempts counts Create calls (failed ones too); peak is the most containers that existed at once; names
 	// lists created containers in order.
 	attempts int
@@ -284,4 +287,14 @@ func expireNow(t *testing.T, m *Manager, id string) {
 	}
 	past := time.Now().Add(-time.Second)
 	e.rec.ExpiresAt = &past
+}
+
+func (d *fakeDriver) ImagePresent(_ context.Context, image string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.imageChecks++
+	if d.absentImages[image] {
+		return Errorf(CodeImageNotFound, "image %q is not on the engine", image)
+	}
+	return nil
 }

@@ -1,10 +1,13 @@
 package sandboxes
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/distribution/reference"
 )
 
 // Any image: a profile may run an image that is not one of ours. The gateway then mounts our static agent
@@ -27,6 +30,17 @@ const SandboxHome = "/home/sandbox"
 
 // CodeImageNotAllowed answers a create that asks for an image the profile's allowed_images does not list.
 const CodeImageNotAllowed = "image_not_allowed"
+
+// CodeImageNotFound answers a create that asks for an allowed image the engine does not hold: sandgate never
+// pulls, so the operator loads or builds the image first.
+const CodeImageNotFound = "image_not_found"
+
+// ImageChecker is the engine side of a caller-chosen image: whether the engine holds it. A driver that implements
+// it lets Create refuse an absent image at once (CodeImageNotFound) instead of reporting a failed start later.
+type ImageChecker interface {
+	// ImagePresent returns nil when the engine holds image, an *Error with CodeImageNotFound when it does not.
+	ImagePresent(ctx context.Context, image string) error
+}
 
 // DefaultResources are what a sandbox gets where its profile leaves a resource unset (the driver applies the same
 // values); they are also the ceiling of a caller's ImageRequest.Resources under such a profile.
@@ -59,22 +73,70 @@ func (p *Profile) validateImage() error {
 		if _, err := path.Match(pat, ""); err != nil {
 			return fmt.Errorf("profile %q: allowed_images %q is not a pattern: %w", p.ID, pat, err)
 		}
+		if !isPattern(pat) {
+			if _, err := CanonicalImage(pat); err != nil {
+				return fmt.Errorf("profile %q: allowed_images: %w", p.ID, err)
+			}
+			continue
+		}
+		// A pattern is matched against the canonical (familiar) form, which never starts with these.
+		for _, prefix := range []string{"docker.io/", "index.docker.io/", "library/"} {
+			if strings.HasPrefix(pat, prefix) {
+				return fmt.Errorf("profile %q: allowed_images pattern %q: write it in Docker's short form, without %q (images are matched as `docker images` shows them)", p.ID, pat, prefix)
+			}
+		}
 	}
 	return nil
 }
 
-// ImageAllowed reports whether a caller may ask for image under this profile: it equals an allowed_images entry
-// or matches one as a path.Match pattern ('*' stops at '/', so "registry.example/team/*:*" allows that team's
-// images and nothing below them). Images are compared as written: "repo" and "repo:latest" are different entries.
+// isPattern reports whether an allowed_images entry holds path.Match syntax.
+func isPattern(s string) bool { return strings.ContainsAny(s, `*?[\`) }
+
+// CanonicalImage is the one spelling of an image reference that the allow-list is checked against and the engine
+// is given, so what was checked is what runs: Docker's short form ("debian:bookworm-slim",
+// "registry.example/team/app:1"), without "docker.io/library/", with ":latest" written where neither a tag nor a
+// digest is. A reference naming both a tag and a digest is refused: the engine would run the digest and ignore the
+// tag an allow-list entry matched. Upper case, whitespace, a bare image ID and anything else that is not a
+// reference are refused too.
+func CanonicalImage(ref string) (string, error) {
+	if ref == "" || len(ref) > 512 || strings.ContainsAny(ref, " \t\r\n\x00") {
+		return "", fmt.Errorf("image %q is not an image reference", ref)
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", fmt.Errorf("image %q is not an image reference: %w", ref, err)
+	}
+	_, tagged := named.(reference.Tagged)
+	_, digested := named.(reference.Digested)
+	if tagged && digested {
+		return "", fmt.Errorf("image %q names both a tag and a digest; name one", ref)
+	}
+	return reference.FamiliarString(reference.TagNameOnly(named)), nil
+}
+
+// ImageAllowed reports whether a caller may ask for image under this profile. Both sides are compared in their
+// canonical form (CanonicalImage): "fastgpt", "fastgpt:latest", "docker.io/library/fastgpt:latest" are one image.
+// A plain entry must equal the image; a pattern entry must match it as a path.Match pattern ('*' stops at '/', so
+// "registry.example/team/*:*" allows that team's images and nothing below them). An image named by digest matches
+// only an entry that itself holds a digest ('@'): a tag pattern never admits a digest, which could name any image
+// the engine holds.
 func (p *Profile) ImageAllowed(image string) bool {
-	if image == "" || strings.ContainsAny(image, " \t\r\n\x00") {
+	canon, err := CanonicalImage(image)
+	if err != nil {
 		return false
 	}
+	digested := strings.Contains(canon, "@")
 	for _, pat := range p.AllowedImages {
-		if pat == image {
-			return true
+		if digested != strings.Contains(pat, "@") {
+			continue
 		}
-		if ok, err := path.Match(pat, image); err == nil && ok {
+		if !isPattern(pat) {
+			if c, err := CanonicalImage(pat); err == nil && c == canon {
+				return true
+			}
+			continue
+		}
+		if ok, err := path.Match(pat, canon); err == nil && ok {
 			return true
 		}
 	}
@@ -104,8 +166,12 @@ func (p Profile) WithImage(req ImageRequest) (Profile, error) {
 		return p, &Error{Code: CodeImageNotAllowed, Message: fmt.Sprintf("image %q is not on profile %q's allowed_images", req.Image, p.ID),
 			Details: map[string]any{"image": req.Image, "profile": p.ID}}
 	}
+	canon, err := CanonicalImage(req.Image)
+	if err != nil { // ImageAllowed admits only canonical-able references
+		return p, &Error{Code: CodeImageNotAllowed, Message: err.Error(), Details: map[string]any{"image": req.Image, "profile": p.ID}}
+	}
 	out := p
-	out.Image = req.Image
+	out.Image = canon
 	out.InjectAgent = true
 	out.AllowedImages = nil
 	out.Capabilities = slices.Clone(p.Capabilities)
@@ -124,6 +190,41 @@ func (p Profile) WithImage(req ImageRequest) (Profile, error) {
 		return p, &Error{Code: CodeInvalid, Message: err.Error(), Err: err}
 	}
 	return out, nil
+}
+
+// WithResources derives the profile a sandbox created with limits want runs under: want's non-zero fields replace
+// the profile's, each at most the profile's own (or DefaultResources where it has none). Asking for more is a
+// validation_error naming the cap: a silent clamp would hand a tenant less than it asked for and let it find out
+// from an OOM kill.
+func (p Profile) WithResources(want Resources) (Profile, error) {
+	res, err := lowerResources(p.Resources, want)
+	if err != nil {
+		return p, &Error{Code: CodeInvalid, Message: fmt.Sprintf("profile %q: %v", p.ID, err), Err: err,
+			Details: map[string]any{"profile": p.ID, "ceiling": p.ResourceCeiling()}}
+	}
+	out := p
+	out.Capabilities = slices.Clone(p.Capabilities)
+	out.Resources = res
+	return out, nil
+}
+
+// ResourceCeiling is the most a caller may ask for under the profile's limits: its own, DefaultResources where it
+// sets none.
+func (p *Profile) ResourceCeiling() Resources {
+	r := p.Resources
+	if r.CPUs == 0 {
+		r.CPUs = DefaultResources.CPUs
+	}
+	if r.Memory == "" {
+		r.Memory = DefaultResources.Memory
+	}
+	if r.Pids == 0 {
+		r.Pids = DefaultResources.Pids
+	}
+	if r.Disk == "" {
+		r.Disk = DefaultResources.Disk
+	}
+	return r
 }
 
 // lowerResources applies a caller's limits under the profile's ceiling (its own values, or DefaultResources where

@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -47,6 +48,14 @@ func TestImageAllowed(t *testing.T) {
 		"registry.example/fastgpt-agent-sandbox:1 --privileged": false,
 		"":                           false,
 		"registry.example/team/x:\n": false,
+		"sandgate/sandbox:base@sha256:" + strings.Repeat("a", 64):                  false, // the engine would run the digest
+		"registry.example/fastgpt-agent-sandbox@sha256:" + strings.Repeat("a", 64): false, // a tag pattern admits no digest
+		strings.Repeat("a", 64):                               false, // an image ID
+		"SANDGATE/sandbox:base":                               false,
+		"docker.io/sandgate/sandbox:base":                     true, // one image, two spellings
+		"registry.example/fastgpt-agent-sandbox":              true, // :latest, which the pattern's '*' matches
+		"registry.example/fastgpt-agent-sandbox:-x":           false,
+		"registry.example/fastgpt-agent-sandbox:v1@sha256:00": false,
 	} {
 		if got := p.ImageAllowed(image); got != want {
 			t.Errorf("ImageAllowed(%q) = %v, want %v", image, got, want)
@@ -265,5 +274,118 @@ func TestDeathWhileStartingKeepsContainer(t *testing.T) {
 	d.mu.Unlock()
 	if creates != 1 {
 		t.Fatalf("%d creates: the recovery did not reuse the kept container", creates)
+	}
+}
+
+func TestCanonicalImage(t *testing.T) {
+	for in, want := range map[string]string{
+		"debian:bookworm-slim":                         "debian:bookworm-slim",
+		"debian":                                       "debian:latest",
+		"docker.io/library/debian:bookworm-slim":       "debian:bookworm-slim",
+		"index.docker.io/library/debian":               "debian:latest",
+		"library/debian:12":                            "debian:12",
+		"docker.io/team/app:1":                         "team/app:1",
+		"registry.example:5000/team/app":               "registry.example:5000/team/app:latest",
+		"app@sha256:" + strings.Repeat("b", 64):        "app@sha256:" + strings.Repeat("b", 64),
+		"localhost/fastgpt-agent-sandbox:v4":           "localhost/fastgpt-agent-sandbox:v4",
+		"fastgpt-agent-sandbox":                        "fastgpt-agent-sandbox:latest",
+		"registry.example/fastgpt-agent-sandbox:v4.14": "registry.example/fastgpt-agent-sandbox:v4.14",
+	} {
+		if got, err := CanonicalImage(in); err != nil || got != want {
+			t.Errorf("CanonicalImage(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "Debian", "app:1@sha256:" + strings.Repeat("b", 64), strings.Repeat("c", 64), "a b", "app:",
+		"-app", "app\x00", "../app", strings.Repeat("a/", 300) + "x"} {
+		if got, err := CanonicalImage(bad); err == nil {
+			t.Errorf("CanonicalImage(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestAllowedImagesPatternsInShortForm: a pattern is matched against the short form, so one written with the
+// docker.io prefix could never match and is refused at load instead of silently allowing nothing.
+func TestAllowedImagesPatternsInShortForm(t *testing.T) {
+	for entry, ok := range map[string]bool{"docker.io/library/fastgpt:*": false, "library/*:*": false, "index.docker.io/team/*:*": false,
+		"docker.io/library/fastgpt:v1": true, "fastgpt:*": true, "Fastgpt:v1": false} {
+		p := testProfile("p")
+		p.AllowedImages = []string{entry}
+		if err := p.Validate(); (err == nil) != ok {
+			t.Errorf("allowed_images %q: Validate() = %v", entry, err)
+		}
+	}
+}
+
+// TestCreateChecksImagePresence: an allowed image the engine does not hold is refused before anything is
+// recorded; an image off the allow-list is refused without asking the engine (a tenant learns nothing of what it holds).
+func TestCreateChecksImagePresence(t *testing.T) {
+	osb := testProfile("osb")
+	osb.AllowedImages = []string{"repo/*:*"}
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{osb}, AgentImage: "agent/img:1"})
+	d.mu.Lock()
+	d.absentImages = map[string]bool{"repo/absent:1": true}
+	d.mu.Unlock()
+	ctx := context.Background()
+	if _, err := m.Create(ctx, CreateRequest{Profile: "osb", Owner: "o", Image: &ImageRequest{Image: "docker.io/repo/absent:1"}}); ErrorCode(err) != CodeImageNotFound {
+		t.Fatalf("an absent image: %v", err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Profile: "osb", Owner: "o", Image: &ImageRequest{Image: "other/x:1"}}); ErrorCode(err) != CodeImageNotAllowed {
+		t.Fatalf("an image off the list: %v", err)
+	}
+	d.mu.Lock()
+	checks, n := d.imageChecks, len(d.containers)
+	d.mu.Unlock()
+	if checks != 1 || n != 0 {
+		t.Fatalf("%d engine checks, %d containers", checks, n)
+	}
+	if list, _, _ := m.List(ctx, ListOptions{}); len(list) != 0 {
+		t.Fatalf("refused creates were recorded: %v", list)
+	}
+	sb, err := m.Create(ctx, CreateRequest{Profile: "osb", Owner: "o", Image: &ImageRequest{Image: "repo/present"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.containers {
+		if c.spec.Image != "repo/present:latest" {
+			t.Fatalf("the engine was given %q, not the checked canonical reference", c.spec.Image)
+		}
+	}
+}
+
+// TestCreateWithResources: a create's limits lower the profile's for that sandbox alone, asking above them is a
+// validation_error naming the cap, and such a create never claims a warm member of the profile's shape.
+func TestCreateWithResources(t *testing.T) {
+	p := testProfile("p")
+	p.Resources = Resources{CPUs: 1, Memory: "1g"}
+	p.WarmPoolSize = 1
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{p}})
+	ctx := context.Background()
+	_, err := m.Create(ctx, CreateRequest{Profile: "p", Owner: "o", Resources: Resources{CPUs: 2}})
+	var se *Error
+	if ErrorCode(err) != CodeInvalid || !errors.As(err, &se) || !strings.Contains(se.Message, "above the profile's 1") {
+		t.Fatalf("cpu above the cap: %v", err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Profile: "p", Owner: "o", Resources: Resources{Memory: "2g"}}); ErrorCode(err) != CodeInvalid ||
+		!strings.Contains(err.Error(), "above the profile's 1g") {
+		t.Fatalf("memory above the cap: %v", err)
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 1 })
+	sb, err := m.Create(ctx, CreateRequest{Profile: "p", Owner: "o", Resources: Resources{CPUs: 0.5, Memory: "536870912"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.LaunchType == LaunchWarm {
+		t.Fatal("a create with its own limits claimed a warm member")
+	}
+	mustReady(t, m, sb.ID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.containers {
+		if c.spec.Labels["unit.id"] == sb.ID && (c.spec.Profile.Resources.CPUs != 0.5 || c.spec.Profile.Resources.Memory != "536870912") {
+			t.Fatalf("spec resources %+v", c.spec.Profile.Resources)
+		}
 	}
 }

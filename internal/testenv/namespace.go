@@ -82,3 +82,18 @@ func ContainerOf(t testing.TB, ns, id string) string {
 	}
 	return name
 }
+
+// Inspect is the engine's view of a container a test made (its limits, image, command), through the Go client.
+func Inspect(t testing.TB, name string) container.InspectResponse {
+	t.Helper()
+	cli, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	defer cli.Close()
+	info, err := cli.ContainerInspect(context.Background(), name)
+	if err != nil {
+		t.Fatalf("inspecting container %s: %v", name, err)
+	}
+	return info
+}

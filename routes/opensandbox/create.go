@@ -107,14 +107,15 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 	if pl := req.Platform; pl != nil && (pl.OS != "linux" || pl.Arch != runtime.GOARCH) {
 		return bad(CodeInvalidRequest, "platform %s/%s: this gateway runs linux/%s sandboxes", pl.OS, pl.Arch, runtime.GOARCH)
 	}
-	prof, e := h.profileFor(req.Image.URI, req.Extensions[ExtensionProfile])
+	prof, anyImage, e := h.profileFor(req.Image.URI, req.Extensions[ExtensionProfile])
 	if e != nil {
 		return sandboxes.CreateRequest{}, "", e
 	}
-	if e := checkResources(req.ResourceLimits, "resourceLimits"); e != nil {
+	limits, e := checkResources(req.ResourceLimits, "resourceLimits")
+	if e != nil {
 		return sandboxes.CreateRequest{}, "", e
 	}
-	if e := checkResources(req.ResourceRequests, "resourceRequests"); e != nil {
+	if _, e := checkResources(req.ResourceRequests, "resourceRequests"); e != nil {
 		return sandboxes.CreateRequest{}, "", e
 	}
 	ttl, e := h.ttlOf(req.Timeout)
@@ -143,7 +144,12 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 		}
 		env[k] = v
 	}
-	if !slices.ContainsFunc(keepAliveEntrypoints, func(k []string) bool { return slices.Equal(k, req.Entrypoint) }) {
+	var image *sandboxes.ImageRequest
+	if anyImage {
+		// The agent is injected and runs the entrypoint as its supervised child, as the image's own (Docker's
+		// rule: the entrypoint replaces the image's ENTRYPOINT and CMD); its exit ends the sandbox.
+		image = &sandboxes.ImageRequest{Image: req.Image.URI, Entrypoint: slices.Clone(req.Entrypoint)}
+	} else if !slices.ContainsFunc(keepAliveEntrypoints, func(k []string) bool { return slices.Equal(k, req.Entrypoint) }) {
 		services := append(slices.Clone(prof.Services), sandboxes.Service{
 			Name: entrypointService, Command: "exec " + shellJoin(req.Entrypoint), Restart: "never",
 		})
@@ -156,54 +162,113 @@ func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.Cre
 	if len(env) == 0 {
 		env = nil
 	}
-	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md, Egress: egressPolicy}, req.Image.URI, nil
+	return sandboxes.CreateRequest{Profile: prof.ID, Owner: p.Owner, TTL: ttl, Env: env, Metadata: md, Egress: egressPolicy,
+		Image: image, Resources: clampResources(limits, prof.ResourceCeiling())}, req.Image.URI, nil
 }
 
-// profileFor picks the profile whose image is uri (the named one when the extension names it). Until profiles can
-// take any image, an image no profile runs is refused, naming the images that are.
-func (h *Handler) profileFor(uri, named string) (sandboxes.Profile, *Error) {
-	profiles := h.cfg.Sandboxes.Profiles()
-	var images []string
-	for _, p := range profiles {
-		if named != "" && p.ID != named {
-			continue
-		}
-		if p.Image == uri {
-			return p, nil
-		}
-		if !slices.Contains(images, p.Image) {
-			images = append(images, p.Image)
+// clampResources holds a create's limits to the profile's ceiling. The SDKs send resourceLimits on every create
+// (the npm SDK's default is 1 CPU and 2 GiB when its caller names none), so refusing what is above the ceiling
+// would refuse plain SDK use on a default profile; a limit is a maximum, and the profile's is the operator's.
+// A limit at or above the ceiling is left out, so the profile's own applies and the create can still claim a
+// warm-pool member.
+func clampResources(want, ceiling sandboxes.Resources) sandboxes.Resources {
+	if want.CPUs >= ceiling.CPUs {
+		want.CPUs = 0
+	}
+	if want.Memory != "" {
+		w, err1 := sandboxes.ParseBytes(want.Memory)
+		c, err2 := sandboxes.ParseBytes(ceiling.Memory)
+		if err1 == nil && err2 == nil && w >= c {
+			want.Memory = ""
 		}
 	}
-	if named != "" && len(images) == 0 {
-		return sandboxes.Profile{}, errorf(http.StatusBadRequest, CodeImageNotSupported, "extensions.%s: no profile %q", ExtensionProfile, named)
-	}
-	return sandboxes.Profile{}, errorf(http.StatusBadRequest, CodeImageNotSupported,
-		"image %q is not served by this gateway; images it runs: %s", uri, strings.Join(images, ", "))
+	return want
 }
 
-// checkResources parses Kubernetes-style quantities. The profile's limits apply whatever is asked: a request can
-// neither raise nor lower them (docs/opensandbox.md), but a malformed one is still an error.
-func checkResources(rl map[string]string, field string) *Error {
+// profileFor picks the profile a create's image runs under: the profile whose own image it is (the named one when
+// the extension names it), else one whose allowed_images admits it (anyImage: the agent is injected into it). Both
+// sides are compared in their canonical form (sandboxes.CanonicalImage), so no spelling of a reference (a
+// docker.io/library/ prefix, an implicit :latest, a digest behind an allowed tag) reaches an image the operator did
+// not allow. Anything else is refused, naming what is served.
+func (h *Handler) profileFor(uri, named string) (prof sandboxes.Profile, anyImage bool, e *Error) {
+	canon, err := sandboxes.CanonicalImage(uri)
+	if err != nil {
+		return sandboxes.Profile{}, false, errorf(http.StatusBadRequest, CodeImageNotSupported, "image.uri: %v", err)
+	}
+	var candidates []sandboxes.Profile
+	for _, p := range h.cfg.Sandboxes.Profiles() {
+		if named == "" || p.ID == named {
+			candidates = append(candidates, p)
+		}
+	}
+	if named != "" && len(candidates) == 0 {
+		return sandboxes.Profile{}, false, errorf(http.StatusBadRequest, CodeImageNotSupported, "extensions.%s: no profile %q", ExtensionProfile, named)
+	}
+	var served []string
+	for _, p := range candidates {
+		if own, err := sandboxes.CanonicalImage(p.Image); err == nil && own == canon {
+			return p, false, nil
+		}
+		if !slices.Contains(served, p.Image) {
+			served = append(served, p.Image)
+		}
+	}
+	for _, p := range candidates {
+		if p.ImageAllowed(canon) {
+			return p, true, nil
+		}
+		for _, a := range p.AllowedImages {
+			if !slices.Contains(served, a) {
+				served = append(served, a)
+			}
+		}
+	}
+	return sandboxes.Profile{}, false, errorf(http.StatusBadRequest, CodeImageNotSupported,
+		"image %q is not served by this gateway (nothing is pulled); images it runs: %s", uri, strings.Join(served, ", "))
+}
+
+// The engine's smallest limits (Docker refuses less), checked here so such a create fails at once, not at start.
+const (
+	minCPU    = 0.01
+	minMemory = 6 << 20
+)
+
+// checkResources parses Kubernetes-style quantities. cpu and memory become the sandbox's limits, held to the
+// profile's (clampResources, docs/opensandbox.md); disk is checked but
+// the profile's applies, and resourceRequests are scheduling hints a single host has no use for.
+func checkResources(rl map[string]string, field string) (sandboxes.Resources, *Error) {
+	var out sandboxes.Resources
 	for k, v := range rl {
 		switch k {
 		case "cpu":
-			if _, err := parseCPU(v); err != nil {
-				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.cpu %q: %v", field, v, err)
+			c, err := parseCPU(v)
+			if err == nil && c < minCPU {
+				err = fmt.Errorf("below the engine's minimum of %g", minCPU)
 			}
+			if err != nil {
+				return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.cpu %q: %v", field, v, err)
+			}
+			out.CPUs = c
 		case "memory", "disk", "ephemeral-storage":
-			if _, err := parseQuantity(v); err != nil {
-				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s %q: %v", field, k, v, err)
+			n, err := parseQuantity(v)
+			if err != nil {
+				return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s %q: %v", field, k, v, err)
+			}
+			if k == "memory" {
+				if n < minMemory {
+					return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.memory %q: below the engine's minimum of 6Mi", field, v)
+				}
+				out.Memory = strconv.FormatInt(n, 10)
 			}
 		case "gpu", "nvidia.com/gpu":
 			if v != "0" {
-				return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: this gateway has no GPUs to give", field, k)
+				return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: this gateway has no GPUs to give", field, k)
 			}
 		default:
-			return errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: unknown resource", field, k)
+			return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s: unknown resource", field, k)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // parseCPU reads "2", "0.5" or "500m" as cores.

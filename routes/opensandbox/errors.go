@@ -62,6 +62,8 @@ var lifecycleErrors = map[string]struct {
 	sandboxes.CodeNotFound:         {http.StatusNotFound, CodeSandboxNotFound},
 	sandboxes.CodeExpired:          {http.StatusNotFound, CodeSandboxNotFound},
 	sandboxes.CodeUnknownProfile:   {http.StatusBadRequest, CodeImageNotSupported},
+	sandboxes.CodeImageNotAllowed:  {http.StatusBadRequest, CodeImageNotSupported},
+	sandboxes.CodeImageNotFound:    {http.StatusBadRequest, CodeImageNotSupported},
 	sandboxes.CodeQuotaExceeded:    {http.StatusTooManyRequests, CodeQuotaExceeded},
 	sandboxes.CodeContainerDied:    {http.StatusConflict, CodeSandboxNotRunning},
 	sandboxes.CodeTimeout:          {http.StatusGatewayTimeout, CodeTimeout},

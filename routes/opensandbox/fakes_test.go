@@ -25,11 +25,13 @@ type fakeSandboxes struct {
 
 func newFake(agent string) *fakeSandboxes {
 	return &fakeSandboxes{sbs: map[string]*sandboxes.Sandbox{}, agent: agent, profiles: []sandboxes.Profile{
-		{ID: "base", Image: "sandgate/sandbox:base", Network: sandboxes.NetworkInternal},
+		{ID: "base", Image: "sandgate/sandbox:base", Network: sandboxes.NetworkInternal, Resources: sandboxes.Resources{CPUs: 2, Memory: "4g"}},
 		{ID: "sealed", Image: "sandgate/sandbox:sealed", Network: sandboxes.NetworkNone},
 		{ID: "web", Image: "sandgate/sandbox:web", Network: sandboxes.NetworkBridge},
 		{ID: "proxied", Image: "sandgate/sandbox:proxied", Network: sandboxes.NetworkInternal,
 			Egress: &sandboxes.Egress{Proxy: "http://10.0.0.1:3128", Allow: []string{"pypi.org", "*.example.com"}}},
+		{ID: "anyimage", Image: "sandgate/sandbox:anyimage", Network: sandboxes.NetworkInternal, Resources: sandboxes.Resources{CPUs: 2, Memory: "4g"},
+			AllowedImages: []string{"fastgpt-agent-sandbox:*", "registry.example/team/*:*"}},
 	}}
 }
 
@@ -38,6 +40,25 @@ func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (
 	defer f.mu.Unlock()
 	if err := sandboxes.ValidateMetadata(req.Metadata); err != nil {
 		return nil, err
+	}
+	// The core's own checks of a caller's image and limits (pure functions of the profile).
+	var prof sandboxes.Profile
+	for _, p := range f.profiles {
+		if p.ID == req.Profile {
+			prof = p
+		}
+	}
+	if req.Image != nil {
+		derived, err := prof.WithImage(*req.Image)
+		if err != nil {
+			return nil, err
+		}
+		prof = derived
+	}
+	if req.Resources != (sandboxes.Resources{}) {
+		if _, err := prof.WithResources(req.Resources); err != nil {
+			return nil, err
+		}
 	}
 	f.n++
 	f.creates = append(f.creates, req)

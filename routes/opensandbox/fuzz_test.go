@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
 // FuzzProxyPath: whatever a tenant puts in a proxy path, an admitted rest never resolves outside the route.
@@ -30,13 +32,19 @@ func FuzzProxyPath(f *testing.F) {
 	})
 }
 
-// FuzzCreateBody: no create body makes the translation panic, and an accepted one names a known profile and
-// carries no reserved metadata from the tenant.
+// FuzzCreateBody: no create body makes the translation panic, and an accepted one names a known profile, runs
+// that profile's own image or one its allowed_images admits (never by digest behind a tag), and carries no
+// reserved metadata from the tenant.
 func FuzzCreateBody(f *testing.F) {
 	f.Add(fastGPTBody)
 	f.Add(`{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["a'b"],"timeout":60,"resourceLimits":{"cpu":"500m","memory":"1Gi"}}`)
 	f.Add(`{"image":{"uri":"x"},"networkPolicy":{"defaultAction":"deny","egress":[{"action":"deny","target":"*.x"}]}}`)
-	h := New(Config{Sandboxes: newFake("127.0.0.1:1")})
+	f.Add(fastGPTImageBody)
+	f.Add(`{"image":{"uri":"docker.io/library/fastgpt-agent-sandbox:v1@sha256:` + strings.Repeat("a", 64) + `"},"entrypoint":["/e.sh"]}`)
+	f.Add(`{"image":{"uri":"registry.example/team/../x:1"},"entrypoint":["sh"],"resourceLimits":{"cpu":"0.001","memory":"99999Ti"}}`)
+	f.Add(`{"image":{"uri":"fastgpt-agent-sandbox"},"entrypoint":["tail","-f","/dev/null"],"extensions":{"sandgate.profile":"base"}}`)
+	fake := newFake("127.0.0.1:1")
+	h := New(Config{Sandboxes: fake})
 	f.Fuzz(func(t *testing.T, body string) {
 		var req CreateRequest
 		if err := jsonUnmarshal(body, &req); err != nil {
@@ -51,6 +59,30 @@ func FuzzCreateBody(f *testing.F) {
 		}
 		if creq.Profile == "" || creq.Owner != "o" {
 			t.Fatalf("accepted %+v", creq)
+		}
+		// The image that will run is the profile's own, or one its allowed_images admits in canonical form.
+		var prof sandboxes.Profile
+		for _, p := range fake.profiles {
+			if p.ID == creq.Profile {
+				prof = p
+			}
+		}
+		if creq.Image == nil {
+			own, err1 := sandboxes.CanonicalImage(prof.Image)
+			asked, err2 := sandboxes.CanonicalImage(req.Image.URI)
+			if err1 != nil || err2 != nil || own != asked {
+				t.Fatalf("image %q accepted as profile %q's own", req.Image.URI, prof.ID)
+			}
+		} else if derived, err := prof.WithImage(*creq.Image); err == nil {
+			if strings.Contains(derived.Image, "@") || !prof.ImageAllowed(derived.Image) {
+				t.Fatalf("image %q runs %q under %q", req.Image.URI, derived.Image, prof.ID)
+			}
+		}
+		if c := prof.ResourceCeiling(); creq.Resources.CPUs < 0 || creq.Resources.CPUs > c.CPUs || creq.Resources.CPUs > 0 && creq.Resources.CPUs < minCPU {
+			t.Fatalf("cpu %v accepted under %v", creq.Resources.CPUs, c.CPUs)
+		}
+		if _, err := prof.WithResources(creq.Resources); err != nil {
+			t.Fatalf("limits the core refuses: %+v: %v", creq.Resources, err)
 		}
 		for k := range req.Metadata {
 			if strings.HasPrefix(k, reservedPrefix) {

@@ -60,6 +60,7 @@ var lifecycleStatus = map[string]int{
 	sandboxes.CodeInvalid:          http.StatusBadRequest,
 	sandboxes.CodeCapabilityAbsent: http.StatusBadRequest,
 	sandboxes.CodeImageNotAllowed:  http.StatusForbidden,
+	sandboxes.CodeImageNotFound:    http.StatusBadRequest,
 	sandboxes.CodeExpired:          http.StatusConflict,
 	sandboxes.CodeTTLInfinite:      http.StatusConflict,
 	sandboxes.CodeInvalidState:     http.StatusConflict,

@@ -20,6 +20,7 @@ var edgeAnswers = map[string]int{
 	sandboxes.CodeInvalid:          400,
 	sandboxes.CodeCapabilityAbsent: 400,
 	sandboxes.CodeImageNotAllowed:  403,
+	sandboxes.CodeImageNotFound:    400,
 	sandboxes.CodeExpired:          409, // as the Bay API answers it
 	sandboxes.CodeTTLInfinite:      409,
 	sandboxes.CodeInvalidState:     409,

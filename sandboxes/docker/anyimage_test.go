@@ -340,3 +340,24 @@ func TestAnyImageCrashWhileStartingRecovers(t *testing.T) {
 		t.Fatalf("after recovery: %+v %v", got, err)
 	}
 }
+
+// TestImagePresent: the engine is asked, nothing is pulled; an image it lacks is the caller's image_not_found.
+func TestImagePresent(t *testing.T) {
+	testenv.Integration(t)
+	drv, err := docker.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	ctx := context.Background()
+	if err := drv.ImagePresent(ctx, "debian:bookworm-slim"); err != nil {
+		t.Fatalf("a local image: %v", err)
+	}
+	absent := testenv.Unique("sgabsent") + "/never-built:1"
+	if err := drv.ImagePresent(ctx, absent); sandboxes.ErrorCode(err) != sandboxes.CodeImageNotFound {
+		t.Fatalf("an absent image: %v", err)
+	}
+	if out, _ := exec.Command("docker", "images", "-q", absent).Output(); len(strings.TrimSpace(string(out))) != 0 {
+		t.Fatalf("%s was pulled", absent)
+	}
+}

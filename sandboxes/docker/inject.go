@@ -228,3 +228,21 @@ func (d *Driver) fillAgentVolume(ctx context.Context, imageID, vol string) error
 	}
 	return nil
 }
+
+// ImagePresent tells a create at once whether the engine holds a caller-chosen image: nothing is ever pulled, so
+// an absent one is the caller's CodeImageNotFound, not a start that fails later.
+func (d *Driver) ImagePresent(ctx context.Context, image string) error {
+	_, err := d.cli.ImageInspect(ctx, image)
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return &sandboxes.Error{Code: sandboxes.CodeImageNotFound,
+			Message: fmt.Sprintf("image %q is not on this gateway's engine, and sandgate never pulls: the operator loads or builds it first", image),
+			Details: map[string]any{"image": image}}
+	default:
+		return &sandboxes.Error{Code: sandboxes.CodeEngine, Message: fmt.Sprintf("inspecting image %s", image), Err: err}
+	}
+}
+
+var _ sandboxes.ImageChecker = (*Driver)(nil)

@@ -1,0 +1,230 @@
+package caddymodule_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sandgate/sandgate/internal/testenv"
+)
+
+// osbFastGPTReport is what testdata/opensandbox_fastgpt.cjs prints.
+type osbFastGPTReport struct {
+	Images []struct {
+		Image  string   `json:"image"`
+		ID     string   `json:"id"`
+		States []string `json:"states"`
+		Run    struct {
+			ExitCode int    `json:"exitCode"`
+			Stdout   string `json:"stdout"`
+		} `json:"run"`
+		FailExit     int    `json:"failExit"`
+		FailStderr   string `json:"failStderr"`
+		Endpoint1318 string `json:"endpoint1318"`
+	} `json:"images"`
+	Fatal string `json:"fatal"`
+}
+
+const osbFastGPTSecret = "fastgpt-proxy-secret-0123456789abcdef-test"
+
+// TestOpenSandboxFastGPTImages is FastGPT's whole sandbox stack on one gateway: the real npm SDK sends FastGPT's
+// create body (image, entrypoint, resourceLimits, env, metadata, the Docker egress networkPolicy) for our image
+// and for an image shaped like FastGPT's (debian-slim, its own user, a shell entrypoint that writes the IDE
+// password into HOME and sleeps), which runs with our agent injected because the profile's allowed_images admits
+// it. Both answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with HOME; the containers
+// carry the limits asked; and FastGPT's IDE protocol reaches the IDE agent through fastgpt_proxy on the endpoint
+// getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT does. Limits above the profile's get the
+// profile's.
+func TestOpenSandboxFastGPTImages(t *testing.T) {
+	mods := testenv.NodeModules(t)
+	ours, theirs := testenv.Image(t, "base"), testenv.FastGPTImage(t)
+	ns := testenv.Unique("sgosf")
+	testenv.RemoveNamespace(t, ns)
+
+	// FastGPT's main service, as far as the proxy asks it: verifyTicket answers the sandbox the test points it at.
+	var mu sync.Mutex
+	var sandboxURL, agentToken string
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		data := map[string]any{"sandbox_url": sandboxURL, "agent_token": agentToken}
+		mu.Unlock()
+		if r.URL.Path != "/api/core/ai/sandbox/verifyTicket" || r.Header.Get("X-Proxy-Token") != osbFastGPTSecret {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"code": 200, "data": data})
+	}))
+	t.Cleanup(app.Close)
+
+	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	caddyfile := fmt.Sprintf(`{
+	admin {$SANDGATE_ADMIN}
+	sandboxes {
+		namespace %s
+		agent_image %s
+		profile fastgpt {
+			image %s
+			cpus 1
+			memory 1g
+			pids 256
+			capabilities shell python filesystem
+			allowed_images %s
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	sandbox_api {
+		key %s alice
+	}
+}
+
+http://127.0.0.1:%d {
+	sandbox_opensandbox
+}
+
+http://127.0.0.1:%d {
+	fastgpt_proxy {
+		secret %s
+		app_url %s
+	}
+}
+`, ns, ours, ours, theirs, bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, app.URL)
+	testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
+	osb := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
+	if err := testenv.WaitHTTP(t.Context(), osb+"/health", testenv.WaitLimit); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_fastgpt.cjs"),
+		"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+ours+","+theirs, "NODE_PATH="+mods)
+	line := strings.TrimSpace(out)
+	line = line[strings.LastIndex(line, "\n")+1:]
+	var rep osbFastGPTReport
+	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 2 {
+		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
+	}
+	t.Logf("sdk report: %s", line)
+
+	for i, im := range rep.Images {
+		lines := strings.Split(im.Run.Stdout, "\n")
+		if im.Run.ExitCode != 0 || len(lines) < 4 || lines[0] != "65532" || lines[1] != "/home/sandbox" ||
+			lines[2] != fmt.Sprintf("sess-%d", i) || len(lines[3]) < 20 {
+			t.Errorf("%s: commands.run %+v", im.Image, im.Run)
+		}
+		if im.FailExit != 3 || im.FailStderr != "oops" {
+			t.Errorf("%s: a failing command: exit %d stderr %q", im.Image, im.FailExit, im.FailStderr)
+		}
+		if !strings.HasPrefix(im.Endpoint1318, fmt.Sprintf("%s/sandboxes/%s.", osb, im.ID)) {
+			t.Errorf("%s: endpoint %q", im.Image, im.Endpoint1318)
+		}
+		// The limits asked, not the profile's, on the real container.
+		info := testenv.Inspect(t, testenv.ContainerOf(t, ns, im.ID))
+		if info.HostConfig.NanoCPUs != 5e8 || info.HostConfig.Memory != 512<<20 || info.HostConfig.MemorySwap != 512<<20 {
+			t.Errorf("%s: container limits cpus %d memory %d swap %d, want 0.5 CPU and 512Mi", im.Image,
+				info.HostConfig.NanoCPUs, info.HostConfig.Memory, info.HostConfig.MemorySwap)
+		}
+		if i == 1 {
+			// FastGPT's image: its own entrypoint ran, as the sandbox user with the sandbox's HOME, and the agent
+			// injected beside it serves exec.
+			if len(lines) < 5 || lines[4] != "uid=65532 home=/home/sandbox" {
+				t.Errorf("the FastGPT image's entrypoint did not run as expected: %q", im.Run.Stdout)
+			}
+			if info.Config.Image != theirs || !strings.HasPrefix(info.Path, "/opt/sandgate/") {
+				t.Errorf("the FastGPT image runs %q with %q", info.Config.Image, info.Path)
+			}
+		}
+	}
+
+	// FastGPT's IDE protocol through fastgpt_proxy, relayed to the endpoint of port 1318 on our image, whose IDE
+	// agent (IDE_AGENT_ENABLED=true) wrote the password the command read.
+	ourRun := strings.Split(rep.Images[0].Run.Stdout, "\n")
+	mu.Lock()
+	sandboxURL, agentToken = rep.Images[0].Endpoint1318, ourRun[3]
+	mu.Unlock()
+	now := time.Now()
+	ticket, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sourceType": "chat", "sourceId": "app-1",
+		"userId": "u", "chatId": "c", "teamId": "t", "channel": "fs", "permission": "write",
+		"iat": now.Unix(), "exp": now.Unix() + 60}).SignedString([]byte(osbFastGPTSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.WaitLimit)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, fmt.Sprintf("ws://127.0.0.1:%d/fs?ticket=%s", fgPort, ticket), nil)
+	if err != nil {
+		t.Fatalf("dialing fastgpt_proxy: %v", err)
+	}
+	defer c.CloseNow()
+	call := func(id int, method string, params any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+			var m map[string]any
+			if json.Unmarshal(msg, &m) == nil && m["id"] == float64(id) {
+				return m
+			}
+		}
+	}
+	got := call(1, "fs/write_file", map[string]any{"path": "ide/hello.txt", "content": "aGVsbG8gaWRl"})
+	if got["error"] != nil {
+		t.Fatalf("fs/write_file: %v", got)
+	}
+	got = call(2, "fs/exec", map[string]any{"command": "cat /workspace/ide/hello.txt"})
+	if res, _ := got["result"].(map[string]any); res == nil || res["stdout"] != "hello ide" || res["exitCode"] != float64(0) {
+		t.Fatalf("fs/exec through the relay: %v", got)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+
+	// Limits above the profile's (the npm SDK's default asks 1 CPU and 2 GiB; this asks more) get the profile's.
+	req, _ := http.NewRequest("POST", osb+"/v1/sandboxes", strings.NewReader(`{"image":{"uri":"`+theirs+`"},"entrypoint":["/home/sandbox/entrypoint.sh"],`+
+		`"timeout":600,"resourceLimits":{"cpu":"4","memory":"8Gi"}}`))
+	req.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created osbSandbox
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("create above the cap: %d %+v", resp.StatusCode, created)
+	}
+	for deadline := time.Now().Add(testenv.WaitLimit); ; {
+		r, _ := http.NewRequest("GET", osb+"/v1/sandboxes/"+created.ID, nil)
+		r.Header.Set("OPEN-SANDBOX-API-KEY", osbKeyAlice)
+		resp, err := http.DefaultClient.Do(r)
+		var sb osbSandbox
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&sb)
+			resp.Body.Close()
+		}
+		if sb.Status.State == "Running" {
+			break
+		}
+		if sb.Status.State == "Failed" || time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: %+v", created.ID, sb)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if hc := testenv.Inspect(t, testenv.ContainerOf(t, ns, created.ID)).HostConfig; hc.NanoCPUs != 1e9 || hc.Memory != 1<<30 {
+		t.Errorf("limits above the cap: cpus %d memory %d, want the profile's 1 CPU and 1g", hc.NanoCPUs, hc.Memory)
+	}
+}
