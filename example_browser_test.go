@@ -55,8 +55,14 @@ const CONSOLE = %q, VICTIM = %q;
   const out = {};
   async function tryIt(name, fn) { try { out[name] = await fn(); } catch (e) { out[name] = 'blocked: ' + e.message; } }
   const read = async (r) => 'read ' + r.status + ': ' + (await r.text()).slice(0, 300);
-  // The control: this page's own origin answers, so a blocked request below is the browser's refusal.
-  await tryIt('control', async () => (await (await fetch('data.txt')).text()).trim());
+  // The control: this page's own origin answers, so a blocked request below is the browser's refusal. It is retried:
+  // Chromium fails requests in flight on a network change, which other tests' Docker networks cause.
+  await tryIt('control', async () => {
+    for (let i = 0; ; i++) {
+      try { return (await (await fetch('data.txt')).text()).trim(); } catch (e) { if (i >= 5) throw e; }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  });
   await tryIt('console', async () => read(await fetch(CONSOLE + '/console/', { credentials: 'include' })));
   await tryIt('list', async () => read(await fetch(CONSOLE + '/console/api/sandboxes', { credentials: 'include' })));
   await tryIt('delete', async () => 'sent ' + (await fetch(CONSOLE + '/console/api/sandboxes/' + VICTIM, { method: 'DELETE', credentials: 'include' })).status);

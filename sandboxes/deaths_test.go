@@ -178,12 +178,21 @@ func TestExitAtStartIsRecordedByTheLaunch(t *testing.T) {
 	if !kept {
 		t.Fatalf("the dead container %q was removed; its log is the evidence of why", cid)
 	}
-	if _, err := m.EnsureRunning(ctx, sb.ID); ErrorCode(err) != CodeNotReady {
-		t.Fatalf("first call after the death: %v, want a retryable session_not_ready", err)
-	}
-	next(EventReady)
-	if tg := mustReady(t, m, sb.ID); tg.SandboxID != sb.ID {
-		t.Fatalf("target %+v", tg)
+	// Calls after the death answer a retryable session_not_ready while the failed launch winds down and the rebuild
+	// runs; then the same sandbox is ready again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := m.EnsureRunning(ctx, sb.ID)
+		if err == nil {
+			break
+		}
+		if ErrorCode(err) != CodeNotReady {
+			t.Fatalf("a call after the death: %v, want a retryable session_not_ready", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not rebuilt: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if again := containerID(); again != cid {
 		t.Fatalf("the recovery made a new container %s, want the kept %s started again", again, cid)
