@@ -24,16 +24,7 @@ func TestDeathIsRecoveredThenCrashLoopStaysFailed(t *testing.T) {
 	}
 	nextEvent := func(typ string) Event {
 		t.Helper()
-		for {
-			select {
-			case ev := <-events:
-				if ev.Type == typ && ev.SandboxID == sb.ID {
-					return ev
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("no %s event", typ)
-			}
-		}
+		return nextEventOf(t, events, sb.ID, typ, 5*time.Second)
 	}
 	for death := 1; death <= 2; death++ {
 		cid := containerID()
@@ -150,20 +141,7 @@ func TestExitAtStartIsRecordedByTheLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func(typ string) Event {
-		t.Helper()
-		for {
-			select {
-			case ev := <-events:
-				if ev.SandboxID == sb.ID && ev.Type == typ {
-					return ev
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no %s event for a container that exited at start", typ)
-			}
-		}
-	}
-	if ev := next(EventDied); ev.Death == nil || ev.Death.ExitCode != 7 || ev.Reason != "exit" {
+	if ev := nextEventOf(t, events, sb.ID, EventDied, 10*time.Second); ev.Death == nil || ev.Death.ExitCode != 7 || ev.Reason != "exit" {
 		t.Fatalf("died event %+v", ev)
 	}
 	containerID := func() string {
@@ -196,5 +174,20 @@ func TestExitAtStartIsRecordedByTheLaunch(t *testing.T) {
 	}
 	if again := containerID(); again != cid {
 		t.Fatalf("the recovery made a new container %s, want the kept %s started again", again, cid)
+	}
+}
+
+// nextEventOf is the next event of type typ for sandbox id, skipping others; none within limit fails the test.
+func nextEventOf(t *testing.T, events <-chan Event, id, typ string, limit time.Duration) Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-events:
+			if ev.Type == typ && ev.SandboxID == id {
+				return ev
+			}
+		case <-time.After(limit):
+			t.Fatalf("no %s event for %s", typ, id)
+		}
 	}
 }
