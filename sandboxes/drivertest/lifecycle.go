@@ -34,10 +34,16 @@ func testCreateReady(t *testing.T, env Env) {
 	if _, err := agent.Health(ctx); err != nil {
 		t.Fatalf("agent health at %s: %v", tg.Addr, err)
 	}
-	// The agent takes only this sandbox's token: a caller who learns the address cannot run anything with a guess.
-	intruder := agentapi.NewClientFor(tg.Addr, strings.Repeat("0", len(tg.Token)), g.mgr.AgentHTTPClient())
+	// Each sandbox has its own token, and its agent takes no other: a tenant who learns another sandbox's address
+	// cannot run anything there with the token of their own.
+	other := g.create(sandboxes.CreateRequest{Profile: "small", Owner: "other"})
+	otherTarget := g.ready(other.ID)
+	if otherTarget.Token == tg.Token || len(tg.Token) < 32 {
+		t.Fatalf("tokens %q and %q: want two distinct long ones", tg.Token, otherTarget.Token)
+	}
+	intruder := agentapi.NewClientFor(tg.Addr, otherTarget.Token, g.mgr.AgentHTTPClient())
 	if res, err := intruder.Exec(ctx, agentapi.ExecRequest{Cmd: "id"}); err == nil {
-		t.Fatalf("the agent ran a command for a wrong token: %+v", res)
+		t.Fatalf("the agent of %s ran a command for the token of %s: %+v", sb.ID, other.ID, res)
 	}
 
 	c := g.runningContainer(sb.ID)
@@ -143,6 +149,20 @@ func testIdleStopRestart(t *testing.T, env Env) {
 		t.Fatalf("after the restart: %+v", got)
 	}
 	g.runningContainer(sb.ID)
+	// An explicit stop is the same stop, and a second one changes nothing.
+	for range 2 {
+		if err := g.mgr.Stop(ctx, sb.ID); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	if got := g.get(sb.ID); got.Status != sandboxes.StatusIdle {
+		t.Fatalf("after an explicit stop: %+v", got)
+	}
+	for _, c := range g.containers(sb.ID) {
+		if c.Running {
+			t.Fatalf("a container still runs after an explicit stop: %+v", c)
+		}
+	}
 }
 
 // testTTLExpiry: past its TTL a sandbox reads expired and cannot be started; the collector removes it with its own
@@ -163,6 +183,7 @@ func testTTLExpiry(t *testing.T, env Env) {
 
 	own := g.create(sandboxes.CreateRequest{Profile: "small", TTL: time.Second})
 	onCaller := g.create(sandboxes.CreateRequest{Profile: "small", WorkspaceID: ws.ID, TTL: time.Second})
+	survivor := g.create(sandboxes.CreateRequest{Profile: "small", TTL: time.Hour})
 	for _, sb := range []*sandboxes.Sandbox{own, onCaller} {
 		if sb.ExpiresAt == nil {
 			t.Fatalf("a sandbox with a TTL has no deadline: %+v", sb)
@@ -175,6 +196,12 @@ func testTTLExpiry(t *testing.T, env Env) {
 	if _, err := g.mgr.EnsureRunning(ctx, own.ID); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
 		t.Fatalf("ensure running an expired sandbox: %v", err)
 	}
+	if _, err := g.mgr.ExtendTTL(ctx, own.ID, time.Hour); sandboxes.ErrorCode(err) != sandboxes.CodeExpired {
+		t.Fatalf("extending an expired sandbox: %v", err)
+	}
+	// A create returns before its container exists: on a busy engine the survivor may still wait for a start
+	// slot. It is ready before the collection, so the check below is of the collector, not of a race.
+	g.ready(survivor.ID)
 	if rep := g.mgr.CollectGarbage(ctx); rep.Expired != 2 {
 		t.Fatalf("gc report %+v, want 2 expired", rep)
 	}
@@ -196,6 +223,10 @@ func testTTLExpiry(t *testing.T, env Env) {
 	if _, err := g.mgr.Workspace(ctx, ws.ID); err != nil {
 		t.Fatalf("the caller's workspace record: %v", err)
 	}
+	if got := g.get(survivor.ID); got.Status != sandboxes.StatusReady {
+		t.Fatalf("the collector touched a sandbox whose TTL has not passed: %+v", got)
+	}
+	g.runningContainer(survivor.ID)
 	reader := g.create(sandboxes.CreateRequest{Profile: "small", WorkspaceID: ws.ID, TTL: -1})
 	if got := g.output(g.ready(reader.ID), "cat /workspace/file.txt"); got != "kept" {
 		t.Fatalf("the caller's workspace after an expiry: %q", got)
