@@ -214,9 +214,10 @@ func testTTLExpiry(t *testing.T, env Env) {
 			return len(cs) == 0, fmt.Sprintf("containers %+v", cs)
 		})
 	}
-	if vs := g.volumes(own.WorkspaceID); len(vs) != 0 {
-		t.Fatalf("the expired sandbox's own workspace is left: %+v", vs)
-	}
+	g.waitFor("the expired sandbox's own workspace is removed", func() (bool, string) {
+		vs := g.volumes(own.WorkspaceID)
+		return len(vs) == 0, fmt.Sprintf("volumes %+v", vs)
+	})
 	if vs := g.volumes(ws.ID); len(vs) != 1 {
 		t.Fatalf("the caller's workspace was removed with an expired sandbox: %+v", vs)
 	}
