@@ -3,6 +3,7 @@ package caddymodule_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +27,8 @@ type fleetGateway struct {
 
 // fleetCaddyfile is one gateway of a fleet sharing redis: certificates in `storage redis`, obtained from pebble for
 // fleet.localhost, and spent tickets in sandbox_ticket's replay_redis. The site answers with the admitted sandbox.
-func fleetCaddyfile(httpPort, httpsPort int, redisAddr string, pebble *testenv.Pebble) string {
+// global and site are added to the global options and the site (gateway A's sandboxes and API).
+func fleetCaddyfile(httpPort, httpsPort int, redisAddr string, pebble *testenv.Pebble, global, site string) string {
 	return fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
 	http_port %d
@@ -37,6 +39,7 @@ func fleetCaddyfile(httpPort, httpsPort int, redisAddr string, pebble *testenv.P
 		password {env.FLEET_REDIS_PASSWORD}
 		key_prefix fleet-test:
 	}
+%s
 }
 
 https://fleet.localhost {
@@ -55,14 +58,21 @@ https://fleet.localhost {
 			key_prefix fleet-test:
 		}
 	}
+%s
 	respond "admitted {http.vars.sandbox_id}"
 }
-`, httpPort, httpsPort, redisAddr, pebble.DirURL, pebble.RootPath, redisAddr)
+`, httpPort, httpsPort, redisAddr, global, pebble.DirURL, pebble.RootPath, redisAddr, site)
 }
 
-// get fetches path from a gateway's HTTPS site as fleet.localhost, trusting the certificate it presents (pebble's
-// roots are random per run; the test compares certificates itself).
+// get fetches path from a gateway's HTTPS site as fleet.localhost.
 func (f *fleetGateway) get(t *testing.T, ctx context.Context, path string) (int, string, http.Header) {
+	t.Helper()
+	return f.do(t, ctx, http.MethodGet, path, "", "")
+}
+
+// do sends a request to a gateway's HTTPS site as fleet.localhost, with an API key when key is set, trusting the
+// certificate it presents (pebble's roots are random per run; the test compares certificates itself).
+func (f *fleetGateway) do(t *testing.T, ctx context.Context, method, path, key, body string) (int, string, http.Header) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", f.httpsPort)
 	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
@@ -72,9 +82,13 @@ func (f *fleetGateway) get(t *testing.T, ctx context.Context, path string) (int,
 		},
 	}}
 	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://fleet.localhost"+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, "https://fleet.localhost"+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -105,14 +119,18 @@ func (f *fleetGateway) waitCert(t *testing.T, ctx context.Context) string {
 	}
 }
 
+const fleetKey = "fleet-test-key-alice-0123456789"
+
 // TestFleetSharesTicketsAndCertificates: two real gateways share one redis-server. Both start at once and serve
 // HTTPS for the same name with one certificate that pebble issued once (the other gateway waited on the lock and
-// loaded it from Redis). A ticket spent through B is refused through A and B; with Redis down a fresh ticket is
-// refused (503, retryable) by both and, once Redis is back, admitted exactly once.
+// loaded it from Redis). A ticket minted through A's API for a real sandbox is spent through B, then refused through
+// A and B; with Redis down a fresh ticket is refused (503, retryable) by both and, once Redis is back, admitted
+// exactly once. (Only A runs sandboxes: the sandbox state a fleet shares is the Kubernetes driver's, not this test's.)
 func TestFleetSharesTicketsAndCertificates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two gateways, redis-server and pebble: runs without -short")
-	}
+	testenv.Integration(t)
+	image := testenv.Image(t, "base")
+	ns := testenv.Unique("sgfleet")
+	testenv.RemoveNamespace(t, ns)
 	redis := testenv.StartRedis(t)
 	pebble := testenv.StartPebble(t)
 	env := []string{"FLEET_REDIS_PASSWORD=" + redis.Password, "FLEET_TICKET_SECRET=" + fleetSecret}
@@ -123,7 +141,13 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 	for i := range gws {
 		httpsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 		gws[i] = &fleetGateway{httpsPort: httpsPort}
-		cf := fleetCaddyfile(httpPort, httpsPort, redis.Addr, pebble)
+		global, site := "", ""
+		if i == 0 {
+			global = fmt.Sprintf("\tsandboxes {\n\t\tnamespace %s\n\t\tprofile py {\n\t\t\timage %s\n\t\t\tmemory 256m\n"+
+				"\t\t\tcapabilities shell\n\t\t}\n\t}", ns, image)
+			site = fmt.Sprintf("\tsandbox_api {\n\t\tkey %s alice\n\t\tticket_secret {env.FLEET_TICKET_SECRET}\n\t}", fleetKey)
+		}
+		cf := fleetCaddyfile(httpPort, httpsPort, redis.Addr, pebble, global, site)
 		wg.Go(func() { gws[i].g = testenv.StartGateway(t, cf, testenv.GatewayOptions{Env: env}) })
 	}
 	wg.Wait()
@@ -159,8 +183,23 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 		}
 		return "/sandboxes/sb-fleet/app/?ticket=" + tk.Token
 	}
-	path := mint()
-	if code, body, _ := b.get(t, ctx, path); code != http.StatusOK || body != "admitted sb-fleet" {
+	// A ticket minted through A's API, for a sandbox A created, spent through B.
+	code, body, _ := a.do(t, ctx, http.MethodPost, "/v1/sandboxes", fleetKey, `{"profile":"py"}`)
+	var sb struct {
+		ID string `json:"id"`
+	}
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sb) != nil || sb.ID == "" {
+		t.Fatalf("creating a sandbox through A: %d %s", code, body)
+	}
+	code, body, _ = a.do(t, ctx, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/tickets", fleetKey, `{"scope":"app"}`)
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	if code/100 != 2 || json.Unmarshal([]byte(body), &tk) != nil || tk.Ticket == "" {
+		t.Fatalf("minting a ticket through A: %d %s", code, body)
+	}
+	path := "/sandboxes/" + sb.ID + "/app/?ticket=" + tk.Ticket
+	if code, body, _ := b.get(t, ctx, path); code != http.StatusOK || body != "admitted "+sb.ID {
 		t.Fatalf("first use through B: %d %q", code, body)
 	}
 	for name, g := range map[string]*fleetGateway{"A": a, "B": b} {
