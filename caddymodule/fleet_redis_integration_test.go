@@ -23,6 +23,7 @@ const fleetSecret = "fleet-secret-0123456789abcdef0123456789"
 type fleetGateway struct {
 	g         *testenv.Gateway
 	httpsPort int
+	caddyfile string
 }
 
 // fleetCaddyfile is one gateway of a fleet sharing redis: certificates in `storage redis`, obtained from pebble for
@@ -124,7 +125,8 @@ const fleetKey = "fleet-test-key-alice-0123456789"
 // TestFleetSharesTicketsAndCertificates: two real gateways share one redis-server. Both start at once and serve
 // HTTPS for the same name with one certificate that pebble issued once (the other gateway waited on the lock and
 // loaded it from Redis). A ticket minted through A's API for a real sandbox is spent through B, then refused through
-// A and B; with Redis down a fresh ticket is refused (503, retryable) by both and, once Redis is back, admitted
+// A and B; after kill -9 of A, B still refuses it and A comes back with its sandbox and the same certificate, loaded
+// from Redis, not ordered again; with Redis down a fresh ticket is refused (503, retryable) by both and, once Redis is back, admitted
 // exactly once. (Only A runs sandboxes: the sandbox state a fleet shares is the Kubernetes driver's, not this test's.)
 func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 	testenv.Integration(t)
@@ -148,6 +150,7 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 			site = fmt.Sprintf("\tsandbox_api {\n\t\tkey %s alice\n\t\tticket_secret {env.FLEET_TICKET_SECRET}\n\t}", fleetKey)
 		}
 		cf := fleetCaddyfile(httpPort, httpsPort, redis.Addr, pebble, global, site)
+		gws[i].caddyfile = cf
 		wg.Go(func() { gws[i].g = testenv.StartGateway(t, cf, testenv.GatewayOptions{Env: env}) })
 	}
 	wg.Wait()
@@ -206,6 +209,30 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 		if code, body, _ := g.get(t, ctx, path); code != http.StatusUnauthorized {
 			t.Fatalf("replay through %s: %d %q", name, code, body)
 		}
+	}
+
+	// kill -9 of A loses nothing of what the fleet shares: B still refuses the spent ticket and serves the
+	// certificate; A comes back with its sandbox, loads the certificate from Redis without a new order, and refuses
+	// the ticket too.
+	a.g.Kill()
+	if code, _, _ := b.get(t, ctx, path); code != http.StatusUnauthorized {
+		t.Fatalf("replay through B after A was killed: %d", code)
+	}
+	if s := b.waitCert(t, ctx); s != serialA {
+		t.Fatalf("B serves another certificate after A was killed: %s", s)
+	}
+	a.g.Restart(a.caddyfile)
+	if s := a.waitCert(t, ctx); s != serialA {
+		t.Fatalf("A restarted serves another certificate: %s, want %s", s, serialA)
+	}
+	if n := strings.Count(pebble.Logs.String(), "Added order"); n != 1 {
+		t.Fatalf("pebble saw %d orders after A restarted, want still 1", n)
+	}
+	if code, _, _ := a.get(t, ctx, path); code != http.StatusUnauthorized {
+		t.Fatalf("replay through the restarted A: %d", code)
+	}
+	if code, body, _ := a.do(t, ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID, fleetKey, ""); code != http.StatusOK {
+		t.Fatalf("the sandbox after A's kill -9 and restart: %d %s", code, body)
 	}
 
 	// Redis down: fail closed, and say it is worth retrying.
