@@ -117,12 +117,14 @@ var ErrEvictingPolicy = errors.New("redis maxmemory-policy may evict spent ticke
 
 // checkPolicy reads maxmemory-policy at most once a minute. Any policy but noeviction is refused (volatile-* would
 // evict exactly our keys, which all carry a TTL). A server that does not let us read its config (ACLs, a renamed
-// CONFIG) cannot be checked: it is trusted, as docs/kubernetes.md tells the operator.
+// CONFIG) cannot be checked: it is trusted, as docs/kubernetes.md tells the operator. The read happens outside the
+// lock: when Redis is down, concurrent spends each fail on their own instead of queueing behind one another.
 func (s *SpentNonces) checkPolicy(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.checkedAt.IsZero() && time.Since(s.checkedAt) < policyCheckEvery {
-		if !s.policyOK {
+	fresh, ok := !s.checkedAt.IsZero() && time.Since(s.checkedAt) < policyCheckEvery, s.policyOK
+	s.mu.Unlock()
+	if fresh {
+		if !ok {
 			return ErrEvictingPolicy
 		}
 		return nil
@@ -130,15 +132,17 @@ func (s *SpentNonces) checkPolicy(ctx context.Context) error {
 	m, err := s.config.ConfigGet(ctx, "maxmemory-policy").Result()
 	switch {
 	case err != nil && isRefusedCommand(err):
-		s.policyOK = true
+		ok = true
 	case err != nil:
 		return fmt.Errorf("reading redis maxmemory-policy: %w", err)
 	default:
 		p, found := m["maxmemory-policy"]
-		s.policyOK = !found || p == "noeviction"
+		ok = !found || p == "noeviction"
 	}
-	s.checkedAt = time.Now()
-	if !s.policyOK {
+	s.mu.Lock()
+	s.policyOK, s.checkedAt = ok, time.Now()
+	s.mu.Unlock()
+	if !ok {
 		return ErrEvictingPolicy
 	}
 	return nil

@@ -189,17 +189,20 @@ func (s *Storage) List(ctx context.Context, dir string, recursive bool) ([]strin
 func (s *Storage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
 	key = clean(key)
 	if key != "" {
-		vals, err := s.client.HMGet(ctx, s.fileKey(key), "m").Result()
-		if err != nil {
+		// One MULTI: the time and the size are of the same write.
+		var modified *redis.StringCmd
+		var size *redis.IntCmd
+		_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			modified = p.HGet(ctx, s.fileKey(key), "m")
+			size = p.HStrLen(ctx, s.fileKey(key), "v")
+			return nil
+		})
+		switch {
+		case err == nil:
+			n, _ := strconv.ParseInt(modified.Val(), 10, 64)
+			return certmagic.KeyInfo{Key: key, Modified: time.UnixMilli(n), Size: size.Val(), IsTerminal: true}, nil
+		case !errors.Is(err, redis.Nil):
 			return certmagic.KeyInfo{}, fmt.Errorf("redis storage: stat %s: %w", key, err)
-		}
-		if ms, ok := vals[0].(string); ok {
-			size, err := s.client.HStrLen(ctx, s.fileKey(key), "v").Result()
-			if err != nil {
-				return certmagic.KeyInfo{}, fmt.Errorf("redis storage: stat %s: %w", key, err)
-			}
-			n, _ := strconv.ParseInt(ms, 10, 64)
-			return certmagic.KeyInfo{Key: key, Modified: time.UnixMilli(n), Size: size, IsTerminal: true}, nil
 		}
 	}
 	dir, err := s.isDir(ctx, key)
