@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,8 +57,9 @@ func (s *Storage) lockKey(name string) string {
 	return s.prefix + "lock:" + name
 }
 
-// clean drops the slashes certmagic's keys should not have at either end.
-func clean(key string) string { return strings.Trim(key, "/") }
+// clean makes a key canonical as a file system path would be (certmagic's FileStorage joins keys into paths): no
+// slash at either end, no empty, "." or ".." component, and nothing above the root.
+func clean(key string) string { return strings.TrimPrefix(path.Clean("/"+key), "/") }
 
 // under is the ZRANGEBYLEX range of every key below dir ("" is the root): "dir/" up to, not including, "dir0"
 // ('0' follows '/').
@@ -156,6 +158,14 @@ func (s *Storage) List(ctx context.Context, dir string, recursive bool) ([]strin
 		}
 		return nil, fmt.Errorf("redis storage: %s: %w", dir, fs.ErrNotExist)
 	}
+	return listUnder(dir, below, recursive), nil
+}
+
+// listUnder turns the file keys below dir (sorted, each starting with dir + "/", or any key when dir is the root)
+// into List's answer: the full keys of dir's direct children, files and directories, or with recursive every file
+// and every directory on the way to one, each once. The keys come from certmagic, partly from names clients send
+// (on-demand TLS), so this is fuzzed (FuzzListUnder).
+func listUnder(dir string, below []string, recursive bool) []string {
 	base := ""
 	if dir != "" {
 		base = dir + "/"
@@ -169,6 +179,9 @@ func (s *Storage) List(ctx context.Context, dir string, recursive bool) ([]strin
 		}
 	}
 	for _, k := range below {
+		if !strings.HasPrefix(k, base) || len(k) == len(base) {
+			continue
+		}
 		rel := k[len(base):]
 		if !recursive {
 			first, _, _ := strings.Cut(rel, "/")
@@ -182,7 +195,7 @@ func (s *Storage) List(ctx context.Context, dir string, recursive bool) ([]strin
 		}
 		add(k)
 	}
-	return out, nil
+	return out
 }
 
 // Stat implements certmagic.Storage.

@@ -40,6 +40,19 @@ func TestStorageFiles(t *testing.T) {
 			t.Fatalf("load %s through B: %q, %v", k, got, err)
 		}
 	}
+	// Keys are canonical, as paths of certmagic's FileStorage would be.
+	if err := a.Store(ctx, "/odd//x/./y/../z/", []byte("odd")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Load(ctx, "odd/x/z"); err != nil || string(got) != "odd" {
+		t.Fatalf("canonical key: %q %v", got, err)
+	}
+	if err := b.Delete(ctx, "odd"); err != nil || b.Exists(ctx, "odd/x/z") {
+		t.Fatalf("delete of the canonical key's directory: %v", err)
+	}
+	if err := b.Delete(ctx, "../.."); err == nil {
+		t.Fatal("deleted the root through ..")
+	}
 	if _, err := b.Load(ctx, "certificates/acme"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("load of a directory: %v", err)
 	}
