@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Options says how to reach Redis.
@@ -52,7 +53,9 @@ func NewClient(o Options) (*redis.Client, error) {
 		WriteTimeout: ioTimeout,
 		// RESP2: what every Redis an operator runs speaks; nothing here needs RESP3's types.
 		Protocol: 2,
-		// CLIENT SETINFO is unknown to older servers and worth nothing here.
-		DisableIdentity: true,
+		// CLIENT SETINFO is unknown to older servers and worth nothing here; maintenance notifications are a Redis
+		// Enterprise feature. Neither command then needs an ACL grant.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}), nil
 }
