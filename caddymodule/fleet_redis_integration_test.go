@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -27,20 +28,36 @@ type fleetGateway struct {
 }
 
 // fleetCaddyfile is one gateway of a fleet sharing redis: certificates in `storage redis`, obtained from pebble for
-// fleet.localhost, and spent tickets in sandbox_ticket's replay_redis. The site answers with the admitted sandbox.
+// fleet.localhost, and spent tickets in sandbox_ticket's replay_redis. No `skip_install_trust` and no `tls
+// internal`: either loads Caddy's local CA, whose first generation in a shared storage is not locked by Caddy
+// (docs/kubernetes.md), and these gateways start at the same moment on an empty Redis. The site answers with the admitted sandbox.
 // global and site are added to the global options and the site (gateway A's sandboxes and API).
-func fleetCaddyfile(httpPort, httpsPort int, redisAddr string, pebble *testenv.Pebble, global, site string) string {
+func fleetCaddyfile(httpPort, httpsPort int, redisAddr string, pebble *testenv.Pebble, ask, global, site string) string {
 	return fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
 	http_port %d
 	https_port %d
-	skip_install_trust
 	storage redis {
 		address %s
 		password {env.FLEET_REDIS_PASSWORD}
 		key_prefix fleet-test:
 	}
+	on_demand_tls {
+		ask %s
+	}
 %s
+}
+
+# Names only the ask endpoint allows, obtained on demand at the first handshake, as behind a load balancer.
+https:// {
+	tls {
+		on_demand
+		issuer acme {
+			dir %s
+			trusted_roots %s
+		}
+	}
+	respond "on demand"
 }
 
 https://fleet.localhost {
@@ -62,7 +79,7 @@ https://fleet.localhost {
 %s
 	respond "admitted {http.vars.sandbox_id}"
 }
-`, httpPort, httpsPort, redisAddr, global, pebble.DirURL, pebble.RootPath, redisAddr, site)
+`, httpPort, httpsPort, redisAddr, ask, global, pebble.DirURL, pebble.RootPath, pebble.DirURL, pebble.RootPath, redisAddr, site)
 }
 
 // get fetches path from a gateway's HTTPS site as fleet.localhost.
@@ -103,18 +120,24 @@ func (f *fleetGateway) do(t *testing.T, ctx context.Context, method, path, key, 
 // waitCert waits until the gateway completes a handshake for fleet.localhost and returns the certificate's serial.
 func (f *fleetGateway) waitCert(t *testing.T, ctx context.Context) string {
 	t.Helper()
+	return f.waitCertFor(t, ctx, "fleet.localhost")
+}
+
+// waitCertFor is waitCert for another name.
+func (f *fleetGateway) waitCertFor(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
 	deadline := time.Now().Add(testenv.WaitLimit)
 	for {
-		st, err := testenv.Handshake(ctx, fmt.Sprintf("127.0.0.1:%d", f.httpsPort), "fleet.localhost")
+		st, err := testenv.Handshake(ctx, fmt.Sprintf("127.0.0.1:%d", f.httpsPort), name)
 		if err == nil {
 			leaf := st.PeerCertificates[0]
 			if !strings.Contains(leaf.Issuer.CommonName, "Pebble") {
-				t.Fatalf("certificate for fleet.localhost issued by %q, not pebble", leaf.Issuer.CommonName)
+				t.Fatalf("certificate for %s issued by %q, not pebble", name, leaf.Issuer.CommonName)
 			}
 			return leaf.SerialNumber.String()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no certificate for fleet.localhost on :%d: %v", f.httpsPort, err)
+			t.Fatalf("no certificate for %s on :%d: %v", name, f.httpsPort, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -137,6 +160,13 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 	pebble := testenv.StartPebble(t)
 	env := []string{"FLEET_REDIS_PASSWORD=" + redis.Password, "FLEET_TICKET_SECRET=" + fleetSecret}
 	testenv.CaddyBinary(t) // build once, before the two starts race
+	const onDemandName = "app.fleet.localhost"
+	ask := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("domain") != onDemandName {
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer ask.Close()
 
 	gws := make([]*fleetGateway, 2)
 	var wg sync.WaitGroup
@@ -149,7 +179,7 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 				"\t\t\tcapabilities shell\n\t\t}\n\t}", ns, image)
 			site = fmt.Sprintf("\tsandbox_api {\n\t\tkey %s alice\n\t\tticket_secret {env.FLEET_TICKET_SECRET}\n\t}", fleetKey)
 		}
-		cf := fleetCaddyfile(httpPort, httpsPort, redis.Addr, pebble, global, site)
+		cf := fleetCaddyfile(httpPort, httpsPort, redis.Addr, pebble, ask.URL+"/ask", global, site)
 		gws[i].caddyfile = cf
 		wg.Go(func() { gws[i].g = testenv.StartGateway(t, cf, testenv.GatewayOptions{Env: env}) })
 	}
@@ -173,6 +203,16 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 	}
 	if obtained != 1 {
 		t.Fatalf("%d gateways obtained the certificate, want 1", obtained)
+	}
+
+	// On-demand TLS as behind a load balancer: the first handshake for a new name reaches A, which obtains the
+	// certificate; B, asked next, loads it from Redis instead of ordering again.
+	onDemandA := a.waitCertFor(t, ctx, onDemandName)
+	if s := b.waitCertFor(t, ctx, onDemandName); s != onDemandA {
+		t.Fatalf("B serves another on-demand certificate (%s, A's %s)", s, onDemandA)
+	}
+	if n := strings.Count(pebble.Logs.String(), "Added order"); n != 2 {
+		t.Fatalf("pebble saw %d orders after the on-demand name, want 2 for the fleet", n)
 	}
 
 	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(fleetSecret)})
@@ -225,8 +265,11 @@ func TestFleetSharesTicketsAndCertificates(t *testing.T) {
 	if s := a.waitCert(t, ctx); s != serialA {
 		t.Fatalf("A restarted serves another certificate: %s, want %s", s, serialA)
 	}
-	if n := strings.Count(pebble.Logs.String(), "Added order"); n != 1 {
-		t.Fatalf("pebble saw %d orders after A restarted, want still 1", n)
+	if s := a.waitCertFor(t, ctx, onDemandName); s != onDemandA {
+		t.Fatalf("A restarted serves another on-demand certificate: %s", s)
+	}
+	if n := strings.Count(pebble.Logs.String(), "Added order"); n != 2 {
+		t.Fatalf("pebble saw %d orders after A restarted, want still 2", n)
 	}
 	if code, _, _ := a.get(t, ctx, path); code != http.StatusUnauthorized {
 		t.Fatalf("replay through the restarted A: %d", code)

@@ -106,12 +106,13 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 	return nil
 }
 
-// Close stops the refreshers of the locks still held; they expire in Redis after the lock TTL.
+// Close stops the refreshers of the locks still held: they expire in Redis after the lock TTL unless released.
+// Their tokens are kept, so an Unlock that comes after Close still releases them (Caddy stops its apps, which
+// closes this storage, and then cleans up the locks certmagic holds).
 func (s *Storage) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, h := range s.held {
+	for _, h := range s.held {
 		h.stop()
-		delete(s.held, name)
 	}
 }

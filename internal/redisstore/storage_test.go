@@ -178,6 +178,14 @@ func TestStorageLock(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("B after A's unlock: %v", err)
 	}
+	// Closed, B still releases what it holds (Caddy cleans up locks after stopping its apps).
+	b.Close()
+	if err := b.Unlock(ctx, "issue_cert_x"); err != nil {
+		t.Fatalf("unlock after close: %v", err)
+	}
+	if err := b.Lock(ctx, "issue_cert_x"); err != nil {
+		t.Fatal(err)
+	}
 	// B dies holding it: its refresher stops, and the lock expires for A.
 	b.Close()
 	wait, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
