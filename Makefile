@@ -52,7 +52,7 @@ run: build images
 
 # The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine.
 test: images assets
-	scripts/prereqs.sh chromium pebble
+	scripts/prereqs.sh chromium pebble redis
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_SHORT)
 

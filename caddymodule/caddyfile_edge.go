@@ -43,7 +43,13 @@ const (
 //	    base_domains <domain>...         # enable {port}-{id}.<domain> and {id}.<domain>
 //	    session      <duration>|off      # session cookie lifetime, default 10m
 //	    leeway       <duration>          # default 5s
-//	    replay_cache <entries>           # default 100000
+//	    replay_cache <entries>           # live spent tickets kept per subject, default 100000
+//	    replay_redis {                   # keep spent tickets in the fleet's Redis, not in memory
+//	        address <host:port>
+//	        password {env.REDIS_PASSWORD}
+//	        key_prefix <prefix>          # default sandgate:
+//	        ...                          # username, db, tls [<server name>] { ca_file <pem> }
+//	    }
 //	    api_keys     [<api data dir>]    # sandbox_api's keys open the mcp route of their owner's sandboxes
 //	}
 func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -104,6 +110,14 @@ func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 				return nil, h.Errf("replay_cache must be a positive number of entries, not %q", v)
 			}
 			t.ReplayCache = n
+		case "replay_redis":
+			if h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			t.ReplayRedis = new(RedisConfig)
+			if err := unmarshalRedisBlock(h.Dispenser, t.ReplayRedis, nil); err != nil {
+				return nil, err
+			}
 		case "api_keys":
 			t.APIKeys = true
 			if h.NextArg() {

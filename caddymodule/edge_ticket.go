@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 )
@@ -58,8 +59,12 @@ type SandboxTicket struct {
 	Session caddy.Duration `json:"session,omitempty"`
 	// Leeway absorbs clock skew on expiry; 0 means 5s.
 	Leeway caddy.Duration `json:"leeway,omitempty"`
-	// ReplayCache is how many spent nonces are remembered; 0 means 100000.
+	// ReplayCache is how many live spent nonces one subject may hold; 0 means 100000.
 	ReplayCache int `json:"replay_cache,omitempty"`
+	// ReplayRedis keeps the spent nonces in the Redis a gateway fleet shares instead of this process's memory, so
+	// a ticket spent through any gateway is refused by all of them. Redis not answering refuses tickets (503,
+	// retryable), never admits them.
+	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
 	// APIKeys admits the sandbox_api's bearer keys (of the API whose data dir is APIDataDir) on mcp routes, for
 	// the sandboxes of the key's owner.
 	APIKeys    bool   `json:"api_keys,omitempty"`
@@ -103,7 +108,7 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	case session < 0:
 		session = 0
 	}
-	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache)
+	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache, h.ReplayRedis)
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
@@ -136,14 +141,18 @@ func (h *SandboxTicket) Cleanup() error {
 }
 
 // sharedVerifier returns a ticket verifier over the store of spent nonces that every handler with the same secret
-// shares (sandbox_ticket, sandbox_pages), so a ticket spent on one route is spent on all of them, across reloads.
-// Release the returned pool key with releaseVerifier.
-func sharedVerifier(secret string, leeway time.Duration, replayCache int) (*tickets.Verifier, string, error) {
+// shares (sandbox_ticket, sandbox_pages), so a ticket spent on one route is spent on all of them, across reloads:
+// in memory, or with rdb in the fleet's Redis, where every gateway of the fleet shares it. Release the returned
+// pool key with releaseVerifier.
+func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *RedisConfig) (*tickets.Verifier, string, error) {
 	size := replayCache
 	if size <= 0 {
 		size = tickets.DefaultReplayCacheSize
 	}
 	sum := sha256.Sum256([]byte("sandgate ticket secret\x00" + secret))
+	if rdb != nil {
+		return redisVerifier(secret, leeway, size, rdb, hex.EncodeToString(sum[:8]))
+	}
 	poolKey := "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
 	pooled, _, err := spentNonces.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
 		s, err := tickets.NewSpentNonces(size, nil)
@@ -172,10 +181,31 @@ func sharedVerifier(secret string, leeway time.Duration, replayCache int) (*tick
 	return v, poolKey, nil
 }
 
+// redisVerifier is sharedVerifier over Redis. The keys carry a tag of the secret (a hash, never the secret): a
+// rotated secret starts an empty namespace, and fleets with different secrets never share a per-subject bound.
+func redisVerifier(secret string, leeway time.Duration, size int, rdb *RedisConfig, tag string) (*tickets.Verifier, string, error) {
+	cl, prefix, key, err := rdb.client()
+	if err != nil {
+		return nil, "", fmt.Errorf("replay_redis: %w", err)
+	}
+	spent, err := redisstore.NewSpentNonces(cl, prefix+"tickets:"+tag+":", size)
+	if err == nil {
+		var v *tickets.Verifier
+		if v, err = tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: leeway, Spent: spent}); err == nil {
+			return v, key, nil
+		}
+	}
+	_ = releaseRedis(key)
+	return nil, "", err
+}
+
 // releaseVerifier drops a reference taken by sharedVerifier; an empty key is a no-op.
 func releaseVerifier(poolKey string) error {
 	if poolKey == "" {
 		return nil
+	}
+	if strings.HasPrefix(poolKey, "sandgate.redis.") {
+		return releaseRedis(poolKey)
 	}
 	_, err := spentNonces.Delete(poolKey)
 	return err
@@ -189,6 +219,13 @@ func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		if errors.Is(err, sandboxroute.ErrNotSandboxRoute) {
 			sandboxroute.WriteJSONError(w, http.StatusNotFound, sandboxroute.ErrorDetail{Code: "not_found",
 				Message: "no sandbox route here", RequestID: reqID})
+			return nil
+		}
+		if errors.Is(err, tickets.ErrUnavailable) {
+			// Fail closed: the fleet's spent-ticket store did not answer, so the ticket cannot be proven unspent.
+			h.logger.Warn("ticket refused: spent-ticket store unavailable", zap.Error(err),
+				zap.String("remote_ip", clientIP(r)), zap.String("request_id", reqID))
+			sandboxroute.WriteTicketStoreUnavailable(w, reqID)
 			return nil
 		}
 		if !sandboxroute.IsRefusal(err) {

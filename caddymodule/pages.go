@@ -51,6 +51,8 @@ type Pages struct {
 	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
 	Leeway      caddy.Duration `json:"leeway,omitempty"`
 	ReplayCache int            `json:"replay_cache,omitempty"`
+	// ReplayRedis must equal sandbox_ticket's too: the fleet's shared store of spent tickets.
+	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
 
 	handler   *pages.Handler
 	secretKey string
@@ -81,7 +83,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	mgr := app.Manager()
 	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
 	// must count as spent on the WebSocket routes too.
-	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache)
+	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache, p.ReplayRedis)
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: ticket verifier: %w", err)
 	}
@@ -173,6 +175,7 @@ func (p *Pages) Cleanup() error {
 //	    content_base_url <url>     # the content origin's base: the console opens apps there
 //	    leeway <duration>          # as in sandbox_ticket
 //	    replay_cache <n>           # as in sandbox_ticket
+//	    replay_redis { ... }       # as in sandbox_ticket
 //	}
 func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -251,6 +254,14 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("replay_cache: %q is not a positive number", d.Val())
 			}
 			p.ReplayCache = n
+		case "replay_redis":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			p.ReplayRedis = new(RedisConfig)
+			if err := unmarshalRedisBlock(d, p.ReplayRedis, nil); err != nil {
+				return err
+			}
 		case "content_base_url":
 			if !d.NextArg() {
 				return d.ArgErr()

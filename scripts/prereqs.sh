@@ -4,6 +4,7 @@
 #   prereqs.sh base-image  $BASE_IMAGE exists locally (pulls it, else builds it with debootstrap + docker import)
 #   prereqs.sh chromium    /usr/bin/chromium exists (browser tests)
 #   prereqs.sh pebble      the pebble ACME test server exists (TLS tests)
+#   prereqs.sh redis       redis-server exists (the gateway fleet's shared store: spent tickets, certificates)
 #   prereqs.sh node        node and npm exist (browser tests drive Playwright)
 #   prereqs.sh stress-ng   stress-ng exists (make test-stress runs the suite beside CPU hogs)
 #   prereqs.sh compose     `docker compose` or `docker-compose` exists (the deploy/ compose files are tested)
@@ -85,6 +86,13 @@ ensure_chromium() {
 	apt_install chromium fonts-liberation
 }
 
+# The tests start their own redis-server on a free loopback port with its own dir; Debian's service is not used
+# (the package's postinst may start it on 6379: nothing of ours talks to it).
+ensure_redis() {
+	command -v redis-server >/dev/null && return 0
+	apt_install redis-server
+}
+
 ensure_node() {
 	command -v node >/dev/null && command -v npm >/dev/null && return 0
 	apt_install nodejs npm
@@ -140,6 +148,7 @@ for what in "$@"; do
 	base-image) ensure_base_image ;;
 	chromium) ensure_chromium ;;
 	pebble) ensure_pebble ;;
+	redis) ensure_redis ;;
 	node) ensure_node ;;
 	stress-ng) ensure_stress_ng ;;
 	compose) ensure_compose ;;

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -499,5 +500,36 @@ func TestConsoleEventsFilteredByOwner(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the event stream outlived the handler")
+	}
+}
+
+// downStore is the fleet's spent-ticket store when Redis does not answer.
+type downStore struct{}
+
+func (downStore) Spend(context.Context, string, string, time.Time, time.Duration) error {
+	return tickets.Unavailable(errors.New("redis: connection refused"))
+}
+
+// TestPageTicketStoreDown: with the shared spent-ticket store down, a terminal link is refused (fail closed) with a
+// 503 that tells the user to reload, not the "ticket expired" page: the ticket was not spent.
+func TestPageTicketStoreDown(t *testing.T) {
+	f := newFixture(t, builtAssets())
+	down, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret, Spent: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := NewStaticKeys([]service.KeyConfig{{Key: "key-alice", Owner: "alice"}})
+	h, err := New(Config{Verifier: down, Sandboxes: f.life, Issuer: f.issuer, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
+	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/?ticket="+tok, nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "Try again") {
+		t.Fatalf("store down: %d %v\n%s", w.Code, w.Header(), w.Body)
+	}
+	if w.Header().Get("Content-Security-Policy") == "" {
+		t.Fatal("the 503 page lacks the pages' security headers")
 	}
 }

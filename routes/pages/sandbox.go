@@ -20,6 +20,13 @@ import (
 func (h *Handler) serveSandboxPage(w http.ResponseWriter, r *http.Request, pg page) {
 	grant, err := h.gate.Authorize(w, r)
 	if err != nil {
+		if errors.Is(err, tickets.ErrUnavailable) {
+			// Fail closed but say so: the ticket is unspent and the same link works once the store answers.
+			w.Header().Set("Retry-After", "1")
+			h.renderMessage(w, http.StatusServiceUnavailable, "Try again",
+				"This link's ticket could not be checked just now. Reload the page in a moment.")
+			return
+		}
 		if sandboxroute.IsRefusal(err) {
 			h.refuse(w, r, pg)
 			return

@@ -14,6 +14,9 @@ import (
 const (
 	CodeUnauthorized = "unauthorized"
 	CodeUnavailable  = "sandbox_unavailable"
+	// CodeTicketStoreUnavailable: the fleet's spent-ticket store could not be asked. The ticket was refused but
+	// not spent, so the same URL may be retried.
+	CodeTicketStoreUnavailable = "ticket_store_unavailable"
 )
 
 // ErrorBody is the envelope every sandgate HTTP error uses ({"error":{code,message,request_id,details}}), the
@@ -47,6 +50,15 @@ func WriteUnauthorized(w http.ResponseWriter, requestID string) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	WriteJSONError(w, http.StatusUnauthorized, ErrorDetail{Code: CodeUnauthorized,
 		Message: "a valid ticket is required", RequestID: requestID})
+}
+
+// WriteTicketStoreUnavailable answers a ticket refused because the shared spent-ticket store did not answer
+// (tickets.ErrUnavailable): 503 with Retry-After, since the ticket is still good.
+func WriteTicketStoreUnavailable(w http.ResponseWriter, requestID string) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	WriteJSONError(w, http.StatusServiceUnavailable, ErrorDetail{Code: CodeTicketStoreUnavailable,
+		Message: "the ticket could not be checked right now; retry", RequestID: requestID})
 }
 
 // lifecycleStatus is the edge's one table from the core's error codes to HTTP statuses, used by the browser routes

@@ -69,7 +69,7 @@ func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) 
 	// the session.
 	var grant Grant
 	if tok, ok := QueryParam(r.URL.RawQuery, TicketParam); ok {
-		c, err := g.Verifier.Verify(tok, want)
+		c, err := g.Verifier.VerifyContext(r.Context(), tok, want)
 		if err != nil {
 			sc, serr := g.session(r, want)
 			if serr != nil {
@@ -83,7 +83,7 @@ func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) 
 	} else if c, err := g.session(r, want); err == nil {
 		grant = Grant{Address: addr, Claims: c, Via: "session"}
 	} else if tok, ok := bearer(r); ok {
-		c, berr := g.Verifier.Verify(tok, want)
+		c, berr := g.Verifier.VerifyContext(r.Context(), tok, want)
 		switch {
 		case berr == nil:
 			grant = Grant{Address: addr, Claims: c, Via: "bearer"}

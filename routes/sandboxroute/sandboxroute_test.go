@@ -517,3 +517,47 @@ func TestCDPStateChangesNeedWrite(t *testing.T) {
 		t.Errorf("read ticket on /json/list: %v", err)
 	}
 }
+
+// downStore is a shared spent-ticket store that cannot be reached.
+type downStore struct{}
+
+func (downStore) Spend(context.Context, string, string, time.Time, time.Duration) error {
+	return tickets.Unavailable(errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+}
+
+// TestGateStoreDownFailsClosed: with the fleet's spent-ticket store down, a ticket in the query or a bearer is
+// refused with the retryable error (never admitted); a session cookie, which needs no store, still admits.
+func TestGateStoreDownFailsClosed(t *testing.T) {
+	g, iss := newGate(t, time.Minute)
+	tok := mint(t, iss, "s1", tickets.KindApp, tickets.PermRead)
+	w := httptest.NewRecorder()
+	if _, err := g.Authorize(w, httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/?ticket="+tok, nil)); err != nil {
+		t.Fatal(err)
+	}
+	session := w.Result().Cookies()[0]
+	down, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(testSecret), Spent: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Verifier = down
+	fresh := mint(t, iss, "s1", tickets.KindApp, tickets.PermRead)
+	r := httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/?ticket="+fresh, nil)
+	if _, err := g.Authorize(httptest.NewRecorder(), r); !errors.Is(err, tickets.ErrUnavailable) || !IsRefusal(err) {
+		t.Fatalf("query ticket with the store down: %v", err)
+	}
+	r = httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/", nil)
+	r.Header.Set("Authorization", "Bearer "+fresh)
+	if _, err := g.Authorize(httptest.NewRecorder(), r); !errors.Is(err, tickets.ErrUnavailable) {
+		t.Fatalf("bearer ticket with the store down: %v", err)
+	}
+	r = httptest.NewRequest("GET", "https://gw/sandboxes/s1/app/?ticket="+fresh, nil)
+	r.AddCookie(session)
+	if grant, err := g.Authorize(httptest.NewRecorder(), r); err != nil || grant.Via != "session" {
+		t.Fatalf("session with the store down: %+v %v", grant, err)
+	}
+	rec := httptest.NewRecorder()
+	WriteTicketStoreUnavailable(rec, "req-1")
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), CodeTicketStoreUnavailable) {
+		t.Fatalf("answer: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+}

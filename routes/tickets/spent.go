@@ -1,10 +1,24 @@
 package tickets
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 )
+
+// SpentStore is a verifier's one-time memory of ticket nonces. Every implementation keeps the same promises as
+// SpentNonces: a nonce spent once is refused until its ticket could no longer pass an exp check (leeway included);
+// nothing still valid is ever forgotten to make room; and one subject's spent nonces are bounded so that subject
+// can neither fill the store nor affect any other subject's tickets.
+type SpentStore interface {
+	// Spend records the nonce of a verified ticket, minted for subject and expiring at exp, that a verifier with
+	// this leeway accepted. It answers nil the first time; a *Error with ReasonReplayed when the nonce was spent
+	// already or the subject holds as many live spent nonces as the store keeps for one subject; and a *Error with
+	// ReasonUnavailable (errors.Is ErrUnavailable) when the store could not answer: that ticket is refused, not
+	// spent, and may be presented again.
+	Spend(ctx context.Context, nonce, subject string, exp time.Time, leeway time.Duration) error
+}
 
 // spentBucket is how finely spent nonces are grouped by expiry: a whole bucket is forgotten at once, as soon as the
 // last ticket it could hold has expired (with the leeway).
@@ -67,6 +81,8 @@ func (s *SpentNonces) Len() int {
 	return s.total
 }
 
+// useLeeway widens the grace before any nonce is spent through a verifier with that leeway: from then on no prune,
+// whichever verifier triggers it, drops a nonce that verifier would still accept.
 func (s *SpentNonces) useLeeway(leeway time.Duration) {
 	s.mu.Lock()
 	s.grace = max(s.grace, leeway)
@@ -108,11 +124,13 @@ func (s *SpentNonces) prune(now time.Time) {
 	}
 }
 
-// spend records nonce, of a ticket minted for subject and expiring at exp, as spent; it reports a replay, or a
-// subject holding too many live spent nonces.
-func (s *SpentNonces) spend(nonce, subject string, exp time.Time, _ time.Duration) error {
+// Spend records nonce, of a ticket minted for subject and expiring at exp, as spent; it reports a replay, or a
+// subject holding too many live spent nonces. Memory never fails, so it never answers ReasonUnavailable.
+func (s *SpentNonces) Spend(_ context.Context, nonce, subject string, exp time.Time, leeway time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A verifier made before this one registered its leeway (useLeeway); this covers a store shared by hand.
+	s.grace = max(s.grace, leeway)
 	now := s.now()
 	s.prune(now)
 	k := bucketOf(exp)

@@ -1,6 +1,7 @@
 package tickets
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
@@ -231,7 +232,7 @@ func TestReplayCacheFloodStaysWithItsOwner(t *testing.T) {
 	if _, err := ver.Verify(mint("alice", 0), want); err != nil {
 		t.Fatalf("alice after her tickets expired: %v", err)
 	}
-	if n := ver.spent.Len(); n != 1 {
+	if n := ver.spent.(*SpentNonces).Len(); n != 1 {
 		t.Fatalf("%d nonces kept after expiry, want 1", n)
 	}
 }
@@ -437,4 +438,45 @@ func TestSpentNonceSurvivesALeewayIncrease(t *testing.T) {
 			t.Fatalf("ticket %d replayed after the leeway grew: %v", i, err)
 		}
 	}
+}
+
+// TestUnavailableIsTypedAndRetryable: a store that cannot answer refuses the ticket (fail closed) with an error
+// callers can tell apart from a forged or replayed ticket, and the ticket is not spent.
+func TestUnavailableIsTypedAndRetryable(t *testing.T) {
+	down := &flakyStore{err: errors.New("connection refused")}
+	iss, _ := NewIssuer(IssuerConfig{Secret: secret})
+	ver, _ := NewVerifier(VerifierConfig{Secret: secret, Spent: down})
+	tk, _ := iss.Issue(IssueRequest{SandboxID: "s", Kind: KindApp, Subject: "alice"})
+	want := Expect{SandboxID: "s", Kind: KindApp}
+	_, err := ver.Verify(tk.Token, want)
+	var te *Error
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &te) || !te.Retryable() || te.Reason != ReasonUnavailable {
+		t.Fatalf("want a retryable unavailable refusal, got %v", err)
+	}
+	if !errors.Is(err, down.err) {
+		t.Fatalf("the cause is lost: %v", err)
+	}
+	if (&Error{Reason: ReasonReplayed}).Retryable() || errors.Is(&Error{Reason: ReasonReplayed}, ErrUnavailable) {
+		t.Fatal("a replay must not look retryable")
+	}
+	down.err = nil
+	if _, err := ver.Verify(tk.Token, want); err != nil {
+		t.Fatalf("the same ticket once the store answers: %v", err)
+	}
+}
+
+// flakyStore is a SpentStore that fails while err is set and otherwise delegates to memory.
+type flakyStore struct {
+	err error
+	mem *SpentNonces
+}
+
+func (f *flakyStore) Spend(ctx context.Context, nonce, subject string, exp time.Time, leeway time.Duration) error {
+	if f.err != nil {
+		return Unavailable(f.err)
+	}
+	if f.mem == nil {
+		f.mem, _ = NewSpentNonces(10, nil)
+	}
+	return f.mem.Spend(ctx, nonce, subject, exp, leeway)
 }

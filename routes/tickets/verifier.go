@@ -1,6 +1,7 @@
 package tickets
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"time"
@@ -14,9 +15,10 @@ type VerifierConfig struct {
 	Secret []byte
 	// Leeway absorbs clock skew on exp, nbf and iat; 0 means DefaultLeeway, negative means none.
 	Leeway time.Duration
-	// Spent remembers spent nonces. Verifiers of one secret must share one (the Caddy glue keeps it across config
-	// reloads); nil makes a private one holding up to ReplayCacheSize live nonces per subject.
-	Spent *SpentNonces
+	// Spent remembers spent nonces. Verifiers of one secret must share one: in one process a SpentNonces (the Caddy
+	// glue keeps it across config reloads), across a fleet of gateways a shared store (internal/redisstore); nil
+	// makes a private SpentNonces holding up to ReplayCacheSize live nonces per subject.
+	Spent SpentStore
 	// ReplayCacheSize sizes a private Spent (live spent nonces per subject); 0 means DefaultReplayCacheSize.
 	ReplayCacheSize int
 	// Now is the clock; nil means time.Now.
@@ -28,7 +30,7 @@ type Verifier struct {
 	keys   keys
 	leeway time.Duration
 	now    func() time.Time
-	spent  *SpentNonces
+	spent  SpentStore
 }
 
 // NewVerifier checks the configuration and returns a Verifier.
@@ -54,7 +56,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 			return nil, err
 		}
 	}
-	cfg.Spent.useLeeway(cfg.Leeway)
+	if mem, ok := cfg.Spent.(*SpentNonces); ok {
+		mem.useLeeway(cfg.Leeway)
+	}
 	return &Verifier{keys: k, leeway: cfg.Leeway, now: cfg.Now, spent: cfg.Spent}, nil
 }
 
@@ -67,6 +71,12 @@ type Expect struct {
 
 // Verify checks a ticket against the route and spends its nonce. A ticket passes once.
 func (v *Verifier) Verify(token string, want Expect) (*Claims, error) {
+	return v.VerifyContext(context.Background(), token, want)
+}
+
+// VerifyContext is Verify with ctx bounding the call to a shared one-time store. The signature and the claims are
+// checked first, so nothing unverified ever reaches the store.
+func (v *Verifier) VerifyContext(ctx context.Context, token string, want Expect) (*Claims, error) {
 	c, err := v.parse(token, v.keys.ticket, audienceTicket)
 	if err != nil {
 		return nil, err
@@ -77,7 +87,7 @@ func (v *Verifier) Verify(token string, want Expect) (*Claims, error) {
 	if c.ID == "" {
 		return nil, refuse(ReasonMalformed, "no jti nonce")
 	}
-	if err := v.spent.spend(c.ID, c.Subject, c.ExpiresAt.Time, v.leeway); err != nil {
+	if err := v.spent.Spend(ctx, c.ID, c.Subject, c.ExpiresAt.Time, v.leeway); err != nil {
 		return nil, err
 	}
 	return c, nil
