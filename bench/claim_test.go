@@ -193,4 +193,39 @@ func BenchmarkClaim(b *testing.B) {
 	b.Logf("warm claim to ready p50 %.2f ms; first exec after it p50 %.2f ms, p95 %.2f ms (target p50 < 5 ms); second exec on the same sandbox p50 %.2f ms (%.2fx); "+
 		"GET /health on the same connection p50 %.2f ms (first exec = %.1fx a round trip)", ms(testenv.Percentile(claimD, .5)), ms(f50),
 		ms(testenv.Percentile(firstD, .95)), ms(s50), float64(f50)/float64(s50), ms(rt50), float64(f50)/float64(rt50))
+	pool.Close()
+
+	// 3. Network none: the first exec over the socket, pooled against dialled per call (alternating).
+	np := benchProfile("claimsock")
+	np.WarmPoolSize = 1
+	np.Network = sandboxes.NetworkNone
+	sock := newMgr(np)
+	var pooledD, dialD []time.Duration
+	for i := range 12 {
+		deadline := time.Now().Add(5 * time.Minute)
+		for sock.WarmReady() == 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("warm pool never refilled")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		sb, err := sock.Create(ctx, sandboxes.CreateRequest{Profile: "claimsock"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sb.LaunchType != sandboxes.LaunchWarm {
+			b.Fatalf("not a warm claim: %+v", sb)
+		}
+		t := ready(sock, sb.ID)
+		if i%2 == 0 {
+			pooledD = append(pooledD, exec(agentapi.NewClientFor(t.Addr, t.Token, sock.AgentHTTPClient())))
+		} else {
+			dialD = append(dialD, exec(agentapi.NewClientFor(t.Addr, t.Token, &http.Client{})))
+		}
+		_ = sock.Delete(ctx, sb.ID)
+	}
+	p50, d50 := testenv.Percentile(pooledD, .5), testenv.Percentile(dialD, .5)
+	b.ReportMetric(ms(p50), "socket-first-exec-p50-ms")
+	b.Logf("network none, first exec after a warm claim: pooled (the probe's connection) p50 %.2f ms, p95 %.2f ms; dialled per call p50 %.2f ms, p95 %.2f ms (%.2fx)",
+		ms(p50), ms(testenv.Percentile(pooledD, .95)), ms(d50), ms(testenv.Percentile(dialD, .95)), float64(p50)/float64(d50))
 }

@@ -5,11 +5,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // firstConnListener hands out one already accepted connection, then the listener's own.
@@ -168,5 +172,70 @@ func TestClaimFirstCallReusesTheProbeConnection(t *testing.T) {
 	drainClose(resp)
 	if got := n.Load(); got != 1 {
 		t.Fatalf("the first call after the claim dialled again: %d connections", got)
+	}
+}
+
+// An agent behind a UNIX socket (network none) is pooled like a TCP one: the first call after a warm claim, made
+// the way the API makes it, reuses the connection the readiness probe opened over the socket.
+func TestClaimFirstCallReusesTheProbeSocketConnection(t *testing.T) {
+	d := newFakeDriver(t)
+	var mu sync.Mutex
+	conns := map[string]*atomic.Int32{}
+	d.agentFor = func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		n := &atomic.Int32{}
+		conns[id] = n
+		// A short directory: the socket path must fit sun_path.
+		dir, err := os.MkdirTemp("", "sgs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		sock := filepath.Join(dir, "agent.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Write([]byte(`{"status":"ok"}`))
+			}),
+			ConnState: func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					n.Add(1)
+				}
+			},
+		}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return agentapi.UnixAddr(sock)
+	}
+	p := testProfile("p")
+	p.WarmPoolSize = 1
+	m := startTestManager(t, d, t.TempDir()+"/store.db", Config{Profiles: []Profile{p}})
+	waitFor(t, func() bool { return m.WarmReady() == 1 })
+	sb, err := m.Create(context.Background(), CreateRequest{Profile: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.LaunchType != LaunchWarm {
+		t.Fatalf("not a warm claim: %s", sb.LaunchType)
+	}
+	target := mustReady(t, m, sb.ID)
+	m.mu.RLock()
+	cid := m.entries[sb.ID].rec.ContainerID
+	m.mu.RUnlock()
+	mu.Lock()
+	n := conns[cid]
+	mu.Unlock()
+	if got := n.Load(); got != 1 {
+		t.Fatalf("before the first call the agent saw %d connections, want the probe's 1", got)
+	}
+	if _, err := agentapi.NewClientFor(target.Addr, target.Token, m.AgentHTTPClient()).Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("the first call after the claim dialled the socket again: %d connections", got)
 	}
 }

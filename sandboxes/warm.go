@@ -387,14 +387,15 @@ func drainClose(resp *http.Response) {
 // newAgentTransport is the Manager's one connection pool to agents: readiness probes, warm-member probes and
 // (through AgentHTTPClient) the API's agent calls share it, so a claimed member's first exec finds the probe's
 // connection open and costs one round trip. The agent keeps an idle connection 10 minutes; warm members are
-// probed every 30 seconds, so theirs stay open however long they wait.
-func newAgentTransport() *http.Transport {
-	return &http.Transport{
+// probed every 30 seconds, so theirs stay open however long they wait. Agents behind a UNIX socket (network none)
+// are pooled the same way: each socket is a host of its own in the pool (agentapi.SocketTransport).
+func newAgentTransport() *agentapi.SocketTransport {
+	return agentapi.NewSocketTransport(&http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     9 * time.Minute,
-	}
+	})
 }
 
 // AgentHTTPClient is an HTTP client on the Manager's shared agent connection pool, without an overall timeout

@@ -2,6 +2,8 @@ package agentapi
 
 import (
 	"context"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -30,17 +32,104 @@ func SocketPath(addr string) (string, bool) {
 	return path, ok && strings.HasPrefix(path, "/")
 }
 
-// unixBaseURL is the base URL of an agent reached over its socket; the host part is never resolved.
+// unixBaseURL is the base URL of an agent reached over its socket by a per-call client; the host part is never
+// resolved.
 const unixBaseURL = "http://sandbox"
 
+// socketHostSuffix ends the host name that stands for a socket path in a pooled transport's URLs (SocketTransport).
+// ".invalid" (RFC 2606) never resolves, so a URL of this form that leaks to another client dials nothing.
+const socketHostSuffix = ".sock.invalid"
+
+// socketHostLabel is the length of the hex labels a socket host splits its path into (DNS's limit is 63).
+const socketHostLabel = 60
+
+// socketHost is the host name a SocketTransport dials as the socket at path: the path in hex, in labels.
+func socketHost(path string) string {
+	h := hex.EncodeToString([]byte(path))
+	var b strings.Builder
+	for len(h) > socketHostLabel {
+		b.WriteString(h[:socketHostLabel])
+		b.WriteByte('.')
+		h = h[socketHostLabel:]
+	}
+	b.WriteString(h)
+	b.WriteString(socketHostSuffix)
+	return b.String()
+}
+
+// SocketHostError says a host name given to a SocketTransport's dialer names no socket.
+type SocketHostError struct{ Host string }
+
+func (e *SocketHostError) Error() string {
+	return fmt.Sprintf("agent socket host %q does not encode an absolute socket path", e.Host)
+}
+
+// socketFromHost is socketHost's inverse: the socket path a host name stands for, or false for any other host.
+func socketFromHost(host string) (string, bool, error) {
+	enc, ok := strings.CutSuffix(host, socketHostSuffix)
+	if !ok {
+		return "", false, nil
+	}
+	raw, err := hex.DecodeString(strings.ReplaceAll(enc, ".", ""))
+	path := string(raw)
+	if err != nil || !strings.HasPrefix(path, "/") || len(path) > maxSocketPath || strings.IndexByte(path, 0) >= 0 {
+		return "", true, &SocketHostError{Host: host}
+	}
+	return path, true, nil
+}
+
+// SocketTransport is an HTTP transport that also reaches agents over their UNIX sockets with keep-alive: each
+// socket is a host of its own in the transport's pool (socketHost), so a connection opened to one agent's socket
+// (the gateway's readiness probe) is kept and serves the next request to that agent (the first exec after a warm
+// claim), as TCP agents' connections are. BaseURL gives such a client the socket's host instead of a client per call.
+type SocketTransport struct {
+	*http.Transport
+}
+
+// NewSocketTransport makes tr dial agent sockets as well as TCP addresses (its own DialContext, or a default
+// dialer, serves the rest); tr is changed in place and must not be in use yet. Its proxy is cleared: a socket's
+// host must reach the dialer, never an HTTP proxy.
+func NewSocketTransport(tr *http.Transport) *SocketTransport {
+	tr.Proxy = nil
+	next := tr.DialContext
+	if next == nil {
+		next = (&net.Dialer{}).DialContext
+	}
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		path, isSocket, err := socketFromHost(host)
+		if err != nil {
+			return nil, err
+		}
+		if !isSocket {
+			return next(ctx, network, addr)
+		}
+		return d.DialContext(ctx, "unix", path)
+	}
+	return &SocketTransport{Transport: tr}
+}
+
+// dialsAgentSockets marks a transport whose pool keeps socket connections.
+func (*SocketTransport) dialsAgentSockets() {}
+
 // BaseURL is the base URL and HTTP client to reach the agent at addr (host:port or a UNIX address). For a TCP
-// address both are returned unchanged (httpClient may be nil). For a socket the client is a copy of httpClient
-// (its timeout and redirect policy kept) whose transport dials the socket; keep-alives are off, so a client made
-// per call leaves no idle connection behind.
+// address both are returned unchanged (httpClient may be nil). For a socket and a client on a SocketTransport, the
+// client is returned unchanged with the socket's own host, so its connections are pooled and kept. For a socket
+// and any other client, the client is a copy of httpClient (its timeout and redirect policy kept) whose transport
+// dials the socket; keep-alives are off, so a client made per call leaves no idle connection behind.
 func BaseURL(addr string, httpClient *http.Client) (string, *http.Client) {
 	path, ok := SocketPath(addr)
 	if !ok {
 		return "http://" + addr, httpClient
+	}
+	if httpClient != nil {
+		if _, pooled := httpClient.Transport.(interface{ dialsAgentSockets() }); pooled {
+			return "http://" + socketHost(path), httpClient
+		}
 	}
 	c := http.Client{}
 	if httpClient != nil {
