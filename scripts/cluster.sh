@@ -10,6 +10,7 @@
 #   cluster.sh down     stops all of it, removes the state dir and restores every host setting up or the kubelet
 #                       changed (sysctls, cgroups, network namespaces, the bridge, iptables chains, paths)
 #   cluster.sh status   what runs, the Node, the images, the memory it uses
+#   cluster.sh images   imports our sandbox images that changed in Docker since (up does it too)
 #   cluster.sh running  exit status 0 when the whole cluster runs and its Node is Ready
 #   cluster.sh env      the exports that point kubectl and the tests at the cluster
 # Root on Debian (bookworm). Debian packages it needs are installed with apt only when missing.
@@ -22,12 +23,14 @@ set -euo pipefail
 K8S_VERSION=v1.37.2
 K8S_MODULE_VERSION=v0.37.2
 AGENT_SANDBOX_VERSION=v0.5.6
+LOCAL_PATH_VERSION=v0.0.30
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${SANDGATE_K8S_CACHE:-/var/cache/sandgate/k8s}
 STATE=${SANDGATE_K8S_STATE:-/var/lib/sandgate-k8s}
 SRC=$CACHE/src-$K8S_VERSION
 BIN=$CACHE/bin-$K8S_VERSION
 AS=$CACHE/agent-sandbox-$AGENT_SANDBOX_VERSION
+LP=$CACHE/local-path-provisioner-$LOCAL_PATH_VERSION
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 IMAGE_REPO=${SANDGATE_K8S_IMAGE_REPO:-${SANDGATE_IMAGE_REPO:-sandgate/sandbox}}
 CLUSTER_IMAGE_REPO=docker.io/sandgate/sandbox
@@ -43,6 +46,10 @@ CM_PORT=10257
 SCHED_PORT=10259
 AS_METRICS_PORT=18480
 AS_PROBE_PORT=18481
+# PersistentVolumeClaims of this class (the default) get a directory below the state dir, made by Rancher's
+# local-path-provisioner (what kind and k3s ship), which runs out of cluster like the agent-sandbox controller.
+STORAGE_CLASS=sandgate-local
+STORAGE_NAMESPACE=sandgate-storage
 SERVICE_CIDR=10.96.0.0/16
 # Candidate pod ranges; the first that overlaps no route of the host (Docker's bridges included) is used.
 POD_CIDR_CANDIDATES=(10.244.0.0/16 10.245.0.0/16 10.246.0.0/16 10.247.0.0/16 10.88.0.0/16 10.42.0.0/16)
@@ -67,7 +74,7 @@ case "$(getent ahostsv4 "$NODE" 2>/dev/null | awk 'NR == 1 { print $1 }')" in 12
 SAVED_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
 # Host paths the kubelet or containerd may create whatever their configured roots; down removes those up created.
 HOST_PATHS=(/var/log/pods /var/log/containers /var/lib/kubelet /var/run/kubernetes /etc/kubernetes /var/lib/cni /etc/cni /run/netns /opt/containerd)
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet agent-sandbox-controller)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet agent-sandbox-controller local-path-provisioner)
 
 say() { echo "cluster: $*" >&2; }
 fail() { echo "cluster: $*" >&2; exit 1; }
@@ -179,6 +186,19 @@ build_agent_sandbox() {
 	say "built the agent-sandbox controller in $((SECONDS - start)) s"
 }
 
+build_local_path() {
+	[ -x "$LP/bin/local-path-provisioner" ] && return 0
+	local start=$SECONDS
+	rm -rf "$LP.tmp"
+	mkdir -p "$LP.tmp/bin"
+	say "building local-path-provisioner $LOCAL_PATH_VERSION (cold: a few minutes)"
+	(cd "$CACHE" && GOBIN="$LP.tmp/bin" CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go install -trimpath -ldflags "-s -w" \
+		"github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION") || fail "building local-path-provisioner failed."
+	rm -rf "$LP"
+	mv "$LP.tmp" "$LP"
+	say "built local-path-provisioner in $((SECONDS - start)) s"
+}
+
 cmd_build() {
 	command -v go >/dev/null || fail "go is not installed."
 	mkdir -p "$CACHE"
@@ -186,7 +206,8 @@ cmd_build() {
 	flock 8
 	build_k8s
 	build_agent_sandbox
-	say "binaries: $BIN, $AS/bin"
+	build_local_path
+	say "binaries: $BIN, $AS/bin, $LP/bin"
 }
 
 # --- processes ----------------------------------------------------------------------------------------------------
@@ -663,6 +684,66 @@ start_agent_sandbox() {
 	wait_for "the agent-sandbox controller" 120 agent-sandbox-controller curl -sf --max-time 3 "http://127.0.0.1:$AS_PROBE_PORT/readyz"
 }
 
+start_local_path() {
+	local dir=$STATE/local-path
+	mkdir -p "$dir" "$STATE/volumes"
+	cat >"$dir/config.json" <<EOF
+{"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$STATE/volumes"]}]}
+EOF
+	# Its helper Pods make and remove the volume directories: our base image (it has a shell), as root, since
+	# the directories belong to root; the volume itself is mode 0777, so sandboxes write it as their own user.
+	cat >"$dir/helperPod.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: helper-pod
+spec:
+  automountServiceAccountToken: false
+  containers:
+  - name: helper-pod
+    image: $CLUSTER_IMAGE_REPO:base
+    imagePullPolicy: Never
+    securityContext:
+      runAsUser: 0
+      runAsGroup: 0
+EOF
+	kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $STORAGE_NAMESPACE
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: local-path-config
+  namespace: $STORAGE_NAMESPACE
+data:
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "\$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "\$VOL_DIR"
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+EOF
+	wait_for "the ServiceAccount of $STORAGE_NAMESPACE" 120 kube-controller-manager kubectl -n "$STORAGE_NAMESPACE" get serviceaccount default
+	start_proc local-path-provisioner "$LP/bin/local-path-provisioner" start --kubeconfig "$ADMIN_KUBECONFIG" \
+		--config "$dir/config.json" --helper-pod-file "$dir/helperPod.yaml" --namespace "$STORAGE_NAMESPACE" \
+		--configmap-name local-path-config --service-account-name default --provisioner-name rancher.io/local-path
+}
+
 running() {
 	[ -d "$STATE" ] || return 1
 	local c
@@ -707,6 +788,7 @@ cmd_up() {
 	start_control_plane
 	start_kubelet
 	start_agent_sandbox
+	start_local_path
 	wait_for "Node $NODE Ready" 300 kubelet node_ready
 	wait_for "the default ServiceAccount" 120 kube-controller-manager kubectl -n default get serviceaccount default
 	if ! wait "$images"; then
@@ -731,7 +813,7 @@ cmd_down() {
 			sleep 0.5
 		done
 	fi
-	for c in agent-sandbox-controller kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
+	for c in local-path-provisioner agent-sandbox-controller kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
 		stop_proc "$c" || true
 	done
 	if alive containerd; then
@@ -809,9 +891,14 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 running) running ;;
+images)
+	need_root
+	alive containerd || fail "the cluster is not up."
+	import_images
+	;;
 env) cmd_env ;;
 *)
-	echo "usage: $0 build|up|down|status|running|env" >&2
+	echo "usage: $0 build|up|down|status|images|running|env" >&2
 	exit 2
 	;;
 esac
