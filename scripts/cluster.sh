@@ -840,8 +840,44 @@ cmd_down() {
 	unmount_state || true
 	remove_cgroups
 	restore_host
+	local left
+	left=$(host_leftovers)
 	rm -rf "$STATE"
-	say "down in $((SECONDS - start)) s"
+	if [ -n "$left" ]; then
+		say "down in $((SECONDS - start)) s, but the host is not as before:"
+		echo "$left" | sed 's/^/  /' >&2
+		return 1
+	fi
+	say "down in $((SECONDS - start)) s; host settings restored"
+}
+
+# host_leftovers prints whatever of the cluster is still on the host after down's clean-up, one thing a line:
+# down checks its own work, so a clean-up that misses something fails loudly (make test-k8s runs it every time).
+host_leftovers() {
+	local key want have t chain c
+	if [ -r "$SAVED/sysctl" ]; then
+		while IFS='=' read -r key want; do
+			have=$(sysctl -n "$key" 2>/dev/null)
+			[ "$have" = "$want" ] || echo "sysctl $key is $have, was $want"
+		done <"$SAVED/sysctl"
+	fi
+	for t in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+		[ -d "$t" ] && echo "cgroup $t"
+	done
+	ip link show "$BRIDGE" >/dev/null 2>&1 && echo "bridge $BRIDGE"
+	pgrep -f -- "containerd-shim-runc-v2 .*-address $CTRD_SOCK" | sed 's/^/shim process /'
+	awk -v p="$STATE/" 'index($5, p) == 1 { print "mount " $5 }' /proc/self/mountinfo
+	if [ -r "$SAVED/chains" ]; then
+		for t in filter nat mangle raw; do
+			iptables-save -t "$t" 2>/dev/null | sed -n 's/^:\([^ ]*\) .*/\1/p' | while read -r chain; do
+				case "$chain" in KUBE-* | CNI-*) grep -qx "$t $chain" "$SAVED/chains" || echo "iptables chain $t/$chain" ;; esac
+			done
+		done
+	fi
+	for c in "${COMPONENTS[@]}"; do
+		alive "$c" && echo "process $c"
+	done
+	return 0
 }
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
