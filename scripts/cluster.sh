@@ -110,11 +110,14 @@ ensure_packages() {
 # A build of Kubernetes anywhere on this machine (ours, or a one-off prebuild filling the same Go build cache)
 # writes into $BIN.tmp; while one runs, nobody starts another, so two builds never compete for the cores.
 k8s_build_running() {
-	pgrep -f -- "$BIN.tmp/" >/dev/null || pgrep -f -- "$CACHE/prebuild.sh" >/dev/null
+	pgrep -f -- "go build .*-o $BIN.tmp/" >/dev/null || pgrep -f -- "bash .*$CACHE/prebuild.sh" >/dev/null
 }
 
 binary_ok() { # a truncated binary (an interrupted copy) fails to run
-	[ -x "$1" ] && "$1" --version 2>/dev/null | grep -q "$K8S_VERSION"
+	local args=(--version)
+	[ "${1##*/}" != kubectl ] || args=(version --client)
+	local out
+	[ -x "$1" ] && out=$("$1" "${args[@]}" 2>/dev/null) && [[ "$out" == *"$K8S_VERSION"* ]]
 }
 
 k8s_binaries_ok() {
@@ -143,8 +146,8 @@ build_k8s() {
 		say "a Kubernetes build is running (log: $CACHE/prebuild.log); waiting for it to end"
 		local pid
 		while k8s_build_running; do
-			pid=$(pgrep -f -- "$CACHE/prebuild.sh" | head -n 1)
-			[ -n "$pid" ] || pid=$(pgrep -f -- "$BIN.tmp/" | head -n 1)
+			pid=$(pgrep -f -- "bash .*$CACHE/prebuild.sh" | head -n 1)
+			[ -n "$pid" ] || pid=$(pgrep -f -- "go build .*-o $BIN.tmp/" | head -n 1)
 			if [ -n "$pid" ]; then tail --pid="$pid" -f /dev/null; fi
 		done
 	fi
@@ -170,6 +173,12 @@ agent_sandbox_ok() {
 	[ -x "$AS/bin/agent-sandbox-controller" ] && [ "$(find "$AS/crds" -name '*.yaml' 2>/dev/null | wc -l)" -ge 4 ]
 }
 
+copy_module() { # module-cache dir (read-only) -> a writable copy
+	rm -rf "$2"
+	cp -r "$1" "$2"
+	chmod -R u+w "$2"
+}
+
 build_agent_sandbox() {
 	agent_sandbox_ok && return 0
 	local dir start=$SECONDS
@@ -179,8 +188,12 @@ build_agent_sandbox() {
 	mkdir -p "$AS.tmp/bin" "$AS.tmp/crds"
 	cp "$dir"/k8s/crds/*.yaml "$AS.tmp/crds/"
 	say "building the agent-sandbox controller $AGENT_SANDBOX_VERSION (cold: several minutes)"
-	(cd "$CACHE" && GOBIN="$AS.tmp/bin" CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go install -trimpath -ldflags "-s -w" \
-		"sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$AGENT_SANDBOX_VERSION") || fail "building the agent-sandbox controller failed."
+	# Built in a copy of the module, not with `go install pkg@version`: that asks the proxy for the module's
+	# version list (deprecation notices), which the proxy here refuses for this module.
+	copy_module "$dir" "$AS.tmp/src"
+	(cd "$AS.tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -ldflags "-s -w" \
+		-o "$AS.tmp/bin/agent-sandbox-controller" ./cmd/agent-sandbox-controller) || fail "building the agent-sandbox controller failed."
+	rm -rf "$AS.tmp/src"
 	rm -rf "$AS"
 	mv "$AS.tmp" "$AS"
 	say "built the agent-sandbox controller in $((SECONDS - start)) s"
@@ -192,8 +205,14 @@ build_local_path() {
 	rm -rf "$LP.tmp"
 	mkdir -p "$LP.tmp/bin"
 	say "building local-path-provisioner $LOCAL_PATH_VERSION (cold: a few minutes)"
-	(cd "$CACHE" && GOBIN="$LP.tmp/bin" CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go install -trimpath -ldflags "-s -w" \
-		"github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION") || fail "building local-path-provisioner failed."
+	local dir
+	dir=$(cd "$CACHE" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+	[ -n "$dir" ] || fail "go mod download github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION gave no module directory."
+	copy_module "$dir" "$LP.tmp/src"
+	rm -rf "$LP.tmp/src/vendor" # the module zip holds only vendor/modules.txt
+	(cd "$LP.tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -ldflags "-s -w" \
+		-o "$LP.tmp/bin/local-path-provisioner" .) || fail "building local-path-provisioner failed."
+	rm -rf "$LP.tmp/src"
 	rm -rf "$LP"
 	mv "$LP.tmp" "$LP"
 	say "built local-path-provisioner in $((SECONDS - start)) s"
