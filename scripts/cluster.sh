@@ -331,6 +331,8 @@ restore_host() {
 	if [ -r "$SAVED/sysctl" ]; then
 		while IFS= read -r line; do sysctl -q -w "$line" >/dev/null || say "could not restore sysctl $line"; done <"$SAVED/sysctl"
 	fi
+	# The kubelet links every container's log into /var/log/containers whatever its own directories are.
+	find /var/log/containers -maxdepth 1 -type l -lname "$STATE/*" -delete 2>/dev/null || true
 	if [ -r "$SAVED/paths" ]; then
 		local p
 		for p in "${HOST_PATHS[@]}"; do
