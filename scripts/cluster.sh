@@ -320,7 +320,7 @@ restore_host() {
 			iptables-save -t "$t" 2>/dev/null | sed -n 's/^:\([^ ]*\) .*/\1/p' | while read -r chain; do
 				case "$chain" in KUBE-* | CNI-*) ;; *) continue ;; esac
 				grep -qx "$t $chain" "$SAVED/chains" && continue
-				iptables-save -t "$t" | grep -E -- "^-A .* -j $chain( |\$)" | sed 's/^-A/-D/' | while read -r line; do
+				{ iptables-save -t "$t" | grep -E -- "^-A .* -j $chain( |\$)" || true; } | sed 's/^-A/-D/' | while read -r line; do
 					eval "iptables -w -t $t $line" || true
 				done
 				iptables -w -t "$t" -F "$chain" 2>/dev/null || true
@@ -886,7 +886,7 @@ host_leftovers() {
 		[ -d "$t" ] && echo "cgroup $t"
 	done
 	ip link show "$BRIDGE" >/dev/null 2>&1 && echo "bridge $BRIDGE"
-	pgrep -f -- "containerd-shim-runc-v2 .*-address $CTRD_SOCK" | sed 's/^/shim process /'
+	{ pgrep -f -- "containerd-shim-runc-v2 .*-address $CTRD_SOCK" || true; } | sed 's/^/shim process /'
 	awk -v p="$STATE/" 'index($5, p) == 1 { print "mount " $5 }' /proc/self/mountinfo
 	if [ -r "$SAVED/chains" ]; then
 		for t in filter nat mangle raw; do
