@@ -10,7 +10,7 @@ BENCHTIME ?= 3x
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 5m
 
-.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit fuzz fuzz-short bench lint fmt clean
+.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit test-k8s k8s-binaries fuzz fuzz-short bench lint fmt clean
 
 all: build
 
@@ -70,6 +70,27 @@ test-stress:
 	$(MAKE) test TEST_TIMEOUT=$(STRESS_TEST_TIMEOUT); rc=$$?; \
 	kill $$hog 2>/dev/null; wait $$hog 2>/dev/null; \
 	exit $$rc
+
+# The cluster tests (docs/kubernetes.md, "Test cluster"): a real single-node Kubernetes, built offline from the Go
+# module proxy and cached in $$SANDGATE_K8S_CACHE, comes up (scripts/cluster.sh up), the packages with cluster tests
+# run against it, and it goes down again, passed, failed or interrupted. A cluster that was already up before is
+# left running. Cluster tests skip everywhere else (they need SANDGATE_K8S_KUBECONFIG).
+K8S_TEST_PKGS ?= $(shell grep -rl --include='*_test.go' -e 'testenv.KubeCluster' -e 'SANDGATE_K8S_KUBECONFIG' . | xargs -r -n1 dirname | sort -u)
+K8S_IMAGES ?= base browser
+K8S_TEST_TIMEOUT ?= 40m
+k8s-binaries:
+	scripts/cluster.sh build
+
+test-k8s: images assets
+	@if scripts/cluster.sh running 2>/dev/null; then \
+		echo "test-k8s: a cluster is up already; it stays up"; \
+	else \
+		trap 'scripts/cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
+	fi; \
+	SANDGATE_K8S_IMAGES="$(K8S_IMAGES)" scripts/cluster.sh up && \
+	SANDGATE_K8S_IMAGES="$(K8S_IMAGES)" scripts/cluster.sh images && \
+	eval "$$(scripts/cluster.sh env)" && \
+	$(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) $(K8S_TEST_PKGS)
 
 # Unit tests only: no Docker, no browser.
 test-unit:
