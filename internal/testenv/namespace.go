@@ -2,8 +2,12 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +17,9 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
 // RemoveNamespace registers a cleanup that removes every container, volume and network the lifecycle Manager
@@ -61,7 +68,7 @@ func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) strin
 			}
 		}
 		if left == 0 {
-			return ""
+			return removeSocketDirs(ns)
 		}
 		select {
 		case <-ctx.Done():
@@ -69,6 +76,30 @@ func removeNamespace(cli *docker.Client, ns string, timeout time.Duration) strin
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// removeSocketDirs unmounts and removes what network-none sandboxes of ns left in the Manager's default socket
+// directory (/run/sandgate/<ns>, one tmpfs per sandbox): a gateway keeps them for sandboxes that outlive it, so
+// a test that abandons its namespace must take them itself. It reports what is left.
+func removeSocketDirs(ns string) string {
+	if strings.ContainsAny(ns, "/.") || ns == "" {
+		return ""
+	}
+	root := filepath.Join(sandboxes.SocketMountPoint, ns)
+	dirs, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	for _, d := range dirs {
+		// MNT_DETACH: a socket still held open by a dying agent must not keep the directory.
+		if err := unix.Unmount(filepath.Join(root, d.Name()), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Sprintf("socket directory %s: %v", d.Name(), err)
+		}
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Sprintf("socket directories: %v", err)
+	}
+	return ""
 }
 
 // ContainerOf returns the running container of the lifecycle Manager's sandbox id in namespace ns, found by the
