@@ -261,7 +261,14 @@ func (d *Driver) deletePod(ctx context.Context, pod *corev1.Pod, graceSecs int64
 	if err != nil {
 		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 	}
-	_, err = d.waitPod(ctx, pod, func(*corev1.Pod) (bool, error) { return false, nil })
+	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && cur.UID != uid) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for pod %s to go: %w", pod.Name, err)
+	}
+	_, err = d.waitPod(ctx, cur, func(*corev1.Pod) (bool, error) { return false, nil })
 	if errors.Is(err, sandboxes.ErrContainerNotFound) {
 		return nil
 	}
