@@ -33,6 +33,8 @@ type KubernetesDriver struct {
 	// NetworkPolicy admits.
 	GatewayCIDRs  []string          `json:"gateway_cidrs,omitempty"`
 	GatewayLabels map[string]string `json:"gateway_labels,omitempty"`
+	// CopyImage runs the copy Pods of workspace copies (snapshots, forks); default sandgate/sandbox:base.
+	CopyImage string `json:"copy_image,omitempty"`
 	// NoWorkspaceChown leaves out the step that gives the workspace's root directory to the sandbox user, for
 	// storage that honours fsGroup.
 	NoWorkspaceChown bool `json:"no_workspace_chown,omitempty"`
@@ -46,7 +48,7 @@ func (*KubernetesDriver) CaddyModule() caddy.ModuleInfo {
 func (d *KubernetesDriver) config() kubernetes.Config {
 	return kubernetes.Config{Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
 		WorkspaceSize: d.WorkspaceSize, CPURequest: d.CPURequest, ImagePullPolicy: d.ImagePullPolicy,
-		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, NoWorkspaceChown: d.NoWorkspaceChown}
+		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, CopyImage: d.CopyImage, NoWorkspaceChown: d.NoWorkspaceChown}
 }
 
 // Validate checks the settings without any I/O.
@@ -79,6 +81,7 @@ func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubern
 //	    image_pull_policy Always|IfNotPresent|Never
 //	    gateway_cidr      <cidr...>
 //	    gateway_label     <key> <value>
+//	    copy_image        <image>
 //	    workspace_chown   on|off
 //	}
 func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
@@ -89,7 +92,8 @@ func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	for disp.NextBlock(0) {
 		opt := disp.Val()
 		one := map[string]*string{"kubeconfig": &d.Kubeconfig, "namespace": &d.Namespace, "storage_class": &d.StorageClass,
-			"workspace_size": &d.WorkspaceSize, "cpu_request": &d.CPURequest, "image_pull_policy": &d.ImagePullPolicy}
+			"workspace_size": &d.WorkspaceSize, "cpu_request": &d.CPURequest, "image_pull_policy": &d.ImagePullPolicy,
+			"copy_image": &d.CopyImage}
 		if dst, ok := one[opt]; ok {
 			if !disp.AllArgs(dst) {
 				return disp.ArgErr()

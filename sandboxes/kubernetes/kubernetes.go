@@ -60,6 +60,9 @@ type Config struct {
 	// only those to the agent port. Both empty: Pods labelled DefaultGatewayLabel, in any namespace.
 	GatewayCIDRs  []string
 	GatewayLabels map[string]string
+	// CopyImage runs the copy Pods of workspace copies (copy.go); it needs sh, du, cp and find. Default
+	// DefaultCopyImage.
+	CopyImage string
 	// NoWorkspaceChown leaves out the init container that gives the workspace's root directory to the sandbox
 	// user. Storage that honours the Pod's fsGroup needs no such step; host-path and some NFS provisioners do.
 	NoWorkspaceChown bool

@@ -280,14 +280,11 @@ func TestVolumes(t *testing.T) {
 	}
 }
 
-// TestNoPause: the cluster cannot freeze a Pod, so the driver offers no PauseDriver and the Manager answers pause
-// with its typed capability error.
+// TestNoPause: the cluster cannot freeze a Pod, so the driver offers no PauseDriver (the Manager then answers
+// pause with its typed capability error).
 func TestNoPause(t *testing.T) {
 	d, _ := testDriver(t, Config{})
 	if _, ok := any(d).(sandboxes.PauseDriver); ok {
 		t.Fatal("the kubernetes driver claims it can pause")
-	}
-	if _, ok := any(d).(sandboxes.VolumeCopier); ok {
-		t.Fatal("the kubernetes driver claims it can copy volumes")
 	}
 }

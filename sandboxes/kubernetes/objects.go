@@ -104,7 +104,6 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 	}
 	yes, no := true, false
 	uid := int64(SandboxUID)
-	root := int64(0)
 	graceSecs := int64(grace)
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for k, v := range spec.Env {
@@ -191,29 +190,37 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 		pod.Spec.DNSPolicy = corev1.DNSDefault
 	}
 	if !d.cfg.NoWorkspaceChown {
-		// Host-path and some other provisioners make a volume's root directory root's, 0750, ignoring fsGroup;
-		// the sandbox user could not use its own workspace. This step changes that directory's owner only: root
-		// with CHOWN alone, nothing else mounted, no tenant code run (the image's own chown).
-		pod.Spec.InitContainers = []corev1.Container{{
-			Name: "workspace-owner", Image: spec.Image, ImagePullPolicy: pullPolicy,
-			Command:      []string{"chown", fmt.Sprintf("%d:%d", SandboxUID, SandboxUID), "/workspace"},
-			VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}},
-			Resources: corev1.ResourceRequirements{
+		pod.Spec.InitContainers = []corev1.Container{chownInit(spec.Image, pullPolicy, "workspace", "/workspace",
+			corev1.ResourceRequirements{
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: cpuLimit, corev1.ResourceMemory: mem},
 				Requests: corev1.ResourceList{corev1.ResourceCPU: cpuRequest, corev1.ResourceMemory: mem},
-			},
-			SecurityContext: &corev1.SecurityContext{
-				RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: &no,
-				Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
-				Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN"}},
-				SeccompProfile: seccomp,
-			},
-		}}
+			})}
 	}
 	return pod, nil
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// chownInit gives a claim's root directory to the sandbox user. Host-path and some other provisioners make it
+// root's (0750, or 0777 still root's, which cp -a cannot keep times on), ignoring fsGroup; the sandbox user could
+// not use its own workspace. It changes that directory's owner only: root with CHOWN alone, nothing else mounted,
+// a read-only root, no tenant code run (the image's own chown).
+func chownInit(image string, pull corev1.PullPolicy, volume, path string, res corev1.ResourceRequirements) corev1.Container {
+	yes, no := true, false
+	root := int64(0)
+	return corev1.Container{
+		Name: "workspace-owner", Image: image, ImagePullPolicy: pull,
+		Command:      []string{"chown", fmt.Sprintf("%d:%d", SandboxUID, SandboxUID), path},
+		VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: path}},
+		Resources:    res,
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: &no,
+			Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
 
 // podLabels are the record's labels plus the selector label the NetworkPolicy uses.
 func podLabels(spec sandboxes.ContainerSpec) map[string]string {
