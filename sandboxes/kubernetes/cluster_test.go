@@ -215,7 +215,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if n := c.count("pods"); n != 0 {
 		t.Fatalf("%d pods after stop", n)
 	}
-	if c.count("claims") != 1 || c.count("records") != 1 {
+	if c.count("claims") != 1 || c.count("records") != 1 || c.count("policies") != 1 {
 		t.Fatal("stop lost the workspace claim or the container record")
 	}
 	tg = c.ready(sb.ID)
@@ -295,4 +295,46 @@ func TestClusterOOM(t *testing.T) {
 			t.Fatal("no death event within 6 minutes of the OOM")
 		}
 	}
+}
+
+// TestClusterWorkspaceCopy: a stopped sandbox's workspace is copied into a snapshot claim by a copy Pod, and a
+// sandbox made from the snapshot reads its file; a running sandbox cannot be frozen, so its snapshot is refused
+// with the typed error.
+func TestClusterWorkspaceCopy(t *testing.T) {
+	c := newCluster(t, smallProfile("small"))
+	ctx := context.Background()
+	sb, err := c.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sh(c.ready(sb.ID), "echo kept > /workspace/keep.txt")
+	_, err = c.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{Name: "running"})
+	var se *sandboxes.Error
+	if !errors.As(err, &se) || se.Code != sandboxes.CodeCapabilityAbsent {
+		t.Fatalf("snapshot of a running sandbox: want %s, got %v", sandboxes.CodeCapabilityAbsent, err)
+	}
+	if err := c.mgr.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped sandbox's workspace is copied into a snapshot claim by a copy Pod, and a sandbox made from the
+	// snapshot reads the file.
+	snap, err := c.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{Name: "kept"})
+	if err != nil {
+		t.Fatalf("snapshot of a stopped sandbox: %v", err)
+	}
+	copied, stats, err := c.mgr.CreateFromSnapshot(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"}, snap.ID)
+	if err != nil {
+		t.Fatalf("create from snapshot: %v", err)
+	}
+	t.Logf("snapshot copies: %+v", stats)
+	if out := c.sh(c.ready(copied.ID), "cat /workspace/keep.txt"); out != "kept\n" {
+		t.Fatalf("workspace of the sandbox made from the snapshot: %q", out)
+	}
+	if err := c.mgr.Delete(ctx, copied.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.mgr.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+
 }
