@@ -173,14 +173,14 @@ func (d *Driver) waitPod(ctx context.Context, pod *corev1.Pod, cond func(*corev1
 		if err != nil {
 			return pod, waitErr(ctx, pod, err)
 		}
-		gone, next, err := followPod(ctx, w, pod, cond)
+		end, next, err := followPod(ctx, w, pod, cond)
 		w.Stop()
 		switch {
 		case err != nil:
 			return next, err
-		case gone:
+		case end == podGone:
 			return next, fmt.Errorf("%w: pod %s was deleted", sandboxes.ErrContainerNotFound, pod.Name)
-		case next != pod:
+		case end == podDone:
 			return next, nil
 		}
 		// The watch ended without an answer: read the Pod again and watch from there.
@@ -195,28 +195,36 @@ func (d *Driver) waitPod(ctx context.Context, pod *corev1.Pod, cond func(*corev1
 	}
 }
 
-// followPod reads a Pod watch: the Pod cond accepted (a new pointer), gone, or pod itself when the watch ended.
-func followPod(ctx context.Context, w watch.Interface, pod *corev1.Pod, cond func(*corev1.Pod) (bool, error)) (bool, *corev1.Pod, error) {
+// How a Pod watch ended for followPod.
+const (
+	watchEnded = iota // the watch closed with no answer
+	podDone           // cond accepted the Pod
+	podGone           // the Pod was deleted
+)
+
+// followPod reads a Pod watch until cond accepts the Pod, the Pod is gone, or the watch ends; it answers the
+// last Pod it saw.
+func followPod(ctx context.Context, w watch.Interface, pod *corev1.Pod, cond func(*corev1.Pod) (bool, error)) (int, *corev1.Pod, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false, pod, waitErr(ctx, pod, ctx.Err())
+			return watchEnded, pod, waitErr(ctx, pod, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return false, pod, nil
+				return watchEnded, pod, nil
 			}
 			p, isPod := ev.Object.(*corev1.Pod)
 			if !isPod || p.Name != pod.Name || p.UID != pod.UID {
 				if ev.Type == watch.Error {
-					return false, pod, nil
+					return watchEnded, pod, nil
 				}
 				continue
 			}
 			if ev.Type == watch.Deleted {
-				return true, p, nil
+				return podGone, p, nil
 			}
 			if done, err := cond(p); done || err != nil {
-				return false, p, err
+				return podDone, p, err
 			}
 			pod = p
 		}

@@ -288,3 +288,47 @@ func TestNoPause(t *testing.T) {
 		t.Fatal("the kubernetes driver claims it can pause")
 	}
 }
+
+// TestStartAcrossWatchEnds checks a watch that shows the Pod still starting and then ends makes Start read the
+// Pod again rather than answer early.
+func TestStartAcrossWatchEnds(t *testing.T) {
+	ctx := ctxT(t)
+	d, cs := testDriver(t, Config{})
+	cs.PrependReactor("create", "pods", (&kubelet{}).react)
+	watches := make(chan *watch.FakeWatcher, 4)
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		watches <- w
+		return true, w, nil
+	})
+	spec := testSpec(sandboxes.Profile{})
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		addr string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		addr, err := d.Start(ctx, id, spec)
+		done <- result{addr, err}
+	}()
+	w := <-watches
+	pod, err := cs.CoreV1().Pods("sbx").Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := pod.DeepCopy()
+	pending.Status.Phase = corev1.PodPending
+	w.Modify(pending)
+	running(pod)
+	if _, err := cs.CoreV1().Pods("sbx").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	if r := <-done; r.err != nil || r.addr != "10.88.0.5:7777" {
+		t.Fatalf("start: %+v", r)
+	}
+}
