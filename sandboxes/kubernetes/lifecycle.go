@@ -32,7 +32,16 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err != nil {
 		return "", fmt.Errorf("encoding the pod of %s: %w", spec.Name, err)
 	}
-	rec, err := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace).Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
+	records := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace)
+	rec, err := records.Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Names come from sandbox ids, so this is the same sandbox's record, one the Manager does not know of (a
+		// gateway that died between the create and recording it): stale, and replaced.
+		if rerr := d.Remove(ctx, objectName(spec.Name)); rerr != nil {
+			return "", fmt.Errorf("replacing the stale container record of %s: %w", spec.Name, rerr)
+		}
+		rec, err = records.Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
+	}
 	if err != nil {
 		return "", fmt.Errorf("creating the container record of %s: %w", spec.Name, err)
 	}

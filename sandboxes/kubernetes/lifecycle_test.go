@@ -332,3 +332,28 @@ func TestStartAcrossWatchEnds(t *testing.T) {
 		t.Fatalf("start: %+v", r)
 	}
 }
+
+// TestCreateReplacesStaleRecord: a record of the same name the Manager does not know of (its gateway died before
+// recording the create) is replaced, not a conflict that fails the sandbox.
+func TestCreateReplacesStaleRecord(t *testing.T) {
+	ctx := ctxT(t)
+	d, cs := testDriver(t, Config{})
+	cs.PrependReactor("create", "pods", (&kubelet{fate: running}).react)
+	spec := testSpec(sandboxes.Profile{})
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Start(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.Labels["sg.generation"] = "1"
+	id2, err := d.Create(ctx, spec)
+	if err != nil || id2 != id {
+		t.Fatalf("second create: %q %v", id2, err)
+	}
+	st, err := d.Inspect(ctx, id)
+	if err != nil || st.Running || st.Labels["sg.generation"] != "1" {
+		t.Fatalf("after the replacing create: %+v %v", st, err)
+	}
+}
