@@ -60,12 +60,44 @@ func (d *Driver) followPods(ctx context.Context, match map[string]string, out ch
 		if err != nil {
 			return fmt.Errorf("watching pods: %w", err)
 		}
-		rv, err = t.follow(ctx, w, out)
+		next, err := t.follow(ctx, w, out)
 		w.Stop()
-		if err != nil || ctx.Err() != nil {
+		if next != "" {
+			rv = next
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errCacheBehind) || (err == nil && next == ""):
+			// Nothing was lost: the same version is asked for again once the server has had a moment.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		case err != nil:
 			return err
 		}
 	}
+}
+
+// errCacheBehind is a watch the API server refused because its watch cache has not reached the version asked
+// for yet. Kubernetes asks etcd for progress notifications to keep the cache current; an etcd without them (3.4,
+// as Debian ships it) leaves the cache of a quiet resource behind the cluster's latest version until the next
+// change of that resource, which is exactly what a retry from the same version then delivers.
+var errCacheBehind = errors.New("the API server's watch cache is behind")
+
+// tooLargeVersion reports the API server's answer to a watch from a version its cache has not reached.
+func tooLargeVersion(st *metav1.Status) bool {
+	if st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == metav1.CauseTypeResourceVersionTooLarge {
+			return true
+		}
+	}
+	return false
 }
 
 // podTracker turns Pod watch events into container events, each death reported once.
@@ -85,8 +117,8 @@ func (t *podTracker) seed(pod *corev1.Pod) {
 	}
 }
 
-// follow reads one watch until it ends; it answers the resource version to resume from, or an error when the
-// watch cannot be resumed.
+// follow reads one watch until it ends; it answers the resource version to resume from ("" when it saw no
+// event), or an error when the watch cannot be resumed (errCacheBehind when it can, a moment later).
 func (t *podTracker) follow(ctx context.Context, w watch.Interface, out chan<- sandboxes.ContainerEvent) (string, error) {
 	rv := ""
 	for {
@@ -95,12 +127,12 @@ func (t *podTracker) follow(ctx context.Context, w watch.Interface, out chan<- s
 			return rv, nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				if rv == "" {
-					return "", errors.New("pod watch closed before any event")
-				}
 				return rv, nil
 			}
 			if ev.Type == watch.Error {
+				if st, isStatus := ev.Object.(*metav1.Status); isStatus && tooLargeVersion(st) {
+					return rv, errCacheBehind
+				}
 				return "", fmt.Errorf("pod watch: %w", apierrors.FromObject(ev.Object))
 			}
 			pod, isPod := ev.Object.(*corev1.Pod)

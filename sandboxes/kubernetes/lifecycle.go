@@ -192,7 +192,13 @@ func (d *Driver) waitPod(ctx context.Context, pod *corev1.Pod, cond func(*corev1
 		case end == podDone:
 			return next, nil
 		}
-		// The watch ended without an answer: read the Pod again and watch from there.
+		// The watch ended without an answer (closed, or refused because the server's watch cache is behind the
+		// Pod's version, events.go): read the Pod again and watch from there, after a moment.
+		select {
+		case <-ctx.Done():
+			return pod, waitErr(ctx, pod, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 		fresh, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && fresh.UID != pod.UID) {
 			return pod, fmt.Errorf("%w: pod %s was deleted", sandboxes.ErrContainerNotFound, pod.Name)
