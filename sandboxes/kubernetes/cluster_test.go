@@ -48,6 +48,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, profiles ...sandboxes.Profile) *cluster {
 	t.Helper()
+	return newClusterWith(t, nil, profiles...)
+}
+
+// newClusterWith is newCluster with the driver's configuration adjusted by tune.
+func newClusterWith(t *testing.T, tune func(*kubernetes.Config), profiles ...sandboxes.Profile) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("cluster test: runs without -short")
 	}
@@ -78,6 +84,9 @@ func newCluster(t *testing.T, profiles ...sandboxes.Profile) *cluster {
 		}
 	})
 	c.cfg = kubernetes.Config{Kubeconfig: kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
+	if tune != nil {
+		tune(&c.cfg)
+	}
 	for i := range profiles {
 		if profiles[i].Image == "" {
 			profiles[i].Image = clusterImage()
@@ -236,7 +245,10 @@ func TestClusterLifecycle(t *testing.T) {
 // TestClusterOOM: a sandbox whose agent the kernel's OOM killer ends is reported dead with reason oom, from the
 // Pod's status, and its next use rebuilds it on the same workspace.
 func TestClusterOOM(t *testing.T) {
-	c := newCluster(t, smallProfile("small"))
+	// The CPU request equals the limit, so the Pod is Guaranteed: the kubelet gives Burstable Pods' processes an
+	// oom_score_adj near 1000, which the memory hog inherits and the agent cannot outbid (a process may not
+	// lower its own).
+	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.CPURequest = "500m" }, smallProfile("small"))
 	ctx := context.Background()
 	events, unsubscribe := c.mgr.Subscribe(64)
 	defer unsubscribe()
