@@ -217,6 +217,31 @@ const steps = {
     return { first: first[0], second, offsetBefore, expiredBanner };
   },
 
+  // The failures a busy machine or a slow network cause, each once, on the way to a working terminal: a file of
+  // the page's module graph lost (the page must reload itself, not sit on "Connecting…"), the session request lost
+  // (retried), and a WebSocket whose handshake never completes (mocked open and silent: the page must drop it and
+  // connect again). Then typing works.
+  async faults(context, page) {
+    const id = process.env.SANDBOX;
+    const seen = { module: 0, session: 0, ws: 0 };
+    await context.route('**/vendor/xterm/addon-fit.mjs', (route) =>
+      seen.module++ === 0 ? route.abort('internetdisconnected') : route.continue());
+    await context.route('**/terminal/session', (route) =>
+      route.request().method() === 'POST' && seen.session++ === 0 ? route.abort('connectionreset') : route.continue());
+    await context.routeWebSocket(/\/terminal\/ws/, (ws) => {
+      if (seen.ws++ > 0) ws.connectToServer();
+      // The first stays mocked: open, never a word, as a handshake stuck in a proxy looks to the page's script.
+    });
+    await login(page);
+    const term = await openFromConsole(context, page, id, 'Terminal');
+    await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected,
+      null, { timeout: remaining() });
+    await term.locator('#terminal').click();
+    await typeLine(term, 'echo faults-$((6*7))');
+    await waitScreen(term, /^faults-42$/m, 'faults-42');
+    return seen;
+  },
+
   // The sandbox's container is killed under an open terminal: the page says the sandbox died, with the reason, and
   // reconnects to a new shell once the gateway has rebuilt it on its workspace.
   async died(context, page) {
