@@ -264,9 +264,14 @@ const steps = {
 
   async desktop(context, page) {
     const id = process.env.SANDBOX;
+    // One file of noVNC's module graph is lost on the first load (a network change does that): the page reloads
+    // itself instead of staying on "Connecting…".
+    let rfbLoads = 0;
+    await context.route('**/vendor/novnc/core/rfb.js', (route) => rfbLoads++ === 0 ? route.abort('internetdisconnected') : route.continue());
     await login(page);
     const desk = await openFromConsole(context, page, id, 'Desktop');
     await waitDesktop(desk);
+    check(rfbLoads >= 2, 'noVNC was loaded ' + rfbLoads + ' times');
     const canvas = desk.locator('#screen canvas');
     const lit = await litPixels(desk);
     const box = await canvas.boundingBox();
