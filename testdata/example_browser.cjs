@@ -62,7 +62,7 @@ async function freshTicket(url) {
     method: 'POST', headers: { Authorization: 'Bearer ' + env.KEY, 'Content-Type': 'application/json' },
     body: JSON.stringify({ scope: kind, permission: claims.perm, ttl: 900 }),
   });
-  check(res.ok, 'a fresh ' + kind + ' ticket: ' + res.status + ' ' + await res.text());
+  if (!res.ok) throw new Error('a fresh ' + kind + ' ticket: ' + res.status + ' ' + await res.text());
   return (await res.json()).url;
 }
 

@@ -115,8 +115,11 @@ async function openFromConsole(context, page, id, label) {
       context.waitForEvent('page'),
       page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
     ]);
-    await tab.waitForURL((u) => /\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(u.href) || u.href.startsWith('chrome-error:'));
-    if (!tab.url().startsWith('chrome-error:') || Date.now() > deadline) {
+    // The page's own load may be cut by a network change too: once the tab is on the page, its scripts (boot.js
+    // reloads a page whose module never arrived) take it from there.
+    await tab.waitForURL((u) => /\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(u.href) || u.href.startsWith('chrome-error:'))
+      .catch((e) => { if (!/ERR_NETWORK_CHANGED/.test(String(e))) throw e; });
+    if (/\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(tab.url()) || Date.now() > deadline) {
       await tab.waitForLoadState('domcontentloaded');
       return tab;
     }
