@@ -104,6 +104,16 @@ func TestPagesInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("terminal faults", func(t *testing.T) {
+		// Each failure happens once, deterministically (Playwright drops the request or holds the WebSocket).
+		var seen struct{ Module, Session, WS int }
+		runBrowserStep(t, e, "faults", &seen, "SANDBOX="+id)
+		t.Logf("requests seen: %+v", seen)
+		if seen.Module < 2 || seen.Session < 2 || seen.WS < 2 {
+			t.Errorf("a failure was not retried: %+v", seen)
+		}
+	})
+
 	t.Run("expired ticket", func(t *testing.T) {
 		// Issued by a clock an hour behind: expired (leeway included) when it is made, with no sleep.
 		past, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(edgeSecret),

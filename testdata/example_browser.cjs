@@ -11,6 +11,35 @@ const shots = env.SCREENSHOTS;
 function check(cond, msg) { if (!cond) throw new Error(msg); }
 function log(msg) { console.log(new Date().toISOString() + ' ' + msg); }
 
+// watch records what each page saw, for the log of a failed run: console messages, script errors, failed requests
+// and every WebSocket's life (open, the first frames each way, socket errors, close). Under load the failures are
+// rare and vary; this is the evidence.
+function watch(context) {
+  let n = 0;
+  context.on('page', (p) => {
+    const tag = 'page' + (++n);
+    const short = (u) => String(u).replace(/ticket=[^&\s]+/, 'ticket=…').slice(0, 160);
+    p.on('framenavigated', (f) => { if (f === p.mainFrame()) log(tag + ' navigated ' + short(f.url())); });
+    p.on('console', (m) => log(tag + ' console.' + m.type() + ': ' + m.text().slice(0, 300)));
+    p.on('pageerror', (e) => log(tag + ' pageerror: ' + String(e).slice(0, 300)));
+    p.on('requestfailed', (r) => log(tag + ' requestfailed ' + r.method() + ' ' + short(r.url()) + ': ' + (r.failure() || {}).errorText));
+    p.on('response', (r) => { if (r.status() >= 400) log(tag + ' response ' + r.status() + ' ' + r.request().method() + ' ' + short(r.url())); });
+    p.on('websocket', (ws) => {
+      const w = tag + ' ws ' + short(ws.url());
+      log(w + ' opening');
+      let sent = 0, got = 0;
+      const frame = (dir, f) => {
+        const c = dir === 'sent' ? ++sent : ++got;
+        if (c <= 3) log(w + ' ' + dir + ' #' + c + ': ' + (typeof f.payload === 'string' ? f.payload.slice(0, 120) : '<' + f.payload.length + ' bytes>'));
+      };
+      ws.on('framesent', (f) => frame('sent', f));
+      ws.on('framereceived', (f) => frame('received', f));
+      ws.on('socketerror', (e) => log(w + ' socketerror: ' + e));
+      ws.on('close', () => log(w + ' closed after ' + sent + ' sent, ' + got + ' received frames'));
+    });
+  });
+}
+
 // goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED (Docker adding interfaces on this machine).
 async function goto(page, url) {
   for (let i = 0; ; i++) {
@@ -19,6 +48,34 @@ async function goto(page, url) {
     } catch (e) {
       if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
       await page.waitForTimeout(500);
+    }
+  }
+}
+
+// freshTicket asks the API for a new ticket like the one in url (same sandbox, kind and permission): a navigation
+// Chromium aborted may have reached the gateway and spent the ticket, as a person's second click would need a new link.
+async function freshTicket(url) {
+  const u = new URL(url);
+  const [, id, kind] = u.pathname.match(/^\/sandboxes\/([^/]+)\/([^/]+)\//);
+  const claims = JSON.parse(Buffer.from(u.searchParams.get('ticket').split('.')[1], 'base64url').toString());
+  const res = await fetch(base + '/v1/sandboxes/' + id + '/tickets', {
+    method: 'POST', headers: { Authorization: 'Bearer ' + env.KEY, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ scope: kind, permission: claims.perm, ttl: 900 }),
+  });
+  if (!res.ok) throw new Error('a fresh ' + kind + ' ticket: ' + res.status + ' ' + await res.text());
+  return (await res.json()).url;
+}
+
+// gotoTicket opens a page's ticket URL; after a navigation Chromium aborted it opens a fresh ticket's URL.
+async function gotoTicket(page, url) {
+  for (let i = 0; ; i++) {
+    try {
+      return await page.goto(url);
+    } catch (e) {
+      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
+      log('fresh ticket after: ' + String(e).split('\n')[0]);
+      await page.waitForTimeout(500);
+      url = await freshTicket(url);
     }
   }
 }
@@ -73,7 +130,7 @@ async function waitLit(page, what) {
 // The README: the terminal URL the API answered opens the terminal; typing, resizing and a reconnect work.
 async function terminal(context) {
   const term = await context.newPage();
-  await goto(term, env.TERMINAL_URL);
+  await gotoTicket(term, env.TERMINAL_URL);
   check(!term.url().includes('ticket='), 'the ticket stayed in the address bar: ' + term.url());
   await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 120000 });
   await term.locator('#terminal').click();
@@ -205,13 +262,13 @@ async function download(context) {
 // The desktop of the browser sandbox with a write ticket (canvas renders), then with a read ticket.
 async function desktop(context) {
   const desk = await context.newPage();
-  await goto(desk, env.DESKTOP_URL);
+  await gotoTicket(desk, env.DESKTOP_URL);
   await desk.waitForFunction(() => window.sandgateDesktop && window.sandgateDesktop.connected, null, { timeout: 120000 });
   const lit = await waitLit(desk, 'write ticket');
   await desk.screenshot({ path: path.join(shots, 'example-desktop.png') });
   await desk.close();
   const view = await context.newPage();
-  await goto(view, env.VIEW_URL);
+  await gotoTicket(view, env.VIEW_URL);
   await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
     null, { timeout: 120000 });
   const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
@@ -263,6 +320,7 @@ async function shared(context) {
   let context;
   try {
     context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 600 }, acceptDownloads: true });
+    watch(context);
     if (env.ONLY === 'shared') {
       console.log('RESULT ' + JSON.stringify(await shared(context)));
       return;
@@ -287,8 +345,10 @@ async function shared(context) {
     if (context) {
       for (const p of context.pages()) {
         const text = await p.locator('body').innerText().catch(() => '');
-        console.error('PAGE ' + p.url() + '\n' + text.slice(0, 2000));
-        await p.screenshot({ path: path.join(shots, 'example-failed-' + context.pages().indexOf(p) + '.png') }).catch(() => {});
+        const status = await p.locator('#status').textContent({ timeout: 1000 }).catch(() => '');
+        const shot = path.join(shots, 'example-failed-' + context.pages().indexOf(p) + '.png');
+        console.error('PAGE ' + p.url().replace(/ticket=[^&\s]+/, 'ticket=…') + (status ? ' status "' + status + '"' : '') + ' screenshot ' + shot + '\n' + text.slice(0, 2000));
+        await p.screenshot({ path: shot }).catch(() => {});
       }
     }
     console.error('PARTIAL ' + JSON.stringify(out));

@@ -1,6 +1,9 @@
 // The desktop page: noVNC's RFB client on the sandbox's VNC server, through the gateway's websockify route.
 import RFB from '../vendor/novnc/core/rfb.js';
 
+// Every import arrived: boot.js need not reload the page.
+document.documentElement.dataset.started = '1';
+
 const body = document.body;
 const base = body.dataset.base;               // /sandboxes/{id}/vnc/
 const viewOnly = body.dataset.permission !== 'write';

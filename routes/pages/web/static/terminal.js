@@ -3,6 +3,9 @@
 import { Terminal } from '../vendor/xterm/xterm.mjs';
 import { FitAddon } from '../vendor/xterm/addon-fit.mjs';
 
+// Every import arrived: boot.js need not reload the page.
+document.documentElement.dataset.started = '1';
+
 const body = document.body;
 const base = body.dataset.base;              // /sandboxes/{id}/terminal/
 const storageKey = 'sandgate.pty.' + body.dataset.sandbox;
@@ -49,6 +52,20 @@ let attempts = 0;       // reconnects since the last good connection
 let ended = false;      // no more reconnects (exit, expiry, death, takeover)
 let timer = null;
 let diedReason = null;  // the sandbox died and is being rebuilt: the next session is a new shell
+let watchdog = null;    // drops a stream that never said "connected"
+let greeted = false;    // the current stream said "connected": the shell is attached
+
+// A WebSocket whose opening handshake stalls (a proxy or a network hiccup under load) would leave the page on
+// "Connecting…" for good: browsers give a handshake no deadline. A stream that has not said "connected" within
+// this long is dropped and retried like any lost stream.
+const connectTimeoutMs = 20000;
+// Bounds each of the page's own requests; the gateway gives a sandbox 60 s to start, so this is above that.
+const requestTimeoutMs = 90000;
+
+// request is fetch on the page's own origin with a deadline: a request lost on the way fails instead of hanging.
+function request(url, init) {
+  return fetch(url, Object.assign({ credentials: 'same-origin', cache: 'no-store', signal: AbortSignal.timeout(requestTimeoutMs) }, init));
+}
 
 function setStatus(text) { statusEl.textContent = text; }
 // kind names the banner for scripts and tests (data-kind): died, rebuilt, expired, gone, ...
@@ -62,6 +79,7 @@ function hideBanner() { banner.hidden = true; banner.textContent = ''; banner.da
 function stop(text, kind) {
   ended = true;
   clearTimeout(timer);
+  clearTimeout(watchdog);
   setStatus(kind === 'expired' ? 'Ticket expired' : 'Disconnected');
   showBanner(text, true, kind);
 }
@@ -144,6 +162,8 @@ function onBinary(buf) {
 function onControl(msg) {
   switch (msg.type) {
     case 'connected':
+      clearTimeout(watchdog);
+      greeted = true;
       liveOffset = msg.offset || 0;
       attempts = 0;
       // A rebuilt sandbox's notice stays: the person should know this is a new shell.
@@ -181,7 +201,11 @@ function connect(since) {
   const sock = new WebSocket(u.href);
   sock.binaryType = 'arraybuffer';
   ws = sock;
-  setStatus(since > 0 ? 'Reconnecting…' : 'Connecting…');
+  greeted = false;
+  setStatus(attempts > 0 ? 'Connecting (attempt ' + (attempts + 1) + ')…' : since > 0 ? 'Reconnecting…' : 'Connecting…');
+  clearTimeout(watchdog);
+  // Each retry waits longer, so a machine merely slow still connects.
+  watchdog = setTimeout(() => { if (ws === sock) sock.close(4000, 'no answer'); }, Math.min(connectTimeoutMs * (attempts + 1), 60000));
   sock.onmessage = (ev) => {
     if (typeof ev.data === 'string') {
       try { onControl(JSON.parse(ev.data)); } catch (e) { /* not a control frame */ }
@@ -190,7 +214,9 @@ function connect(since) {
     }
   };
   sock.onclose = (ev) => {
-    if (ws === sock) ws = null;
+    if (ws !== sock) return; // a stream this page already replaced
+    ws = null;
+    clearTimeout(watchdog);
     if (ended) return;
     if (ev.code === 4001) {
       stop('This terminal was opened in another window; this one let go of it. Reload to take it back.', 'taken');
@@ -210,7 +236,7 @@ function scheduleReconnect() {
   timer = setTimeout(async () => {
     let res;
     try {
-      res = await fetch(base + 'session?pty=' + encodeURIComponent(ptyID), { credentials: 'same-origin', cache: 'no-store' });
+      res = await request(base + 'session?pty=' + encodeURIComponent(ptyID));
     } catch (e) {
       setStatus('Offline, retrying…');
       scheduleReconnect();
@@ -268,8 +294,8 @@ async function explain(res) {
 async function createSession() {
   let res;
   try {
-    res = await fetch(base + 'session', {
-      method: 'POST', credentials: 'same-origin', cache: 'no-store',
+    res = await request(base + 'session', {
+      method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ cols: term.cols, rows: term.rows }),
     });
@@ -297,7 +323,14 @@ async function start() {
   const known = sessionStorage.getItem(storageKey);
   if (known) {
     // A reload of this tab: reattach to the same shell and replay its buffer onto the empty screen.
-    const res = await fetch(base + 'session?pty=' + encodeURIComponent(known), { credentials: 'same-origin', cache: 'no-store' });
+    let res;
+    try {
+      res = await request(base + 'session?pty=' + encodeURIComponent(known));
+    } catch (e) {
+      setStatus('Offline, retrying…');
+      timer = setTimeout(start, 2000);
+      return;
+    }
     if (res.ok) {
       ptyID = known;
       connect(0);
@@ -316,7 +349,8 @@ setInterval(() => sendControl({ type: 'ping' }), 25000);
 window.sandgateTerminal = {
   term,
   get offset() { return offset; },
-  get connected() { return !!ws && ws.readyState === WebSocket.OPEN; },
+  // Open and attached: an open stream that never said "connected" is not a terminal yet.
+  get connected() { return !!ws && ws.readyState === WebSocket.OPEN && greeted; },
   dropConnection() { if (ws) ws.close(4000, 'dropped'); },
 };
 
