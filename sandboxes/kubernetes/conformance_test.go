@@ -1,14 +1,9 @@
-// This file runs sandboxes/drivertest (the conform branch) on this driver. It is behind the drivertest build tag
-// only until that package is merged: the lead removes the constraint line at merge.
-
 package kubernetes_test
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +25,8 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test: runs without -short")
 	}
-	kubeconfig := os.Getenv(envKubeconfig)
-	if kubeconfig == "" {
-		t.Skipf("cluster test: %s is unset (make test-k8s sets it)", envKubeconfig)
-	}
+	kube := testenv.KubeCluster(t)
+	kubeconfig := kube.Kubeconfig
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -67,16 +60,21 @@ func TestConformance(t *testing.T) {
 			}
 			return drv
 		},
-		// The engine's own kill: SIGKILL to the container's main process (our agent), from inside its Pod, as the
-		// kubelet has no kill of its own.
+		// The engine's own kill: SIGKILL to the container's main process (our agent) through the node's containerd,
+		// as the kubelet has no kill of its own. Not from inside the Pod: the agent is not dumpable, so no process
+		// beside it may signal it through /proc.
 		Kill: func(ctx context.Context, ns, containerID string) error {
-			script := `for p in /proc/[0-9]*; do [ "$(readlink $p/exe)" = /usr/local/bin/sandgate-agent ] && kill -9 "${p#/proc/}"; done; true`
-			out, err := exec.CommandContext(ctx, kubectl(), "--kubeconfig", kubeconfig, "-n", ns, "exec", containerID, "-c", "sandbox",
-				"--", "sh", "-c", script).CombinedOutput()
+			pod, err := cs.CoreV1().Pods(ns).Get(ctx, containerID, metav1.GetOptions{})
 			if err != nil {
-				return fmt.Errorf("kubectl exec: %v: %s", err, out)
+				return fmt.Errorf("reading the Pod of %s: %w", containerID, err)
 			}
-			return nil
+			for _, st := range pod.Status.ContainerStatuses {
+				if st.Name == "sandbox" && strings.HasPrefix(st.ContainerID, "containerd://") {
+					_, err := kube.Containerd(ctx, "task", "kill", "--signal", "SIGKILL", strings.TrimPrefix(st.ContainerID, "containerd://"))
+					return err
+				}
+			}
+			return fmt.Errorf("the Pod of %s has no running sandbox container: %+v", containerID, pod.Status.ContainerStatuses)
 		},
 		Leftovers: func(ctx context.Context, ns string) ([]string, error) {
 			var left []string
@@ -113,16 +111,4 @@ func TestConformance(t *testing.T) {
 			return left, nil
 		},
 	})
-}
-
-// kubectl is the one scripts/cluster.sh built (Debian's is far older than the cluster).
-func kubectl() string {
-	if p := os.Getenv("SANDGATE_K8S_KUBECTL"); p != "" {
-		return p
-	}
-	p := filepath.Join(testenv.Getenv("SANDGATE_K8S_CACHE", "/var/cache/sandgate/k8s"), "bin-v1.37.2", "kubectl")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "kubectl"
 }
