@@ -123,14 +123,7 @@ func TestNotListening(t *testing.T) {
 
 // The first call after a warm claim reuses the connection the readiness probe opened: no new dial, one round trip.
 func TestClaimFirstCallReusesTheProbeConnection(t *testing.T) {
-	d := newFakeDriver(t)
-	var mu sync.Mutex
-	conns := map[string]*atomic.Int32{}
-	d.agentFor = func(id string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		n := &atomic.Int32{}
-		conns[id] = n
+	m, target, n := claimWithCountedAgent(t, func(n *atomic.Int32) string {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte(`{"status":"ok"}`))
 		}))
@@ -142,28 +135,7 @@ func TestClaimFirstCallReusesTheProbeConnection(t *testing.T) {
 		srv.Start()
 		t.Cleanup(srv.Close)
 		return strings.TrimPrefix(srv.URL, "http://")
-	}
-	p := testProfile("p")
-	p.WarmPoolSize = 1
-	m := startTestManager(t, d, t.TempDir()+"/store.db", Config{Profiles: []Profile{p}})
-	waitFor(t, func() bool { return m.WarmReady() == 1 })
-	sb, err := m.Create(context.Background(), CreateRequest{Profile: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb.LaunchType != LaunchWarm {
-		t.Fatalf("not a warm claim: %s", sb.LaunchType)
-	}
-	target := mustReady(t, m, sb.ID)
-	m.mu.RLock()
-	cid := m.entries[sb.ID].rec.ContainerID
-	m.mu.RUnlock()
-	mu.Lock()
-	n := conns[cid]
-	mu.Unlock()
-	if got := n.Load(); got != 1 {
-		t.Fatalf("before the first call the agent saw %d connections, want the probe's 1", got)
-	}
+	})
 	req, _ := http.NewRequest(http.MethodPost, "http://"+target.Addr+"/v1/exec", strings.NewReader(`{"argv":["true"]}`))
 	resp, err := m.AgentHTTPClient().Do(req)
 	if err != nil {
@@ -178,14 +150,7 @@ func TestClaimFirstCallReusesTheProbeConnection(t *testing.T) {
 // An agent behind a UNIX socket (network none) is pooled like a TCP one: the first call after a warm claim, made
 // the way the API makes it, reuses the connection the readiness probe opened over the socket.
 func TestClaimFirstCallReusesTheProbeSocketConnection(t *testing.T) {
-	d := newFakeDriver(t)
-	var mu sync.Mutex
-	conns := map[string]*atomic.Int32{}
-	d.agentFor = func(id string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		n := &atomic.Int32{}
-		conns[id] = n
+	m, target, n := claimWithCountedAgent(t, func(n *atomic.Int32) string {
 		// A short directory: the socket path must fit sun_path.
 		dir, err := os.MkdirTemp("", "sgs")
 		if err != nil {
@@ -210,6 +175,28 @@ func TestClaimFirstCallReusesTheProbeSocketConnection(t *testing.T) {
 		go srv.Serve(ln)
 		t.Cleanup(func() { srv.Close() })
 		return agentapi.UnixAddr(sock)
+	})
+	if _, err := agentapi.NewClientFor(target.Addr, target.Token, m.AgentHTTPClient()).Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("the first call after the claim dialled the socket again: %d connections", got)
+	}
+}
+
+// claimWithCountedAgent claims the one warm member of a pool whose agents serve(n) starts (each counting the
+// connections it accepts in n) and checks that, once ready, its agent has seen exactly the readiness probe's.
+func claimWithCountedAgent(t *testing.T, serve func(n *atomic.Int32) string) (*Manager, Target, *atomic.Int32) {
+	t.Helper()
+	d := newFakeDriver(t)
+	var mu sync.Mutex
+	conns := map[string]*atomic.Int32{}
+	d.agentFor = func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		n := &atomic.Int32{}
+		conns[id] = n
+		return serve(n)
 	}
 	p := testProfile("p")
 	p.WarmPoolSize = 1
@@ -232,10 +219,5 @@ func TestClaimFirstCallReusesTheProbeSocketConnection(t *testing.T) {
 	if got := n.Load(); got != 1 {
 		t.Fatalf("before the first call the agent saw %d connections, want the probe's 1", got)
 	}
-	if _, err := agentapi.NewClientFor(target.Addr, target.Token, m.AgentHTTPClient()).Health(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := n.Load(); got != 1 {
-		t.Fatalf("the first call after the claim dialled the socket again: %d connections", got)
-	}
+	return m, target, n
 }
