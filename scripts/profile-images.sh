@@ -141,7 +141,9 @@ while IFS= read -r p; do
 	log=build/profile-image-$id.log
 	start=$(date +%s)
 	if [ ${#nodepkgs[@]} -gt 0 ] && [ -n "$ca" ]; then echo "profile-images: npm trusts $ca ($ca_from) during the build" >&2; fi
-	if ! DOCKER_BUILDKIT=$buildkit docker build "${proxy_args[@]}" --build-arg "BASE=$image" --build-arg "PKGS=${pkgs[*]}" --build-arg "MIRROR=$mirror" \
+	# The classic builder keeps a failed step's container (an npm install that fails, say); --force-rm removes it.
+	keep_args=(); [ "$buildkit" = 1 ] || keep_args=(--force-rm)
+	if ! DOCKER_BUILDKIT=$buildkit docker build "${keep_args[@]}" "${proxy_args[@]}" --build-arg "BASE=$image" --build-arg "PKGS=${pkgs[*]}" --build-arg "MIRROR=$mirror" \
 		--build-arg "NODE_PKGS=${nodepkgs[*]}" --build-arg "NPM_REGISTRY=$npm_registry" -t "$tag" "$ctx" >"$log" 2>&1; then
 		tail -n 30 "$log" >&2
 		echo "profile-images: building $tag for profile $id failed; the whole log is $log" >&2
