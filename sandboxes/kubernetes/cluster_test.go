@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,14 +24,23 @@ import (
 // The cluster tests run against the shared test cluster (scripts/cluster.sh, docs/kubernetes.md): make test-k8s
 // sets SANDGATE_K8S_KUBECONFIG; without it they skip, and under make test-k8s a cluster that does not answer fails.
 
-const envKubeconfig = "SANDGATE_K8S_KUBECONFIG"
-
 // clusterImage is our base image as the cluster's containerd holds it (imported from docker save; never pulled).
-func clusterImage() string {
-	if img := os.Getenv("SANDGATE_K8S_IMAGE"); img != "" {
-		return img
+func clusterImage() string { return testenv.Getenv("SANDGATE_K8S_IMAGE", testenv.KubeImage("base")) }
+
+// clusterClient is the test cluster (skipped without it, failed when it does not answer: testenv.KubeCluster) and a
+// client-go clientset on its kubeconfig.
+func clusterClient(t *testing.T) (*testenv.Kube, k8s.Interface) {
+	t.Helper()
+	kube := testenv.KubeCluster(t)
+	rc, err := clientcmd.BuildConfigFromFlags("", kube.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "docker.io/sandgate/sandbox:base"
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, cs
 }
 
 // cluster is a real Manager on the kubernetes driver, in a Kubernetes namespace of its own deleted afterwards.
@@ -54,36 +62,12 @@ func newCluster(t *testing.T, profiles ...sandboxes.Profile) *cluster {
 // newClusterWith is newCluster with the driver's configuration adjusted by tune.
 func newClusterWith(t *testing.T, tune func(*kubernetes.Config), profiles ...sandboxes.Profile) *cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("cluster test: runs without -short")
-	}
-	kubeconfig := os.Getenv(envKubeconfig)
-	if kubeconfig == "" {
-		t.Skipf("cluster test: %s is unset (make test-k8s sets it)", envKubeconfig)
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := k8s.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{t: t, cs: cs, ns: testenv.Unique("sgk"), label: testenv.Unique("sgk"),
+	kube, cs := clusterClient(t)
+	// The namespace is made and deleted by testenv: it waits for the default ServiceAccount (the API refuses Pods
+	// until it exists) and, at the end, until the namespace is gone.
+	c := &cluster{t: t, cs: cs, ns: kube.Namespace(t, "sgk"), label: testenv.Unique("sgk"),
 		store: filepath.Join(t.TempDir(), "store.db")}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("the cluster of %s does not answer: %v", kubeconfig, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", c.ns, err)
-		}
-	})
-	c.cfg = kubernetes.Config{Kubeconfig: kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
+	c.cfg = kubernetes.Config{Kubeconfig: kube.Kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
 	if tune != nil {
 		tune(&c.cfg)
 	}

@@ -5,15 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/drivertest"
 	"github.com/sandgate/sandgate/sandboxes/kubernetes"
@@ -22,39 +16,12 @@ import (
 // TestConformance runs the driver conformance suite on the test cluster: each subtest's Manager namespace is also
 // the Kubernetes namespace its objects live in, made here and deleted after.
 func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test: runs without -short")
-	}
-	kube := testenv.KubeCluster(t)
-	kubeconfig := kube.Kubeconfig
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := k8s.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, cs := clusterClient(t)
 	drivertest.Run(t, drivertest.Env{
-		Image: clusterImage(),
-		Namespace: func(t *testing.T) string {
-			ns := testenv.Unique("sgc")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("creating namespace %s: %v", ns, err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					t.Errorf("deleting namespace %s: %v", ns, err)
-				}
-			})
-			return ns
-		},
+		Image:     clusterImage(),
+		Namespace: func(t *testing.T) string { return kube.Namespace(t, "sgc") },
 		Driver: func(t *testing.T, ns string) sandboxes.Driver {
-			drv, err := kubernetes.New(kubernetes.Config{Kubeconfig: kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
+			drv, err := kubernetes.New(kubernetes.Config{Kubeconfig: kube.Kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
 			if err != nil {
 				t.Fatalf("kubernetes driver: %v", err)
 			}
