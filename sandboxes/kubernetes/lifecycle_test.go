@@ -219,20 +219,7 @@ func TestStartWaitsForThePod(t *testing.T) {
 		watching <- struct{}{}
 		return true, w, err
 	})
-	spec := testSpec(sandboxes.Profile{})
-	id, err := d.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		addr string
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		addr, err := d.Start(ctx, id, spec)
-		done <- result{addr, err}
-	}()
+	id, done := startInBackground(ctx, t, d)
 	select {
 	case <-watching:
 	case r := <-done:
@@ -301,20 +288,7 @@ func TestStartAcrossWatchEnds(t *testing.T) {
 		watches <- w
 		return true, w, nil
 	})
-	spec := testSpec(sandboxes.Profile{})
-	id, err := d.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		addr string
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		addr, err := d.Start(ctx, id, spec)
-		done <- result{addr, err}
-	}()
+	id, done := startInBackground(ctx, t, d)
 	w := <-watches
 	pod, err := cs.CoreV1().Pods("sbx").Get(ctx, id, metav1.GetOptions{})
 	if err != nil {
@@ -356,4 +330,27 @@ func TestCreateReplacesStaleRecord(t *testing.T) {
 	if err != nil || st.Running || st.Labels["sg.generation"] != "1" {
 		t.Fatalf("after the replacing create: %+v %v", st, err)
 	}
+}
+
+// startResult is what Start answered.
+type startResult struct {
+	addr string
+	err  error
+}
+
+// startInBackground creates a container of a plain spec and starts it in a goroutine, so the test can move the
+// Pod along while Start waits for it; the channel gets Start's answer.
+func startInBackground(ctx context.Context, t *testing.T, d *Driver) (string, <-chan startResult) {
+	t.Helper()
+	spec := testSpec(sandboxes.Profile{})
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan startResult, 1)
+	go func() {
+		addr, err := d.Start(ctx, id, spec)
+		done <- startResult{addr, err}
+	}()
+	return id, done
 }
