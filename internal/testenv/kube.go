@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The shared test cluster (scripts/cluster.sh, docs/kubernetes.md "Test cluster"). Only make test-k8s, or a
@@ -200,4 +202,18 @@ func (k *Kube) Containerd(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// NodeCgroupV2 says whether the cluster's node (this machine, whose state directory the cluster uses) runs on the
+// unified cgroup hierarchy. The kubelet makes a container one OOM group only there, so only there does an OOM kill
+// of any process in a sandbox end its container, visibly, as OOMKilled.
+func (k *Kube) NodeCgroupV2() (bool, error) {
+	if k.State == "" {
+		return false, errors.New("the cluster's node is not this machine")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return false, fmt.Errorf("reading the node's cgroup mount: %w", err)
+	}
+	return st.Type == unix.CGROUP2_SUPER_MAGIC, nil
 }

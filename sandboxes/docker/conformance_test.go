@@ -43,6 +43,7 @@ func TestConformance(t *testing.T) {
 		Kill: func(ctx context.Context, _, containerID string) error {
 			return cli.ContainerKill(ctx, containerID, "KILL")
 		},
+		ChildOOMReported: true, // the engine's oom event
 		Leftovers: func(ctx context.Context, ns string) ([]string, error) {
 			f := filters.NewArgs(filters.Arg("label", ns+".managed"))
 			cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})

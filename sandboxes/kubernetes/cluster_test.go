@@ -3,9 +3,11 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,14 +231,9 @@ func TestClusterLifecycle(t *testing.T) {
 // TestClusterOOM: a sandbox whose agent the kernel's OOM killer ends is reported dead with reason oom, from the
 // Pod's status, and its next use rebuilds it on the same workspace.
 func TestClusterOOM(t *testing.T) {
-	if os.Getenv("SANDGATE_K8S_OOM") == "" {
-		// Measured on the test cluster: the python hog, not the agent, is what the kernel kills (the agent lives,
-		// so the Pod reports nothing). Until the agent is reliably the victim, this runs only when asked.
-		t.Skip("the agent is not yet reliably the OOM victim in a Pod; SANDGATE_K8S_OOM=1 runs it")
-	}
-	// The CPU request equals the limit, so the Pod is Guaranteed: the kubelet gives Burstable Pods' processes an
-	// oom_score_adj near 1000, which the memory hog inherits and the agent cannot outbid (a process may not
-	// lower its own).
+	kube, _ := clusterClient(t)
+	// The CPU request equals the limit, so the Pod is Guaranteed: every process in it starts with the kubelet's
+	// oom_score_adj of -997, and the one raised below is the kernel's clear first choice.
 	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.CPURequest = "500m" }, smallProfile("small"))
 	ctx := context.Background()
 	events, unsubscribe := c.mgr.Subscribe(64)
@@ -247,14 +244,28 @@ func TestClusterOOM(t *testing.T) {
 	}
 	tg := c.ready(sb.ID)
 	c.sh(tg, "echo before > /workspace/before.txt")
-	// The agent (the command's parent) volunteers as the OOM killer's first choice, then memory runs out: the
-	// container's main process dies of OOM, which is what Kubernetes reports as OOMKilled.
+	// The agent (the container's main process) volunteers as the OOM killer's victim. Only the node can say so:
+	// the agent is not dumpable, so nothing in the sandbox may write its /proc entries. A child inherits its
+	// parent's score, so the memory hog starts first (and waits for a go), then the agent's score is raised, then
+	// the hog outgrows the limit and the kernel kills the agent: what Kubernetes reports as OOMKilled.
 	go func() {
 		ectx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		_, _ = agentapi.NewClientFor(tg.Addr, tg.Token, c.mgr.AgentHTTPClient()).Exec(ectx, agentapi.ExecRequest{Argv: []string{"sh", "-c",
-			`echo 1000 > /proc/$PPID/oom_score_adj; python3 -c "b = bytearray(1024*1024*1024); print(len(b))"`}})
+			`touch /workspace/hog-waits; while [ ! -e /workspace/hog-go ]; do sleep 0.1; done; python3 -c "b = bytearray(1024*1024*1024); print(len(b))"`}})
 	}()
+	wctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
+	defer cancel()
+	if err := testenv.Poll(wctx, func(context.Context) (bool, error) {
+		return c.sh(tg, "test -e /workspace/hog-waits && echo yes || true") == "yes\n", nil
+	}); err != nil {
+		t.Fatalf("the memory hog never started: %v", err)
+	}
+	agent := agentHostPID(ctx, t, kube, c)
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", agent), []byte("1000"), 0); err != nil {
+		t.Fatalf("making the agent the OOM victim: %v", err)
+	}
+	c.sh(tg, "touch /workspace/hog-go")
 	deadline := time.After(6 * time.Minute)
 	var se *sandboxes.Error
 	for {
@@ -296,6 +307,40 @@ func TestClusterOOM(t *testing.T) {
 			t.Fatal("no death event within 6 minutes of the OOM")
 		}
 	}
+}
+
+// agentHostPID is the node's PID of the main process (our agent) of the one running sandbox Pod of c, from the
+// node's containerd.
+func agentHostPID(ctx context.Context, t *testing.T, kube *testenv.Kube, c *cluster) int {
+	t.Helper()
+	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods.Items {
+		for _, st := range pod.Status.ContainerStatuses {
+			id, ok := strings.CutPrefix(st.ContainerID, "containerd://")
+			if st.Name != "sandbox" || !ok || st.State.Running == nil {
+				continue
+			}
+			out, err := kube.Containerd(ctx, "task", "ls")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+					pid, err := strconv.Atoi(f[1])
+					if err != nil {
+						t.Fatalf("containerd's task list: %q", line)
+					}
+					return pid
+				}
+			}
+			t.Fatalf("containerd has no task for container %s", id)
+		}
+	}
+	t.Fatalf("no running sandbox Pod in %s", c.ns)
+	return 0
 }
 
 // TestClusterWorkspaceCopy: a stopped sandbox's workspace is copied into a snapshot claim by a copy Pod, and a

@@ -17,6 +17,10 @@ import (
 // the Kubernetes namespace its objects live in, made here and deleted after.
 func TestConformance(t *testing.T) {
 	kube, cs := clusterClient(t)
+	cgroupV2, err := kube.NodeCgroupV2()
+	if err != nil {
+		t.Fatal(err)
+	}
 	drivertest.Run(t, drivertest.Env{
 		Image:     clusterImage(),
 		Namespace: func(t *testing.T) string { return kube.Namespace(t, "sgc") },
@@ -77,5 +81,6 @@ func TestConformance(t *testing.T) {
 			}
 			return left, nil
 		},
+		ChildOOMReported: cgroupV2,
 	})
 }
