@@ -13,6 +13,7 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
 )
 
 // Iterations of BenchmarkKubernetes, each after one warm-up that is not counted. Cold creates and kubectl runs
@@ -77,9 +78,9 @@ func BenchmarkKubernetes(b *testing.B) {
 	}
 	k.startGateway()
 
-	cold, coldBase := k.coldVsRun()
+	cold, coldBase, coldPVC, coldIDs := k.coldVsRun()
 	warm, warmBase := k.warmVsRun()
-	viaAPI, viaAgent, viaKubectl := k.execs()
+	viaAPI, viaAgent, viaKubectl, kubectlGet := k.execs()
 
 	load1 := loadavg()
 	pct := func(d []time.Duration, q float64) float64 { return ms(testenv.Percentile(d, q)) }
@@ -90,6 +91,7 @@ func BenchmarkKubernetes(b *testing.B) {
 	b.ReportMetric(pct(warm, .5), "warm-p50-ms")
 	b.ReportMetric(pct(coldBase, .5), "kubectl-run-p50-ms")
 	b.ReportMetric(ratio(cold, coldBase), "cold/kubectl-run")
+	b.ReportMetric(ratio(cold, coldPVC), "cold/kubectl-pod-pvc")
 	b.ReportMetric(ratio(warm, warmBase), "warm/kubectl-run")
 	b.ReportMetric(pct(viaAPI, .5), "gateway-exec-p50-ms")
 	b.ReportMetric(pct(viaKubectl, .5), "kubectl-exec-p50-ms")
@@ -103,17 +105,21 @@ func BenchmarkKubernetes(b *testing.B) {
 	row := func(name string, d, base []time.Duration) {
 		r := ""
 		if base != nil {
-			r = fmt.Sprintf("%.2fx", ratio(d, base))
+			r = fmt.Sprintf("%.3gx", ratio(d, base))
 		}
 		fmt.Fprintf(&out, "%-56s %4d %9.1f %9.1f %9s\n", name, len(d), pct(d, .5), pct(d, .9), r)
 	}
 	row("cold create to ready (gateway API)", cold, coldBase)
 	row("  baseline: kubectl run + wait Ready (alternating)", coldBase, nil)
+	row("cold create to ready, against baseline 2", cold, coldPVC)
+	row("  baseline 2: kubectl apply Pod + fresh PVC + wait Ready", coldPVC, nil)
 	row("warm claim to ready (gateway API, pool of 1)", warm, warmBase)
 	row("  baseline: kubectl run + wait Ready (alternating)", warmBase, nil)
 	row("exec `true` through the gateway (shell/exec)", viaAPI, viaKubectl)
 	row("  agent exec API at the Pod IP (the gateway's last hop)", viaAgent, viaKubectl)
 	row("  baseline: kubectl exec <pod> -- true", viaKubectl, nil)
+	row("  the CLI's floor: kubectl get pod <pod> (start, one call)", kubectlGet, nil)
+	fmt.Fprintf(&out, "cold launch steps in the gateway, p50 each: %s\n", launchSteps(k.gw.Logs(), coldIDs))
 	if busy != nil {
 		med, peak, n := busy.finish()
 		out.WriteString(footprintTable(idle, med, peak, idleN, n) + "\n")
@@ -140,8 +146,16 @@ func (k *kbench) startGateway() {
 %s		}
 `, name, k.image, extra)
 	}
+	// The Manager's launch steps are debug records of the sandboxes app's logger: one log takes them (and only
+	// them) at debug level, so the breakdown of the cold creates can be read from the gateway's output.
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
+	log launch {
+		output stderr
+		format json
+		level DEBUG
+		include sandboxes
+	}
 	sandboxes {
 		namespace %[1]s
 		start_timeout 5m
@@ -231,17 +245,97 @@ func (k *kbench) kubectlRunToReady() time.Duration {
 	return d
 }
 
-// coldVsRun alternates a cold create through the gateway with the kubectl baseline.
-func (k *kbench) coldVsRun() (cold, base []time.Duration) {
+// coldVsRun alternates a cold create through the gateway with the two kubectl baselines; ids are the measured
+// sandboxes.
+func (k *kbench) coldVsRun() (cold, base, withPVC []time.Duration, ids []string) {
 	for i := range k8sColdRuns + 1 {
 		r := k.kubectlRunToReady()
 		d, id := k.createToReady("cold")
 		k.deleteSandbox(id)
+		p := k.kubectlPodWithClaimToReady()
 		if i > 0 {
-			base, cold = append(base, r), append(cold, d)
+			base, cold, withPVC, ids = append(base, r), append(cold, d), append(withPVC, p), append(ids, id)
 		}
 	}
-	return cold, base
+	return cold, base, withPVC, ids
+}
+
+// kubectlPodWithClaimToReady is the second cold baseline: what a sandbox's storage costs the cluster by itself. The
+// same Pod as kubectlRunToReady, with a fresh PersistentVolumeClaim like the driver's workspace (ReadWriteOnce,
+// 1Gi, the default class: provisioned by local-path-provisioner when the Pod is scheduled) mounted at /workspace,
+// applied as one manifest, then `kubectl wait --for=condition=Ready`. No init container, no NetworkPolicy, no
+// container record. Both are deleted (and waited for) outside the measured time.
+func (k *kbench) kubectlPodWithClaimToReady() time.Duration {
+	ctx, cancel := k.ctx()
+	defer cancel()
+	name := testenv.Unique("pvc")
+	manifest, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
+		map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"accessModes": []string{"ReadWriteOnce"},
+				"resources": map[string]any{"requests": map[string]string{"storage": "1Gi"}}}},
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{
+				"restartPolicy": "Never", "automountServiceAccountToken": false,
+				"volumes": []any{map[string]any{"name": "workspace", "persistentVolumeClaim": map[string]string{"claimName": name}}},
+				"containers": []any{map[string]any{
+					"name": "sandbox", "image": k.image, "imagePullPolicy": "Never",
+					"env":          []map[string]string{{"name": "SANDGATE_AGENT_TOKEN", "value": "bench"}},
+					"volumeMounts": []map[string]string{{"name": "workspace", "mountPath": "/workspace"}},
+					"resources": map[string]any{
+						"limits":   map[string]string{"cpu": k8sCPULimit, "memory": k8sMemory},
+						"requests": map[string]string{"cpu": k8sCPURequest, "memory": k8sMemory},
+					},
+				}},
+			}},
+	}})
+	if err != nil {
+		k.b.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := k.kube.RunInput(ctx, manifest, "-n", k.ns, "apply", "-f", "-"); err != nil {
+		k.b.Fatal(err)
+	}
+	if _, err := k.kube.Run(ctx, "-n", k.ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=5m"); err != nil {
+		k.b.Fatal(err)
+	}
+	d := time.Since(start)
+	if _, err := k.kube.Run(ctx, "-n", k.ns, "delete", "pod/"+name, "pvc/"+name, "--grace-period=1", "--wait=true"); err != nil {
+		k.b.Fatal(err)
+	}
+	return d
+}
+
+// launchSteps is the median of each launch step (sandboxes.LaunchStepsMessage) of the sandboxes in ids, read from
+// the gateway's JSON log, in launch order.
+func launchSteps(logs string, ids []string) string {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	steps := &stepLog{steps: map[string][]float64{}}
+	for line := range strings.SplitSeq(logs, "\n") {
+		if !strings.Contains(line, sandboxes.LaunchStepsMessage) {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != sandboxes.LaunchStepsMessage {
+			continue
+		}
+		if id, _ := rec["sandbox"].(string); !want[id] {
+			continue
+		}
+		for key, v := range rec {
+			if name, ok := strings.CutSuffix(key, "_ms"); ok {
+				if f, ok := v.(float64); ok {
+					steps.steps[name] = append(steps.steps[name], f)
+				}
+			}
+		}
+	}
+	if m := steps.medians(); m != "" {
+		return m
+	}
+	return "none logged"
 }
 
 // poolStats reads the warm pool of profile from the admin endpoint (GET /sandbox-pools).
@@ -299,7 +393,7 @@ func (k *kbench) warmVsRun() (warm, base []time.Duration) {
 
 // execs runs `true` in one ready sandbox three ways, alternating: through the gateway's API, at the agent directly,
 // and with `kubectl exec` (API server -> kubelet -> containerd) on the same Pod.
-func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl []time.Duration) {
+func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl, kubectlGet []time.Duration) {
 	_, id := k.createToReady("cold")
 	defer k.deleteSandbox(id)
 	addr, token := k.gw.Agent(k.b, id)
@@ -329,11 +423,18 @@ func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl []time.Duration) {
 			k.b.Fatal(err)
 		}
 		kc := time.Since(t0)
+		// What any kubectl command costs before its own work: start, read the kubeconfig, one API round trip.
+		t0 = time.Now()
+		if _, err := k.kube.Run(ctx, "-n", k.ns, "get", "pod", pod, "-o", "name"); err != nil {
+			k.b.Fatal(err)
+		}
+		get := time.Since(t0)
 		if i > 0 {
 			viaAPI, viaAgent, viaKubectl = append(viaAPI, api), append(viaAgent, direct), append(viaKubectl, kc)
+			kubectlGet = append(kubectlGet, get)
 		}
 	}
-	return viaAPI, viaAgent, viaKubectl
+	return viaAPI, viaAgent, viaKubectl, kubectlGet
 }
 
 // loadavg is /proc/loadavg's three load averages, what `uptime` prints.
