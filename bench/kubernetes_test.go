@@ -80,7 +80,7 @@ func BenchmarkKubernetes(b *testing.B) {
 
 	cold, coldBase, coldPVC, coldIDs := k.coldVsRun()
 	warm, warmBase := k.warmVsRun()
-	viaAPI, viaAgent, viaKubectl, kubectlGet := k.execs()
+	viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGet := k.execs()
 
 	load1 := loadavg()
 	pct := func(d []time.Duration, q float64) float64 { return ms(testenv.Percentile(d, q)) }
@@ -96,6 +96,7 @@ func BenchmarkKubernetes(b *testing.B) {
 	b.ReportMetric(pct(viaAPI, .5), "gateway-exec-p50-ms")
 	b.ReportMetric(pct(viaKubectl, .5), "kubectl-exec-p50-ms")
 	b.ReportMetric(ratio(viaAPI, viaKubectl), "gateway-exec/kubectl-exec")
+	b.ReportMetric(ratio(viaAPI, viaAgentShell), "gateway-exec/agent-exec")
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "Kubernetes benchmark (test cluster %s, image %s, cpu %s/%s, memory %s)\n", testenv.KubeVersion, k.image,
@@ -116,7 +117,8 @@ func BenchmarkKubernetes(b *testing.B) {
 	row("warm claim to ready (gateway API, pool of 1)", warm, warmBase)
 	row("  baseline: kubectl run + wait Ready (alternating)", warmBase, nil)
 	row("exec `true` through the gateway (shell/exec)", viaAPI, viaKubectl)
-	row("  agent exec API at the Pod IP (the gateway's last hop)", viaAgent, viaKubectl)
+	row("  the same `bash -c true` at the agent's exec API directly", viaAgentShell, viaKubectl)
+	row("  `true` (argv, no shell) at the agent's exec API directly", viaAgent, viaKubectl)
 	row("  baseline: kubectl exec <pod> -- true", viaKubectl, nil)
 	row("  the CLI's floor: kubectl get pod <pod> (start, one call)", kubectlGet, nil)
 	fmt.Fprintf(&out, "cold launch steps in the gateway, p50 each: %s\n", launchSteps(k.gw.Logs(), coldIDs))
@@ -391,9 +393,11 @@ func (k *kbench) warmVsRun() (warm, base []time.Duration) {
 	return warm, base
 }
 
-// execs runs `true` in one ready sandbox three ways, alternating: through the gateway's API, at the agent directly,
-// and with `kubectl exec` (API server -> kubelet -> containerd) on the same Pod.
-func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl, kubectlGet []time.Duration) {
+// execs runs `true` in one ready sandbox, alternating: through the gateway's API (shell/exec, which the agent runs
+// with bash -c), the same command at the agent directly (the gateway's last hop, so the difference is the gateway's
+// share), `true` itself at the agent (no shell, as kubectl runs it), and with `kubectl exec` (API server -> kubelet
+// -> containerd) on the same Pod.
+func (k *kbench) execs() (viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGet []time.Duration) {
 	_, id := k.createToReady("cold")
 	defer k.deleteSandbox(id)
 	addr, token := k.gw.Agent(k.b, id)
@@ -419,6 +423,11 @@ func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl, kubectlGet []time.Durati
 		}
 		direct := time.Since(t0)
 		t0 = time.Now()
+		if res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: "true"}); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			k.b.Fatalf("shell exec at the agent: %+v %v", res, err)
+		}
+		directShell := time.Since(t0)
+		t0 = time.Now()
 		if _, err := k.kube.Run(ctx, "-n", k.ns, "exec", pod, "-c", "sandbox", "--", "true"); err != nil {
 			k.b.Fatal(err)
 		}
@@ -431,10 +440,10 @@ func (k *kbench) execs() (viaAPI, viaAgent, viaKubectl, kubectlGet []time.Durati
 		get := time.Since(t0)
 		if i > 0 {
 			viaAPI, viaAgent, viaKubectl = append(viaAPI, api), append(viaAgent, direct), append(viaKubectl, kc)
-			kubectlGet = append(kubectlGet, get)
+			viaAgentShell, kubectlGet = append(viaAgentShell, directShell), append(kubectlGet, get)
 		}
 	}
-	return viaAPI, viaAgent, viaKubectl, kubectlGet
+	return viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGet
 }
 
 // loadavg is /proc/loadavg's three load averages, what `uptime` prints.
