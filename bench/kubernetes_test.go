@@ -48,10 +48,13 @@ type kbench struct {
 //
 //   - create to ready, cold (POST /v1/sandboxes of a profile without a warm pool, polled until status ready: the
 //     Manager's probe reached the agent) against `kubectl run` of the same image with the same resources and
-//     `imagePullPolicy: Never`, then `kubectl wait --for=condition=Ready`;
-//   - create to ready, warm (a claim from a filled warm pool of one) against the same baseline;
+//     `imagePullPolicy: Never`, then `kubectl wait --for=condition=Ready`; and against the same Pod with a fresh
+//     PVC like the workspace's, to show what the storage costs;
+//   - create to ready, warm (a claim from a filled warm pool of one) against `kubectl run`;
 //   - exec of `true` through the gateway (shell/exec: client -> Caddy -> API -> agent at the Pod IP) against
-//     `kubectl exec <pod> -- true` on the same Pod, and the agent's exec API called directly (the gateway's last hop);
+//     `kubectl exec <pod> -- true` on the same Pod, and the agent's exec API called directly (the gateway's last
+//     hop), with the same `bash -c true` and with `true` alone;
+//   - the launch steps of the cold creates, from the gateway's debug log;
 //   - the cluster's memory (RSS of each component) idle and while the bench runs.
 //
 // "Through the gateway" is the real caddy binary (testenv.StartGateway) with `driver kubernetes` and the HTTP API.
