@@ -18,7 +18,7 @@ import (
 )
 
 // CaddyBinary builds the gateway binary (go build ./cmd/caddy, with the pages' assets) once per test process and
-// returns its path.
+// returns its path: build/test-caddy in the repository, shared by every test process of the tree.
 func CaddyBinary(t testing.TB) string {
 	t.Helper()
 	bin, err := caddyBinary()
@@ -36,15 +36,27 @@ var caddyBinary = sync.OnceValues(func() (string, error) {
 	if err := runScript("assets.sh"); err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "sandgate-caddy-")
+	// One path per tree, not a temporary directory per process: those were never removed (a test process has no
+	// hook at its exit), and a day of test runs left gigabytes of binaries. Each process builds beside it (the Go
+	// build cache makes that a link) and renames into place: a process running the old file keeps it, and one
+	// about to start the binary finds either whole file, both built from this tree.
+	dir := filepath.Join(RepoRoot(), "build")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, "test-caddy-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "caddy")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/caddy")
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, "caddy"), "./cmd/caddy")
 	cmd.Dir = RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "test-caddy")
+	if err := os.Rename(filepath.Join(tmp, "caddy"), bin); err != nil {
+		return "", fmt.Errorf("placing the test gateway binary: %w", err)
 	}
 	return bin, nil
 })
