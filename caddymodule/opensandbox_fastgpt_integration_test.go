@@ -1,70 +1,16 @@
 package caddymodule_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/sandgate/sandgate/internal/testenv"
 )
-
-// osbIDE speaks FastGPT's IDE protocol through fastgpt_proxy on 127.0.0.1:port, with a write ticket signed as FastGPT
-// signs them (the proxy's verifyTicket then names the sandbox): fs/write_file, then fs/exec reading the file back and
-// naming the IDE agent process (its parent), which must be answerer.
-func osbIDE(t *testing.T, port int, path, answerer string) {
-	t.Helper()
-	now := time.Now()
-	ticket, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sourceType": "chat", "sourceId": "app-1",
-		"userId": "u", "chatId": "c", "teamId": "t", "channel": "fs", "permission": "write",
-		"iat": now.Unix(), "exp": now.Unix() + 60}).SignedString([]byte(osbFastGPTSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), testenv.WaitLimit)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, fmt.Sprintf("ws://127.0.0.1:%d/fs?ticket=%s", port, ticket), nil)
-	if err != nil {
-		t.Fatalf("%s: dialing fastgpt_proxy: %v", answerer, err)
-	}
-	defer c.CloseNow()
-	call := func(id int, method string, params any) map[string]any {
-		t.Helper()
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
-			t.Fatalf("%s: %s: %v", answerer, method, err)
-		}
-		for {
-			_, msg, err := c.Read(ctx)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", answerer, method, err)
-			}
-			var m map[string]any
-			if json.Unmarshal(msg, &m) == nil && m["id"] == float64(id) {
-				return m
-			}
-		}
-	}
-	got := call(1, "fs/write_file", map[string]any{"path": path, "content": "aGVsbG8gaWRl"})
-	if got["error"] != nil {
-		t.Fatalf("%s: fs/write_file: %v", answerer, got)
-	}
-	got = call(2, "fs/exec", map[string]any{"command": "cat /workspace/" + path + "; echo; tr '\\0' ' ' < /proc/$PPID/cmdline"})
-	res, _ := got["result"].(map[string]any)
-	if want := "hello ide\n" + answerer + " "; res == nil || res["stdout"] != want || res["exitCode"] != float64(0) {
-		t.Errorf("fs/exec through the relay: %v, want stdout %q", got, want)
-	}
-	_ = c.Close(websocket.StatusNormalClosure, "")
-}
 
 // osbFastGPTReport is what testdata/opensandbox_fastgpt.cjs prints.
 type osbFastGPTReport struct {
@@ -104,20 +50,7 @@ func TestOpenSandboxFastGPTImages(t *testing.T) {
 	testenv.RemoveNamespace(t, ns)
 
 	// FastGPT's main service, as far as the proxy asks it: verifyTicket answers the sandbox the test points it at.
-	var mu sync.Mutex
-	var sandboxURL, agentToken string
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		data := map[string]any{"sandbox_url": sandboxURL, "agent_token": agentToken}
-		mu.Unlock()
-		if r.URL.Path != "/api/core/ai/sandbox/verifyTicket" || r.Header.Get("X-Proxy-Token") != osbFastGPTSecret {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"code": 200, "data": data})
-	}))
-	t.Cleanup(app.Close)
+	app := testenv.NewFastGPTApp(t, osbFastGPTSecret)
 
 	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	caddyfile := fmt.Sprintf(`{
@@ -216,10 +149,13 @@ http://127.0.0.1:%d {
 		if len(run) < 4 {
 			continue // reported above
 		}
-		mu.Lock()
-		sandboxURL, agentToken = im.Endpoint1318, run[3]
-		mu.Unlock()
-		osbIDE(t, fgPort, fmt.Sprintf("ide/hello-%d.txt", i), answerers[i])
+		app.Point(im.Endpoint1318, run[3])
+		path := fmt.Sprintf("ide/hello-%d.txt", i)
+		got := testenv.FastGPTIDE(t, fmt.Sprintf("127.0.0.1:%d", fgPort), osbFastGPTSecret, path,
+			"cat /workspace/"+path+"; echo; tr '\\0' ' ' < /proc/$PPID/cmdline")
+		if want := "hello ide\n" + answerers[i] + " "; got != want {
+			t.Errorf("%s (profile %q): fs/exec through the relay: %q, want %q", im.Image, im.Profile, got, want)
+		}
 	}
 
 	// Limits above the profile's (the npm SDK's default asks 1 CPU and 2 GiB; this asks more) get the profile's.
