@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +26,6 @@ import (
 // endpoint, with tickets signed with the file's AGENT_SANDBOX_PROXY_SECRET.
 func TestFastGPTComposeFile(t *testing.T) {
 	testenv.Integration(t)
-	compose := testenv.Compose(t)
 	mods := testenv.NodeModules(t)
 	theirs := testenv.FastGPTImage(t)
 	image := testenv.GatewayImage(t)
@@ -38,55 +35,24 @@ func TestFastGPTComposeFile(t *testing.T) {
 	ns := testenv.Unique("sgfgcompose")
 	testenv.RemoveNamespace(t, ns)
 	osbPort, proxyPort, apiPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
-	env := append(os.Environ(),
-		"SANDGATE_GATEWAY_IMAGE="+image,
-		"AGENT_SANDBOX_PROXY_SECRET="+secret,
-		"FASTGPT_APP_URL="+app.URL,
+	p := testenv.StartCompose(t, filepath.Join("deploy", "fastgpt", "compose.yaml"), ns, []string{
+		"SANDGATE_GATEWAY_IMAGE=" + image,
+		"AGENT_SANDBOX_PROXY_SECRET=" + secret,
+		"FASTGPT_APP_URL=" + app.URL,
 		"SANDGATE_BIND=127.0.0.1",
 		fmt.Sprintf("SANDGATE_OPENSANDBOX_PORT=%d", osbPort),
 		fmt.Sprintf("SANDGATE_ENDPOINT_HOST=127.0.0.1:%d", osbPort),
 		"SANDGATE_PROXY_BIND=127.0.0.1",
 		fmt.Sprintf("SANDGATE_PROXY_PORT=%d", proxyPort),
 		fmt.Sprintf("SANDGATE_API_PORT=%d", apiPort),
-		"SANDGATE_NAMESPACE="+ns,
-		"FASTGPT_SANDBOX_IMAGES="+theirs,
+		"SANDGATE_NAMESPACE=" + ns,
+		"FASTGPT_SANDBOX_IMAGES=" + theirs,
 		"SANDGATE_SANDBOX_CPUS=1",
 		"SANDGATE_SANDBOX_MEMORY=1g",
-	)
-	run := func(args ...string) (string, error) {
-		argv := append(append(compose[1:len(compose):len(compose)], "-p", ns, "-f", filepath.Join("deploy", "fastgpt", "compose.yaml")), args...)
-		cmd := exec.Command(compose[0], argv...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := run("logs", "--no-color", "--tail", "80", "sandgate")
-			t.Logf("gateway log:\n%s", logs)
-		}
-		if out, err := run("down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Logf("compose down: %v\n%s", err, out)
-		}
-	})
-	if out, err := run("up", "-d", "--no-deps", "sandgate"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
-	}
+	}, "sandgate")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var creds struct {
-		APIKey string `json:"api_key"`
-	}
-	for {
-		out, err := run("exec", "-T", "sandgate", "cat", "/data/caddy/sandgate/credentials.json")
-		if err == nil && json.Unmarshal([]byte(out), &creds) == nil && creds.APIKey != "" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no credentials.json in the gateway's data volume: %v\n%s", err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	key := p.WaitAPIKey(ctx, "sandgate", "/data/caddy/sandgate/credentials.json")
 	osb := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
 	proxy := fmt.Sprintf("127.0.0.1:%d", proxyPort)
 	for _, u := range []string{osb + "/health", "http://" + proxy + "/health"} {
@@ -97,7 +63,7 @@ func TestFastGPTComposeFile(t *testing.T) {
 
 	// A wrong key is OpenSandbox's INVALID_API_KEY.
 	req, _ := http.NewRequestWithContext(ctx, "GET", osb+"/v1/sandboxes", nil)
-	req.Header.Set("OPEN-SANDBOX-API-KEY", "not-"+creds.APIKey)
+	req.Header.Set("OPEN-SANDBOX-API-KEY", "not-"+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +76,7 @@ func TestFastGPTComposeFile(t *testing.T) {
 
 	// FastGPT's create body through the real SDK, with the key from the data volume, on FastGPT's (shaped) image.
 	out, err := testenv.RunNode(t, filepath.Join("caddymodule", "testdata", "opensandbox_fastgpt.cjs"),
-		"OSB_DOMAIN="+osb, "OSB_KEY="+creds.APIKey, "OSB_IMAGES="+theirs, "NODE_PATH="+mods)
+		"OSB_DOMAIN="+osb, "OSB_KEY="+key, "OSB_IMAGES="+theirs, "NODE_PATH="+mods)
 	line := strings.TrimSpace(out)
 	line = line[strings.LastIndex(line, "\n")+1:]
 	var rep struct {
