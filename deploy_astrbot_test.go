@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,47 +101,15 @@ func astrBotCalls(ctx context.Context, t *testing.T, baseURL, key string) {
 // wrote into its data volume.
 func TestAstrBotComposeFile(t *testing.T) {
 	testenv.Integration(t)
-	compose := testenv.Compose(t)
 	testenv.ShippedImage(t, "base")
 	image := testenv.GatewayImage(t)
 	ns := testenv.Unique("sgcompose")
 	testenv.RemoveNamespace(t, ns)
 	port := testenv.FreePort(t)
-	env := append(os.Environ(), "SANDGATE_GATEWAY_IMAGE="+image, fmt.Sprintf("BAY_SERVER__PORT=%d", port),
-		"SANDGATE_NAMESPACE="+ns)
-	run := func(args ...string) (string, error) {
-		argv := append(append(compose[1:len(compose):len(compose)], "-p", ns, "-f", filepath.Join("deploy", "astrbot", "compose.yaml")), args...)
-		cmd := exec.Command(compose[0], argv...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := run("logs", "--no-color", "--tail", "80", "sandgate")
-			t.Logf("gateway log:\n%s", logs)
-		}
-		if out, err := run("down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Logf("compose down: %v\n%s", err, out)
-		}
-	})
-	if out, err := run("up", "-d", "--no-deps", "sandgate"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
-	}
+	p := testenv.StartCompose(t, filepath.Join("deploy", "astrbot", "compose.yaml"), ns, []string{"SANDGATE_GATEWAY_IMAGE=" + image,
+		fmt.Sprintf("BAY_SERVER__PORT=%d", port), "SANDGATE_NAMESPACE=" + ns}, "sandgate")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var creds struct {
-		APIKey string `json:"api_key"`
-	}
-	for {
-		out, err := run("exec", "-T", "sandgate", "cat", "/data/credentials.json")
-		if err == nil && json.Unmarshal([]byte(out), &creds) == nil && creds.APIKey != "" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no credentials.json in the gateway's data volume: %v\n%s", err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	astrBotCalls(ctx, t, fmt.Sprintf("http://127.0.0.1:%d", port), creds.APIKey)
+	key := p.WaitAPIKey(ctx, "sandgate", "/data/credentials.json")
+	astrBotCalls(ctx, t, fmt.Sprintf("http://127.0.0.1:%d", port), key)
 }

@@ -3,7 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +14,12 @@ import (
 
 // BenchmarkOpenSandboxFirstCommand: create-to-first-command through OpenSandbox's npm SDK against the gateway
 // (Sandbox.create with the SDK's own readiness check, then commands.run('true') through the proxy to the agent's
-// execd API), cold and from the warm pool, against `docker run --rm --entrypoint true` of the same image, measured in
-// the same run; and cold for an image of another kind (FastGPT-shaped, debian-slim, built in the run) with our
-// agent injected, under a profile whose allowed_images admits it. Run by hand:
+// execd API), cold and from the warm pool, against `docker run --rm --entrypoint true` of the same image, each
+// sample taken right after a baseline sample so both see the same load (after one untimed sample: the SDK's first
+// call in a process costs about a second under load, its own start-up, not the gateway's); and cold for an image of another kind
+// (testenv.FastGPTImage: FastGPT-shaped, debian-slim, built in the run) with our agent injected and FastGPT's
+// entrypoint, under a profile whose allowed_images admits it (such a create never claims a pool member, so it has
+// no warm figure). Run by hand:
 //
 //	go test -run x -bench OpenSandboxFirstCommand -benchtime 1x ./bench
 func BenchmarkOpenSandboxFirstCommand(b *testing.B) {
@@ -73,48 +76,63 @@ http://127.0.0.1:%d {
 		b.Fatal(err)
 	}
 	const samples = 5
-	run := func(profile, image string, pause time.Duration) []time.Duration {
-		out, err := testenv.RunNode(b, filepath.Join("testdata", "opensandbox_first_command.cjs"),
+	// Each kind's samples through the SDK, with a `docker run` of the same image right before each (the script).
+	run := func(profile, image, entrypoint string, pause time.Duration) (sdk, base []time.Duration) {
+		out, err := testenv.RunNode(b, filepath.Join("testdata", "opensandbox_first_command.cjs"), "ENTRYPOINT="+entrypoint,
 			fmt.Sprintf("OSB_DOMAIN=http://127.0.0.1:%d", osbPort), "OSB_KEY="+key, "OSB_IMAGE="+image, "PROFILE="+profile,
 			fmt.Sprintf("SAMPLES=%d", samples), fmt.Sprintf("PAUSE_MS=%d", pause.Milliseconds()), "NODE_PATH="+mods)
 		if err != nil {
 			b.Fatalf("%s: %v\n%s", profile, err, out)
 		}
-		var msList []float64
-		if err := json.Unmarshal([]byte(lastLine(out)), &msList); err != nil {
+		var got struct{ SDK, Base []float64 }
+		if err := json.Unmarshal([]byte(lastLine(out)), &got); err != nil || len(got.SDK) != samples || len(got.Base) != samples {
 			b.Fatalf("%s: %v\n%s", profile, err, out)
 		}
-		ds := make([]time.Duration, len(msList))
-		for i, v := range msList {
-			ds[i] = time.Duration(v * float64(time.Millisecond))
-		}
-		return ds
-	}
-	dockerRun := func(image string) time.Duration {
-		var ds []time.Duration
-		for range samples {
-			start := time.Now()
-			if out, err := exec.Command("docker", "run", "--rm", "--entrypoint", "true", image).CombinedOutput(); err != nil {
-				b.Fatalf("docker run: %v %s", err, out)
+		durations := func(msList []float64) []time.Duration {
+			ds := make([]time.Duration, len(msList))
+			for i, v := range msList {
+				ds[i] = time.Duration(v * float64(time.Millisecond))
 			}
-			ds = append(ds, time.Since(start))
+			return ds
 		}
-		return testenv.Percentile(ds, .5)
+		return durations(got.SDK), durations(got.Base)
 	}
-	base, baseAny := dockerRun(image), dockerRun(fastgpt)
-	cold := run("cold", image, 0)
-	warm := run("warm", image, 2*time.Second)
-	anyImage := run("anyimage", fastgpt, 0)
-	for _, r := range []struct {
-		name string
-		d    []time.Duration
-		base time.Duration
-	}{{"cold", cold, base}, {"warm", warm, base}, {"anyimage-cold", anyImage, baseAny}} {
-		p50, base := testenv.Percentile(r.d, .5), r.base
-		b.ReportMetric(ms(p50), r.name+"-p50-ms")
-		b.ReportMetric(float64(p50)/float64(base), r.name+"-x-docker-run")
-		b.Logf("SDK create to first command, %s: p50 %.0f ms (%.2fx `docker run --rm --entrypoint true`, p50 %.0f ms)", r.name, ms(p50), float64(p50)/float64(base), ms(base))
+	const keepAlive = `["tail","-f","/dev/null"]`
+	kinds := []struct {
+		name, profile, image, entrypoint string
+		pause                            time.Duration
+		sdk, base                        []time.Duration
+	}{
+		{name: "cold", profile: "cold", image: image, entrypoint: keepAlive},
+		{name: "warm", profile: "warm", image: image, entrypoint: keepAlive, pause: 2 * time.Second},
+		{name: "anyimage-cold", profile: "anyimage", image: fastgpt, entrypoint: `["/home/sandbox/entrypoint.sh"]`},
 	}
+	b.Logf("load average at start: %s", loadAverage())
+	for i := range kinds {
+		k := &kinds[i]
+		k.sdk, k.base = run(k.profile, k.image, k.entrypoint, k.pause)
+	}
+	b.Logf("load average at end: %s", loadAverage())
+	for _, k := range kinds {
+		p50, base := testenv.Percentile(k.sdk, .5), testenv.Percentile(k.base, .5)
+		b.ReportMetric(ms(p50), k.name+"-p50-ms")
+		b.ReportMetric(float64(p50)/float64(base), k.name+"-x-docker-run")
+		b.Logf("SDK create to first command, %s: p50 %.0f ms (%.2fx `docker run --rm --entrypoint true` of the same image, p50 %.0f ms)",
+			k.name, ms(p50), float64(p50)/float64(base), ms(base))
+	}
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures, logged beside timings taken on a shared machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func lastLine(s string) string {

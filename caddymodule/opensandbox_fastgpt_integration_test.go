@@ -1,19 +1,13 @@
 package caddymodule_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sandgate/sandgate/internal/testenv"
 )
@@ -21,10 +15,11 @@ import (
 // osbFastGPTReport is what testdata/opensandbox_fastgpt.cjs prints.
 type osbFastGPTReport struct {
 	Images []struct {
-		Image  string   `json:"image"`
-		ID     string   `json:"id"`
-		States []string `json:"states"`
-		Run    struct {
+		Image   string   `json:"image"`
+		Profile string   `json:"profile"`
+		ID      string   `json:"id"`
+		States  []string `json:"states"`
+		Run     struct {
 			ExitCode int    `json:"exitCode"`
 			Stdout   string `json:"stdout"`
 		} `json:"run"`
@@ -39,11 +34,14 @@ const osbFastGPTSecret = "fastgpt-proxy-secret-0123456789abcdef-test"
 
 // TestOpenSandboxFastGPTImages is FastGPT's whole sandbox stack on one gateway: the real npm SDK sends FastGPT's
 // create body (image, entrypoint, resourceLimits, env, metadata, the Docker egress networkPolicy) for our image
-// and for an image shaped like FastGPT's (debian-slim, its own user, a shell entrypoint that writes the IDE
-// password into HOME and sleeps), which runs with our agent injected because the profile's allowed_images admits
-// it. Both answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with HOME; the containers
-// carry the limits asked; and FastGPT's IDE protocol reaches the IDE agent through fastgpt_proxy on the endpoint
-// getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT does. Limits above the profile's get the
+// and for an image shaped like FastGPT's (testenv.FastGPTImage: debian-slim, its own user, a shell entrypoint that
+// writes the IDE password into HOME and sleeps), which runs with our agent injected because the profile's
+// allowed_images admits it; that image is created twice, once under a profile whose agent serves FastGPT's IDE
+// protocol (the default) and once under a profile that leaves it to the image's own IDE agent
+// (SANDGATE_IDE_AGENT image). All answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with
+// HOME; the containers carry the limits asked; and on each of the three, FastGPT's IDE protocol reaches the IDE
+// agent through fastgpt_proxy on the endpoint getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT
+// does: the process that answers is ours or the image's, as the profile says. Limits above the profile's get the
 // profile's.
 func TestOpenSandboxFastGPTImages(t *testing.T) {
 	mods := testenv.NodeModules(t)
@@ -52,20 +50,7 @@ func TestOpenSandboxFastGPTImages(t *testing.T) {
 	testenv.RemoveNamespace(t, ns)
 
 	// FastGPT's main service, as far as the proxy asks it: verifyTicket answers the sandbox the test points it at.
-	var mu sync.Mutex
-	var sandboxURL, agentToken string
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		data := map[string]any{"sandbox_url": sandboxURL, "agent_token": agentToken}
-		mu.Unlock()
-		if r.URL.Path != "/api/core/ai/sandbox/verifyTicket" || r.Header.Get("X-Proxy-Token") != osbFastGPTSecret {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"code": 200, "data": data})
-	}))
-	t.Cleanup(app.Close)
+	app := testenv.NewFastGPTApp(t, osbFastGPTSecret)
 
 	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	caddyfile := fmt.Sprintf(`{
@@ -80,6 +65,15 @@ func TestOpenSandboxFastGPTImages(t *testing.T) {
 			pids 256
 			capabilities shell python filesystem
 			allowed_images %s
+		}
+		profile fastgpt-image-ide {
+			image %s
+			cpus 1
+			memory 1g
+			pids 256
+			capabilities shell python filesystem
+			allowed_images %s
+			env SANDGATE_IDE_AGENT image
 		}
 	}
 }
@@ -100,18 +94,18 @@ http://127.0.0.1:%d {
 		app_url %s
 	}
 }
-`, ns, ours, ours, theirs, bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, app.URL)
+`, ns, ours, ours, theirs, ours, theirs, bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, app.URL)
 	testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
 	osb := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
 	if err := testenv.WaitHTTP(t.Context(), osb+"/health", testenv.WaitLimit); err != nil {
 		t.Fatal(err)
 	}
 	out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_fastgpt.cjs"),
-		"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+ours+","+theirs, "NODE_PATH="+mods)
+		"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+ours+","+theirs+","+theirs+"|fastgpt-image-ide", "NODE_PATH="+mods)
 	line := strings.TrimSpace(out)
 	line = line[strings.LastIndex(line, "\n")+1:]
 	var rep osbFastGPTReport
-	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 2 {
+	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 3 {
 		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
 	}
 	t.Logf("sdk report: %s", line)
@@ -134,7 +128,7 @@ http://127.0.0.1:%d {
 			t.Errorf("%s: container limits cpus %d memory %d swap %d, want 0.5 CPU and 512Mi", im.Image,
 				info.HostConfig.NanoCPUs, info.HostConfig.Memory, info.HostConfig.MemorySwap)
 		}
-		if i == 1 {
+		if i >= 1 {
 			// FastGPT's image: its own entrypoint ran, as the sandbox user with the sandbox's HOME, and the agent
 			// injected beside it serves exec.
 			if len(lines) < 5 || lines[4] != "uid=65532 home=/home/sandbox" {
@@ -146,52 +140,23 @@ http://127.0.0.1:%d {
 		}
 	}
 
-	// FastGPT's IDE protocol through fastgpt_proxy, relayed to the endpoint of port 1318 on our image, whose IDE
-	// agent (IDE_AGENT_ENABLED=true) wrote the password the command read.
-	ourRun := strings.Split(rep.Images[0].Run.Stdout, "\n")
-	mu.Lock()
-	sandboxURL, agentToken = rep.Images[0].Endpoint1318, ourRun[3]
-	mu.Unlock()
-	now := time.Now()
-	ticket, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sourceType": "chat", "sourceId": "app-1",
-		"userId": "u", "chatId": "c", "teamId": "t", "channel": "fs", "permission": "write",
-		"iat": now.Unix(), "exp": now.Unix() + 60}).SignedString([]byte(osbFastGPTSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), testenv.WaitLimit)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, fmt.Sprintf("ws://127.0.0.1:%d/fs?ticket=%s", fgPort, ticket), nil)
-	if err != nil {
-		t.Fatalf("dialing fastgpt_proxy: %v", err)
-	}
-	defer c.CloseNow()
-	call := func(id int, method string, params any) map[string]any {
-		t.Helper()
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
-			t.Fatalf("%s: %v", method, err)
+	// FastGPT's IDE protocol through fastgpt_proxy, relayed to the endpoint of port 1318, on each sandbox: the IDE
+	// agent wrote (ours) or read (the image's, started after its entrypoint wrote it) the password the command read.
+	// fs/exec's shell names its parent, the IDE agent that answered.
+	answerers := []string{"/usr/local/bin/sandgate-agent", "/opt/sandgate/sandgate-agent supervise -- /home/sandbox/entrypoint.sh", "/usr/local/bin/fastgpt-ide-agent"}
+	for i, im := range rep.Images {
+		run := strings.Split(im.Run.Stdout, "\n")
+		if len(run) < 4 {
+			continue // reported above
 		}
-		for {
-			_, msg, err := c.Read(ctx)
-			if err != nil {
-				t.Fatalf("%s: %v", method, err)
-			}
-			var m map[string]any
-			if json.Unmarshal(msg, &m) == nil && m["id"] == float64(id) {
-				return m
-			}
+		app.Point(im.Endpoint1318, run[3])
+		path := fmt.Sprintf("ide/hello-%d.txt", i)
+		got := testenv.FastGPTIDE(t, fmt.Sprintf("127.0.0.1:%d", fgPort), osbFastGPTSecret, path,
+			"cat /workspace/"+path+"; echo; tr '\\0' ' ' < /proc/$PPID/cmdline")
+		if want := "hello ide\n" + answerers[i] + " "; got != want {
+			t.Errorf("%s (profile %q): fs/exec through the relay: %q, want %q", im.Image, im.Profile, got, want)
 		}
 	}
-	got := call(1, "fs/write_file", map[string]any{"path": "ide/hello.txt", "content": "aGVsbG8gaWRl"})
-	if got["error"] != nil {
-		t.Fatalf("fs/write_file: %v", got)
-	}
-	got = call(2, "fs/exec", map[string]any{"command": "cat /workspace/ide/hello.txt"})
-	if res, _ := got["result"].(map[string]any); res == nil || res["stdout"] != "hello ide" || res["exitCode"] != float64(0) {
-		t.Fatalf("fs/exec through the relay: %v", got)
-	}
-	_ = c.Close(websocket.StatusNormalClosure, "")
 
 	// Limits above the profile's (the npm SDK's default asks 1 CPU and 2 GiB; this asks more) get the profile's.
 	req, _ := http.NewRequest("POST", osb+"/v1/sandboxes", strings.NewReader(`{"image":{"uri":"`+theirs+`"},"entrypoint":["/home/sandbox/entrypoint.sh"],`+

@@ -1,6 +1,8 @@
 // FastGPT's create body through OpenSandbox's own SDK (@alibaba-group/opensandbox), once per image, as FastGPT's
 // opensandbox provider sends it; prints one JSON report for opensandbox_fastgpt_integration_test.go.
-// Env: OSB_DOMAIN (http://127.0.0.1:port), OSB_KEY, OSB_IMAGES (comma-separated image references).
+// Env: OSB_DOMAIN (http://127.0.0.1:port), OSB_KEY, OSB_IMAGES (comma-separated image references, each optionally
+// followed by |<profile>: the create then names that profile in extensions, as a gateway with several admitting
+// profiles needs).
 const { Sandbox, ConnectionConfig } = require('@alibaba-group/opensandbox');
 
 const domain = process.env.OSB_DOMAIN;
@@ -20,9 +22,11 @@ async function waitState(sbx, want, limitMs = 240000) {
 }
 
 // One image: FastGPT's body (runtimeProfile/opensandbox.ts, Docker mode), then what FastGPT does next.
-async function fastgpt(image, i) {
+async function fastgpt(spec, i) {
+  const [image, profile] = spec.split('|');
   const session = 'sess-' + i;
   const sbx = await Sandbox.create({
+    ...(profile ? { extensions: { 'sandgate.profile': profile } } : {}),
     connectionConfig: conn(),
     image,
     entrypoint: ['/home/sandbox/entrypoint.sh'],
@@ -37,7 +41,7 @@ async function fastgpt(image, i) {
     },
     skipHealthCheck: true,
   });
-  const out = { image, id: sbx.id };
+  const out = { image, profile: profile || '', id: sbx.id };
   out.states = await waitState(sbx, 'Running');
   // The SDK's own readiness check (execd's ping through the gateway), then a command as FastGPT runs them.
   await sbx.waitUntilReady({ readyTimeoutSeconds: 240, pollingIntervalMillis: 250 });

@@ -71,25 +71,3 @@ func copyInto(src, dst string) error {
 	}
 	return os.WriteFile(dst, b, st.Mode().Perm())
 }
-
-// Compose returns the command that runs Compose files: `docker compose` where the plugin is installed, else
-// Debian's `docker-compose` (installed by scripts/prereqs.sh when neither is there).
-func Compose(t testing.TB) []string {
-	t.Helper()
-	Integration(t)
-	cmd, err := compose()
-	if err != nil {
-		t.Fatalf("no Compose for this test: %v", err)
-	}
-	return cmd
-}
-
-var compose = sync.OnceValues(func() ([]string, error) {
-	if err := runScript("prereqs.sh", "compose"); err != nil {
-		return nil, err
-	}
-	if exec.Command("docker", "compose", "version").Run() == nil {
-		return []string{"docker", "compose"}, nil
-	}
-	return []string{"docker-compose"}, nil
-})

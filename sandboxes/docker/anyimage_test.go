@@ -21,84 +21,45 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
-// fastgptEntrypoint does what FastGPT's agent-sandbox image does at start: check the workdir, write the IDE agent's
-// password into HOME, then sleep. It prints what it sees, so the test reads the container log.
-const fastgptEntrypoint = `#!/bin/sh
-set -e
-echo "entrypoint: uid=$(id -u) home=$HOME token=${SANDGATE_AGENT_TOKEN:-none} profile_env=${ANYIMAGE_FROM_PROFILE:-unset}"
-mkdir -p "${FASTGPT_WORKDIR:-/workspace}"
-test -w "${FASTGPT_WORKDIR:-/workspace}"
-if [ ! -s "$HOME/.fastgpt-ide-agent-password" ]; then
-	head -c 24 /dev/urandom | base64 | tr -d '=+/\n' > "$HOME/.fastgpt-ide-agent-password"
-fi
-id -u > "${FASTGPT_WORKDIR:-/workspace}/.entrypoint-ran"
-echo "entrypoint: password written"
-exec sleep infinity
-`
+var agentOnlyImage = sync.OnceValues(func() (string, error) {
+	tag := strings.TrimSuffix(testenv.Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox"), "/sandbox") + "/anyimage-agent:test"
+	return tag, buildAgentOnlyImage(tag)
+})
 
-var (
-	anyImageOnce             sync.Once
-	agentImage, fastgptImage string
-	anyImageErr              error
-)
-
-// anyImages builds, from debian:bookworm-slim (present locally; nothing is pulled), two images: a minimal agent
-// image (this checkout's static agent where our images keep it, the source the driver copies the agent from) and
-// an image shaped like FastGPT's: its own user, HOME /home/sandbox holding the entrypoint script, and that script
-// as ENTRYPOINT. Neither waits for our full sandbox images.
+// anyImages returns two images built from debian:bookworm-slim (present locally; nothing is pulled): a minimal
+// agent image (this checkout's static agent where our images keep it, the source the driver copies the agent
+// from) and the FastGPT-shaped image every test uses (testenv.FastGPTImage). Neither waits for our full sandbox
+// images.
 func anyImages(t *testing.T) (agent, fastgpt string) {
 	t.Helper()
 	testenv.Integration(t)
-	repo := strings.TrimSuffix(testenv.Getenv("SANDGATE_IMAGE_REPO", "sandgate/sandbox"), "/sandbox")
-	anyImageOnce.Do(func() {
-		agentImage, fastgptImage = repo+"/anyimage-agent:test", repo+"/anyimage-fastgpt:test"
-		anyImageErr = buildAnyImages(agentImage, fastgptImage)
-	})
-	if anyImageErr != nil {
-		t.Fatal(anyImageErr)
+	agent, err := agentOnlyImage()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return agentImage, fastgptImage
+	return agent, testenv.FastGPTImage(t)
 }
 
-func buildAnyImages(agentTag, fastgptTag string) error {
+func buildAgentOnlyImage(tag string) error {
 	dir, err := os.MkdirTemp("", "anyimage-build-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "agent", "sandgate-agent"), "./agentimage")
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "sandgate-agent"), "./agentimage")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the agent: %v: %s", err, out)
 	}
-	files := map[string]string{
-		"agent/Dockerfile": "FROM debian:bookworm-slim\nCOPY sandgate-agent /usr/local/bin/sandgate-agent\nENTRYPOINT [\"/usr/local/bin/sandgate-agent\"]\n",
-		"fastgpt/Dockerfile": `FROM debian:bookworm-slim
-RUN useradd --uid 1000 --create-home --home-dir /home/sandbox --shell /bin/sh sandbox
-COPY entrypoint.sh /home/sandbox/entrypoint.sh
-RUN chmod 0755 /home/sandbox/entrypoint.sh && chown sandbox:sandbox /home/sandbox/entrypoint.sh && mkdir -m 1777 /etc/anyimage
-ENV HOME=/home/sandbox FASTGPT_WORKDIR=/workspace
-USER sandbox
-WORKDIR /home/sandbox
-ENTRYPOINT ["/home/sandbox/entrypoint.sh"]
-`,
-		"fastgpt/entrypoint.sh": fastgptEntrypoint,
+	dockerfile := "FROM debian:bookworm-slim\nCOPY sandgate-agent /usr/local/bin/sandgate-agent\nENTRYPOINT [\"/usr/local/bin/sandgate-agent\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		return err
 	}
-	for name, body := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			return err
-		}
-	}
-	for tag, ctxDir := range map[string]string{agentTag: "agent", fastgptTag: "fastgpt"} {
-		cmd := exec.Command("docker", "build", "-q", "-t", tag, filepath.Join(dir, ctxDir))
-		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("docker build %s: %v: %s", tag, err, out)
-		}
+	cmd := exec.Command("docker", "build", "-q", "-t", tag, dir)
+	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("docker build %s: %v: %s", tag, err, out)
 	}
 	return nil
 }
@@ -139,7 +100,7 @@ func TestAnyImageFastGPTEntrypoint(t *testing.T) {
 	strict := smallProfile("fastgpt", img)
 	strict.Capabilities = []string{sandboxes.CapShell, sandboxes.CapFilesystem}
 	strict.InjectAgent = true
-	strict.Env = map[string]string{"ANYIMAGE_FROM_PROFILE": "yes"}
+	strict.Env = map[string]string{"FASTGPT_TEST_MARK": "yes"}
 	relaxed := strict
 	relaxed.ID = "fastgpt-writable"
 	relaxed.WritableRoot = true
@@ -197,7 +158,7 @@ func TestAnyImageFastGPTEntrypoint(t *testing.T) {
 		return strings.Contains(l, "entrypoint: password written"), l
 	})
 	logs := h.containerLog(sb.ID)
-	if !strings.Contains(logs, "entrypoint: uid=65532 home=/home/sandbox token=none profile_env=yes") {
+	if !strings.Contains(logs, "entrypoint: uid=65532 home=/home/sandbox token=none mark=yes") {
 		t.Fatalf("entrypoint's view: %s", logs)
 	}
 
