@@ -59,6 +59,9 @@ type App struct {
 	WarmDemandWindow caddy.Duration `json:"warm_demand_window,omitempty"`
 	// WarmRetryBackoff is the first pause of a pool's refills after a failed one, doubling up to 5m (default 1s).
 	WarmRetryBackoff caddy.Duration `json:"warm_retry_backoff,omitempty"`
+	// WarmRefillHold bounds how long the refill a warm claim triggers waits for the claimed sandbox's first agent
+	// call to end (default 500ms; negative: refill at once, the Caddyfile's "off").
+	WarmRefillHold caddy.Duration `json:"warm_refill_hold,omitempty"`
 	// AllowHostBinds lets profiles mount host paths (binds); the Docker socket is refused regardless.
 	AllowHostBinds bool `json:"allow_host_binds,omitempty"`
 	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
@@ -190,6 +193,7 @@ func (a *App) managerConfig() sandboxes.Config {
 		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
 		AgentImage:       a.AgentImage,
 		WarmDemandWindow: time.Duration(a.WarmDemandWindow), WarmRetryBackoff: time.Duration(a.WarmRetryBackoff),
+		WarmRefillHold: time.Duration(a.WarmRefillHold),
 	}
 }
 

@@ -32,6 +32,7 @@ func init() {
 //	    warm_refill_rate 2
 //	    warm_demand_window 5m   (a pool with warm_pool_max shrinks back this long after a burst)
 //	    warm_retry_backoff 1s   (first pause after a failed refill; doubles up to 5m)
+//	    warm_refill_hold 500ms|off (a claim's refill waits for the claimed sandbox's first call at most this long)
 //	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
@@ -113,6 +114,17 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			err = oneCaddyDuration(d, &app.WarmDemandWindow)
 		case "warm_retry_backoff":
 			err = oneCaddyDuration(d, &app.WarmRetryBackoff)
+		case "warm_refill_hold":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				if s == "off" {
+					app.WarmRefillHold = -1
+				} else if v, perr := caddy.ParseDuration(s); perr != nil || v <= 0 {
+					err = d.Errf("warm_refill_hold %q: a positive duration or off", s)
+				} else {
+					app.WarmRefillHold = caddy.Duration(v)
+				}
+			}
 		case "warm_refill_rate":
 			var s string
 			if err = oneString(d, &s); err == nil {

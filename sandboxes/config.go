@@ -53,6 +53,10 @@ type Config struct {
 	// WarmRetryBackoff is the first pause of a pool's refills after a failed one; it doubles per failure in a row
 	// up to 5m. Default 1s.
 	WarmRetryBackoff time.Duration
+	// WarmRefillHold bounds how long the refill a warm claim triggers waits for the claimed sandbox's first agent
+	// call to end, so that call never competes with a container start (warm_hold.go). Default
+	// DefaultWarmRefillHold; negative: refill at once.
+	WarmRefillHold time.Duration
 	// StopGrace is how long a stopped agent gets before SIGKILL. Default 5s.
 	StopGrace time.Duration
 	// AllowHostBinds permits profiles' binds.
@@ -91,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WarmRetryBackoff <= 0 {
 		c.WarmRetryBackoff = time.Second
+	}
+	if c.WarmRefillHold == 0 {
+		c.WarmRefillHold = DefaultWarmRefillHold
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 5 * time.Second

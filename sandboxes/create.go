@@ -101,6 +101,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.Metadata = maps.Clone(req.Metadata)
 			e.rec.Egress = cloneEgress(req.Egress)
 			setIdleDeadline(e, now)
+			if launch == LaunchWarm {
+				m.holdRefillLocked(e, now) // warm_hold.go
+			}
 			m.noteCreateLocked(p.ID, launch)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()

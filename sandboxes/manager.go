@@ -40,6 +40,8 @@ type Manager struct {
 	active    int // launches holding or past a start slot, not finished
 	freeing   []*entry
 	agentHTTP *http.Client
+	// holds are the claims whose refill waits for the claimed sandbox's first call (warm_hold.go).
+	holds refillHolds
 	// clock is ManagerConfig.Clock or time.Now.
 	clock    func() time.Time
 	limiters map[string]*rate.Limiter
@@ -93,7 +95,8 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	agentHTTP := &http.Client{Transport: newAgentTransport()}
+	agentTransport := newAgentTransport()
+	agentHTTP := &http.Client{Transport: agentTransport}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: 2 * time.Second, Transport: agentHTTP.Transport}
@@ -104,6 +107,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
 		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}
+	agentTransport.Observe = m.observeAgentCall // warm_hold.go
 	m.cfg.setDefaults()
 	if cfg.Clock != nil {
 		m.clock = cfg.Clock

@@ -132,6 +132,7 @@ func (m *Manager) detachLocked(e *entry) {
 		e.cancelLaunch()
 	}
 	delete(m.entries, e.rec.ID)
+	m.holds.drop(e.rec.ID)
 	if ids := m.warm[e.rec.ProfileHash]; len(ids) > 0 {
 		m.warm[e.rec.ProfileHash] = slices.DeleteFunc(ids, func(x string) bool { return x == e.rec.ID })
 	}

@@ -57,6 +57,8 @@ type PoolStats struct {
 	// Ready members wait to be claimed; Starting ones are being refilled.
 	Ready    int `json:"ready"`
 	Starting int `json:"starting"`
+	// HeldRefills are refills waiting for a claimed sandbox's first call (warm_hold.go).
+	HeldRefills int `json:"held_refills"`
 	// Hits are creates served by a ready member, Prestarted by one still starting, Misses by a cold create.
 	Hits       uint64 `json:"hits"`
 	Prestarted uint64 `json:"prestarted"`
@@ -78,11 +80,12 @@ func (m *Manager) WarmPools() (pools []PoolStats, refillConcurrency int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ready, starting := m.warmCountsLocked()
+	held, _ := m.holds.active(now)
 	for _, p := range m.profiles {
 		ps := m.poolLocked(p.ID)
 		hash := p.Hash()
 		s := PoolStats{Profile: p.ID, Floor: p.WarmPoolSize, Max: p.warmCeiling(), Target: ps.target,
-			Ready: ready[hash], Starting: starting[hash], Hits: ps.hits, Prestarted: ps.prestarted, Misses: ps.misses,
+			Ready: ready[hash], Starting: starting[hash], HeldRefills: held[hash], Hits: ps.hits, Prestarted: ps.prestarted, Misses: ps.misses,
 			PeakDemand: ps.demand.peak(m.coldStartLocked(ps)), ColdStartSec: m.coldStartLocked(ps).Seconds(),
 			LastRefillSec: ps.lastRefill.Seconds(), Refills: ps.refills, RefillFailures: ps.refillFails, LastError: ps.lastError}
 		if now.Before(ps.backoff) {
@@ -208,6 +211,10 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 		return next
 	}
 	ready, starting := m.warmCountsLocked()
+	held, heldUntil := m.holds.active(wall) // warm_hold.go
+	if !heldUntil.IsZero() {
+		next = min(next, max(time.Millisecond, heldUntil.Sub(wall)))
+	}
 	var shrink []*entry
 	limit := m.tuner.limit()
 	ids := m.profileIDsLocked()
@@ -239,7 +246,8 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			m.limiters[hash] = l
 		}
 		l.SetBurst(max(1, ceiling))
-		want := ps.target - ready[hash] - starting[hash]
+		// A claim's refill waits for the claimed sandbox's first call (warm_hold.go).
+		want := ps.target - ready[hash] - starting[hash] - held[hash]
 		if ps.failures > 0 {
 			want = min(want, 1-starting[hash]) // after a failure, one attempt at a time
 		}
@@ -363,7 +371,7 @@ func (m *Manager) probeWarm(ctx context.Context) {
 }
 
 func (m *Manager) probeOnce(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(withInternalCall(ctx), 5*time.Second)
 	defer cancel()
 	base, hc := agentapi.BaseURL(addr, m.http)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)

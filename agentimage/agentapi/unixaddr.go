@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // EnvSocket names the UNIX socket the agent also serves on. A sandbox without a network interface (profile
@@ -84,6 +86,51 @@ func socketFromHost(host string) (string, bool, error) {
 // claim), as TCP agents' connections are. BaseURL gives such a client the socket's host instead of a client per call.
 type SocketTransport struct {
 	*http.Transport
+	// Observe, when set (before the transport is used), sees every request as it starts; the function it returns,
+	// if any, is called once when that request is over: its response body read to the end or closed, the round
+	// trip failed, or the connection was switched to another protocol (101). The gateway learns from it when a
+	// claimed sandbox's first call is done, without wrapping the transport (which would hide it from BaseURL).
+	Observe func(*http.Request) (done func())
+}
+
+// RoundTrip sends req on the embedded transport, reporting it to Observe.
+func (t *SocketTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.Observe == nil {
+		return t.Transport.RoundTrip(req)
+	}
+	done := t.Observe(req)
+	resp, err := t.Transport.RoundTrip(req)
+	if done == nil {
+		return resp, err
+	}
+	if err != nil || resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
+		// A switched connection's body is the connection itself (an io.ReadWriteCloser): it is not wrapped.
+		done()
+		return resp, err
+	}
+	resp.Body = &observedBody{ReadCloser: resp.Body, done: done}
+	return resp, nil
+}
+
+// observedBody calls done once, at the body's end or close, whichever comes first.
+type observedBody struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
+func (b *observedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *observedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
 }
 
 // NewSocketTransport makes tr dial agent sockets as well as TCP addresses (its own DialContext, or a default
