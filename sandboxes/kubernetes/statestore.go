@@ -327,8 +327,10 @@ func (s *StateStore) Put(r sandboxes.Record) error {
 		var cur *corev1.ConfigMap
 		var err error
 		if first && s.lister != nil {
+			// The cache spares a read in the usual case; it may lag a create, so only the API says "not found".
 			cur, err = s.lister.Get(name)
-		} else {
+		}
+		if !first || s.lister == nil || err != nil {
 			cur, err = cms.Get(ctx, name, metav1.GetOptions{})
 		}
 		first = false
