@@ -103,8 +103,10 @@ func TestApplyRemote(t *testing.T) {
 		check   func(t *testing.T, m *Manager, d *fakeDriver, id string)
 	}{
 		{
-			name:    "added running is usable at its recorded address",
-			changes: func(id string) []RecordChange { return []RecordChange{{ID: id, Record: remoteRecord(id, PhaseRunning)}} },
+			name: "added running is usable at its recorded address",
+			changes: func(id string) []RecordChange {
+				return []RecordChange{{ID: id, Record: remoteRecord(id, PhaseRunning)}}
+			},
 			check: func(t *testing.T, m *Manager, _ *fakeDriver, id string) {
 				tg, ok := m.Resolve(id)
 				if !ok || tg.Addr != "10.0.0.9:7777" || tg.Token != "tok-"+id {
