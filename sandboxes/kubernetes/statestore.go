@@ -92,29 +92,12 @@ var StatePermissions = []permission{
 // NewStateStore makes a store on cs; local keeps what stays per gateway. It does no I/O: Load starts the
 // informer.
 func NewStateStore(cs kubernetes.Interface, cfg StateConfig, local *sandboxes.BoltStore) (*StateStore, error) {
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
-	}
-	if cfg.Manager == "" {
-		cfg.Manager = "sandgate"
-	}
-	if errs := validateName(cfg.Namespace); errs != "" {
-		return nil, fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
+	cfg, err := CheckStateConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if local == nil {
 		return nil, errors.New("the kubernetes state store needs a local store")
-	}
-	if cfg.LeaseDuration <= 0 {
-		cfg.LeaseDuration = 15 * time.Second
-	}
-	if cfg.RenewDeadline <= 0 {
-		cfg.RenewDeadline = 10 * time.Second
-	}
-	if cfg.RetryPeriod <= 0 {
-		cfg.RetryPeriod = 2 * time.Second
-	}
-	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RetryPeriod >= cfg.RenewDeadline {
-		return nil, fmt.Errorf("kubernetes state lease: want retry period < renew deadline < lease duration")
 	}
 	id := cfg.Identity
 	if id == "" {
@@ -505,3 +488,30 @@ func (s *StateStore) Close() error {
 }
 
 var _ sandboxes.SharedStore = (*StateStore)(nil)
+
+// CheckStateConfig fills cfg's defaults and checks it without any I/O (the Caddy module calls it at provision).
+func CheckStateConfig(cfg StateConfig) (StateConfig, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Manager == "" {
+		cfg.Manager = "sandgate"
+	}
+	if errs := validateName(cfg.Namespace); errs != "" {
+		return cfg, fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 15 * time.Second
+	}
+	if cfg.RenewDeadline <= 0 {
+		cfg.RenewDeadline = 10 * time.Second
+	}
+	if cfg.RetryPeriod <= 0 {
+		cfg.RetryPeriod = 2 * time.Second
+	}
+	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RetryPeriod >= cfg.RenewDeadline {
+		return cfg, fmt.Errorf("lease timings: want retry_period < renew_deadline < lease_duration (got %s, %s, %s)",
+			cfg.RetryPeriod, cfg.RenewDeadline, cfg.LeaseDuration)
+	}
+	return cfg, nil
+}
