@@ -319,3 +319,40 @@ func TestFleetGCOnlyOnLeader(t *testing.T) {
 		t.Fatalf("orphan still there: %v", err)
 	}
 }
+
+// TestFleetLeaderRecyclesOldForeignWarm: another gateway's warm members are left alone until they pass
+// warm_max_age; then the leader removes the container and the record, as it would a killed gateway's pool.
+func TestFleetLeaderRecyclesOldForeignWarm(t *testing.T) {
+	cases := []struct {
+		name     string
+		age      time.Duration
+		leading  bool
+		recycled bool
+	}{
+		{"young, leader", time.Minute, true, false},
+		{"old, not leader", 2 * time.Hour, false, false},
+		{"old, leader", 2 * time.Hour, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFakeDriver(t)
+			st := newFakeShared(t, tc.leading)
+			m := startSharedManager(t, d, st, Config{Profiles: []Profile{testProfile("base")}, WarmMaxAge: time.Hour})
+			cid, err := d.Create(context.Background(), ContainerSpec{Name: "unit-sb-warm", Labels: map[string]string{
+				m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelID): "sb-warm"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := remoteRecord("sb-warm", PhaseRunning)
+			r.Warm, r.Gateway, r.ContainerID, r.CreatedAt = true, "gw-gone", cid, time.Now().Add(-tc.age)
+			st.mu.Lock()
+			st.fresh = []Record{r}
+			st.mu.Unlock()
+			rep := m.CollectGarbage(context.Background())
+			_, err = d.Inspect(context.Background(), cid)
+			if gone := errors.Is(err, ErrContainerNotFound); gone != tc.recycled || (rep.WarmRecycled == 1) != tc.recycled {
+				t.Fatalf("recycled: container gone %v, report %+v, want %v", gone, rep, tc.recycled)
+			}
+		})
+	}
+}
