@@ -390,6 +390,10 @@ func (s *StateStore) Delete(id string) error {
 
 // Meta reads a meta value from the API ("" if absent).
 func (s *StateStore) Meta(key string) (string, error) {
+	// The Manager's first call: the permission check runs before anything else is asked of the API.
+	if err := s.start(); err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
 	defer cancel()
 	cm, err := s.configMaps().Get(ctx, s.metaName(), metav1.GetOptions{})
@@ -414,6 +418,9 @@ func (s *StateStore) InitMeta(key, value string) (string, error) { return s.setM
 func (s *StateStore) setMeta(key, value string, overwrite bool) (string, error) {
 	if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
 		return "", fmt.Errorf("meta key %q: %s", key, strings.Join(errs, "; "))
+	}
+	if err := s.start(); err != nil {
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
 	defer cancel()
