@@ -95,6 +95,12 @@ type Driver interface {
 	NewDriver() (sandboxes.Driver, error)
 }
 
+// StoreDriver is a Driver module that can keep the Manager's sandbox records itself (the kubernetes driver's
+// state kubernetes); local is the gateway's own store, which keeps everything else.
+type StoreDriver interface {
+	NewStore(drv sandboxes.Driver, manager string, local *sandboxes.BoltStore) (sandboxes.Store, error)
+}
+
 // managerHolder is the pooled value: one Manager, its store (the one store of everything the gateway persists) and
 // the metrics and history reaper that outlive reloads with it.
 type managerHolder struct {
@@ -163,7 +169,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return nil, err
 		}
 		store := sandboxes.NewBoltStore(filepath.Join(caddy.AppDataDir(), "sandgate", namespace+".db"))
-		mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace}, drv, store, slogger)
+		var mstore sandboxes.Store = store
+		if sd, ok := d.(StoreDriver); ok {
+			// The driver may keep the sandbox records elsewhere (state kubernetes); the rest stays in store.
+			if mstore, err = sd.NewStore(drv, namespace, store); err != nil {
+				return nil, err
+			}
+		}
+		mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace}, drv, mstore, slogger)
 		if err != nil {
 			return nil, err
 		}

@@ -51,6 +51,9 @@ func (d *DockerDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 			if !disp.AllArgs(&d.Host) {
 				return disp.ArgErr()
 			}
+		case "state":
+			// Sandbox state shared by a fleet lives in the Kubernetes API; a Docker host is one gateway's.
+			return disp.Errf("state is an option of the kubernetes driver (a gateway fleet keeps sandbox records in the Kubernetes API); the docker driver keeps them in the gateway's own store")
 		default:
 			return disp.Errf("unknown docker driver option %q", disp.Val())
 		}

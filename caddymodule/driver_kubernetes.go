@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -38,6 +40,37 @@ type KubernetesDriver struct {
 	// NoWorkspaceChown leaves out the step that gives the workspace's root directory to the sandbox user, for
 	// storage that honours fsGroup.
 	NoWorkspaceChown bool `json:"no_workspace_chown,omitempty"`
+	// State, when set, keeps the sandbox records in the Kubernetes API instead of the gateway's own store, so a
+	// fleet of gateways shares them (docs/kubernetes.md, "Gateway fleet: sandbox state").
+	State *KubernetesState `json:"state,omitempty"`
+}
+
+// KubernetesState is `state kubernetes { ... }`: sandbox records in ConfigMaps and a Lease for the collector.
+type KubernetesState struct {
+	// Identity names this gateway in the fleet (the Lease holder); default: host name and a random suffix.
+	Identity string `json:"identity,omitempty"`
+	// LeaseDuration, RenewDeadline and RetryPeriod are the GC Lease's timings (default 15s, 10s, 2s).
+	LeaseDuration caddy.Duration `json:"lease_duration,omitempty"`
+	RenewDeadline caddy.Duration `json:"renew_deadline,omitempty"`
+	RetryPeriod   caddy.Duration `json:"retry_period,omitempty"`
+}
+
+func (st *KubernetesState) config(namespace, manager string) kubernetes.StateConfig {
+	return kubernetes.StateConfig{Namespace: namespace, Manager: manager, Identity: st.Identity,
+		LeaseDuration: time.Duration(st.LeaseDuration), RenewDeadline: time.Duration(st.RenewDeadline),
+		RetryPeriod: time.Duration(st.RetryPeriod)}
+}
+
+// NewStore is the Manager's store: the StateStore over local with state kubernetes, else local itself.
+func (d *KubernetesDriver) NewStore(drv sandboxes.Driver, manager string, local *sandboxes.BoltStore) (sandboxes.Store, error) {
+	if d.State == nil {
+		return local, nil
+	}
+	kd, ok := drv.(*kubernetes.Driver)
+	if !ok {
+		return nil, fmt.Errorf("state kubernetes: the driver is %T, not the kubernetes driver", drv)
+	}
+	return kubernetes.NewStateStore(kd.Client(), d.State.config(kd.Namespace(), manager), local)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -52,7 +85,21 @@ func (d *KubernetesDriver) config() kubernetes.Config {
 }
 
 // Validate checks the settings without any I/O.
-func (d *KubernetesDriver) Validate() error { return kubernetes.ValidateConfig(d.config()) }
+func (d *KubernetesDriver) Validate() error {
+	if err := kubernetes.ValidateConfig(d.config()); err != nil {
+		return err
+	}
+	if d.State != nil {
+		if d.State.LeaseDuration < 0 || d.State.RenewDeadline < 0 || d.State.RetryPeriod < 0 {
+			return fmt.Errorf("state kubernetes: lease durations must not be negative")
+		}
+		// The defaults and their order are checked by building the store's config once (it does no I/O).
+		if _, err := kubernetes.CheckStateConfig(d.State.config(d.Namespace, "")); err != nil {
+			return fmt.Errorf("state kubernetes: %w", err)
+		}
+	}
+	return nil
+}
 
 // Endpoint names the cluster and namespace: two gateways' Managers are one only when both are the same.
 func (d *KubernetesDriver) Endpoint() string {
@@ -83,6 +130,12 @@ func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubern
 //	    gateway_label     <key> <value>
 //	    copy_image        <image>
 //	    workspace_chown   on|off
+//	    state kubernetes {              # sandbox records in the API: a gateway fleet
+//	        identity       <name>
+//	        lease_duration <duration>
+//	        renew_deadline <duration>
+//	        retry_period   <duration>
+//	    }
 //	}
 func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	disp.Next() // the driver name
@@ -116,6 +169,10 @@ func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 				d.GatewayLabels = map[string]string{}
 			}
 			d.GatewayLabels[k] = v
+		case "state":
+			if err := d.unmarshalState(disp); err != nil {
+				return err
+			}
 		case "workspace_chown":
 			var v string
 			if !disp.AllArgs(&v) {
@@ -144,3 +201,51 @@ var (
 	_ caddy.Validator       = (*KubernetesDriver)(nil)
 	_ caddyfile.Unmarshaler = (*KubernetesDriver)(nil)
 )
+
+// unmarshalState reads `state kubernetes [{ ... }]` (or `state local`, the default: the gateway's own store).
+func (d *KubernetesDriver) unmarshalState(disp *caddyfile.Dispenser) error {
+	var kind string
+	if !disp.Args(&kind) {
+		return disp.ArgErr()
+	}
+	switch kind {
+	case "local":
+		d.State = nil
+		if disp.NextArg() {
+			return disp.ArgErr()
+		}
+		return nil
+	case "kubernetes":
+	default:
+		return disp.Errf("state: want local or kubernetes, got %q", kind)
+	}
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	st := &KubernetesState{}
+	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
+		opt := disp.Val()
+		if opt == "identity" {
+			if !disp.AllArgs(&st.Identity) {
+				return disp.ArgErr()
+			}
+			continue
+		}
+		dst := map[string]*caddy.Duration{"lease_duration": &st.LeaseDuration, "renew_deadline": &st.RenewDeadline,
+			"retry_period": &st.RetryPeriod}[opt]
+		if dst == nil {
+			return disp.Errf("unknown state kubernetes option %q", opt)
+		}
+		var v string
+		if !disp.AllArgs(&v) {
+			return disp.ArgErr()
+		}
+		dur, err := caddy.ParseDuration(v)
+		if err != nil {
+			return disp.Errf("state kubernetes %s: %v", opt, err)
+		}
+		*dst = caddy.Duration(dur)
+	}
+	d.State = st
+	return nil
+}

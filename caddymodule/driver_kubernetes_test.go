@@ -18,6 +18,11 @@ func TestKubernetesDriverCaddyfileErrors(t *testing.T) {
 		"empty cidr":          "gateway_cidr",
 		"bad label":           "gateway_label app !!",
 		"bad workspace_chown": "workspace_chown maybe",
+		"bad state":           "state etcd",
+		"state extra value":   "state kubernetes now",
+		"state unknown opt":   "state kubernetes {\n\t\t\t\tleader always\n\t\t\t}",
+		"state bad duration":  "state kubernetes {\n\t\t\t\tlease_duration soon\n\t\t\t}",
+		"state lease order":   "state kubernetes {\n\t\t\t\tlease_duration 5s\n\t\t\t\trenew_deadline 10s\n\t\t\t}",
 	}
 	for name, line := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -28,5 +33,15 @@ func TestKubernetesDriverCaddyfileErrors(t *testing.T) {
 				t.Errorf("error does not point into the Caddyfile: %v", err)
 			}
 		})
+	}
+}
+
+// TestStateNeedsKubernetesDriver: state kubernetes under the docker driver is a Caddyfile error that says where the
+// option belongs.
+func TestStateNeedsKubernetesDriver(t *testing.T) {
+	input := "{\n\tadmin off\n\tsandboxes {\n\t\tdriver docker {\n\t\t\tstate kubernetes\n\t\t}\n\t}\n}\n"
+	_, err := adaptToJSON(input)
+	if err == nil || !strings.Contains(err.Error(), "option of the kubernetes driver") || !strings.Contains(err.Error(), "Caddyfile:") {
+		t.Fatalf("state under the docker driver: %v", err)
 	}
 }

@@ -81,6 +81,27 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			}
 			continue
 		case PhaseCreating, PhaseStarting:
+			if !e.launching && e.remoteBusy {
+				// Another gateway of the fleet is bringing it up (shared.go): wait for its next word. If none comes
+				// within the start timeout, that gateway is taken for gone and this one starts the sandbox.
+				wake, timeout := e.remoteWake, m.cfg.StartTimeout
+				m.mu.Unlock()
+				timer := time.NewTimer(timeout)
+				select {
+				case <-wake:
+				case <-timer.C:
+					m.mu.Lock()
+					if e.remoteWake == wake {
+						e.remoteBusy = false
+					}
+					m.mu.Unlock()
+				case <-ctx.Done():
+					timer.Stop()
+					return Target{}, &Error{Code: CodeTimeout, Message: fmt.Sprintf("sandbox %s was not ready before the request ended", id), Err: ctx.Err()}
+				}
+				timer.Stop()
+				continue
+			}
 			if !e.launching {
 				// A launch that ended without an outcome (the previous Manager closed mid-start): start again.
 				if triggered {

@@ -209,6 +209,9 @@ func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]st
 	}}
 	if warm {
 		e.rec.LaunchType = LaunchWarm
+		if st := m.shared(); st != nil {
+			e.rec.Gateway = st.Identity()
+		}
 	}
 	e.after = after
 	e.refill = warm

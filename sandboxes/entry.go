@@ -41,6 +41,10 @@ type entry struct {
 	after       <-chan struct{}
 	done        chan struct{}
 	freedDone   bool
+	// remoteBusy: another gateway of a fleet is creating or starting it (shared.go); remoteWake is closed at the
+	// next change that gateway makes.
+	remoteBusy bool
+	remoteWake chan struct{}
 
 	opMu      sync.Mutex // serialises engine operations on this sandbox (launch, stop, delete)
 	persistMu sync.Mutex // orders store writes of this sandbox

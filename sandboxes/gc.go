@@ -44,6 +44,9 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 		kind string
 	}
 	var jobs []job
+	// In a fleet only the GC lease's holder stops, expires and sweeps (shared.go); every gateway still recycles the
+	// stale or failed warm members it made itself, and writes its idle deadlines (flushAll).
+	leader := m.gcLeader()
 	m.mu.Lock()
 	for _, e := range m.entries {
 		if e.deleted {
@@ -53,13 +56,13 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 			p, ok := m.profiles[e.rec.Profile]
 			stale := !ok || p.Hash() != e.rec.ProfileHash || p.warmCeiling() == 0
 			old := now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge
-			if (stale || old || e.rec.Phase == PhaseFailed) && !e.launching {
+			if ((stale || e.rec.Phase == PhaseFailed) && m.ownWarm(e.rec) || old && leader) && !e.launching {
 				m.detachLocked(e)
 				jobs = append(jobs, job{e, "warm"})
 			}
 			continue
 		}
-		if e.leases > 0 {
+		if e.leases > 0 || !leader {
 			continue
 		}
 		switch {
@@ -107,8 +110,14 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: did})
 		}
 	}
-	m.sweepOrphans(ctx, &rep)
-	m.sweepSnapshotOrphans(ctx, &rep) // snapshots.go
+	if st := m.shared(); st == nil {
+		m.sweepOrphans(ctx, &rep)
+		m.sweepSnapshotOrphans(ctx, &rep) // snapshots.go
+	} else if leader {
+		// Snapshots are each gateway's own (its local store), so no gateway can tell another's snapshot volume
+		// from an orphan: a fleet sweeps containers and old warm members only (fleet_gc.go).
+		m.sweepFleetOrphans(ctx, st, &rep)
+	}
 	m.flushAll()
 	if rep != (GCReport{}) {
 		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,

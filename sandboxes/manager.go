@@ -207,6 +207,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		if instance, err = m.store.Meta("instance"); err != nil {
 			return fmt.Errorf("reading the sandbox store: %w", err)
 		}
+		if st := m.shared(); st != nil && instance == "" {
+			// A fleet is one instance: every gateway's sweep then covers every gateway's containers.
+			if instance, err = st.InitMeta("instance", randomHex(6)); err != nil {
+				return fmt.Errorf("writing the sandbox store: %w", err)
+			}
+		}
 		if instance == "" {
 			instance = randomHex(6)
 			if err := m.store.SetMeta("instance", instance); err != nil {
@@ -226,6 +232,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.started = true
 	m.gcTicker = time.NewTicker(m.cfg.GCInterval)
 	m.mu.Unlock()
+	if st := m.shared(); st != nil {
+		m.wg.Add(1)
+		go m.followShared(st) // shared.go
+	}
 	m.wg.Add(3)
 	go m.watchEvents()
 	go m.gcLoop()

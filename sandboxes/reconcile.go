@@ -28,6 +28,10 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	var toPersist, toDestroy, toThaw []*entry
 	m.mu.Lock()
 	for _, rec := range recs {
+		if rec.Warm && !m.ownWarm(rec) {
+			// Another fleet gateway's warm member (shared.go): its maker claims it, the GC leader recycles it.
+			continue
+		}
 		e := &entry{rec: rec, lastPersist: now}
 		e.stored, _ = json.Marshal(rec) // as the store holds it: flushAll writes it only once it changes
 		if rec.Spec != nil {

@@ -54,6 +54,8 @@ type Record struct {
 	Addr    string  `json:"addr,omitempty"`
 	// Spec is the profile as it was when the sandbox was made: restarts keep that shape across reloads.
 	Spec *Profile `json:"spec,omitempty"`
+	// Gateway is the fleet gateway that made a warm member (SharedStore.Identity); only it claims the member.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // Store keeps Records across restarts. Every method is safe for concurrent use.

@@ -115,10 +115,17 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		}
 		pod.OwnerReferences = ownedBy(rec)
 		pod.Namespace = d.cfg.Namespace
-		pod, err = d.cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		created, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Another gateway of a fleet started the same sandbox a moment ago: its Pod is this one's to wait for.
+			if created, err = d.pod(ctx, containerID); err == nil && created == nil {
+				err = fmt.Errorf("pod %s was there and is gone again", containerID)
+			}
+		}
 		if err != nil {
 			return "", fmt.Errorf("creating pod %s: %w", containerID, err)
 		}
+		pod = created
 	}
 	pod, err = d.waitPod(ctx, pod, startedOrFailed)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -353,4 +354,32 @@ func startInBackground(ctx context.Context, t *testing.T, d *Driver) (string, <-
 		done <- startResult{addr, err}
 	}()
 	return id, done
+}
+
+// TestStartConvergesWithAnotherGateway: two gateways of a fleet start one stopped sandbox at once. The second Pod
+// create answers AlreadyExists; that Start waits for the other gateway's Pod and answers its address.
+func TestStartConvergesWithAnotherGateway(t *testing.T) {
+	ctx := ctxT(t)
+	d, cs := testDriver(t, Config{})
+	spec := testSpec(sandboxes.Profile{})
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other gateway's create lands between this gateway's read (no Pod) and its own create.
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
+		running(pod)
+		if err := cs.Tracker().Add(pod); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewAlreadyExists(corev1.Resource("pods"), pod.Name)
+	})
+	addr, err := d.Start(ctx, id, spec)
+	if err != nil || addr != "10.88.0.5:7777" {
+		t.Fatalf("start beside another gateway's: %q %v", addr, err)
+	}
+	if n := podCount(t, d); n != 1 {
+		t.Fatalf("%d pods for one sandbox", n)
+	}
 }
