@@ -41,26 +41,7 @@ func (m *Manager) sweepFleetOrphans(ctx context.Context, st SharedStore, rep *GC
 			recorded[r.ContainerID] = true
 		}
 	}
-	for _, c := range containers {
-		if now.Sub(c.Created) < minAge || recorded[c.ID] {
-			continue
-		}
-		id := c.Labels[m.label(labelID)]
-		m.mu.RLock()
-		e := m.entries[id]
-		owned := e != nil && e.rec.ContainerID == c.ID
-		m.mu.RUnlock()
-		if owned {
-			continue
-		}
-		if err := m.driver.Remove(ctx, c.ID); err != nil {
-			rep.Errors++
-			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
-			continue
-		}
-		rep.OrphanContainers++
-		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
-	}
+	m.removeOrphanContainers(ctx, containers, recorded, minAge, now, rep)
 	for _, r := range recs {
 		if !r.Warm || m.ownWarm(r) || now.Sub(r.CreatedAt) <= warmMaxAge {
 			continue

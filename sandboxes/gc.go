@@ -141,31 +141,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 		m.log.Warn("listing containers for the orphan sweep", "error", err)
 		return
 	}
-	for _, c := range containers {
-		if now.Sub(c.Created) < minAge {
-			continue
-		}
-		id := c.Labels[m.label(labelID)]
-		m.mu.RLock()
-		e := m.entries[id]
-		owned := e != nil && e.rec.ContainerID == c.ID
-		m.mu.RUnlock()
-		if owned {
-			continue
-		}
-		if err := m.driver.Remove(ctx, c.ID); err != nil {
-			rep.Errors++
-			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
-			continue
-		}
-		if id != "" && e == nil {
-			if err := m.removeSocketDir(id); err != nil {
-				m.log.Warn("removing orphan socket directory", "sandbox", id, "error", err)
-			}
-		}
-		rep.OrphanContainers++
-		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
-	}
+	m.removeOrphanContainers(ctx, containers, nil, minAge, now, rep)
 	volumes, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
 		m.label(labelInstance): m.Instance(), m.label(labelManagedWorkspace): "true"})
 	if err != nil {
@@ -196,5 +172,36 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 		}
 		rep.OrphanVolumes++
 		m.emit(Event{Type: EventGC, Reason: "orphan_volume"})
+	}
+}
+
+// removeOrphanContainers removes those of containers (listed by the managed and instance labels) older than minAge
+// that no entry owns and whose ID recorded does not hold (a fleet's fresh read of every gateway's records; nil
+// outside a fleet).
+func (m *Manager) removeOrphanContainers(ctx context.Context, containers []ContainerState, recorded map[string]bool, minAge time.Duration, now time.Time, rep *GCReport) {
+	for _, c := range containers {
+		if now.Sub(c.Created) < minAge || recorded[c.ID] {
+			continue
+		}
+		id := c.Labels[m.label(labelID)]
+		m.mu.RLock()
+		e := m.entries[id]
+		owned := e != nil && e.rec.ContainerID == c.ID
+		m.mu.RUnlock()
+		if owned {
+			continue
+		}
+		if err := m.driver.Remove(ctx, c.ID); err != nil {
+			rep.Errors++
+			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
+			continue
+		}
+		if id != "" && e == nil {
+			if err := m.removeSocketDir(id); err != nil {
+				m.log.Warn("removing orphan socket directory", "sandbox", id, "error", err)
+			}
+		}
+		rep.OrphanContainers++
+		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
 	}
 }

@@ -130,18 +130,6 @@ func (g *gateway) lists(t *testing.T, ctx context.Context, id string) bool {
 	return strings.Contains(string(raw), `"`+id+`"`)
 }
 
-// waitUntil polls an observable state, bounded by testenv.WaitLimit.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testenv.WaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestFleetOnKubernetes: two real gateway processes, both with the kubernetes driver and state kubernetes on one
 // namespace of the test cluster, sharing one redis-server for spent tickets. A sandbox created through A is
 // executed in, reached by a terminal WebSocket and listed through B; a terminal ticket minted through A is spent
@@ -183,7 +171,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 	if code := a.api(t, ctx, http.MethodPost, "/v1/sandboxes", `{"profile":"small"}`, &sb); code != http.StatusCreated || sb.ID == "" {
 		t.Fatalf("create through A: %d %+v", code, sb)
 	}
-	waitUntil(t, "B to list A's sandbox", func() bool { return b.lists(t, ctx, sb.ID) })
+	testenv.WaitUntil(t, "B to list A's sandbox", func() bool { return b.lists(t, ctx, sb.ID) })
 	if out := b.exec(t, ctx, sb.ID, "echo kept > /workspace/f; echo mark > /tmp/mark; cat /workspace/f"); out != "kept\n" {
 		t.Fatalf("exec through B answered %q", out)
 	}
@@ -220,14 +208,14 @@ func TestFleetOnKubernetes(t *testing.T) {
 	if out := b.exec(t, ctx, sb.ID, "cat /workspace/f"); out != "kept\n" {
 		t.Fatalf("exec through B after A was killed: %q", out)
 	}
-	waitUntil(t, "B to hold the GC Lease", func() bool {
+	testenv.WaitUntil(t, "B to hold the GC Lease", func() bool {
 		l, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 1 && l.Items[0].Spec.HolderIdentity != nil && *l.Items[0].Spec.HolderIdentity == "gw-b"
 	})
 
 	// A restarted adopts it as it is: same container (the /tmp mark), same workspace.
 	a.g.Restart(a.caddyfile)
-	waitUntil(t, "the restarted A to list the sandbox", func() bool { return a.lists(t, ctx, sb.ID) })
+	testenv.WaitUntil(t, "the restarted A to list the sandbox", func() bool { return a.lists(t, ctx, sb.ID) })
 	if out := a.exec(t, ctx, sb.ID, "cat /tmp/mark /workspace/f"); out != "mark\nkept\n" {
 		t.Fatalf("exec through the restarted A: %q", out)
 	}
@@ -236,7 +224,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 	if code := b.api(t, ctx, http.MethodDelete, "/v1/sandboxes/"+sb.ID, "", nil); code/100 != 2 {
 		t.Fatalf("delete through B: %d", code)
 	}
-	waitUntil(t, "A to forget the sandbox", func() bool { return !a.lists(t, ctx, sb.ID) })
+	testenv.WaitUntil(t, "A to forget the sandbox", func() bool { return !a.lists(t, ctx, sb.ID) })
 	if b.lists(t, ctx, sb.ID) {
 		t.Fatal("B still lists the deleted sandbox")
 	}

@@ -20,6 +20,18 @@ import (
 // test polls for the state rather than sleeping for a guess.
 const WaitLimit = 5 * time.Minute
 
+// WaitUntil polls cond every 50 ms until it holds, and fails t with what was awaited once WaitLimit passes.
+func WaitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Integration skips t under -short and otherwise makes sure a Docker engine answers, installing and starting one
 // (scripts/prereqs.sh) where that is possible.
 func Integration(t testing.TB) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -15,7 +16,7 @@ func TestClaimRefillWaitsForTheFirstExecOnTheEngine(t *testing.T) {
 	w := smallProfile("w", "")
 	w.WarmPoolSize = 1
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{w}, WarmRefillHold: time.Hour, GCInterval: time.Hour})
-	waitUntil(t, "the pool's member", func() bool { return h.mgr.WarmReady() == 1 })
+	testenv.WaitUntil(t, "the pool's member", func() bool { return h.mgr.WarmReady() == 1 })
 	sb := h.create("w")
 	if sb.LaunchType != sandboxes.LaunchWarm {
 		t.Fatalf("not a warm claim: %+v", sb)
@@ -29,7 +30,7 @@ func TestClaimRefillWaitsForTheFirstExecOnTheEngine(t *testing.T) {
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Fatalf("first exec: %v %+v", err, res)
 	}
-	waitUntil(t, "the refill after the first exec", func() bool {
+	testenv.WaitUntil(t, "the refill after the first exec", func() bool {
 		s := poolStats(t, h.mgr, "w")
 		return s.HeldRefills == 0 && s.Ready == 1
 	})

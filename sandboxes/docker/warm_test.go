@@ -38,17 +38,6 @@ func poolStats(t *testing.T, mgr *sandboxes.Manager, profile string) sandboxes.P
 	return sandboxes.PoolStats{}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testenv.WaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestWarmPoolFollowsDemandOnTheEngine runs the adaptive pool on the real engine with our image: it grows after a
 // burst, never holds more containers than max_sandboxes, shrinks back to its floor once the burst leaves the
 // demand window, and a profile whose image does not exist backs off with typed events instead of looping.
@@ -132,7 +121,7 @@ func TestWarmPoolFollowsDemandOnTheEngine(t *testing.T) {
 	if s := poolStats(t, mgr, "broken"); s.LastError == "" || s.Ready != 0 || s.RefillFailures < 3 || s.RefillFailures > 4 {
 		t.Fatalf("broken pool: %+v", s)
 	}
-	waitUntil(t, "the floor of one ready member", func() bool { return poolStats(t, mgr, "w").Ready == 1 })
+	testenv.WaitUntil(t, "the floor of one ready member", func() bool { return poolStats(t, mgr, "w").Ready == 1 })
 	// A burst of 5 inside one cold start: 1 from the pool, 4 cold; the target grows to min(5 x 1.5, max, cap).
 	var ids []string
 	for range 5 {
@@ -145,7 +134,7 @@ func TestWarmPoolFollowsDemandOnTheEngine(t *testing.T) {
 	if s := poolStats(t, mgr, "w"); s.Hits != 1 || s.Hits+s.Prestarted+s.Misses != 5 {
 		t.Fatalf("after the burst: %+v", s)
 	}
-	waitUntil(t, "the target to grow", func() bool { return poolStats(t, mgr, "w").Target == maxSandboxes })
+	testenv.WaitUntil(t, "the target to grow", func() bool { return poolStats(t, mgr, "w").Target == maxSandboxes })
 	for _, id := range ids {
 		rctx, cancel := context.WithTimeout(ctx, testenv.WaitLimit)
 		if _, err := mgr.EnsureRunning(rctx, id); err != nil {
@@ -159,7 +148,7 @@ func TestWarmPoolFollowsDemandOnTheEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the pool to fill to its target", func() bool { s := poolStats(t, mgr, "w"); return s.Ready == maxSandboxes })
+	testenv.WaitUntil(t, "the pool to fill to its target", func() bool { s := poolStats(t, mgr, "w"); return s.Ready == maxSandboxes })
 	// A second burst of the same size is now all warm claims, ready at once.
 	for i := range 5 {
 		sb, err := mgr.Create(ctx, sandboxes.CreateRequest{Profile: "w"})
@@ -175,11 +164,11 @@ func TestWarmPoolFollowsDemandOnTheEngine(t *testing.T) {
 	}
 	// Demand falls: once both bursts leave the window, the pool shrinks back to its floor.
 	clock.advance(2 * time.Minute)
-	waitUntil(t, "the pool to shrink to its floor", func() bool {
+	testenv.WaitUntil(t, "the pool to shrink to its floor", func() bool {
 		s := poolStats(t, mgr, "w")
 		return s.Target == 1 && s.Ready == 1 && s.Starting == 0
 	})
-	waitUntil(t, "the surplus containers to go", func() bool {
+	testenv.WaitUntil(t, "the surplus containers to go", func() bool {
 		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 			filters.Arg("label", ns+".managed=true"), filters.Arg("label", ns+".profile=w"))})
 		return err == nil && len(list) == 1

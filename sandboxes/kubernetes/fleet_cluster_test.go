@@ -53,18 +53,6 @@ func newFleetMember(t *testing.T, kubeconfig, ns, label, name string) *fleetMemb
 	return &fleetMember{name: name, mgr: mgr, store: st}
 }
 
-// waitUntil polls an observable state, bounded by testenv.WaitLimit.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testenv.WaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestClusterFleetTwoManagers: two gateways' Managers share one namespace of the real cluster through the
 // Kubernetes API. A sandbox created through A is listed and executed through B and deleted through B, after which
 // A no longer lists it; exactly one holds the GC Lease, and when it closes the other takes it.
@@ -88,7 +76,7 @@ func TestClusterFleetTwoManagers(t *testing.T) {
 	if _, err := a.mgr.EnsureRunning(rctx, sb.ID); err != nil {
 		t.Fatalf("ready through A: %v", err)
 	}
-	waitUntil(t, "B to list A's sandbox ready", func() bool {
+	testenv.WaitUntil(t, "B to list A's sandbox ready", func() bool {
 		list, _, err := b.mgr.List(ctx, sandboxes.ListOptions{})
 		return err == nil && len(list) == 1 && list[0].ID == sb.ID && list[0].Status == sandboxes.StatusReady
 	})
@@ -107,7 +95,7 @@ func TestClusterFleetTwoManagers(t *testing.T) {
 	if err := b.mgr.Delete(ctx, sb.ID); err != nil {
 		t.Fatalf("delete through B: %v", err)
 	}
-	waitUntil(t, "A to forget the sandbox B deleted", func() bool {
+	testenv.WaitUntil(t, "A to forget the sandbox B deleted", func() bool {
 		list, _, err := a.mgr.List(ctx, sandboxes.ListOptions{})
 		return err == nil && len(list) == 0 && !a.mgr.Exists(sb.ID)
 	})
@@ -126,7 +114,7 @@ func TestClusterFleetTwoManagers(t *testing.T) {
 	}
 
 	// The GC Lease: one holder, and the other takes over when it closes.
-	waitUntil(t, "one GC leader", func() bool { return a.mgr.GCLeader() != b.mgr.GCLeader() })
+	testenv.WaitUntil(t, "one GC leader", func() bool { return a.mgr.GCLeader() != b.mgr.GCLeader() })
 	leader, other := a, b
 	if b.mgr.GCLeader() {
 		leader, other = b, a
@@ -134,7 +122,7 @@ func TestClusterFleetTwoManagers(t *testing.T) {
 	if err := leader.mgr.Close(); err != nil {
 		t.Fatalf("closing %s: %v", leader.name, err)
 	}
-	waitUntil(t, other.name+" to take the GC Lease", other.mgr.GCLeader)
+	testenv.WaitUntil(t, other.name+" to take the GC Lease", other.mgr.GCLeader)
 	lease, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(lease.Items) != 1 || lease.Items[0].Spec.HolderIdentity == nil || *lease.Items[0].Spec.HolderIdentity != other.name {
 		t.Fatalf("lease after handover: %+v %v", lease, err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -88,18 +89,6 @@ func follow(t *testing.T, s *StateStore) *follower {
 	return f
 }
 
-// waitFor polls an observable condition, bounded; the fake's watch delivers asynchronously.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (f *follower) changes() []sandboxes.RecordChange {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -121,7 +110,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 	if _, err := b.Load(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both stores to watch", func() bool { return watches() == 2 })
+	testenv.WaitUntil(t, "both stores to watch", func() bool { return watches() == 2 })
 	fa, fb := follow(t, a), follow(t, b)
 
 	// A writes: B hears of it, A does not hear its own write.
@@ -131,7 +120,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 	if err := a.Put(rec("sb-1", sandboxes.PhaseRunning)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "B to see A's running record", func() bool {
+	testenv.WaitUntil(t, "B to see A's running record", func() bool {
 		c := fb.changes()
 		return len(c) > 0 && c[len(c)-1].Record.Phase == sandboxes.PhaseRunning
 	})
@@ -151,7 +140,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 	if err := b.Delete("sb-1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "A to see B's delete", func() bool {
+	testenv.WaitUntil(t, "A to see B's delete", func() bool {
 		for _, c := range fa.changes() {
 			if c.Deleted && c.ID == "sb-1" {
 				return true
@@ -257,7 +246,7 @@ func TestStateStoreLeaseHandover(t *testing.T) {
 	allowAll(cs)
 	a, b := testStateStore(t, cs, "gw-a"), testStateStore(t, cs, "gw-b")
 	fa := follow(t, a)
-	waitFor(t, "A to lead", a.Leading)
+	testenv.WaitUntil(t, "A to lead", a.Leading)
 	follow(t, b)
 	lease, err := cs.CoordinationV1().Leases("sbx").Get(context.Background(), a.leaseName(), metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "gw-a" {
@@ -271,5 +260,5 @@ func TestStateStoreLeaseHandover(t *testing.T) {
 	if a.Leading() {
 		t.Fatal("A still leads after it stopped")
 	}
-	waitFor(t, "B to lead", b.Leading)
+	testenv.WaitUntil(t, "B to lead", b.Leading)
 }
