@@ -73,7 +73,7 @@ func BenchmarkKubernetes(b *testing.B) {
 		time.Sleep(2 * time.Second) // a sampling window, not a wait for a state
 		idle, _, idleN = s.finish()
 	}
-	load0 := loadavg()
+	load0 := loadAverage()
 	k := &kbench{b: b, kube: kube, ns: kube.Namespace(b, "sgkb"), image: testenv.KubeImage("base")}
 	var busy *rssSampler
 	if rss != nil {
@@ -85,7 +85,7 @@ func BenchmarkKubernetes(b *testing.B) {
 	warm, warmBase := k.warmVsRun()
 	viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGet := k.execs()
 
-	load1 := loadavg()
+	load1 := loadAverage()
 	pct := func(d []time.Duration, q float64) float64 { return ms(testenv.Percentile(d, q)) }
 	ratio := func(a, base []time.Duration) float64 {
 		return float64(testenv.Percentile(a, .5)) / float64(testenv.Percentile(base, .5))
@@ -447,17 +447,4 @@ func (k *kbench) execs() (viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGe
 		}
 	}
 	return viaAPI, viaAgentShell, viaAgent, viaKubectl, kubectlGet
-}
-
-// loadavg is /proc/loadavg's three load averages, what `uptime` prints.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

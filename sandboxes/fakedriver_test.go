@@ -250,7 +250,13 @@ func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeDriver, string) {
 
 func startTestManager(t *testing.T, d *fakeDriver, path string, cfg Config) *Manager {
 	t.Helper()
-	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, NewBoltStore(path), nil)
+	return startManagerOn(t, d, NewBoltStore(path), cfg)
+}
+
+// startManagerOn starts a Manager of namespace "unit" on d and st with cfg, closed when t ends.
+func startManagerOn(t *testing.T, d *fakeDriver, st Store, cfg Config) *Manager {
+	t.Helper()
+	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

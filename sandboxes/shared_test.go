@@ -70,18 +70,7 @@ func (s *fakeShared) send(t *testing.T, c RecordChange) {
 
 func startSharedManager(t *testing.T, d *fakeDriver, st *fakeShared, cfg Config) *Manager {
 	t.Helper()
-	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Apply(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return startManagerOn(t, d, st, cfg)
 }
 
 // remoteRecord is a record as another gateway writes it for a running sandbox.
