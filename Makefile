@@ -82,16 +82,22 @@ K8S_TEST_TIMEOUT ?= 40m
 k8s-binaries:
 	scripts/cluster.sh build
 
-test-k8s: images assets
+# on_cluster runs command $(2) against the test cluster with images $(1) imported: it brings the cluster up and
+# takes it down again afterwards (passed, failed or interrupted); a cluster that was up before stays up.
+define on_cluster
 	@if scripts/cluster.sh running 2>/dev/null; then \
-		echo "test-k8s: a cluster is up already; it stays up"; \
+		echo "$@: a cluster is up already; it stays up"; \
 	else \
 		trap 'scripts/cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
 	fi; \
-	SANDGATE_K8S_IMAGES="$(K8S_IMAGES)" scripts/cluster.sh up && \
-	SANDGATE_K8S_IMAGES="$(K8S_IMAGES)" scripts/cluster.sh images && \
+	SANDGATE_K8S_IMAGES="$(1)" scripts/cluster.sh up && \
+	SANDGATE_K8S_IMAGES="$(1)" scripts/cluster.sh images && \
 	eval "$$(scripts/cluster.sh env)" && \
-	$(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) $(K8S_TEST_PKGS)
+	$(2)
+endef
+
+test-k8s: images assets
+	$(call on_cluster,$(K8S_IMAGES),$(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) $(K8S_TEST_PKGS))
 
 # Unit tests only: no Docker, no browser.
 test-unit:
@@ -112,15 +118,7 @@ bench: images
 # run, exec through the gateway against kubectl exec, and the cluster's memory. The cluster comes up and goes down
 # as for test-k8s (one that was up already stays up). Not part of make test or make bench (it skips there).
 bench-k8s: images assets
-	@if scripts/cluster.sh running 2>/dev/null; then \
-		echo "bench-k8s: a cluster is up already; it stays up"; \
-	else \
-		trap 'scripts/cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
-	fi; \
-	SANDGATE_K8S_IMAGES=base scripts/cluster.sh up && \
-	SANDGATE_K8S_IMAGES=base scripts/cluster.sh images && \
-	eval "$$(scripts/cluster.sh env)" && \
-	$(GO) test -count=1 -run '^$$' -bench Kubernetes -benchtime 1x -timeout $(K8S_TEST_TIMEOUT) ./bench
+	$(call on_cluster,base,$(GO) test -count=1 -run '^$$' -bench Kubernetes -benchtime 1x -timeout $(K8S_TEST_TIMEOUT) ./bench)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
