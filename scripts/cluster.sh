@@ -3,7 +3,7 @@
 # "Test cluster"). Longer than ~600 lines because it is one procedure: build, bring up and tear down one cluster,
 # restoring the host exactly; its steps share the paths and settings defined at the top.
 #   cluster.sh build    Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) and
-#                       the agent-sandbox controller and CRDs into $SANDGATE_K8S_CACHE; a no-op when cached
+#                       the agent-sandbox controller, its CRDs and local-path-provisioner into $SANDGATE_K8S_CACHE; a no-op when cached
 #   cluster.sh up       etcd, the control plane, containerd, the kubelet, Pod networking, the pause image, our
 #                       sandbox images, the agent-sandbox CRDs and controller; waits for the Node to be Ready.
 #                       On a running cluster it only prints its status.
@@ -29,8 +29,7 @@ CACHE=${SANDGATE_K8S_CACHE:-/var/cache/sandgate/k8s}
 STATE=${SANDGATE_K8S_STATE:-/var/lib/sandgate-k8s}
 SRC=$CACHE/src-$K8S_VERSION
 BIN=$CACHE/bin-$K8S_VERSION
-AS=$CACHE/agent-sandbox-$AGENT_SANDBOX_VERSION
-LP=$CACHE/local-path-provisioner-$LOCAL_PATH_VERSION
+CTL=$CACHE/controllers-$K8S_VERSION-as-$AGENT_SANDBOX_VERSION-lp-$LOCAL_PATH_VERSION
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 IMAGE_REPO=${SANDGATE_K8S_IMAGE_REPO:-${SANDGATE_IMAGE_REPO:-sandgate/sandbox}}
 CLUSTER_IMAGE_REPO=docker.io/sandgate/sandbox
@@ -169,54 +168,46 @@ build_k8s() {
 	mv "$BIN.tmp" "$BIN"
 }
 
-agent_sandbox_ok() {
-	[ -x "$AS/bin/agent-sandbox-controller" ] && [ "$(find "$AS/crds" -name '*.yaml' 2>/dev/null | wc -l)" -ge 4 ]
+controllers_ok() {
+	[ -x "$CTL/bin/agent-sandbox-controller" ] && [ -x "$CTL/bin/local-path-provisioner" ] &&
+		[ "$(find "$CTL/crds" -name '*.yaml' 2>/dev/null | wc -l)" -ge 4 ]
 }
 
-copy_module() { # module-cache dir (read-only) -> a writable copy
-	rm -rf "$2"
-	cp -r "$1" "$2"
-	chmod -R u+w "$2"
+# The two controllers are built in one scratch module made from Kubernetes' own go.mod, so they compile against the
+# very k8s.io/* v0.37.2 packages (and every other dependency at the version) Kubernetes was built with: those are
+# hits in the Go build cache, and a fresh machine compiles the controllers' own code only, not a second client-go of
+# another version each. Not `go install pkg@version` either: that asks the proxy for the module's version list
+# (deprecation notices), which the proxy here refuses for agent-sandbox.
+build_controllers() {
+	controllers_ok && return 0
+	k8s_source
+	local start=$SECONDS mod=$CTL.tmp/src
+	rm -rf "$CTL.tmp"
+	mkdir -p "$CTL.tmp/bin" "$CTL.tmp/crds" "$mod"
+	sed 's#^module k8s.io/kubernetes$#module sandgate.local/cluster-controllers#' "$SRC/go.mod" >"$mod/go.mod"
+	cp "$SRC/go.sum" "$mod/go.sum"
+	say "building the agent-sandbox controller $AGENT_SANDBOX_VERSION and local-path-provisioner $LOCAL_PATH_VERSION against Kubernetes' modules"
+	local before
+	before=$(cd "$mod" && go_mod list -m -f '{{if not .Replace}}{{.Path}} {{.Version}}{{end}}' all)
+	local out
+	out=$(cd "$mod" && go_mod get "sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" 2>&1) ||
+		fail "go get of the controllers failed: $out"
+	# go get raises shared dependencies to what the controllers ask for; hold each at Kubernetes' version.
+	local path version
+	while read -r path version; do
+		[ -n "$path" ] && echo "replace $path => $path $version" >>"$mod/go.mod"
+	done < <(LC_ALL=C comm -23 <(echo "$before" | LC_ALL=C sort) \
+		<(cd "$mod" && go_mod list -m -f '{{if not .Replace}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort))
+	(cd "$mod" && CGO_ENABLED=0 go_mod build -trimpath -ldflags "-s -w" -o "$CTL.tmp/bin/" \
+		sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller github.com/rancher/local-path-provisioner) ||
+		fail "building the controllers failed."
+	cp "$(cd "$mod" && go_mod list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"/k8s/crds/*.yaml "$CTL.tmp/crds/"
+	rm -rf "$mod" "$CTL"
+	mv "$CTL.tmp" "$CTL"
+	say "built the controllers in $((SECONDS - start)) s"
 }
 
-build_agent_sandbox() {
-	agent_sandbox_ok && return 0
-	local dir start=$SECONDS
-	dir=$(cd "$CACHE" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-	[ -n "$dir" ] || fail "go mod download sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION gave no module directory."
-	rm -rf "$AS.tmp"
-	mkdir -p "$AS.tmp/bin" "$AS.tmp/crds"
-	cp "$dir"/k8s/crds/*.yaml "$AS.tmp/crds/"
-	say "building the agent-sandbox controller $AGENT_SANDBOX_VERSION (cold: several minutes)"
-	# Built in a copy of the module, not with `go install pkg@version`: that asks the proxy for the module's
-	# version list (deprecation notices), which the proxy here refuses for this module.
-	copy_module "$dir" "$AS.tmp/src"
-	(cd "$AS.tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -ldflags "-s -w" \
-		-o "$AS.tmp/bin/agent-sandbox-controller" ./cmd/agent-sandbox-controller) || fail "building the agent-sandbox controller failed."
-	rm -rf "$AS.tmp/src"
-	rm -rf "$AS"
-	mv "$AS.tmp" "$AS"
-	say "built the agent-sandbox controller in $((SECONDS - start)) s"
-}
-
-build_local_path() {
-	[ -x "$LP/bin/local-path-provisioner" ] && return 0
-	local start=$SECONDS
-	rm -rf "$LP.tmp"
-	mkdir -p "$LP.tmp/bin"
-	say "building local-path-provisioner $LOCAL_PATH_VERSION (cold: a few minutes)"
-	local dir
-	dir=$(cd "$CACHE" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-	[ -n "$dir" ] || fail "go mod download github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION gave no module directory."
-	copy_module "$dir" "$LP.tmp/src"
-	rm -rf "$LP.tmp/src/vendor" # the module zip holds only vendor/modules.txt
-	(cd "$LP.tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -ldflags "-s -w" \
-		-o "$LP.tmp/bin/local-path-provisioner" .) || fail "building local-path-provisioner failed."
-	rm -rf "$LP.tmp/src"
-	rm -rf "$LP"
-	mv "$LP.tmp" "$LP"
-	say "built local-path-provisioner in $((SECONDS - start)) s"
-}
+go_mod() { GOFLAGS=-mod=mod GOWORK=off go "$@"; }
 
 cmd_build() {
 	command -v go >/dev/null || fail "go is not installed."
@@ -224,9 +215,8 @@ cmd_build() {
 	exec 8>"$CACHE/.build.lock"
 	flock 8
 	build_k8s
-	build_agent_sandbox
-	build_local_path
-	say "binaries: $BIN, $AS/bin, $LP/bin"
+	build_controllers
+	say "binaries: $BIN, $CTL/bin"
 }
 
 # --- processes ----------------------------------------------------------------------------------------------------
@@ -697,9 +687,9 @@ EOF
 }
 
 start_agent_sandbox() {
-	kubectl apply --server-side --force-conflicts -f "$AS/crds" >/dev/null
-	wait_for "the agent-sandbox CRDs" 120 "" kubectl wait --for condition=Established --timeout 5s -f "$AS/crds"
-	start_proc agent-sandbox-controller "$AS/bin/agent-sandbox-controller" --kubeconfig "$ADMIN_KUBECONFIG" \
+	kubectl apply --server-side --force-conflicts -f "$CTL/crds" >/dev/null
+	wait_for "the agent-sandbox CRDs" 120 "" kubectl wait --for condition=Established --timeout 5s -f "$CTL/crds"
+	start_proc agent-sandbox-controller "$CTL/bin/agent-sandbox-controller" --kubeconfig "$ADMIN_KUBECONFIG" \
 		--leader-elect=false --enable-webhook=false --manage-webhook-certs=false --extensions \
 		--metrics-bind-address "127.0.0.1:$AS_METRICS_PORT" --health-probe-bind-address "127.0.0.1:$AS_PROBE_PORT"
 	wait_for "the agent-sandbox controller" 120 agent-sandbox-controller curl -sf --max-time 3 "http://127.0.0.1:$AS_PROBE_PORT/readyz"
@@ -760,7 +750,7 @@ volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 EOF
 	wait_for "the ServiceAccount of $STORAGE_NAMESPACE" 120 kube-controller-manager kubectl -n "$STORAGE_NAMESPACE" get serviceaccount default
-	start_proc local-path-provisioner "$LP/bin/local-path-provisioner" start --kubeconfig "$ADMIN_KUBECONFIG" \
+	start_proc local-path-provisioner "$CTL/bin/local-path-provisioner" start --kubeconfig "$ADMIN_KUBECONFIG" \
 		--config "$dir/config.json" --helper-pod-file "$dir/helperPod.yaml" --namespace "$STORAGE_NAMESPACE" \
 		--configmap-name local-path-config --service-account-name default --provisioner-name rancher.io/local-path
 }
