@@ -36,6 +36,8 @@ type fakeDriver struct {
 	// that its start-up customisation failed with this message.
 	removeDelay    time.Duration
 	startupFailure string
+	// volumeLists counts ListVolumes calls (the orphan sweep's).
+	volumeLists int
 	// stopGate, when set, holds every Stop until it is closed; stopsDone counts the Stops that returned.
 	stopGate  chan struct{}
 	stopsDone int
@@ -199,6 +201,7 @@ func (d *fakeDriver) List(_ context.Context, match map[string]string) ([]Contain
 func (d *fakeDriver) ListVolumes(_ context.Context, match map[string]string) ([]VolumeInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.volumeLists++
 	var out []VolumeInfo
 	for _, v := range d.volumes {
 		if labelsMatch(v.Labels, match) {

@@ -12,20 +12,34 @@ import (
 func TestSpareCopyTarget(t *testing.T) {
 	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}, OrphanMinAge: time.Nanosecond, GCInterval: time.Hour})
 	ctx := context.Background()
-	spare := func() string {
+	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			m.mu.RLock()
-			ready := append([]string(nil), m.spares.ready...)
-			m.mu.RUnlock()
-			if len(ready) == 1 {
-				return ready[0]
-			}
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("no spare was made: %v", ready)
+				t.Fatalf("waiting for %s", what)
 			}
 		}
 	}
+	spare := func() (ws string) {
+		t.Helper()
+		waitFor("a spare", func() bool {
+			m.mu.RLock()
+			defer m.mu.RUnlock()
+			if len(m.spares.ready) == 1 {
+				ws = m.spares.ready[0]
+			}
+			return ws != ""
+		})
+		return ws
+	}
+	// The collector's first pass, kicked at Start, must be over before volumes exist: the second target below is
+	// let go without a sandbox on it, which makes its volume an orphan that a late pass would rightly remove. The
+	// only pass after this one is the test's own.
+	waitFor("the start's orphan sweep", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.volumeLists > 0
+	})
 	hasVolume := func(ws string) bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
