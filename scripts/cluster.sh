@@ -188,7 +188,7 @@ build_controllers() {
 	cp "$SRC/go.sum" "$mod/go.sum"
 	say "building the agent-sandbox controller $AGENT_SANDBOX_VERSION and local-path-provisioner $LOCAL_PATH_VERSION against Kubernetes' modules"
 	local before
-	before=$(cd "$mod" && go_mod list -m -f '{{if not .Replace}}{{.Path}} {{.Version}}{{end}}' all)
+	before=$(module_versions "$mod")
 	local out
 	out=$(cd "$mod" && go_mod get "sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" 2>&1) ||
 		fail "go get of the controllers failed: $out"
@@ -196,8 +196,7 @@ build_controllers() {
 	local path version
 	while read -r path version; do
 		[ -n "$path" ] && echo "replace $path => $path $version" >>"$mod/go.mod"
-	done < <(LC_ALL=C comm -23 <(echo "$before" | LC_ALL=C sort) \
-		<(cd "$mod" && go_mod list -m -f '{{if not .Replace}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort))
+	done < <(LC_ALL=C comm -23 <(echo "$before") <(module_versions "$mod"))
 	(cd "$mod" && CGO_ENABLED=0 go_mod build -trimpath -ldflags "-s -w" -o "$CTL.tmp/bin/" \
 		sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller github.com/rancher/local-path-provisioner) ||
 		fail "building the controllers failed."
@@ -208,6 +207,9 @@ build_controllers() {
 }
 
 go_mod() { GOFLAGS=-mod=mod GOWORK=off go "$@"; }
+
+# module_versions DIR: "path version" of every module of DIR's build list not replaced, sorted for comm.
+module_versions() { (cd "$1" && go_mod list -m -f '{{if not .Replace}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort); }
 
 cmd_build() {
 	command -v go >/dev/null || fail "go is not installed."
