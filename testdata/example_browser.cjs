@@ -40,14 +40,37 @@ function watch(context) {
   });
 }
 
-// goto retries navigations Chromium aborts with ERR_NETWORK_CHANGED (Docker adding interfaces on this machine).
-async function goto(page, url) {
+// Chromium drops in-flight requests when an interface on this machine changes (ERR_NETWORK_CHANGED): Docker adds
+// and removes bridges and veths for every container other tests start. A navigation dropped that way either rejects
+// page.goto with that error, or leaves the page on its error page, or never settles (page.goto then times out), so
+// navFailures counts, per page, the navigation requests that failed with it, and goto retries after any of the three.
+const navFailures = new WeakMap();
+
+function countNavFailures(page) {
+  if (navFailures.has(page)) return;
+  navFailures.set(page, 0);
+  page.on('requestfailed', (r) => {
+    if (r.isNavigationRequest() && /ERR_NETWORK_CHANGED/.test((r.failure() || {}).errorText || '')) {
+      navFailures.set(page, navFailures.get(page) + 1);
+    }
+  });
+}
+
+// goto opens url, again after a navigation the network change dropped (above). With fresh it opens fresh(url)
+// instead: a ticket URL's navigation may have reached the gateway and spent the ticket before Chromium dropped it.
+async function goto(page, url, fresh) {
+  countNavFailures(page);
   for (let i = 0; ; i++) {
+    const before = navFailures.get(page);
     try {
       return await page.goto(url);
     } catch (e) {
-      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
+      const dropped = /ERR_NETWORK_CHANGED/.test(String(e)) || page.url().startsWith('chrome-error:') ||
+        navFailures.get(page) > before;
+      if (i >= 5 || !dropped) throw e;
+      log('navigating again after a network change: ' + String(e).split('\n')[0]);
       await page.waitForTimeout(500);
+      if (fresh) url = await fresh(url);
     }
   }
 }
@@ -66,18 +89,9 @@ async function freshTicket(url) {
   return (await res.json()).url;
 }
 
-// gotoTicket opens a page's ticket URL; after a navigation Chromium aborted it opens a fresh ticket's URL.
-async function gotoTicket(page, url) {
-  for (let i = 0; ; i++) {
-    try {
-      return await page.goto(url);
-    } catch (e) {
-      if (i >= 5 || !/ERR_NETWORK_CHANGED/.test(String(e))) throw e;
-      log('fresh ticket after: ' + String(e).split('\n')[0]);
-      await page.waitForTimeout(500);
-      url = await freshTicket(url);
-    }
-  }
+// gotoTicket opens a page's ticket URL, and a fresh ticket's URL after a navigation the network change dropped.
+function gotoTicket(page, url) {
+  return goto(page, url, freshTicket);
 }
 
 async function screenText(page) {
