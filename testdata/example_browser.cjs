@@ -42,8 +42,8 @@ function watch(context) {
 
 // Chromium drops in-flight requests when an interface on this machine changes (ERR_NETWORK_CHANGED): Docker adds
 // and removes bridges and veths for every container other tests start. A navigation dropped that way either rejects
-// page.goto with that error, or leaves the page on its error page, or never settles (page.goto then times out), so
-// navFailures counts, per page, the navigation requests that failed with it, and goto retries after any of the three.
+// page.goto with that error or never settles (page.goto then times out), so navFailures counts, per page, the
+// navigation requests that failed with it, and goto retries when either shows.
 const navFailures = new WeakMap();
 
 function countNavFailures(page) {
@@ -65,8 +65,7 @@ async function goto(page, url, fresh) {
     try {
       return await page.goto(url);
     } catch (e) {
-      const dropped = /ERR_NETWORK_CHANGED/.test(String(e)) || page.url().startsWith('chrome-error:') ||
-        navFailures.get(page) > before;
+      const dropped = /ERR_NETWORK_CHANGED/.test(String(e)) || navFailures.get(page) > before;
       if (i >= 5 || !dropped) throw e;
       log('navigating again after a network change: ' + String(e).split('\n')[0]);
       await page.waitForTimeout(500);
