@@ -105,11 +105,12 @@ func TestPagesInBrowser(t *testing.T) {
 	})
 
 	t.Run("terminal faults", func(t *testing.T) {
-		// Each failure happens once, deterministically (Playwright drops the request or holds the WebSocket).
-		var seen struct{ Module, Session, WS int }
+		// Each failure happens deterministically (Playwright drops the request or holds the WebSocket): six list
+		// loads and three profile loads in the console, then once each in the terminal.
+		var seen struct{ List, Profiles, Module, Session, WS int }
 		runBrowserStep(t, e, "faults", &seen, "SANDBOX="+id)
 		t.Logf("requests seen: %+v", seen)
-		if seen.Module < 2 || seen.Session < 2 || seen.WS < 2 {
+		if seen.List < 7 || seen.Profiles < 4 || seen.Module < 2 || seen.Session < 2 || seen.WS < 2 {
 			t.Errorf("a failure was not retried: %+v", seen)
 		}
 	})

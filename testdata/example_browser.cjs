@@ -3,6 +3,7 @@
 // (from the API, as a user would) and passes them in the environment; prints "RESULT <json>" on success.
 const { chromium } = require('playwright-core');
 const path = require('path');
+const nav = require('./navigation.cjs');
 
 const env = process.env;
 const base = env.BASE; // https://localhost:<port>, the console and API origin
@@ -40,38 +41,9 @@ function watch(context) {
   });
 }
 
-// Chromium drops in-flight requests when an interface on this machine changes (ERR_NETWORK_CHANGED): Docker adds
-// and removes bridges and veths for every container other tests start. A navigation dropped that way either rejects
-// page.goto with that error or never settles (page.goto then times out), so navFailures counts, per page, the
-// navigation requests that failed with it, and goto retries when either shows.
-const navFailures = new WeakMap();
-
-function countNavFailures(page) {
-  if (navFailures.has(page)) return;
-  navFailures.set(page, 0);
-  page.on('requestfailed', (r) => {
-    if (r.isNavigationRequest() && /ERR_NETWORK_CHANGED/.test((r.failure() || {}).errorText || '')) {
-      navFailures.set(page, navFailures.get(page) + 1);
-    }
-  });
-}
-
-// goto opens url, again after a navigation the network change dropped (above). With fresh it opens fresh(url)
-// instead: a ticket URL's navigation may have reached the gateway and spent the ticket before Chromium dropped it.
-async function goto(page, url, fresh) {
-  countNavFailures(page);
-  for (let i = 0; ; i++) {
-    const before = navFailures.get(page);
-    try {
-      return await page.goto(url);
-    } catch (e) {
-      const dropped = /ERR_NETWORK_CHANGED/.test(String(e)) || navFailures.get(page) > before;
-      if (i >= 5 || !dropped) throw e;
-      log('navigating again after a network change: ' + String(e).split('\n')[0]);
-      await page.waitForTimeout(500);
-      if (fresh) url = await fresh(url);
-    }
-  }
+// goto opens url, again after a network change dropped the navigation (testdata/navigation.cjs).
+function goto(page, url, fresh) {
+  return nav.goto(page, url, { fresh, log, attempts: 6 });
 }
 
 // freshTicket asks the API for a new ticket like the one in url (same sandbox, kind and permission): a navigation

@@ -2,6 +2,7 @@
 // STEP=<name> and the gateway's address in the environment; prints "RESULT <json>" on success.
 const { chromium } = require('playwright-core');
 const path = require('path');
+const nav = require('../../testdata/navigation.cjs');
 
 const base = process.env.BASE;             // https://localhost:<port>
 const key = process.env.CONSOLE_KEY;
@@ -43,19 +44,10 @@ async function litPixels(tab) {
   }
 }
 
-// goto retries navigations Chromium aborts because the network changed: Docker adding interfaces on this shared
-// machine makes Chromium's network-change detector drop in-flight requests (ERR_NETWORK_CHANGED, or the navigation
-// is "interrupted by another navigation to chrome-error://chromewebdata/", its error page). Other tests keep making
-// containers, so this repeats for as long as the machine is busy.
-async function goto(page, url) {
-  for (;;) {
-    try {
-      return await page.goto(url);
-    } catch (e) {
-      if (Date.now() > deadline || !/ERR_NETWORK_CHANGED|chrome-error:\/\/chromewebdata/.test(String(e))) throw e;
-      await page.waitForTimeout(500);
-    }
-  }
+// goto opens url, again after a network change dropped the navigation (testdata/navigation.cjs); other tests keep
+// making containers, so that may repeat for as long as the machine is busy.
+function goto(page, url) {
+  return nav.goto(page, url, { attempts: 100 });
 }
 
 // login signs in to the console. The login form's POST is a navigation too, and Chromium drops it the same way
@@ -220,13 +212,19 @@ const steps = {
     return { first: first[0], second, offsetBefore, expiredBanner };
   },
 
-  // The failures a busy machine or a slow network cause, each once, on the way to a working terminal: a file of
-  // the page's module graph lost (the page must reload itself, not sit on "Connecting…"), the session request lost
-  // (retried), and a WebSocket whose handshake never completes (mocked open and silent: the page must drop it and
-  // connect again). Then typing works.
+  // The failures a busy machine or a slow network cause, on the way to a working terminal. In the console: its
+  // first two list loads lost with all their retries (a storm of network changes does that; the list must still
+  // appear), and its first profile load. In the terminal, each once: a file of the page's module graph lost (the
+  // page must reload itself, not sit on "Connecting…"), the session request lost (retried), and a WebSocket whose
+  // handshake never completes (mocked open and silent: the page must drop it and connect again). Then typing works.
   async faults(context, page) {
     const id = process.env.SANDBOX;
-    const seen = { module: 0, session: 0, ws: 0 };
+    const seen = { list: 0, profiles: 0, module: 0, session: 0, ws: 0 };
+    const listLost = 6; // two loads of three tries each (console.js api retries a read twice)
+    await context.route('**/console/api/sandboxes', (route) =>
+      route.request().method() === 'GET' && seen.list++ < listLost ? route.abort('internetdisconnected') : route.continue());
+    await context.route('**/console/api/profiles', (route) =>
+      seen.profiles++ < 3 ? route.abort('internetdisconnected') : route.continue());
     await context.route('**/vendor/xterm/addon-fit.mjs', (route) =>
       seen.module++ === 0 ? route.abort('internetdisconnected') : route.continue());
     await context.route('**/terminal/session', (route) =>
@@ -236,6 +234,7 @@ const steps = {
       // The first stays mocked: open, never a word, as a handshake stuck in a proxy looks to the page's script.
     });
     await login(page);
+    await page.locator('#profile option').first().waitFor({ state: 'attached', timeout: remaining() });
     const term = await openFromConsole(context, page, id, 'Terminal');
     await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected,
       null, { timeout: remaining() });

@@ -184,24 +184,50 @@ function render() {
   }
 }
 
-let refreshing = null;
-async function refresh() {
-  if (refreshing) return refreshing;
-  refreshing = (async () => {
+// retryDelay is how long to wait before the nth retry of a failed load: a network change or a gateway reload drops
+// requests for a moment, a gateway that is down for longer is asked every 10 s.
+function retryDelay(n) { return Math.min(500 * 2 ** n, 10000); }
+
+// refresh loads the list and shows it. A call while a load is in flight asks for one more load after it, so an
+// event that arrives mid-load is never answered with the older list. A failed load tries again by itself: the
+// periodic refresh only runs while rows are shown, and the list must not stay empty because its first load was lost.
+let loading = null;
+let loadAgain = false;
+let listRetry = null;
+let listFailures = 0;
+function refresh() {
+  if (loading) { loadAgain = true; return loading; }
+  clearTimeout(listRetry);
+  loading = (async () => {
     try {
       const r = await api('GET', 'api/sandboxes');
       clockSkew = new Date(r.now).getTime() - Date.now();
       rows = r.sandboxes || [];
       render();
+      listFailures = 0;
       if (message.textContent.startsWith('Could not load the list')) say('');
-    } catch (e) { say('Could not load the list: ' + e.message); }
-    finally { refreshing = null; }
+    } catch (e) {
+      say('Could not load the list: ' + e.message);
+      listRetry = setTimeout(refresh, retryDelay(listFailures++));
+    } finally {
+      loading = null;
+      if (loadAgain) { loadAgain = false; refresh(); }
+    }
   })();
-  return refreshing;
+  return loading;
 }
 
-async function loadProfiles() {
-  const r = await api('GET', 'api/profiles');
+// loadProfiles fills the create form's profile list and tries again until it has it.
+async function loadProfiles(failures = 0) {
+  let r;
+  try {
+    r = await api('GET', 'api/profiles');
+  } catch (e) {
+    say('Could not load profiles: ' + e.message);
+    setTimeout(() => loadProfiles(failures + 1), retryDelay(failures));
+    return;
+  }
+  if (message.textContent.startsWith('Could not load profiles')) say('');
   profileSelect.textContent = '';
   for (const p of r.profiles || []) {
     profiles[p.id] = p;
@@ -210,6 +236,7 @@ async function loadProfiles() {
     o.textContent = p.id + (p.description ? ' — ' + p.description : '') + ' [' + (p.capabilities || []).join(', ') + ']';
     profileSelect.appendChild(o);
   }
+  render(); // a profile's app port adds the App button
 }
 
 document.getElementById('create').addEventListener('submit', (e) => {
@@ -232,6 +259,6 @@ function connectEvents() {
 }
 
 setInterval(() => { if (rows.length) refresh(); }, 10000); // ages, expiry countdowns and CPU move on their own
-loadProfiles().then(render).catch((e) => say('Could not load profiles: ' + e.message));
+loadProfiles();
 refresh();
 connectEvents();
