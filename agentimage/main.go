@@ -122,17 +122,10 @@ func run(logger *slog.Logger, child *entrypoint.Child) error {
 	hs := srv.NewHTTPServer(cfg.addr)
 	hs.RegisterOnShutdown(core.Close) // end processes first, so their streams finish with an end event
 	customise.start(ctx, hs)
-	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
-	if sock != nil {
-		go func() { errc <- hs.Serve(sock) }()
-		logger.Info("agent listening", "socket", cfg.socket)
-	}
-	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace,
-		"startup_ms", time.Since(processStart).Milliseconds())
-	go warmExec(logger)
-	// The image's entrypoint starts once the agent serves, in the environment the customisation set up; the
-	// sandbox is ready when the agent answers, whatever the entrypoint is still doing.
+	// The image's entrypoint starts in the environment the customisation set up, before the agent serves: the
+	// listeners are bound, so the gateway's /health waits in the accept queue meanwhile, and a sandbox that is ready
+	// has its entrypoint started (GET /v1/info never shows it not yet started). Ready means the agent answers,
+	// whatever the entrypoint is still doing.
 	var childDone <-chan struct{}
 	if child != nil {
 		if err := child.Start(); err != nil {
@@ -142,6 +135,15 @@ func run(logger *slog.Logger, child *entrypoint.Child) error {
 		}
 		childDone = child.Done()
 	}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+	if sock != nil {
+		go func() { errc <- hs.Serve(sock) }()
+		logger.Info("agent listening", "socket", cfg.socket)
+	}
+	logger.Info("agent listening", "addr", cfg.addr, "version", version, "workspace", cfg.workspace,
+		"startup_ms", time.Since(processStart).Milliseconds())
+	go warmExec(logger)
 	var exit error
 	select {
 	case err := <-errc:
