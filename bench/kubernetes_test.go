@@ -223,14 +223,7 @@ func (k *kbench) kubectlRunToReady() time.Duration {
 	name := testenv.Unique("run")
 	overrides, err := json.Marshal(map[string]any{"spec": map[string]any{
 		"automountServiceAccountToken": false,
-		"containers": []map[string]any{{
-			"name": name, "image": k.image, "imagePullPolicy": "Never",
-			"env": []map[string]string{{"name": "SANDGATE_AGENT_TOKEN", "value": "bench"}},
-			"resources": map[string]any{
-				"limits":   map[string]string{"cpu": k8sCPULimit, "memory": k8sMemory},
-				"requests": map[string]string{"cpu": k8sCPURequest, "memory": k8sMemory},
-			},
-		}},
+		"containers":                   []any{k.baselineContainer(name)},
 	}})
 	if err != nil {
 		k.b.Fatal(err)
@@ -248,6 +241,19 @@ func (k *kbench) kubectlRunToReady() time.Duration {
 		k.b.Fatal(err)
 	}
 	return d
+}
+
+// baselineContainer is the container of both kubectl baselines: the sandbox's image, pull policy, limits and
+// requests, and the agent's token.
+func (k *kbench) baselineContainer(name string) map[string]any {
+	return map[string]any{
+		"name": name, "image": k.image, "imagePullPolicy": "Never",
+		"env": []map[string]string{{"name": "SANDGATE_AGENT_TOKEN", "value": "bench"}},
+		"resources": map[string]any{
+			"limits":   map[string]string{"cpu": k8sCPULimit, "memory": k8sMemory},
+			"requests": map[string]string{"cpu": k8sCPURequest, "memory": k8sMemory},
+		},
+	}
 }
 
 // coldVsRun alternates a cold create through the gateway with the two kubectl baselines; ids are the measured
@@ -274,6 +280,8 @@ func (k *kbench) kubectlPodWithClaimToReady() time.Duration {
 	ctx, cancel := k.ctx()
 	defer cancel()
 	name := testenv.Unique("pvc")
+	withWorkspace := k.baselineContainer("sandbox")
+	withWorkspace["volumeMounts"] = []map[string]string{{"name": "workspace", "mountPath": "/workspace"}}
 	manifest, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
 		map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": name},
 			"spec": map[string]any{"accessModes": []string{"ReadWriteOnce"},
@@ -281,16 +289,8 @@ func (k *kbench) kubectlPodWithClaimToReady() time.Duration {
 		map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name},
 			"spec": map[string]any{
 				"restartPolicy": "Never", "automountServiceAccountToken": false,
-				"volumes": []any{map[string]any{"name": "workspace", "persistentVolumeClaim": map[string]string{"claimName": name}}},
-				"containers": []any{map[string]any{
-					"name": "sandbox", "image": k.image, "imagePullPolicy": "Never",
-					"env":          []map[string]string{{"name": "SANDGATE_AGENT_TOKEN", "value": "bench"}},
-					"volumeMounts": []map[string]string{{"name": "workspace", "mountPath": "/workspace"}},
-					"resources": map[string]any{
-						"limits":   map[string]string{"cpu": k8sCPULimit, "memory": k8sMemory},
-						"requests": map[string]string{"cpu": k8sCPURequest, "memory": k8sMemory},
-					},
-				}},
+				"volumes":    []any{map[string]any{"name": "workspace", "persistentVolumeClaim": map[string]string{"claimName": name}}},
+				"containers": []any{withWorkspace},
 			}},
 	}})
 	if err != nil {

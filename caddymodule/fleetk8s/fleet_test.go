@@ -12,11 +12,10 @@ import (
 
 	"github.com/coder/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
 const (
@@ -138,11 +137,7 @@ func (g *gateway) lists(t *testing.T, ctx context.Context, id string) bool {
 // delete through B leaves it listed by neither.
 func TestFleetOnKubernetes(t *testing.T) {
 	kube := testenv.KubeCluster(t)
-	rc, err := clientcmd.BuildConfigFromFlags("", kube.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
@@ -34,11 +33,7 @@ func clusterImage() string { return testenv.Getenv("SANDGATE_K8S_IMAGE", testenv
 func clusterClient(t *testing.T) (*testenv.Kube, k8s.Interface) {
 	t.Helper()
 	kube := testenv.KubeCluster(t)
-	rc, err := clientcmd.BuildConfigFromFlags("", kube.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

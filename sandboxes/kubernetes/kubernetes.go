@@ -79,7 +79,17 @@ type Driver struct {
 
 // New makes a driver from cfg. It reads the kubeconfig file but opens no connection.
 func New(cfg Config) (*Driver, error) {
-	rc, err := restConfig(cfg.Kubeconfig)
+	cs, err := NewClientset(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithClient(cs, cfg)
+}
+
+// NewClientset is the client New gives a driver: the kubeconfig file, or the in-cluster service account when it is
+// empty. It reads the file but opens no connection. Tests use it to look at a cluster as the driver sees it.
+func NewClientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	rc, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +99,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return NewWithClient(cs, cfg)
+	return cs, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
