@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	sgclient "github.com/sandgate/sandgate/client"
@@ -32,8 +35,9 @@ import (
 //     overrides), read from its memory cgroup (usage less inactive file pages, the working set `docker stats`
 //     shows), not estimated;
 //   - at 10, 100 and 300 idle sandboxes of the base profile (SANDGATE_DENSITY_SIZES overrides, e.g. "10,30"):
-//     list (one page), get and exec (`true` through shell/exec) p50 through the REST API (the bayapi handler over
-//     HTTP on loopback, beside the Manager as the gateway has it), one collector pass, the delivery of one
+//     list (a page of 10 at every size, and the default page of 50), get and exec (`true` through shell/exec) p50
+//     through the REST API (the bayapi handler over HTTP on loopback, beside the Manager as the gateway has it),
+//     one collector pass and, beside it, the engine's container and volume listings its orphan sweep asks for, the delivery of one
 //     lifecycle event to a subscriber (what the console's live stream waits on), the console's live list (the
 //     Manager calls its list makes: a 500 page and the usage of its running sandboxes), and this process's RSS
 //     (the gateway's Manager and API live in it);
@@ -64,9 +68,9 @@ func BenchmarkDensity(b *testing.B) {
 	}
 
 	type row struct {
-		n                                        int
-		memMB, rssMB                             float64
-		list, get, exec, gc, event, console, all float64
+		n                                                            int
+		memMB, rssMB                                                 float64
+		list, list50, get, exec, gc, engineList, event, console, all float64
 	}
 	var rows []row
 	var ids []string
@@ -104,14 +108,10 @@ func BenchmarkDensity(b *testing.B) {
 		if counted > 0 {
 			r.memMB = sum / float64(counted)
 		}
-		r.list = p50(20, func() {
-			var page struct {
-				Items []map[string]any `json:"items"`
-			}
-			if err := d.api.Do(ctx, "GET", "/v1/sandboxes", nil, &page); err != nil || len(page.Items) != min(n, 50) {
-				b.Fatalf("list: %v (%d items)", err, len(page.Items))
-			}
-		})
+		// The same page of 10 at every size shows what n costs a list; the default page of 50 also grows with
+		// what it carries (five times the items at 300 as at 10).
+		r.list = d.listPage(ctx, b, 10, n)
+		r.list50 = d.listPage(ctx, b, 50, n)
 		i := 0
 		r.get = p50(50, func() {
 			i++
@@ -129,6 +129,17 @@ func BenchmarkDensity(b *testing.B) {
 		r.gc = p50(3, func() {
 			if rep := d.mgr.CollectGarbage(ctx); rep.Errors != 0 {
 				b.Fatalf("collector pass: %+v", rep)
+			}
+		})
+		// The engine's part of a pass: the listings of the orphan sweep (every container and workspace volume of the
+		// namespace), asked of the engine directly.
+		r.engineList = p50(3, func() {
+			f := filters.NewArgs(filters.Arg("label", d.ns+".managed=true"))
+			if _, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.cli.VolumeList(ctx, volume.ListOptions{Filters: f}); err != nil {
+				b.Fatal(err)
 			}
 		})
 		r.event = d.eventDelivery(ctx, b, ids[len(ids)/2], 5)
@@ -155,16 +166,18 @@ func BenchmarkDensity(b *testing.B) {
 		runtime.GC()
 		r.rssMB = selfRSSMB()
 		rows = append(rows, r)
-		sayf(b, "%d sandboxes: %.1f MB per idle sandbox; API list (page of 50) p50 %.2f ms, API get p50 %.2f ms, API exec p50 %.1f ms, "+
-			"one collector pass p50 %.1f ms, event delivery p50 %.3f ms, console live list p50 %.1f ms, Manager list of all p50 %.3f ms; "+
-			"process RSS %.0f MB", n, r.memMB, r.list, r.get, r.exec, r.gc, r.event, r.console, r.all, r.rssMB)
+		sayf(b, "%d sandboxes: %.1f MB per idle sandbox; API list p50 %.2f ms (page of 10), %.2f ms (page of 50), API get p50 %.2f ms, "+
+			"API exec p50 %.1f ms, one collector pass p50 %.1f ms (the engine's container and volume listings alone %.1f ms), "+
+			"event delivery p50 %.3f ms, console live list p50 %.1f ms, Manager list of all p50 %.3f ms; process RSS %.0f MB",
+			n, r.memMB, r.list, r.list50, r.get, r.exec, r.gc, r.engineList, r.event, r.console, r.all, r.rssMB)
 	}
 	first, last := rows[0], rows[len(rows)-1]
 	var summary []string
 	for _, m := range []struct {
 		name string
 		a, z float64
-	}{{"list", first.list, last.list}, {"get", first.get, last.get}, {"exec", first.exec, last.exec}, {"gc", first.gc, last.gc},
+	}{{"list", first.list, last.list}, {"list-50", first.list50, last.list50}, {"get", first.get, last.get},
+		{"exec", first.exec, last.exec}, {"gc", first.gc, last.gc}, {"engine-list", first.engineList, last.engineList},
 		{"event", first.event, last.event}, {"console", first.console, last.console}, {"list-all", first.all, last.all}} {
 		b.ReportMetric(m.z/m.a, fmt.Sprintf("%s-%dto%d", m.name, first.n, last.n))
 		summary = append(summary, fmt.Sprintf("%s %.2fx", m.name, m.z/m.a))
@@ -177,6 +190,7 @@ func BenchmarkDensity(b *testing.B) {
 
 // densityRig is a Manager with the REST API in front of it, as the gateway wires them, on loopback.
 type densityRig struct {
+	ns       string // the Manager's label namespace
 	mgr      *sandboxes.Manager
 	cli      *client.Client
 	api      *sgclient.Client
@@ -203,7 +217,7 @@ func newDensityRig(b *testing.B, images []string) *densityRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &densityRig{mgr: mgr, cli: cli, profiles: map[string]sandboxes.Profile{}, live: map[string]bool{}}
+	d := &densityRig{ns: ns, mgr: mgr, cli: cli, profiles: map[string]sandboxes.Profile{}, live: map[string]bool{}}
 	dense := benchProfile("dense")
 	dense.Image = testenv.Image(b, "base")
 	d.profiles["dense"] = dense
@@ -272,6 +286,19 @@ func newDensityRig(b *testing.B, images []string) *densityRig {
 		cli.Close()
 	})
 	return d
+}
+
+// listPage is the p50 of 20 reads of the first page of limit sandboxes through the API, with n sandboxes in all.
+func (d *densityRig) listPage(ctx context.Context, b *testing.B, limit, n int) float64 {
+	return p50(20, func() {
+		var page struct {
+			Items []map[string]any `json:"items"`
+		}
+		err := d.api.Do(ctx, "GET", "/v1/sandboxes?limit="+strconv.Itoa(limit), nil, &page)
+		if err != nil || len(page.Items) != min(n, limit) {
+			b.Fatalf("list: %v (%d items)", err, len(page.Items))
+		}
+	})
 }
 
 // grow creates one sandbox of the profile, owned as the API key's owner, and waits until its agent answers.
