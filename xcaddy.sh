@@ -4,6 +4,8 @@
 # With xcaddy on PATH it runs `xcaddy build --with github.com/sandgate/sandgate=.`; otherwise it builds with plain
 # `go build`, in this module (no extra plugins, no version: `go build ./cmd/caddy`) or in a throwaway module that
 # replaces sandgate with this checkout and adds the extra plugins, as xcaddy would. Both paths give the same modules.
+# XCADDY_GO_BUILD_FLAGS, as with xcaddy, replaces the default go build flags (-trimpath) on every path; it is split
+# at spaces. The version stamp's -ldflags is added after it.
 set -euo pipefail
 cd "$(dirname "$0")"
 here=$(pwd)
@@ -23,17 +25,21 @@ done
 case "$output" in /*) ;; *) output="$here/$output" ;; esac
 # /health and the Bay containers' version: a release tag, or 0.0.0-dev+<commit> (scripts/version.sh).
 ldflags="-X github.com/sandgate/sandgate/caddymodule.buildVersion=$(scripts/version.sh)"
+# xcaddy's own default flags are -trimpath and -ldflags "-w -s"; this script keeps the symbols. A caller's flags
+# replace the default: a test build without -trimpath reuses the packages `go test` compiled instead of compiling
+# every dependency a second time.
+read -ra build_flags <<<"${XCADDY_GO_BUILD_FLAGS:--trimpath}"
 
 if command -v xcaddy >/dev/null 2>&1 && [ -z "${SANDGATE_NO_XCADDY:-}" ]; then
 	echo "xcaddy.sh: building with xcaddy" >&2
 	args=(build ${version:+"$version"} --output "$output" --with "github.com/sandgate/sandgate=$here")
 	for w in "${withs[@]}"; do args+=(--with "$w"); done
-	XCADDY_GO_BUILD_FLAGS="${XCADDY_GO_BUILD_FLAGS:-} -ldflags=${ldflags// /=}" exec xcaddy "${args[@]}"
+	XCADDY_GO_BUILD_FLAGS="${build_flags[*]} -ldflags=${ldflags// /=}" exec xcaddy "${args[@]}"
 fi
 
 if [ -z "$version" ] && [ ${#withs[@]} -eq 0 ]; then
 	echo "xcaddy.sh: xcaddy not found; building with go build ./cmd/caddy" >&2
-	exec go build -trimpath -ldflags "$ldflags" -o "$output" ./cmd/caddy
+	exec go build "${build_flags[@]}" -ldflags "$ldflags" -o "$output" ./cmd/caddy
 fi
 
 # Extra plugins or another Caddy version: a throwaway main module, as xcaddy makes one.
@@ -75,5 +81,5 @@ GO
 		fi
 	done
 	go mod tidy
-	go build -trimpath -ldflags "$ldflags" -o "$output" .
+	go build "${build_flags[@]}" -ldflags "$ldflags" -o "$output" .
 )

@@ -4,12 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestXcaddyFallbackBuild builds through xcaddy.sh's fallback path (no xcaddy on PATH) with a pinned Caddy version
 // and an extra plugin, and checks the binary lists every sandgate module, the plugin, and that version.
+// XCADDY_GO_BUILD_FLAGS replaces the default -trimpath, so the build reuses every dependency `go test` has compiled
+// (a -trimpath build compiles them all again: most of a cold CI run's minutes); the binary's build settings show it.
 func TestXcaddyFallbackBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a whole Caddy binary")
@@ -17,7 +20,7 @@ func TestXcaddyFallbackBuild(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "caddy")
 	cmd := exec.Command("./xcaddy.sh", "--version", "v2.11.9",
 		"--with", "example.com/sandgate-extraplugin=./scripts/testdata/extraplugin", "--output", out)
-	cmd.Env = append(os.Environ(), "SANDGATE_NO_XCADDY=1")
+	cmd.Env = append(os.Environ(), "SANDGATE_NO_XCADDY=1", "XCADDY_GO_BUILD_FLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("xcaddy.sh: %v\n%s", err, b)
 	} else if !strings.Contains(string(b), "temporary module") {
@@ -35,6 +38,63 @@ func TestXcaddyFallbackBuild(t *testing.T) {
 	ver, _ := exec.Command(out, "version").CombinedOutput()
 	if !strings.HasPrefix(string(ver), "v2.11.9") {
 		t.Errorf("version %q, want v2.11.9", ver)
+	}
+	info, err := exec.Command("go", "version", "-m", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, info)
+	}
+	if strings.Contains(string(info), "-trimpath=true") {
+		t.Errorf("built with -trimpath although XCADDY_GO_BUILD_FLAGS replaced it:\n%s", info)
+	}
+}
+
+// TestXcaddyBuildFlags puts a recording stand-in for go on PATH and checks the go build flags of both fallback
+// paths: -trimpath by default, XCADDY_GO_BUILD_FLAGS (split at spaces) instead of it when set, the version stamp's
+// -ldflags after either.
+func TestXcaddyBuildFlags(t *testing.T) {
+	bin := t.TempDir()
+	record := filepath.Join(bin, "build-args")
+	fake := "#!/bin/sh\n[ \"$1\" = build ] && printf '%s\\n' \"$@\" > " + record + "\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, flags string
+		args        []string // xcaddy.sh's arguments
+		want, not   []string // among go build's arguments
+	}{
+		{"in this module, default", "", nil, []string{"-trimpath", "./cmd/caddy"}, nil},
+		{"in this module, replaced", "-race -tags=nobadger", nil, []string{"-race", "-tags=nobadger", "./cmd/caddy"}, []string{"-trimpath"}},
+		{"throwaway module, default", "", []string{"--version", "v2.11.9"}, []string{"-trimpath", "."}, nil},
+		{"throwaway module, replaced", "-buildvcs=false", []string{"--version", "v2.11.9"}, []string{"-buildvcs=false", "."}, []string{"-trimpath"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(record)
+			out := filepath.Join(t.TempDir(), "caddy")
+			cmd := exec.Command("./xcaddy.sh", append(tc.args, "--output", out)...)
+			cmd.Env = append(os.Environ(), "SANDGATE_NO_XCADDY=1", "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS="+tc.flags)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("xcaddy.sh: %v\n%s", err, b)
+			}
+			raw, err := os.ReadFile(record)
+			if err != nil {
+				t.Fatalf("go build was not run: %v", err)
+			}
+			args := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			for _, w := range tc.want {
+				if !slices.Contains(args, w) {
+					t.Errorf("go build %q lacks %s", args, w)
+				}
+			}
+			for _, n := range tc.not {
+				if slices.Contains(args, n) {
+					t.Errorf("go build %q has %s", args, n)
+				}
+			}
+			if i := slices.Index(args, "-ldflags"); i < 0 || i+1 >= len(args) || !strings.Contains(args[i+1], "caddymodule.buildVersion=") {
+				t.Errorf("go build %q lacks the version stamp", args)
+			}
+		})
 	}
 }
 
@@ -70,12 +130,12 @@ func sandgateModules(t *testing.T) []string {
 func TestXcaddyPathArguments(t *testing.T) {
 	bin := t.TempDir()
 	record := filepath.Join(bin, "args")
-	fake := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + record + "\n"
+	fake := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + record + "\nprintf '%s' \"$XCADDY_GO_BUILD_FLAGS\" > " + record + ".flags\n"
 	if err := os.WriteFile(filepath.Join(bin, "xcaddy"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("./xcaddy.sh", "--version", "v2.11.9", "--with", "github.com/caddy-dns/cloudflare", "--output", "/tmp/x")
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS=")
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("xcaddy.sh: %v\n%s", err, b)
@@ -92,5 +152,14 @@ func TestXcaddyPathArguments(t *testing.T) {
 		"--with", "github.com/sandgate/sandgate=" + wd, "--with", "github.com/caddy-dns/cloudflare"}, "\n") + "\n"
 	if string(got) != want {
 		t.Errorf("xcaddy got\n%s\nwant\n%s", got, want)
+	}
+	// xcaddy drops its own defaults (-trimpath among them) once XCADDY_GO_BUILD_FLAGS is set, which the version
+	// stamp requires: the script puts the default back.
+	flags, err := os.ReadFile(record + ".flags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(flags), "-trimpath -ldflags=") || !strings.Contains(string(flags), "caddymodule.buildVersion=") {
+		t.Errorf("XCADDY_GO_BUILD_FLAGS %q, want -trimpath then the version stamp", flags)
 	}
 }
