@@ -10,7 +10,7 @@ BENCHTIME ?= 3x
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 5m
 
-.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-stress test-unit test-k8s k8s-binaries fuzz fuzz-short bench bench-k8s lint fmt clean
+.PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-go test-stress test-unit test-k8s k8s-binaries fuzz fuzz-short bench bench-k8s lint fmt clean
 
 all: build
 
@@ -50,11 +50,13 @@ run: build images
 	@test -s build/ticket-secret || (umask 077; head -c 32 /dev/urandom | base64 > build/ticket-secret)
 	SANDGATE_TICKET_SECRET="$${SANDGATE_TICKET_SECRET:-$$(cat build/ticket-secret)}" $(CADDY) run --config Caddyfile.example --adapter caddyfile
 
-# The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine.
-test: images assets
+# The whole suite: unit, golden Caddyfile and integration tests against a real Docker engine (test-go), then a
+# short run of every fuzz target (fuzz-short), one after the other. .ci/run calls the two halves itself.
+test: test-go fuzz-short
+
+test-go: images assets
 	scripts/prereqs.sh chromium pebble redis
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
-	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_SHORT)
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside
 # `make test` and are stopped when it ends, passed, failed or interrupted. The tests wait for states, not times, so
@@ -104,7 +106,8 @@ test-unit:
 	$(GO) test -short -count=1 ./...
 
 # Every fuzz target of tenant-input parsers (tickets, CDP filter, RFB filter, path resolution, address policy, ...):
-# `go test` runs their seed corpora; these explore for FUZZTIME_SHORT / FUZZTIME each.
+# `go test` runs their seed corpora; these explore for FUZZTIME_SHORT / FUZZTIME each, with FUZZ_PARALLEL workers
+# (default: one per core).
 fuzz-short:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_SHORT)
 

@@ -9,6 +9,9 @@
 # a loaded machine. A real finding always writes its input ("Failing input written to testdata/fuzz/..."), so a
 # failure that is only that deadline, with no new input written, is run again (up to FUZZ_RETRIES times); anything
 # else fails at once. Drop the retry when go.mod moves to Go 1.27.
+#
+# FUZZ_PARALLEL sets each target's workers (go test -parallel; default one per core): .ci/run runs the targets with
+# one worker beside the cluster tests.
 set -euo pipefail
 fuzztime="${1:-10s}"
 retries="${FUZZ_RETRIES:-2}"
@@ -34,7 +37,7 @@ while read -r file; do
 		before="$(corpus_of "$corpus")"
 		for attempt in $(seq 0 "$retries"); do
 			echo "== $pkg $target ($fuzztime)"
-			if "$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tee "$log"; then
+			if "$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ${FUZZ_PARALLEL:+-parallel "$FUZZ_PARALLEL"} "$pkg" 2>&1 | tee "$log"; then
 				break
 			fi
 			if [ "$attempt" -lt "$retries" ] && is_deadline_race "$log" "$before" "$corpus"; then
