@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Workspace copies (snapshots, create from a snapshot, fork) as PVC copies: a short-lived Pod of the copy image
@@ -47,17 +48,17 @@ printf '{"bytes":%s,"files":%s,"dirs":%s}' "$bytes" "$files" "$dirs" > /dev/term
 func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (sandboxes.CopyStats, error) {
 	began := time.Now()
 	claims := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace)
-	if _, err := claims.Get(ctx, objectName(src), metav1.GetOptions{}); err != nil {
+	if _, err := claims.Get(ctx, kubenames.Object(src), metav1.GetOptions{}); err != nil {
 		return sandboxes.CopyStats{}, fmt.Errorf("reading workspace claim %s: %w", src, err)
 	}
 	_, err := claims.Create(ctx, d.pvcFor(dst, labels), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// A copy goes only into a claim that is ours, with these labels (the one CreateVolume just made).
-		cur, gerr := claims.Get(ctx, objectName(dst), metav1.GetOptions{})
+		cur, gerr := claims.Get(ctx, kubenames.Object(dst), metav1.GetOptions{})
 		if gerr != nil {
 			return sandboxes.CopyStats{}, fmt.Errorf("reading workspace claim %s: %w", dst, gerr)
 		}
-		if !maps.Equal(exactLabels(cur.Annotations), labels) {
+		if !maps.Equal(kubenames.ExactLabels(cur.Annotations), labels) {
 			return sandboxes.CopyStats{}, fmt.Errorf("workspace claim %s already exists", dst)
 		}
 		err = nil
@@ -123,7 +124,7 @@ func (d *Driver) copyPodFor(src, dst string, limit int64) *corev1.Pod {
 	mem := resource.MustParse("256Mi")
 	claim := func(name, vol string, ro bool) corev1.Volume {
 		return corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-			ClaimName: objectName(name), ReadOnly: ro}}}
+			ClaimName: kubenames.Object(name), ReadOnly: ro}}}
 	}
 	res := corev1.ResourceRequirements{
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
@@ -131,8 +132,8 @@ func (d *Driver) copyPodFor(src, dst string, limit int64) *corev1.Pod {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "copy-" + shortHash(dst+"\x00"+strconv.FormatInt(time.Now().UnixNano(), 10)), Namespace: d.cfg.Namespace,
-			Labels: map[string]string{labelManagedBy: managedByValue, annoPrefix + "copy": "true"},
+			Name: "copy-" + kubenames.ShortHash(dst+"\x00"+strconv.FormatInt(time.Now().UnixNano(), 10)), Namespace: d.cfg.Namespace,
+			Labels: map[string]string{kubenames.LabelManagedBy: kubenames.ManagedBy, kubenames.Prefix + "copy": "true"},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, ActiveDeadlineSeconds: &deadline,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Events streams Docker's die, oom and destroy events, read from a watch of the Pods labelled key=value:
@@ -43,7 +44,7 @@ func (d *Driver) Events(ctx context.Context, key, value string) (<-chan sandboxe
 // watch cannot be resumed.
 func (d *Driver) followPods(ctx context.Context, match map[string]string, out chan<- sandboxes.ContainerEvent) error {
 	pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
-	opts := metav1.ListOptions{LabelSelector: selectorFor(match)}
+	opts := metav1.ListOptions{LabelSelector: kubenames.Selector(match)}
 	list, err := pods.List(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("listing pods to watch: %w", err)
@@ -153,8 +154,8 @@ func (t *podTracker) follow(ctx context.Context, w watch.Interface, out chan<- s
 
 // handle is what one watch event means for the Manager.
 func (t *podTracker) handle(typ watch.EventType, pod *corev1.Pod) []sandboxes.ContainerEvent {
-	labels := exactLabels(pod.Annotations)
-	if typ == watch.Bookmark || !matches(labels, t.match) {
+	labels := kubenames.ExactLabels(pod.Annotations)
+	if typ == watch.Bookmark || !kubenames.Matches(labels, t.match) {
 		return nil
 	}
 	ours := pod.Annotations[annoStopping] != ""

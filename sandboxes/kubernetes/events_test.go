@@ -13,12 +13,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 func eventPod(uid string, fate func(*corev1.Pod), stopping bool) *corev1.Pod {
 	spec := testSpec(sandboxes.Profile{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sg-abc123", Namespace: "sbx", UID: types.UID(uid),
-		Labels: podLabels(spec), Annotations: objectAnnotations(spec.Name, spec.Labels)}}
+		Labels: podLabels(spec), Annotations: kubenames.Annotations(spec.Name, spec.Labels)}}
 	if stopping {
 		pod.Annotations[annoStopping] = "true"
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Defaults for a Config's unset fields.
@@ -141,7 +142,7 @@ func NewWithClient(cs kubernetes.Interface, cfg Config) (*Driver, error) {
 // ValidateConfig checks cfg without any I/O (the Caddy module calls it at provision).
 func ValidateConfig(cfg Config) error {
 	if cfg.Namespace != "" {
-		if errs := validateName(cfg.Namespace); errs != "" {
+		if errs := kubenames.Validate(cfg.Namespace); errs != "" {
 			return fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
 		}
 	}
@@ -168,7 +169,7 @@ func ValidateConfig(cfg Config) error {
 		}
 	}
 	for k, v := range cfg.GatewayLabels {
-		if !validLabelKey(k) || !validLabelValue(v) {
+		if !kubenames.ValidLabelKey(k) || !kubenames.ValidLabelValue(v) {
 			return fmt.Errorf("kubernetes gateway_labels %s=%s is not a valid label", k, v)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // The GC Lease: a coordination.k8s.io Lease, held through client-go's leaderelection, says which gateway of a
@@ -17,7 +19,7 @@ import (
 // another takes it at its next retry; a killed one keeps it until LeaseDuration has passed without a renewal.
 
 // leaseName is the GC Lease of a Manager's namespace.
-func (s *StateStore) leaseName() string { return objectName(s.cfg.Manager) + "-gc" }
+func (s *StateStore) leaseName() string { return kubenames.Object(s.cfg.Manager) + "-gc" }
 
 // elect runs the election until ctx (the Manager's) or the store ends, standing again after a lost lease.
 func (s *StateStore) elect(ctx context.Context) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // The Driver's lifecycle calls on the container record (a ConfigMap) and its Pod; see the package comment for
@@ -37,7 +38,7 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if apierrors.IsAlreadyExists(err) {
 		// Names come from sandbox ids, so this is the same sandbox's record, one the Manager does not know of (a
 		// gateway that died between the create and recording it): stale, and replaced.
-		if rerr := d.Remove(ctx, objectName(spec.Name)); rerr != nil {
+		if rerr := d.Remove(ctx, kubenames.Object(spec.Name)); rerr != nil {
 			return "", fmt.Errorf("replacing the stale container record of %s: %w", spec.Name, rerr)
 		}
 		rec, err = records.Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
@@ -354,7 +355,7 @@ func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.Con
 
 // List returns the containers (records) carrying every label in match, with their Pods' state.
 func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes.ContainerState, error) {
-	opts := metav1.ListOptions{LabelSelector: selectorFor(match)}
+	opts := metav1.ListOptions{LabelSelector: kubenames.Selector(match)}
 	recs, err := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing container records: %w", err)
@@ -370,7 +371,7 @@ func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes
 	out := make([]sandboxes.ContainerState, 0, len(recs.Items))
 	for i := range recs.Items {
 		rec := &recs.Items[i]
-		if _, ok := rec.Data[podKey]; !ok || !matches(exactLabels(rec.Annotations), match) {
+		if _, ok := rec.Data[podKey]; !ok || !kubenames.Matches(kubenames.ExactLabels(rec.Annotations), match) {
 			continue
 		}
 		out = append(out, stateOf(rec, byName[rec.Name]))
@@ -389,7 +390,7 @@ func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[strin
 
 // RemoveVolume deletes a workspace's PVC (the cluster frees it once no Pod uses it); a missing one is fine.
 func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
-	err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Delete(ctx, objectName(name), metav1.DeleteOptions{})
+	err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Delete(ctx, kubenames.Object(name), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting workspace claim %s: %w", name, err)
 	}
@@ -399,17 +400,17 @@ func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
 // ListVolumes returns the workspaces' PVCs carrying every label in match, under the names the Manager gave. A
 // claim already being deleted is left out, as Docker no longer lists a removed volume.
 func (d *Driver) ListVolumes(ctx context.Context, match map[string]string) ([]sandboxes.VolumeInfo, error) {
-	list, err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selectorFor(match)})
+	list, err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: kubenames.Selector(match)})
 	if err != nil {
 		return nil, fmt.Errorf("listing workspace claims: %w", err)
 	}
 	out := make([]sandboxes.VolumeInfo, 0, len(list.Items))
 	for _, pvc := range list.Items {
-		exact := exactLabels(pvc.Annotations)
-		if pvc.DeletionTimestamp != nil || !matches(exact, match) {
+		exact := kubenames.ExactLabels(pvc.Annotations)
+		if pvc.DeletionTimestamp != nil || !kubenames.Matches(exact, match) {
 			continue
 		}
-		name := pvc.Annotations[annoName]
+		name := pvc.Annotations[kubenames.AnnoName]
 		if name == "" {
 			name = pvc.Name
 		}

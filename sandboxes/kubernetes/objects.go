@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // The objects of one sandbox, built from the Manager's ContainerSpec without any I/O.
@@ -90,7 +91,7 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 		return nil, err
 	}
 	p := spec.Profile
-	name := objectName(spec.Name)
+	name := kubenames.Object(spec.Name)
 	mem, _ := memoryOf(p)
 	disk, _ := diskOf(p)
 	cpus := p.Resources.CPUs
@@ -117,7 +118,7 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 	}
 	volumes := []corev1.Volume{
 		{Name: "workspace", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-			ClaimName: objectName(spec.Volume)}}},
+			ClaimName: kubenames.Object(spec.Volume)}}},
 		scratch("tmp", disk),
 		scratch("home", disk),
 	}
@@ -159,7 +160,7 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: d.cfg.Namespace,
 			Labels:      podLabels(spec),
-			Annotations: objectAnnotations(spec.Name, spec.Labels),
+			Annotations: kubenames.Annotations(spec.Name, spec.Labels),
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -224,8 +225,8 @@ func chownInit(image string, pull corev1.PullPolicy, volume, path string, res co
 
 // podLabels are the record's labels plus the selector label the NetworkPolicy uses.
 func podLabels(spec sandboxes.ContainerSpec) map[string]string {
-	l := objectLabels(spec.Labels)
-	l[labelContainer] = labelValue(objectName(spec.Name))
+	l := kubenames.Labels(spec.Labels)
+	l[labelContainer] = kubenames.LabelValue(kubenames.Object(spec.Name))
 	return l
 }
 
@@ -233,8 +234,8 @@ func podLabels(spec sandboxes.ContainerSpec) map[string]string {
 func (d *Driver) recordFor(spec sandboxes.ContainerSpec, podJSON []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: objectName(spec.Name), Namespace: d.cfg.Namespace,
-			Labels: objectLabels(spec.Labels), Annotations: objectAnnotations(spec.Name, spec.Labels),
+			Name: kubenames.Object(spec.Name), Namespace: d.cfg.Namespace,
+			Labels: kubenames.Labels(spec.Labels), Annotations: kubenames.Annotations(spec.Name, spec.Labels),
 		},
 		Data: map[string]string{podKey: string(podJSON)},
 	}
@@ -244,8 +245,8 @@ func (d *Driver) recordFor(spec sandboxes.ContainerSpec, podJSON []byte) *corev1
 func (d *Driver) pvcFor(name string, labels map[string]string) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: objectName(name), Namespace: d.cfg.Namespace,
-			Labels: objectLabels(labels), Annotations: objectAnnotations(name, labels),
+			Name: kubenames.Object(name), Namespace: d.cfg.Namespace,
+			Labels: kubenames.Labels(labels), Annotations: kubenames.Annotations(name, labels),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -289,11 +290,11 @@ func (d *Driver) networkPolicyFor(spec sandboxes.ContainerSpec) *networkingv1.Ne
 	}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: objectName(spec.Name), Namespace: d.cfg.Namespace,
-			Labels: objectLabels(spec.Labels), Annotations: objectAnnotations(spec.Name, spec.Labels),
+			Name: kubenames.Object(spec.Name), Namespace: d.cfg.Namespace,
+			Labels: kubenames.Labels(spec.Labels), Annotations: kubenames.Annotations(spec.Name, spec.Labels),
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelContainer: labelValue(objectName(spec.Name))}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelContainer: kubenames.LabelValue(kubenames.Object(spec.Name))}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From:  from,

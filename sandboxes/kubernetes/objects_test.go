@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 func testDriver(t *testing.T, cfg Config) (*Driver, *fake.Clientset) {
@@ -124,7 +125,7 @@ func TestPodHardening(t *testing.T) {
 			for _, v := range s.Volumes {
 				switch {
 				case v.PersistentVolumeClaim != nil:
-					if v.PersistentVolumeClaim.ClaimName != objectName("sg-ws_Main") {
+					if v.PersistentVolumeClaim.ClaimName != kubenames.Object("sg-ws_Main") {
 						t.Errorf("claim %s", v.PersistentVolumeClaim.ClaimName)
 					}
 				case v.EmptyDir != nil:
@@ -158,15 +159,15 @@ func TestPodHardening(t *testing.T) {
 			}
 			// Identity: labels valid for Kubernetes, exact values in the annotation.
 			if pod.Labels["sg.id"] != "abc123" || pod.Labels["sg.managed"] != "true" || !strings.HasPrefix(pod.Labels["sg.owner"], "h-") ||
-				pod.Labels[labelManagedBy] != managedByValue || pod.Labels[labelContainer] != "sg-abc123" {
+				pod.Labels[kubenames.LabelManagedBy] != kubenames.ManagedBy || pod.Labels[labelContainer] != "sg-abc123" {
 				t.Errorf("labels: %v", pod.Labels)
 			}
-			exact := exactLabels(pod.Annotations)
+			exact := kubenames.ExactLabels(pod.Annotations)
 			if exact["sg.owner"] != "alice@example.com" || exact["sg.created"] != "2026-11-24T16:00:00Z" {
 				t.Errorf("exact labels: %v", exact)
 			}
 			for k, v := range pod.Labels {
-				if !validLabelKey(k) || !validLabelValue(v) {
+				if !kubenames.ValidLabelKey(k) || !kubenames.ValidLabelValue(v) {
 					t.Errorf("invalid label %s=%s", k, v)
 				}
 			}
@@ -272,7 +273,7 @@ func TestWorkspaceClaim(t *testing.T) {
 		pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce {
 		t.Errorf("claim spec: %+v", pvc.Spec)
 	}
-	if pvc.Name == "sg-Work_Space" || len(validateName(pvc.Name)) != 0 || pvc.Annotations[annoName] != "sg-Work_Space" {
+	if pvc.Name == "sg-Work_Space" || len(kubenames.Validate(pvc.Name)) != 0 || pvc.Annotations[kubenames.AnnoName] != "sg-Work_Space" {
 		t.Errorf("claim name %s / annotation %v", pvc.Name, pvc.Annotations)
 	}
 	d2, _ := testDriver(t, Config{})

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // What the Manager sees of a container record and its Pod: Docker's container states, from Pod status.
@@ -34,8 +35,8 @@ func terminal(pod *corev1.Pod) bool {
 func stateOf(rec *corev1.ConfigMap, pod *corev1.Pod) sandboxes.ContainerState {
 	st := sandboxes.ContainerState{
 		ID:      rec.Name,
-		Name:    rec.Annotations[annoName],
-		Labels:  exactLabels(rec.Annotations),
+		Name:    rec.Annotations[kubenames.AnnoName],
+		Labels:  kubenames.ExactLabels(rec.Annotations),
 		Created: rec.CreationTimestamp.Time,
 	}
 	if st.Name == "" {

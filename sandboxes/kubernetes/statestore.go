@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // StateStore keeps the sandbox records of a fleet of gateways in the Kubernetes API (a sandboxes.SharedStore):
@@ -75,11 +76,11 @@ type StateConfig struct {
 
 const (
 	// labelState marks the store's ConfigMaps: "sandbox" for a record, "meta" for the meta values.
-	labelState = annoPrefix + "state"
+	labelState = kubenames.Prefix + "state"
 	// labelManager is the Manager's namespace (label value).
-	labelManager = annoPrefix + "manager"
+	labelManager = kubenames.Prefix + "manager"
 	// annoWriter is the identity of the gateway that wrote a record last: its own writes are no news to it.
-	annoWriter = annoPrefix + "writer"
+	annoWriter = kubenames.Prefix + "writer"
 	recordKey  = "record.json"
 )
 
@@ -117,13 +118,13 @@ func (s *StateStore) Leading() bool { return s.leading.Load() }
 // recordName is the ConfigMap of a sandbox's record. The suffix has a dot, which no container record's name (a
 // DNS label) has, so the two kinds never collide.
 func (s *StateStore) recordName(id string) string {
-	return objectName(s.cfg.Manager+"-"+id) + ".sandbox"
+	return kubenames.Object(s.cfg.Manager+"-"+id) + ".sandbox"
 }
 
-func (s *StateStore) metaName() string { return objectName(s.cfg.Manager) + ".meta" }
+func (s *StateStore) metaName() string { return kubenames.Object(s.cfg.Manager) + ".meta" }
 
 func (s *StateStore) labels(kind string) map[string]string {
-	return map[string]string{labelManagedBy: managedByValue, labelState: kind, labelManager: labelValue(s.cfg.Manager)}
+	return map[string]string{kubenames.LabelManagedBy: kubenames.ManagedBy, labelState: kind, labelManager: kubenames.LabelValue(s.cfg.Manager)}
 }
 
 func (s *StateStore) configMaps() typedcorev1.ConfigMapInterface {
@@ -504,7 +505,7 @@ func CheckStateConfig(cfg StateConfig) (StateConfig, error) {
 	if cfg.Manager == "" {
 		cfg.Manager = "sandgate"
 	}
-	if errs := validateName(cfg.Namespace); errs != "" {
+	if errs := kubenames.Validate(cfg.Namespace); errs != "" {
 		return cfg, fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
 	}
 	if cfg.LeaseDuration <= 0 {

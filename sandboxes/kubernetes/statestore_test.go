@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // allowAll answers every access review with allowed, except the resources in deny.
@@ -128,7 +129,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm.Labels[labelState] != "sandbox" || cm.Labels[labelManagedBy] != managedByValue || cm.Annotations[annoWriter] != "gw-a" {
+	if cm.Labels[labelState] != "sandbox" || cm.Labels[kubenames.LabelManagedBy] != kubenames.ManagedBy || cm.Annotations[annoWriter] != "gw-a" {
 		t.Fatalf("record object: %+v", cm.ObjectMeta)
 	}
 	fresh, err := b.Fresh(context.Background())

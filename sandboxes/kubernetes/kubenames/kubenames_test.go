@@ -1,4 +1,4 @@
-package kubernetes
+package kubenames
 
 import (
 	"testing"
@@ -7,25 +7,25 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-func TestObjectName(t *testing.T) {
+func TestObject(t *testing.T) {
 	cases := map[string]bool{ // input -> kept as is
 		"sg-abc123": true, "sandbox-1": true,
 		"sg-Work_Space": false, "UPPER": false, "": false, "-lead": false, "a.b": false,
 		"a-very-long-name-that-is-longer-than-sixty-three-characters-in-total-x": false,
 	}
 	for in, same := range cases {
-		got := objectName(in)
+		got := Object(in)
 		if (got == in) != same {
-			t.Errorf("objectName(%q) = %q, kept %v, want %v", in, got, got == in, same)
+			t.Errorf("Object(%q) = %q, kept %v, want %v", in, got, got == in, same)
 		}
-		if msg := validateName(got); msg != "" {
-			t.Errorf("objectName(%q) = %q is not a DNS label: %s", in, got, msg)
+		if msg := Validate(got); msg != "" {
+			t.Errorf("Object(%q) = %q is not a DNS label: %s", in, got, msg)
 		}
-		if objectName(in) != got {
-			t.Errorf("objectName(%q) is not deterministic", in)
+		if Object(in) != got {
+			t.Errorf("Object(%q) is not deterministic", in)
 		}
 	}
-	if objectName("sg-A") == objectName("sg-a_") {
+	if Object("sg-A") == Object("sg-a_") {
 		t.Error("two names that clean to one prefix collide")
 	}
 }
@@ -34,7 +34,7 @@ func TestObjectName(t *testing.T) {
 // decides exactly.
 func TestSelectorAndMatch(t *testing.T) {
 	exact := map[string]string{"sg.managed": "true", "sg.owner": "alice@example.com", "sg.id": "x1"}
-	lbls := labels.Set(objectLabels(exact))
+	lbls := labels.Set(Labels(exact))
 	for _, tc := range []struct {
 		match map[string]string
 		want  bool
@@ -46,28 +46,28 @@ func TestSelectorAndMatch(t *testing.T) {
 		{map[string]string{"sg.workspace": ""}, false},
 		{map[string]string{"sg.managed": "true", "sg.id": "x2"}, false},
 	} {
-		sel, err := labels.Parse(selectorFor(tc.match))
+		sel, err := labels.Parse(Selector(tc.match))
 		if err != nil {
-			t.Fatalf("selector %q: %v", selectorFor(tc.match), err)
+			t.Fatalf("selector %q: %v", Selector(tc.match), err)
 		}
-		if got := sel.Matches(lbls) && matches(exact, tc.match); got != tc.want {
+		if got := sel.Matches(lbls) && Matches(exact, tc.match); got != tc.want {
 			t.Errorf("match %v: %v, want %v", tc.match, got, tc.want)
 		}
 	}
 }
 
-// FuzzObjectName: any name a caller can give maps onto a valid, stable Kubernetes name.
-func FuzzObjectName(f *testing.F) {
+// FuzzObject: any name a caller can give maps onto a valid, stable Kubernetes name.
+func FuzzObject(f *testing.F) {
 	for _, s := range []string{"sg-abc", "sg-Work_Space", "", "ü", "a/b/../c", "x\x00y", "--", "0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := objectName(s)
-		if msg := validateName(got); msg != "" {
-			t.Fatalf("objectName(%q) = %q: %s", s, got, msg)
+		got := Object(s)
+		if msg := Validate(got); msg != "" {
+			t.Fatalf("Object(%q) = %q: %s", s, got, msg)
 		}
-		if objectName(s) != got {
-			t.Fatalf("objectName(%q) not stable", s)
+		if Object(s) != got {
+			t.Fatalf("Object(%q) not stable", s)
 		}
 	})
 }
@@ -82,16 +82,16 @@ func FuzzLabels(f *testing.F) {
 			t.Skip("the Manager's labels come from JSON and Go strings it made: always UTF-8")
 		}
 		in := map[string]string{key: value}
-		for k, v := range objectLabels(in) {
-			if !validLabelKey(k) || !validLabelValue(v) {
+		for k, v := range Labels(in) {
+			if !ValidLabelKey(k) || !ValidLabelValue(v) {
 				t.Fatalf("invalid label %q=%q from %q=%q", k, v, key, value)
 			}
 		}
-		back := exactLabels(objectAnnotations("n", in))
+		back := ExactLabels(Annotations("n", in))
 		if back[key] != value {
 			t.Fatalf("label %q=%q came back as %q", key, value, back[key])
 		}
-		if _, err := labels.Parse(selectorFor(in)); err != nil {
+		if _, err := labels.Parse(Selector(in)); err != nil {
 			t.Fatalf("selector for %q=%q: %v", key, value, err)
 		}
 	})
