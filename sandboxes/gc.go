@@ -32,11 +32,23 @@ type GCReport struct {
 	OrphanContainers int
 	OrphanVolumes    int
 	Errors           int
+	// Swept: the pass ran the orphan sweep (it is due once per OrphanMinAge).
+	Swept bool
 }
 
-// CollectGarbage runs one collection now: idle sandboxes are stopped; expired ones, stale or old warm members,
-// and orphaned containers and volumes are removed. Sandboxes under a lease are left alone.
+// CollectGarbage runs one collection now: idle sandboxes are stopped; expired ones and stale or old warm members
+// are removed, and so are orphaned containers and volumes when the orphan sweep is due (sweepDue). Sandboxes under
+// a lease are left alone.
 func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
+	return m.collect(ctx, false)
+}
+
+// SweepOrphans runs one collection with the orphan sweep, due or not.
+func (m *Manager) SweepOrphans(ctx context.Context) GCReport {
+	return m.collect(ctx, true)
+}
+
+func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	var rep GCReport
 	now := time.Now()
 	type job struct {
@@ -111,20 +123,45 @@ func (m *Manager) CollectGarbage(ctx context.Context) GCReport {
 		}
 	}
 	if st := m.shared(); st == nil {
-		m.sweepOrphans(ctx, &rep)
-		m.sweepSnapshotOrphans(ctx, &rep) // snapshots.go
+		if rep.Swept = m.sweepDue(now, sweepNow); rep.Swept {
+			m.sweepOrphans(ctx, &rep)
+			m.sweepSnapshotOrphans(ctx, &rep) // snapshots.go
+		}
 	} else if leader {
 		// Snapshots are each gateway's own (its local store), so no gateway can tell another's snapshot volume
 		// from an orphan: a fleet sweeps containers and old warm members only (fleet_gc.go).
-		m.sweepFleetOrphans(ctx, st, &rep)
+		if rep.Swept = m.sweepDue(now, sweepNow); rep.Swept {
+			m.sweepFleetOrphans(ctx, st, &rep)
+		}
 	}
 	m.flushAll()
-	if rep != (GCReport{}) {
+	if rep.withoutSwept() != (GCReport{}) {
 		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
 			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)
 	}
 	kick(m.warmKick)
 	return rep
+}
+
+func (r GCReport) withoutSwept() GCReport {
+	r.Swept = false
+	return r
+}
+
+// sweepDue reports whether this pass runs the orphan sweep, and if so marks it run. The sweep lists every container
+// and workspace volume of the instance from the engine (in a fleet, it also reads every record from the cluster):
+// work that grows with the sandboxes, for what is rare (a create cut off by a crash, a remove that failed). An
+// orphan younger than OrphanMinAge is spared anyway, so sweeping once per OrphanMinAge (at the first pass, then once
+// that much time has passed) still removes every orphan within twice OrphanMinAge of its making, and the passes in
+// between cost the engine nothing.
+func (m *Manager) sweepDue(now time.Time, force bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !force && !m.lastSweep.IsZero() && now.Sub(m.lastSweep) < m.cfg.OrphanMinAge {
+		return false
+	}
+	m.lastSweep = now
+	return true
 }
 
 // sweepOrphans removes containers and volumes of this namespace and instance that no sandbox owns, once they are

@@ -68,6 +68,8 @@ type Manager struct {
 	workspaces workspaceLocks
 	// spares are empty workspace volumes made ahead for copies, guarded by mu (spare_volume.go).
 	spares spareVolumes
+	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
+	lastSweep time.Time
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)

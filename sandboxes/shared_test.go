@@ -310,7 +310,8 @@ func TestFleetGCOnlyOnLeader(t *testing.T) {
 }
 
 // TestFleetLeaderRecyclesOldForeignWarm: another gateway's warm members are left alone until they pass
-// warm_max_age; then the leader removes the container and the record, as it would a killed gateway's pool.
+// warm_max_age; then the leader's orphan sweep (once per orphan_min_age, here run at once) removes the container
+// and the record, as it would a killed gateway's pool.
 func TestFleetLeaderRecyclesOldForeignWarm(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -337,7 +338,7 @@ func TestFleetLeaderRecyclesOldForeignWarm(t *testing.T) {
 			st.mu.Lock()
 			st.fresh = []Record{r}
 			st.mu.Unlock()
-			rep := m.CollectGarbage(context.Background())
+			rep := m.SweepOrphans(context.Background())
 			_, err = d.Inspect(context.Background(), cid)
 			if gone := errors.Is(err, ErrContainerNotFound); gone != tc.recycled || (rep.WarmRecycled == 1) != tc.recycled {
 				t.Fatalf("recycled: container gone %v, report %+v, want %v", gone, rep, tc.recycled)
