@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -38,33 +37,52 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 		}
 		after = &c
 	}
+	// Pick the page's entries first, cheaply (a filter and a comparison each), and take snapshots of those alone: a
+	// page of 10 out of n sandboxes costs n comparisons, not n snapshots (their metadata and capabilities copied)
+	// and a sort of all of them.
 	now := time.Now()
 	m.mu.RLock()
-	all := make([]*Sandbox, 0, len(m.entries))
+	defer m.mu.RUnlock()
+	page := make([]*entry, 0, min(limit+1, len(m.entries))) // newest first; one more than the limit says there is a next page
 	for _, e := range m.entries {
 		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) || !matchesMetadata(e.rec.Metadata, opts.Metadata) {
 			continue
 		}
-		sb := m.snapshotLocked(e, now)
-		if (opts.Status != "" || len(opts.Statuses) > 0) && sb.Status != opts.Status && !slices.Contains(opts.Statuses, sb.Status) {
+		if st := statusOf(e, now); (opts.Status != "" || len(opts.Statuses) > 0) && st != opts.Status && !slices.Contains(opts.Statuses, st) {
 			continue
 		}
-		all = append(all, sb)
+		if after != nil && !newerThan(after.at, after.id, e.rec.CreatedAt, e.rec.ID) {
+			continue
+		}
+		if len(page) == limit+1 && !entryNewer(e, page[limit]) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(page, e, func(a, b *entry) int {
+			if entryNewer(a, b) {
+				return -1
+			}
+			return 1
+		})
+		page = slices.Insert(page, i, e)
+		if len(page) > limit+1 {
+			page = page[:limit+1]
+		}
 	}
-	m.mu.RUnlock()
-	sort.Slice(all, func(i, j int) bool { return newerThan(all[i].CreatedAt, all[i].ID, all[j].CreatedAt, all[j].ID) })
-	start := 0
-	if after != nil {
-		start = sort.Search(len(all), func(i int) bool { return newerThan(after.at, after.id, all[i].CreatedAt, all[i].ID) })
-	}
-	end := min(start+limit, len(all))
-	page := all[start:end]
 	next := ""
-	if end < len(all) && len(page) > 0 {
-		last := page[len(page)-1]
-		next = encodeCursor(cursor{at: last.CreatedAt, id: last.ID})
+	if len(page) > limit {
+		page = page[:limit]
+		last := page[limit-1]
+		next = encodeCursor(cursor{at: last.rec.CreatedAt, id: last.rec.ID})
 	}
-	return page, next, nil
+	out := make([]*Sandbox, len(page))
+	for i, e := range page {
+		out[i] = m.snapshotLocked(e, now)
+	}
+	return out, next, nil
+}
+
+func entryNewer(a, b *entry) bool {
+	return newerThan(a.rec.CreatedAt, a.rec.ID, b.rec.CreatedAt, b.rec.ID)
 }
 
 func newerThan(at1 time.Time, id1 string, at2 time.Time, id2 string) bool {
