@@ -35,9 +35,10 @@ func (m *Manager) Usage(ctx context.Context, ids []string) map[string]Usage {
 		queries = append(queries, query{id, e.rec.ContainerID})
 	}
 	m.mu.RUnlock()
-	// All at once: an engine sample can take up to its collector's interval (a second on Docker 20.10, whose
-	// one-shot stats wait for the next collection), so asking one container after another made the console's
-	// list take a second per running sandbox until its 3 s bound; in parallel it takes one interval.
+	// All at once: the Docker driver reads the cgroups in microseconds, but where it must ask the engine a sample
+	// can take up to its collector's interval (a second on Docker 20.10, whose one-shot stats wait for the next
+	// collection), and one container after another made the console's list take a second per running sandbox
+	// until its 3 s bound; in parallel it takes one interval.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, q := range queries {

@@ -49,6 +49,7 @@ type Driver struct {
 	freezers freezers   // pause.go
 	mounts   mountCache // snapshot.go
 	cpu      cpuSamples // usage.go
+	stats    statsDirs  // usage_cgroup.go
 
 	cli    *client.Client
 	host   string
@@ -441,6 +442,7 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	d.thawBeforeStop(containerID)
 	defer d.freezers.forget(containerID)
 	defer d.cpu.forget(containerID)
+	defer d.stats.forget(containerID)
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {

@@ -20,10 +20,10 @@ import (
 // it still says running (its paused flag is set only by its own pause), which is why the driver's Inspect and
 // List read the freezer and report such a container paused.
 
-// errFreezerUnreachable says the gateway cannot drive this container's freezer itself (it does not run on the
-// engine host as root, the host mounts no freezer, the container's cgroup is not where /proc says): the driver
-// then pauses through the engine.
-var errFreezerUnreachable = errors.New("the container's cgroup freezer is not reachable from the gateway")
+// errCgroupUnreachable says the gateway cannot reach this container's cgroup itself (it does not run on the engine
+// host as root, the host mounts no such controller, the container's cgroup is not where /proc says): the driver
+// then pauses, and reads usage, through the engine.
+var errCgroupUnreachable = errors.New("the container's cgroup is not reachable from the gateway")
 
 // cgroupFreezer is one container's freezer: v1's freezer.state, or v2's cgroup.freeze and cgroup.events.
 type cgroupFreezer struct {
@@ -84,31 +84,29 @@ func parseProcCgroup(r io.Reader) ([]procCgroup, error) {
 	return out, nil
 }
 
-// freezerPath picks the freezer of a container from its init process's cgroups: the v1 freezer hierarchy when
-// the host mounts one (runc uses it there, so `runc state` and a later `docker unpause` agree), else the unified
-// hierarchy on a pure v2 host. The path must name the container's id: that is what proves the pid read belongs to
-// this container (a gateway in a PID namespace of its own would read some other process, and a container's
-// cgroup namespace would show "/"), and nothing outside the container is ever frozen.
-func freezerPath(root string, cgroups []procCgroup, containerID string) (cgroupFreezer, error) {
+// containerCgroup finds a container's cgroup for one controller among its init process's cgroups: the v1 hierarchy
+// listing the controller when the host mounts one (mount is that hierarchy's directory under the cgroup root, e.g.
+// "freezer" or "cpu,cpuacct"), else the unified hierarchy (mount ""). The path must name the container's id: that
+// is what proves the pid read belongs to this container (a gateway in a PID namespace of its own would read some
+// other process, and a container's cgroup namespace would show "/"), so nothing outside the container is ever
+// frozen or read.
+func containerCgroup(cgroups []procCgroup, containerID, controller string) (mount, rel string, err error) {
 	if len(containerID) < 12 {
-		return cgroupFreezer{}, fmt.Errorf("%w: container id %q is too short to match its cgroup", errFreezerUnreachable, containerID)
+		return "", "", fmt.Errorf("%w: container id %q is too short to match its cgroup", errCgroupUnreachable, containerID)
 	}
 	pick := func(rel string) (string, error) {
 		clean := filepath.Clean(rel)
 		if clean != rel || !strings.Contains(filepath.Base(clean), containerID) {
-			return "", fmt.Errorf("%w: cgroup %q does not belong to container %s", errFreezerUnreachable, rel, containerID)
+			return "", fmt.Errorf("%w: cgroup %q does not belong to container %s", errCgroupUnreachable, rel, containerID)
 		}
 		return clean, nil
 	}
 	var unified string
 	for _, c := range cgroups {
 		for _, name := range c.controllers {
-			if name == "freezer" {
+			if name == controller {
 				rel, err := pick(c.path)
-				if err != nil {
-					return cgroupFreezer{}, err
-				}
-				return cgroupFreezer{dir: filepath.Join(root, "freezer", rel)}, nil
+				return strings.Join(c.controllers, ","), rel, err
 			}
 		}
 		if len(c.controllers) == 0 {
@@ -116,26 +114,42 @@ func freezerPath(root string, cgroups []procCgroup, containerID string) (cgroupF
 		}
 	}
 	if unified == "" {
-		return cgroupFreezer{}, fmt.Errorf("%w: no freezer or unified cgroup listed", errFreezerUnreachable)
+		return "", "", fmt.Errorf("%w: no %s or unified cgroup listed", errCgroupUnreachable, controller)
 	}
-	rel, err := pick(unified)
+	rel, err = pick(unified)
+	return "", rel, err
+}
+
+// freezerPath picks the freezer of a container: the v1 freezer hierarchy when the host mounts one (runc uses it
+// there, so `runc state` and a later `docker unpause` agree), else the unified hierarchy on a pure v2 host.
+func freezerPath(root string, cgroups []procCgroup, containerID string) (cgroupFreezer, error) {
+	mount, rel, err := containerCgroup(cgroups, containerID, "freezer")
 	if err != nil {
 		return cgroupFreezer{}, err
 	}
-	return cgroupFreezer{dir: filepath.Join(root, rel), v2: true}, nil
+	return cgroupFreezer{dir: filepath.Join(root, mount, rel), v2: mount == ""}, nil
+}
+
+// readProcCgroup reads and parses /proc/<pid>/cgroup.
+func readProcCgroup(pid int) ([]procCgroup, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errCgroupUnreachable, err)
+	}
+	defer f.Close()
+	cgs, err := parseProcCgroup(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errCgroupUnreachable, err)
+	}
+	return cgs, nil
 }
 
 // lookupFreezer finds the freezer of the running container whose init process is pid, under the cgroup mount
 // root (normally /sys/fs/cgroup), and checks its control file is there.
 func lookupFreezer(root string, pid int, containerID string) (cgroupFreezer, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	cgs, err := readProcCgroup(pid)
 	if err != nil {
-		return cgroupFreezer{}, fmt.Errorf("%w: %v", errFreezerUnreachable, err)
-	}
-	defer f.Close()
-	cgs, err := parseProcCgroup(f)
-	if err != nil {
-		return cgroupFreezer{}, fmt.Errorf("%w: %v", errFreezerUnreachable, err)
+		return cgroupFreezer{}, err
 	}
 	fz, err := freezerPath(root, cgs, containerID)
 	if err != nil {
@@ -146,12 +160,12 @@ func lookupFreezer(root string, pid int, containerID string) (cgroupFreezer, err
 		if _, err := os.Stat(fz.control()); err != nil {
 			alt := cgroupFreezer{dir: filepath.Join(root, "unified", strings.TrimPrefix(fz.dir, root)), v2: true}
 			if _, err2 := os.Stat(alt.control()); err2 != nil {
-				return cgroupFreezer{}, fmt.Errorf("%w: %v", errFreezerUnreachable, err)
+				return cgroupFreezer{}, fmt.Errorf("%w: %v", errCgroupUnreachable, err)
 			}
 			fz = alt
 		}
 	} else if _, err := os.Stat(fz.control()); err != nil {
-		return cgroupFreezer{}, fmt.Errorf("%w: %v", errFreezerUnreachable, err)
+		return cgroupFreezer{}, fmt.Errorf("%w: %v", errCgroupUnreachable, err)
 	}
 	return fz, nil
 }

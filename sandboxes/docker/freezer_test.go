@@ -40,7 +40,7 @@ func TestFreezerPath(t *testing.T) {
 			}
 			got, err := freezerPath("/cg", cgs, testCID)
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, errFreezerUnreachable) {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, errCgroupUnreachable) {
 					t.Fatalf("got %+v %v, want an unreachable error with %q", got, err, tc.err)
 				}
 				return
@@ -61,11 +61,12 @@ func TestParseProcCgroupRejects(t *testing.T) {
 	}
 }
 
-func FuzzFreezerPath(f *testing.F) {
+func FuzzCgroupPaths(f *testing.F) {
 	for _, s := range []string{
 		"6:freezer:/docker/" + testCID + "\n0::/docker/" + testCID,
 		"0::/system.slice/docker-" + testCID + ".scope",
 		"0::/", "6:freezer:/docker/../../" + testCID, "1:cpu,cpuacct:/x\n", "",
+		"12:memory:/docker/" + testCID + "\n4:cpu,cpuacct:/docker/" + testCID,
 	} {
 		f.Add(s)
 	}
@@ -74,13 +75,16 @@ func FuzzFreezerPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fz, err := freezerPath("/cg", cgs, testCID)
-		if err != nil {
-			return
+		// Whatever /proc said, what is found is a directory of the container under the cgroup root: the freezer, and
+		// the cgroups usage is read from.
+		under := func(dir string) bool {
+			return strings.HasPrefix(dir, "/cg/") && filepath.Clean(dir) == dir && strings.Contains(filepath.Base(dir), testCID)
 		}
-		// Whatever /proc said, the result is a directory of the container under the cgroup root.
-		if !strings.HasPrefix(fz.dir, "/cg/") || filepath.Clean(fz.dir) != fz.dir || !strings.Contains(filepath.Base(fz.dir), testCID) {
+		if fz, err := freezerPath("/cg", cgs, testCID); err == nil && !under(fz.dir) {
 			t.Fatalf("%q gave %+v", in, fz)
+		}
+		if cs, err := statsPaths("/cg", cgs, testCID); err == nil && (!under(cs.memDir) || !under(cs.cpuDir)) {
+			t.Fatalf("%q gave usage paths %+v", in, cs)
 		}
 	})
 }

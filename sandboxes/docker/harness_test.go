@@ -25,6 +25,7 @@ type harness struct {
 	t     *testing.T
 	ns    string
 	mgr   *sandboxes.Manager
+	drv   *docker.Driver // the Manager's
 	cli   *client.Client
 	store string
 	image string
@@ -80,7 +81,7 @@ func (h *harness) start(cfg sandboxes.Config) {
 	if err := mgr.Start(ctx); err != nil {
 		h.t.Fatal(err)
 	}
-	h.mgr = mgr
+	h.mgr, h.drv = mgr, drv
 	h.t.Cleanup(func() { mgr.Close() })
 }
 

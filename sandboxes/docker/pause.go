@@ -88,7 +88,7 @@ func (d *Driver) look(ctx context.Context, containerID string) (engineView, erro
 
 func (d *Driver) viewOf(containerID string, info container.InspectResponse) engineView {
 	if info.State == nil || !info.State.Running || info.State.Pid <= 0 {
-		return engineView{fzErr: errFreezerUnreachable}
+		return engineView{fzErr: errCgroupUnreachable}
 	}
 	v := engineView{running: true, enginePaused: info.State.Paused}
 	v.fz, v.fzErr = lookupFreezer(cgroupRoot, info.State.Pid, info.ID)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -16,8 +17,14 @@ import (
 // second sample), so the CPU figure is computed between two Usage calls for the same container, i.e. between two
 // refreshes of whoever asks; the driver keeps the previous sample until the container is removed.
 
-// cpuSample is a container's cumulative CPU time and the host's, both as the engine reports them.
-type cpuSample struct{ total, system uint64 }
+// cpuSample is a container's cumulative CPU time (ns) and, from the engine, the host's (system); or, read from the
+// container's cgroup (usage_cgroup.go), the time of the reading (at). A sample of one kind is never compared with
+// one of the other.
+type cpuSample struct {
+	total, system uint64
+	at            time.Time
+	percent       *float64 // cgroup samples: the figure computed when this sample was taken
+}
 
 // cpuSamples holds each container's previous sample. The zero value is ready.
 type cpuSamples struct {
@@ -37,14 +44,25 @@ func (c *cpuSamples) swap(id string, now cpuSample) (cpuSample, bool) {
 	return prev, ok
 }
 
+func (c *cpuSamples) get(id string) (cpuSample, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.byID[id]
+	return s, ok
+}
+
 func (c *cpuSamples) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
 }
 
-// Usage samples a container's memory and CPU through the engine's one-shot stats.
+// Usage samples a container's memory and CPU from its cgroups (usage_cgroup.go), or through the engine's one-shot
+// stats where the gateway cannot read those.
 func (d *Driver) Usage(ctx context.Context, containerID string) (sandboxes.Usage, error) {
+	if u, ok := d.cgroupUsage(ctx, containerID); ok {
+		return u, nil
+	}
 	r, err := d.cli.ContainerStatsOneShot(ctx, containerID)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -77,7 +95,7 @@ func (d *Driver) usageOf(containerID string, st container.StatsResponse) sandbox
 	if cpus == 0 {
 		cpus = float64(len(st.CPUStats.CPUUsage.PercpuUsage))
 	}
-	if ok && now.system > prev.system && now.total >= prev.total && cpus > 0 {
+	if ok && prev.at.IsZero() && now.system > prev.system && now.total >= prev.total && cpus > 0 {
 		pct := float64(now.total-prev.total) / float64(now.system-prev.system) * cpus * 100
 		u.CPUPercent = &pct
 	}

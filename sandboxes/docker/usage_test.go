@@ -2,15 +2,21 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
-// TestUsageStatsFromTheEngine reads a running sandbox's usage through the Manager from the real engine: memory at
-// once and within the profile's limit, CPU once two samples exist; a stopped sandbox and a removed one report none.
+// TestUsageStatsFromTheEngine reads a running sandbox's usage through the Manager on the real engine: from the
+// container's cgroups (the gateway runs on the engine host as root), memory at once, within the profile's limit and
+// within a few MiB of the engine's own figure, CPU once two samples exist; a stopped sandbox and a removed one report
+// none.
 func TestUsageStatsFromTheEngine(t *testing.T) {
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}})
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
@@ -25,6 +31,31 @@ func TestUsageStatsFromTheEngine(t *testing.T) {
 	first := h.mgr.Usage(ctx, []string{sb.ID})[sb.ID]
 	if first.MemoryBytes == 0 || first.MemoryLimit != 256<<20 || first.MemoryBytes > first.MemoryLimit {
 		t.Fatalf("first sample: %+v (want memory in use under the 256m limit)", first)
+	}
+	containerID := h.inspect(sb.ID).ID
+	if !docker.UsageFromCgroups(ctx, h.drv, containerID) {
+		t.Fatal("usage was not read from the container's cgroups")
+	}
+	// The engine's figure from the same counters, read between two of ours: it lies within their range, give or
+	// take what the idle container's memory moves by in the engine's own sampling time.
+	engineMemory := func() uint64 {
+		r, err := h.cli.ContainerStatsOneShot(ctx, containerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var st container.StatsResponse
+		if err := json.NewDecoder(r.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.MemoryStats.Usage - min(st.MemoryStats.Stats["total_inactive_file"]+st.MemoryStats.Stats["inactive_file"], st.MemoryStats.Usage)
+	}
+	before := h.mgr.Usage(ctx, []string{sb.ID})[sb.ID].MemoryBytes
+	engine := engineMemory()
+	after := h.mgr.Usage(ctx, []string{sb.ID})[sb.ID].MemoryBytes
+	const slack = 4 << 20
+	if engine+slack < min(before, after) || engine > max(before, after)+slack {
+		t.Fatalf("memory: the engine says %d bytes, the cgroup read %d and %d around it", engine, before, after)
 	}
 	// CPU is measured between two samples; the host's CPU clock must have moved between them, so poll.
 	var cpu *float64
