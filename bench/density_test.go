@@ -37,7 +37,8 @@ import (
 //   - at 10, 100 and 300 idle sandboxes of the base profile (SANDGATE_DENSITY_SIZES overrides, e.g. "10,30"):
 //     list (a page of 10 at every size, and the default page of 50), get and exec (`true` through shell/exec) p50
 //     through the REST API (the bayapi handler over HTTP on loopback, beside the Manager as the gateway has it),
-//     one collector pass and, beside it, the engine's container and volume listings its orphan sweep asks for, the delivery of one
+//     one collector pass (the orphan sweep not due: it runs once per orphan_min_age), one pass with the sweep and,
+//     beside it, the engine's container and volume listings the sweep asks for, the delivery of one
 //     lifecycle event to a subscriber (what the console's live stream waits on), the console's live list (the
 //     Manager calls its list makes: a 500 page and the usage of its running sandboxes), and this process's RSS
 //     (the gateway's Manager and API live in it);
@@ -68,9 +69,9 @@ func BenchmarkDensity(b *testing.B) {
 	}
 
 	type row struct {
-		n                                                            int
-		memMB, rssMB                                                 float64
-		list, list50, get, exec, gc, engineList, event, console, all float64
+		n                                                                   int
+		memMB, rssMB                                                        float64
+		list, list50, get, exec, gc, sweep, engineList, event, console, all float64
 	}
 	var rows []row
 	var ids []string
@@ -126,13 +127,18 @@ func BenchmarkDensity(b *testing.B) {
 				b.Fatalf("exec: %v %+v", err, res)
 			}
 		})
-		r.gc = p50(3, func() {
-			if rep := d.mgr.CollectGarbage(ctx); rep.Errors != 0 {
-				b.Fatalf("collector pass: %+v", rep)
+		r.gc = p50(5, func() {
+			if rep := d.mgr.CollectGarbage(ctx); rep.Errors != 0 || rep.Swept {
+				b.Fatalf("collector pass (the sweep not due): %+v", rep)
 			}
 		})
-		// The engine's part of a pass: the listings of the orphan sweep (every container and workspace volume of the
-		// namespace), asked of the engine directly.
+		r.sweep = p50(3, func() {
+			if rep := d.mgr.SweepOrphans(ctx); rep.Errors != 0 || !rep.Swept {
+				b.Fatalf("collector pass with the orphan sweep: %+v", rep)
+			}
+		})
+		// The engine's part of a sweep: its listings (every container and workspace volume of the namespace), asked
+		// of the engine directly.
 		r.engineList = p50(3, func() {
 			f := filters.NewArgs(filters.Arg("label", d.ns+".managed=true"))
 			if _, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil {
@@ -167,9 +173,9 @@ func BenchmarkDensity(b *testing.B) {
 		r.rssMB = selfRSSMB()
 		rows = append(rows, r)
 		sayf(b, "%d sandboxes: %.1f MB per idle sandbox; API list p50 %.2f ms (page of 10), %.2f ms (page of 50), API get p50 %.2f ms, "+
-			"API exec p50 %.1f ms, one collector pass p50 %.1f ms (the engine's container and volume listings alone %.1f ms), "+
+			"API exec p50 %.1f ms, one collector pass p50 %.3f ms, with the orphan sweep %.1f ms (the engine's container and volume listings alone %.1f ms), "+
 			"event delivery p50 %.3f ms, console live list p50 %.1f ms, Manager list of all p50 %.3f ms; process RSS %.0f MB",
-			n, r.memMB, r.list, r.list50, r.get, r.exec, r.gc, r.engineList, r.event, r.console, r.all, r.rssMB)
+			n, r.memMB, r.list, r.list50, r.get, r.exec, r.gc, r.sweep, r.engineList, r.event, r.console, r.all, r.rssMB)
 	}
 	first, last := rows[0], rows[len(rows)-1]
 	var summary []string
@@ -177,7 +183,7 @@ func BenchmarkDensity(b *testing.B) {
 		name string
 		a, z float64
 	}{{"list", first.list, last.list}, {"list-50", first.list50, last.list50}, {"get", first.get, last.get},
-		{"exec", first.exec, last.exec}, {"gc", first.gc, last.gc}, {"engine-list", first.engineList, last.engineList},
+		{"exec", first.exec, last.exec}, {"gc", first.gc, last.gc}, {"sweep", first.sweep, last.sweep}, {"engine-list", first.engineList, last.engineList},
 		{"event", first.event, last.event}, {"console", first.console, last.console}, {"list-all", first.all, last.all}} {
 		b.ReportMetric(m.z/m.a, fmt.Sprintf("%s-%dto%d", m.name, first.n, last.n))
 		summary = append(summary, fmt.Sprintf("%s %.2fx", m.name, m.z/m.a))
