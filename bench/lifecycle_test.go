@@ -153,11 +153,13 @@ func BenchmarkLifecycleWarmClaim(b *testing.B) {
 		ms(testenv.Percentile(execOnly, .5)), ms(testenv.Percentile(execOnly, .95)))
 }
 
-// dockerRunToHealth is the baseline: `docker run` of the same image until its agent answers /health.
-func dockerRunToHealth(b *testing.B, image string) time.Duration {
+// dockerRunToHealth is the baseline: `docker run` of the same image until its agent answers /health, with the
+// flags given (none: Docker's default bridge).
+func dockerRunToHealth(b *testing.B, image string, flags ...string) time.Duration {
 	name := testenv.Unique("sgb-run")
 	start := time.Now()
-	out, err := exec.Command("docker", "run", "-d", "--name", name, "--label", "sandgate.bench=1", "-e", "SANDGATE_AGENT_TOKEN=bench", image).CombinedOutput()
+	args := append([]string{"run", "-d", "--name", name, "--label", "sandgate.bench=1", "-e", "SANDGATE_AGENT_TOKEN=bench"}, flags...)
+	out, err := exec.Command("docker", append(args, image)...).CombinedOutput()
 	if err != nil {
 		b.Fatalf("docker run: %v %s", err, out)
 	}
