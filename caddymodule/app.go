@@ -48,7 +48,8 @@ type App struct {
 	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
 	// WarmMaxAge recycles warm-pool members older than this (default 30m).
 	WarmMaxAge caddy.Duration `json:"warm_max_age,omitempty"`
-	// OrphanMinAge spares unowned containers and volumes younger than this from the sweep (default 5m).
+	// OrphanMinAge spares unowned containers and volumes younger than this from the sweep, which runs this often
+	// (default 5m).
 	OrphanMinAge caddy.Duration `json:"orphan_min_age,omitempty"`
 	// MaxConcurrentStarts bounds containers being created and started at once (default 4).
 	MaxConcurrentStarts int `json:"max_concurrent_starts,omitempty"`

@@ -41,7 +41,8 @@ type Config struct {
 	StartTimeout time.Duration
 	// WarmMaxAge recycles warm members older than this. Default 30m.
 	WarmMaxAge time.Duration
-	// OrphanMinAge spares containers and volumes younger than this from the orphan sweep. Default 5m.
+	// OrphanMinAge spares containers and volumes younger than this from the orphan sweep, which runs this often
+	// (at the first collection, then once this much time has passed). Default 5m.
 	OrphanMinAge time.Duration
 	// MaxConcurrentStarts bounds containers being created and started at once. Default 4.
 	MaxConcurrentStarts int
