@@ -46,10 +46,14 @@ const (
 
 // Driver talks to one Docker engine.
 type Driver struct {
-	freezers freezers   // pause.go
+	// freezers are the containers' freezers once found (an engine inspect and a read of /proc), so pausing and
+	// resuming a known container costs no engine call; a container keeps its cgroup across stop and start (pause.go).
+	freezers perContainer[cgroupFreezer]
 	mounts   mountCache // snapshot.go
-	cpu      cpuSamples // usage.go
-	stats    statsDirs  // usage_cgroup.go
+	// cpu holds each container's previous CPU sample until it is removed (usage.go); stats where its usage is read
+	// from, once found (usage_cgroup.go).
+	cpu   perContainer[cpuSample]
+	stats perContainer[cgroupStats]
 
 	cli    *client.Client
 	host   string

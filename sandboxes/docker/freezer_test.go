@@ -16,11 +16,7 @@ const testCID = "08b9847841c6c6299402d8af8ad4b7bed0ae579ceda287d781281245254013f
 // container's own (a gateway in another PID or cgroup namespace would otherwise freeze a stranger, or itself).
 func TestFreezerPath(t *testing.T) {
 	hybrid := "9:name=systemd:/docker/" + testCID + "\n6:freezer:/docker/" + testCID + "\n1:cpu:/docker/" + testCID + "\n0::/docker/" + testCID + "\n"
-	for _, tc := range []struct {
-		name, proc string
-		want       cgroupFreezer
-		err        string
-	}{
+	checkPaths(t, []pathCase[cgroupFreezer]{
 		{name: "v1 cgroupfs", proc: hybrid, want: cgroupFreezer{dir: "/cg/freezer/docker/" + testCID}},
 		{name: "v1 systemd", proc: "7:freezer:/system.slice/docker-" + testCID + ".scope\n",
 			want: cgroupFreezer{dir: "/cg/freezer/system.slice/docker-" + testCID + ".scope"}},
@@ -32,13 +28,25 @@ func TestFreezerPath(t *testing.T) {
 		{name: "id only in a parent", proc: "6:freezer:/docker/" + testCID + "/escape\n", err: "does not belong"},
 		{name: "dot-dot", proc: "6:freezer:/docker/../" + testCID + "\n", err: "does not belong"},
 		{name: "nothing usable", proc: "1:cpu:/docker/" + testCID + "\n", err: "no freezer"},
-	} {
+	}, func(cgs []procCgroup) (cgroupFreezer, error) { return freezerPath("/cg", cgs, testCID) })
+}
+
+// pathCase is one /proc/<pid>/cgroup and what a finder makes of it: want, or an unreachable error saying err.
+type pathCase[T comparable] struct {
+	name, proc string
+	want       T
+	err        string
+}
+
+func checkPaths[T comparable](t *testing.T, cases []pathCase[T], find func([]procCgroup) (T, error)) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cgs, err := parseProcCgroup(strings.NewReader(tc.proc))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := freezerPath("/cg", cgs, testCID)
+			got, err := find(cgs)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, errCgroupUnreachable) {
 					t.Fatalf("got %+v %v, want an unreachable error with %q", got, err, tc.err)

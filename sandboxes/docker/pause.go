@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -34,36 +33,6 @@ const (
 
 // cgroupRoot is where the host mounts its cgroup hierarchies.
 const cgroupRoot = "/sys/fs/cgroup"
-
-// freezers remembers each container's freezer once found (an engine inspect and a read of /proc), so pausing and
-// resuming a known container costs no engine call. A container keeps its cgroup across stop and start. The zero
-// value is ready: the host's cgroup root, nothing known.
-type freezers struct {
-	mu   sync.Mutex
-	byID map[string]cgroupFreezer
-}
-
-func (f *freezers) get(id string) (cgroupFreezer, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fz, ok := f.byID[id]
-	return fz, ok
-}
-
-func (f *freezers) put(id string, fz cgroupFreezer) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.byID == nil {
-		f.byID = map[string]cgroupFreezer{}
-	}
-	f.byID[id] = fz
-}
-
-func (f *freezers) forget(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.byID, id)
-}
 
 // engineView is what one inspect tells about a container's freezing.
 type engineView struct {

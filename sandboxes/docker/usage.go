@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -24,37 +23,6 @@ type cpuSample struct {
 	total, system uint64
 	at            time.Time
 	percent       *float64 // cgroup samples: the figure computed when this sample was taken
-}
-
-// cpuSamples holds each container's previous sample. The zero value is ready.
-type cpuSamples struct {
-	mu   sync.Mutex
-	byID map[string]cpuSample
-}
-
-// swap records now as id's sample and returns the one it replaces.
-func (c *cpuSamples) swap(id string, now cpuSample) (cpuSample, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byID == nil {
-		c.byID = map[string]cpuSample{}
-	}
-	prev, ok := c.byID[id]
-	c.byID[id] = now
-	return prev, ok
-}
-
-func (c *cpuSamples) get(id string) (cpuSample, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.byID[id]
-	return s, ok
-}
-
-func (c *cpuSamples) forget(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.byID, id)
 }
 
 // Usage samples a container's memory and CPU from its cgroups (usage_cgroup.go), or through the engine's one-shot

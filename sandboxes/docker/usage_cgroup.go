@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
@@ -125,35 +124,6 @@ func readStat(path, key string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s has no %s", filepath.Base(path), key)
-}
-
-// statsDirs remembers each container's accounting cgroups once found (an engine inspect and a read of /proc). The
-// zero value is ready.
-type statsDirs struct {
-	mu   sync.Mutex
-	byID map[string]cgroupStats
-}
-
-func (s *statsDirs) get(id string) (cgroupStats, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.byID[id]
-	return c, ok
-}
-
-func (s *statsDirs) put(id string, c cgroupStats) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byID == nil {
-		s.byID = map[string]cgroupStats{}
-	}
-	s.byID[id] = c
-}
-
-func (s *statsDirs) forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
 }
 
 // cgroupUsage samples a running container's usage from its cgroups; ok is false when they cannot be read here (the

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,11 +13,7 @@ import (
 // systemd layouts) or in the unified one, and refused when the cgroup /proc names is not the container's own.
 func TestStatsPaths(t *testing.T) {
 	v1 := "12:memory:/docker/" + testCID + "\n4:cpu,cpuacct:/docker/" + testCID + "\n0::/docker/" + testCID + "\n"
-	for _, tc := range []struct {
-		name, proc string
-		want       cgroupStats
-		err        string
-	}{
+	checkPaths(t, []pathCase[cgroupStats]{
 		{name: "v1 cgroupfs", proc: v1, want: cgroupStats{memDir: "/cg/memory/docker/" + testCID, cpuDir: "/cg/cpu,cpuacct/docker/" + testCID}},
 		{name: "v1 systemd", proc: "9:memory:/system.slice/docker-" + testCID + ".scope\n3:cpuacct,cpu:/system.slice/docker-" + testCID + ".scope\n",
 			want: cgroupStats{memDir: "/cg/memory/system.slice/docker-" + testCID + ".scope", cpuDir: "/cg/cpuacct,cpu/system.slice/docker-" + testCID + ".scope"}},
@@ -27,24 +22,7 @@ func TestStatsPaths(t *testing.T) {
 		{name: "another process's memory", proc: "12:memory:/user.slice\n4:cpu,cpuacct:/docker/" + testCID + "\n", err: "does not belong"},
 		{name: "cgroup namespace root", proc: "0::/\n", err: "does not belong"},
 		{name: "no memory controller", proc: "4:cpu,cpuacct:/docker/" + testCID + "\n", err: "no memory"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cgs, err := parseProcCgroup(strings.NewReader(tc.proc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := statsPaths("/cg", cgs, testCID)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, errCgroupUnreachable) {
-					t.Fatalf("got %+v %v, want an unreachable error with %q", got, err, tc.err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %+v %v, want %+v", got, err, tc.want)
-			}
-		})
-	}
+	}, func(cgs []procCgroup) (cgroupStats, error) { return statsPaths("/cg", cgs, testCID) })
 }
 
 // TestCgroupStatsRead: the counters of v1 and v2, on plain files standing in for the kernel's (the real cgroups are
