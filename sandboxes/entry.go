@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,9 @@ type entry struct {
 	// stored is the record as the store last took it (JSON), guarded by persistMu: flushAll writes only the
 	// records that differ from it, so a collector pass over n idle sandboxes costs no store write at all.
 	stored []byte
+	// touched: the idle deadline moved in memory since flushAll last looked (setIdleDeadline). Every other change
+	// to a record is written at once (persist), so a pass's flush compares only these.
+	touched atomic.Bool
 }
 
 // The helpers below read or change entries; callers hold m.mu.
@@ -112,6 +116,7 @@ func (m *Manager) touchLocked(e *entry, now time.Time) {
 }
 
 func setIdleDeadline(e *entry, now time.Time) {
+	e.touched.Store(true)
 	if idle := e.profile.IdleTimeout.Std(); idle > 0 {
 		t := now.Add(idle)
 		e.rec.IdleExpiresAt = &t
@@ -160,9 +165,12 @@ func (m *Manager) persist(e *entry) {
 }
 
 // flushAll writes the records that changed since their last write (idle deadlines that Touch keeps in memory
-// between its throttled writes, mostly) in one store transaction. It used to write every record, one fsync each
-// in turn, which made each collector pass cost n fsyncs: 300 idle sandboxes took seconds per pass.
-func (m *Manager) flushAll() {
+// between its throttled writes) in one store transaction. It used to write every record, one fsync each in turn,
+// which made each collector pass cost n fsyncs: 300 idle sandboxes took seconds per pass. It then compared every
+// record with its last write, n JSON encodings a pass; now it compares the touched ones and those never written,
+// and all of them only when full (at Close, and once per orphan_min_age with the orphan sweep: the check that a
+// change written nowhere else still reaches the store).
+func (m *Manager) flushAll(full bool) {
 	m.flushMu.Lock()
 	defer m.flushMu.Unlock()
 	m.mu.RLock()
@@ -183,6 +191,11 @@ func (m *Manager) flushAll() {
 		// Hold the writes of each changed sandbox until the batch is in: a persist or a delete of the same
 		// sandbox waits, so the batch never puts back an older record or a deleted one.
 		e.persistMu.Lock()
+		// Cleared before the record is read: a touch after this read marks it again for the next flush.
+		if touched := e.touched.Swap(false); !full && !touched && e.stored != nil {
+			e.persistMu.Unlock()
+			continue
+		}
 		m.mu.RLock()
 		deleted, rec := e.deleted, e.rec
 		m.mu.RUnlock()
@@ -198,6 +211,9 @@ func (m *Manager) flushAll() {
 	}
 	if err := putRecords(m.store, recs); err != nil {
 		m.log.Error("writing the sandbox store", "records", len(recs), "error", err)
+		for _, e := range held {
+			e.touched.Store(true) // the next pass tries again
+		}
 		return
 	}
 	now := time.Now()

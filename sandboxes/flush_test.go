@@ -105,6 +105,24 @@ func TestCollectorWritesOnlyChangedRecordsInOneBatch(t *testing.T) {
 		}
 	}
 
+	// A change to a record that was written nowhere (every change but the idle deadline is written at once): a
+	// plain pass does not look for it, the next pass with the orphan sweep (once per orphan_min_age) writes it.
+	m.mu.Lock()
+	m.entries[ids[1]].rec.Metadata = map[string]string{"k": "v"}
+	m.mu.Unlock()
+	for _, step := range []struct {
+		name          string
+		pass          func(context.Context) GCReport
+		calls, writes int
+	}{{"a plain pass", m.CollectGarbage, 0, 0}, {"a pass with the sweep", m.SweepOrphans, 1, 1}, {"then nothing", m.SweepOrphans, 0, 0}} {
+		if rep := step.pass(ctx); rep.Errors != 0 {
+			t.Fatalf("%s: %+v", step.name, rep)
+		}
+		if calls, writes := st.take(); calls != step.calls || writes != step.writes {
+			t.Errorf("unwritten change, %s: %d store calls writing %d records, want %d calls writing %d", step.name, calls, writes, step.calls, step.writes)
+		}
+	}
+
 	// The batch really is in the store: a second Manager on the same file sees the touched deadline.
 	m.mu.RLock()
 	want := *m.entries[ids[0]].rec.IdleExpiresAt
@@ -130,7 +148,7 @@ func TestFlushSkipsDeletedEntries(t *testing.T) {
 	m.mu.Lock()
 	m.entries[ids[1]].deleted = true
 	m.mu.Unlock()
-	m.flushAll()
+	m.flushAll(false)
 	recs, err := m.store.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +178,7 @@ func TestOverlappingFlushesFinish(t *testing.T) {
 					m.touchLocked(m.entries[id], time.Now())
 				}
 				m.mu.Unlock()
-				m.flushAll()
+				m.flushAll(false)
 			}
 		}()
 	}

@@ -134,7 +134,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			m.sweepFleetOrphans(ctx, st, &rep)
 		}
 	}
-	m.flushAll()
+	m.flushAll(rep.Swept || !leader) // a fleet's other gateways never sweep: they check every record each pass
 	if rep.withoutSwept() != (GCReport{}) {
 		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
 			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)

@@ -264,7 +264,7 @@ func (m *Manager) Close() error {
 	}
 	m.wg.Wait()
 	m.removeSpares()
-	m.flushAll()
+	m.flushAll(true)
 	m.mu.Lock()
 	for id, ch := range m.subs {
 		close(ch)
