@@ -54,15 +54,10 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 		if after != nil && !newerThan(after.at, after.id, e.rec.CreatedAt, e.rec.ID) {
 			continue
 		}
-		if len(page) == limit+1 && !entryNewer(e, page[limit]) {
+		if len(page) == limit+1 && newestFirst(e, page[limit]) > 0 {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(page, e, func(a, b *entry) int {
-			if entryNewer(a, b) {
-				return -1
-			}
-			return 1
-		})
+		i, _ := slices.BinarySearchFunc(page, e, newestFirst)
 		page = slices.Insert(page, i, e)
 		if len(page) > limit+1 {
 			page = page[:limit+1]
@@ -81,8 +76,13 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 	return out, next, nil
 }
 
-func entryNewer(a, b *entry) bool {
-	return newerThan(a.rec.CreatedAt, a.rec.ID, b.rec.CreatedAt, b.rec.ID)
+// newestFirst orders entries as List returns them: newer first, ties on the creation time by id. Ids are unique, so
+// no two entries compare equal.
+func newestFirst(a, b *entry) int {
+	if newerThan(a.rec.CreatedAt, a.rec.ID, b.rec.CreatedAt, b.rec.ID) {
+		return -1
+	}
+	return 1
 }
 
 func newerThan(at1 time.Time, id1 string, at2 time.Time, id2 string) bool {

@@ -81,12 +81,7 @@ func TestListPagesMatchOneSort(t *testing.T) {
 				out = append(out, m.entries[id])
 			}
 		}
-		slices.SortFunc(out, func(a, b *entry) int {
-			if entryNewer(a, b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(out, newestFirst)
 		var names []string
 		for _, e := range out {
 			names = append(names, e.rec.ID)

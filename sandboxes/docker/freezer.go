@@ -144,13 +144,9 @@ func readProcCgroup(pid int) ([]procCgroup, error) {
 	return cgs, nil
 }
 
-// lookupFreezer finds the freezer of the running container whose init process is pid, under the cgroup mount
-// root (normally /sys/fs/cgroup), and checks its control file is there.
-func lookupFreezer(root string, pid int, containerID string) (cgroupFreezer, error) {
-	cgs, err := readProcCgroup(pid)
-	if err != nil {
-		return cgroupFreezer{}, err
-	}
+// lookupFreezer finds the freezer of the running container whose init process has the cgroups cgs, under the
+// cgroup mount root (normally /sys/fs/cgroup), and checks its control file is there.
+func lookupFreezer(root string, cgs []procCgroup, containerID string) (cgroupFreezer, error) {
 	fz, err := freezerPath(root, cgs, containerID)
 	if err != nil {
 		return cgroupFreezer{}, err

@@ -60,7 +60,16 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 		return engineView{fzErr: errCgroupUnreachable}
 	}
 	v := engineView{running: true, enginePaused: info.State.Paused}
-	v.fz, v.fzErr = lookupFreezer(cgroupRoot, info.State.Pid, info.ID)
+	cgs, err := readProcCgroup(info.State.Pid)
+	if err != nil {
+		v.fzErr = err
+		return v
+	}
+	// The same cgroups locate the container's usage counters (usage_cgroup.go).
+	if cs, err := statsPaths(cgroupRoot, cgs, info.ID); err == nil {
+		d.stats.put(info.ID, cs)
+	}
+	v.fz, v.fzErr = lookupFreezer(cgroupRoot, cgs, info.ID)
 	// One the engine paused is not remembered: its unpause must go through the engine too, or Docker's flag would
 	// stay set on a running container.
 	if v.fzErr == nil && !v.enginePaused {

@@ -127,19 +127,15 @@ func readStat(path, key string) (uint64, error) {
 }
 
 // cgroupUsage samples a running container's usage from its cgroups; ok is false when they cannot be read here (the
-// caller then asks the engine). The first call for a container inspects it for its init process.
+// caller then asks the engine). Where they are comes from the inspect that finds the freezer (pause.go), made here
+// for a container neither has looked at yet.
 func (d *Driver) cgroupUsage(ctx context.Context, containerID string) (u sandboxes.Usage, ok bool) {
 	cs, known := d.stats.get(containerID)
 	if !known {
-		info, err := d.cli.ContainerInspect(ctx, containerID)
-		if err != nil || info.State == nil || !info.State.Running || info.State.Pid <= 0 {
+		if _, err := d.look(ctx, containerID); err != nil {
 			return u, false
 		}
-		cgs, err := readProcCgroup(info.State.Pid)
-		if err != nil {
-			return u, false
-		}
-		if cs, err = statsPaths(cgroupRoot, cgs, info.ID); err != nil {
+		if cs, known = d.stats.get(containerID); !known {
 			return u, false
 		}
 	}
@@ -150,9 +146,6 @@ func (d *Driver) cgroupUsage(ctx context.Context, containerID string) (u sandbox
 		d.stats.forget(containerID)
 		d.cpu.forget(containerID)
 		return u, false
-	}
-	if !known {
-		d.stats.put(containerID, cs)
 	}
 	u = sandboxes.Usage{MemoryBytes: s.memory, MemoryLimit: s.limit}
 	u.CPUPercent = d.cgroupCPUPercent(containerID, s.cpu, now)
