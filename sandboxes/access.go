@@ -51,18 +51,9 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 			return t, nil
 		case PhaseStopped, PhaseFailed:
 			if triggered {
-				msg := e.rec.LastError
+				msg, typed := e.rec.LastError, e.launchErr
 				m.mu.Unlock()
-				// The launch's typed error survives only as LastError's text ("code: message"): keep the codes a
-				// caller acts on (the agent's start-up failure is the sandbox's configuration, not the engine).
-				code := CodeEngine
-				for _, c := range []string{CodeTimeout, CodeStartupFailed} {
-					if strings.HasPrefix(msg, c+":") {
-						code = c
-					}
-				}
-				return Target{}, &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg),
-					Details: map[string]any{"last_error": msg}}
+				return Target{}, launchFailure(id, msg, typed)
 			}
 			if !e.launching {
 				if e.rec.Phase == PhaseStopped {
@@ -70,6 +61,7 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 				}
 				e.rec.Phase = PhaseStarting
 				e.rec.LastError = ""
+				e.launchErr = nil
 				m.beginLaunchLocked(e)
 			}
 			triggered = true
@@ -264,4 +256,27 @@ func (m *Manager) Touch(id string) {
 		// Idle deadlines are persisted at most every few seconds; the collector and Close write the rest.
 		go m.persist(e)
 	}
+}
+
+// launchFailure is what a request that started sandbox id gets when the launch failed: the launch's own code where it
+// carried one a caller acts on (its details too), else engine_error. A record loaded from the store has only the
+// launch error's text ("code: message"), whose code is kept for timeouts and start-up failures (the sandbox's
+// configuration, not the engine).
+func launchFailure(id, msg string, typed *Error) *Error {
+	code := CodeEngine
+	details := map[string]any{"last_error": msg}
+	switch {
+	case typed != nil && typed.Code != CodeEngine:
+		code = typed.Code
+		for k, v := range typed.Details {
+			details[k] = v
+		}
+	default:
+		for _, c := range []string{CodeTimeout, CodeStartupFailed} {
+			if strings.HasPrefix(msg, c+":") {
+				code = c
+			}
+		}
+	}
+	return &Error{Code: code, Message: fmt.Sprintf("sandbox %s could not be started: %s", id, msg), Details: details}
 }

@@ -114,3 +114,32 @@ func TestRelaunchAfterStartupFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestLaunchFailureKeepsTheLaunchsCode(t *testing.T) {
+	full := &Error{Code: CodeQuotaExceeded, Message: "network n is full", Details: map[string]any{"scope": "network", "limit": 1023}}
+	for _, tc := range []struct {
+		name    string
+		msg     string
+		typed   *Error
+		code    string
+		details map[string]any
+	}{
+		{"typed, with details", "starting container: " + full.Error(), full, CodeQuotaExceeded, map[string]any{"scope": "network", "limit": 1023}},
+		{"typed engine error", "starting container: engine_error: x", &Error{Code: CodeEngine, Message: "x"}, CodeEngine, nil},
+		{"text only: timeout", "timeout: the agent did not answer /health within 1m0s", nil, CodeTimeout, nil},
+		{"text only: start-up", "startup_failed: init command failed", nil, CodeStartupFailed, nil},
+		{"text only: anything else", "starting container: quota_exceeded: network n is full", nil, CodeEngine, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := launchFailure("sb-1", tc.msg, tc.typed)
+			if err.Code != tc.code || err.Details["last_error"] != tc.msg || !strings.Contains(err.Message, tc.msg) {
+				t.Fatalf("launchFailure = %+v, want code %s with the text", err, tc.code)
+			}
+			for k, v := range tc.details {
+				if err.Details[k] != v {
+					t.Errorf("details[%s] = %v, want %v", k, err.Details[k], v)
+				}
+			}
+		})
+	}
+}

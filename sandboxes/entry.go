@@ -28,8 +28,11 @@ type entry struct {
 	recovering    bool          // the launch in flight rebuilds a dead container (recovery.go)
 	deleted       bool
 	lastOOM       time.Time
-	lastPersist   time.Time
-	startBegan    time.Time
+	// launchErr is the typed error of the last failed launch, if it carried one; LastError keeps only its text
+	// (and is all a record loaded from the store has).
+	launchErr   *Error
+	lastPersist time.Time
+	startBegan  time.Time
 	// The warm pool's bookkeeping (warm.go): refill marks a launch made for the pool and not claimed yet;
 	// freshLaunch one that makes a new container; launchLevel the launches working on the engine when it got its
 	// start slot (active, since activeAt); after delays

@@ -300,6 +300,8 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	case err != nil:
 		e.rec.Phase = PhaseFailed
 		e.rec.LastError = err.Error()
+		e.launchErr = nil
+		errors.As(err, &e.launchErr)
 		e.rec.IdleExpiresAt = nil
 		ev = Event{Type: EventFailed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Warm: e.rec.Warm, Reason: err.Error()}
 	default:

@@ -379,6 +379,9 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		if cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("%w: %v", sandboxes.ErrContainerNotFound, err)
 		}
+		if bridgeFull(err) {
+			return "", networkFull(spec.Network, err)
+		}
 		return "", err
 	}
 	info, err := d.cli.ContainerInspect(ctx, containerID)

@@ -7,3 +7,6 @@ func UsageFromCgroups(ctx context.Context, d *Driver, containerID string) bool {
 	_, ok := d.cgroupUsage(ctx, containerID)
 	return ok
 }
+
+// BridgeFull is bridgeFull, for its table.
+var BridgeFull = bridgeFull
