@@ -37,12 +37,16 @@ import (
 //   - at 10, 100 and 300 idle sandboxes of the base profile (SANDGATE_DENSITY_SIZES overrides, e.g. "10,30"):
 //     list (a page of 10 at every size, and the default page of 50), get and exec (`true` through shell/exec) p50
 //     through the REST API (the bayapi handler over HTTP on loopback, beside the Manager as the gateway has it),
+//     the same exec straight to the agents (what the host's process start costs, without the API),
 //     one collector pass (the orphan sweep not due: it runs once per orphan_min_age), one pass with the sweep and,
 //     beside it, the engine's container and volume listings the sweep asks for, the delivery of one
 //     lifecycle event to a subscriber (what the console's live stream waits on), the console's live list (the
 //     Manager calls its list makes: a 500 page and the usage of its running sandboxes), and this process's RSS
 //     (the gateway's Manager and API live in it);
 //   - each latency's ratio from the first size to the last, measured in the same run (target: none over 2x).
+//
+// Each size is measured once the host is quiet again after its creates (CPUs 80% idle over a second, or five
+// minutes passed), and the idle share and load average then are printed beside it.
 //
 // Sandboxes are created 4 at a time (SANDGATE_DENSITY_CONCURRENCY), so a busy engine is not flooded, and all of
 // them are deleted at the end, also when the run fails.
@@ -69,9 +73,10 @@ func BenchmarkDensity(b *testing.B) {
 	}
 
 	type row struct {
-		n                                                                   int
-		memMB, rssMB                                                        float64
-		list, list50, get, exec, gc, sweep, engineList, event, console, all float64
+		n                                                                              int
+		memMB, rssMB                                                                   float64
+		idle, load                                                                     float64
+		list, list50, get, exec, agentExec, gc, sweep, engineList, event, console, all float64
 	}
 	var rows []row
 	var ids []string
@@ -109,6 +114,9 @@ func BenchmarkDensity(b *testing.B) {
 		if counted > 0 {
 			r.memMB = sum / float64(counted)
 		}
+		// The creates leave the host busy for a while (the engine's and the new agents' start-up): every size is
+		// measured once the host is quiet again, so each shows what n idle sandboxes cost, not what n creates did.
+		r.idle, r.load = waitQuiet(b)
 		// The same page of 10 at every size shows what n costs a list; the default page of 50 also grows with
 		// what it carries (five times the items at 300 as at 10).
 		r.list = d.listPage(ctx, b, 10, n)
@@ -125,6 +133,16 @@ func BenchmarkDensity(b *testing.B) {
 			res, err := d.api.Shell(ctx, ids[i%len(ids)], "true", 60)
 			if err != nil || !res.Success {
 				b.Fatalf("exec: %v %+v", err, res)
+			}
+		})
+		// The same command straight to the agents (the gateway's pooled connections, no API, no history): what
+		// exec costs the host, so the API's share of any growth is the difference.
+		agents := service.NewAgentClient(d.mgr.AgentHTTPClient())
+		r.agentExec = p50(20, func() {
+			i++
+			res, err := agents.Exec(ctx, targets[i%len(targets)], service.ExecRequest{Command: "true", Timeout: time.Minute})
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("exec at the agent: %v %+v", err, res)
 			}
 		})
 		r.gc = p50(5, func() {
@@ -172,10 +190,10 @@ func BenchmarkDensity(b *testing.B) {
 		runtime.GC()
 		r.rssMB = selfRSSMB()
 		rows = append(rows, r)
-		sayf(b, "%d sandboxes: %.1f MB per idle sandbox; API list p50 %.2f ms (page of 10), %.2f ms (page of 50), API get p50 %.2f ms, "+
-			"API exec p50 %.1f ms, one collector pass p50 %.3f ms, with the orphan sweep %.1f ms (the engine's container and volume listings alone %.1f ms), "+
+		sayf(b, "%d sandboxes (measured with the host %.0f%% idle, load average %.1f): %.1f MB per idle sandbox; API list p50 %.2f ms (page of 10), %.2f ms (page of 50), API get p50 %.2f ms, "+
+			"API exec p50 %.1f ms (the same at the agent %.1f ms), one collector pass p50 %.1f µs, with the orphan sweep %.1f ms (the engine's container and volume listings alone %.1f ms), "+
 			"event delivery p50 %.3f ms, console live list p50 %.1f ms, Manager list of all p50 %.3f ms; process RSS %.0f MB",
-			n, r.memMB, r.list, r.list50, r.get, r.exec, r.gc, r.sweep, r.engineList, r.event, r.console, r.all, r.rssMB)
+			n, 100*r.idle, r.load, r.memMB, r.list, r.list50, r.get, r.exec, r.agentExec, 1000*r.gc, r.sweep, r.engineList, r.event, r.console, r.all, r.rssMB)
 	}
 	first, last := rows[0], rows[len(rows)-1]
 	var summary []string
@@ -183,7 +201,7 @@ func BenchmarkDensity(b *testing.B) {
 		name string
 		a, z float64
 	}{{"list", first.list, last.list}, {"list-50", first.list50, last.list50}, {"get", first.get, last.get},
-		{"exec", first.exec, last.exec}, {"gc", first.gc, last.gc}, {"sweep", first.sweep, last.sweep}, {"engine-list", first.engineList, last.engineList},
+		{"exec", first.exec, last.exec}, {"agent-exec", first.agentExec, last.agentExec}, {"gc", first.gc, last.gc}, {"sweep", first.sweep, last.sweep}, {"engine-list", first.engineList, last.engineList},
 		{"event", first.event, last.event}, {"console", first.console, last.console}, {"list-all", first.all, last.all}} {
 		b.ReportMetric(m.z/m.a, fmt.Sprintf("%s-%dto%d", m.name, first.n, last.n))
 		summary = append(summary, fmt.Sprintf("%s %.2fx", m.name, m.z/m.a))
@@ -394,6 +412,58 @@ func (d *densityRig) eventDelivery(ctx context.Context, b *testing.B, id string,
 		wait(sandboxes.EventResumed)
 	}
 	return float64(testenv.Percentile(lat, .5)) / float64(time.Millisecond)
+}
+
+// waitQuiet waits, at most five minutes, until the host's CPUs were at least 80% idle over a second, and returns
+// the idle share of the last second and the one-minute load average then.
+func waitQuiet(b *testing.B) (idle, load float64) {
+	deadline := time.Now().Add(5 * time.Minute)
+	prevIdle, prevTotal, err := cpuTimes()
+	for err == nil {
+		time.Sleep(time.Second) // a sampling window, not a wait for a state: the state is read from /proc/stat
+		curIdle, curTotal, e := cpuTimes()
+		if err = e; err != nil || curTotal == prevTotal {
+			break
+		}
+		idle = float64(curIdle-prevIdle) / float64(curTotal-prevTotal)
+		prevIdle, prevTotal = curIdle, curTotal
+		if idle >= 0.8 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		b.Logf("host idle share unknown: %v", err)
+	}
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load, _ = strconv.ParseFloat(strings.Fields(string(raw))[0], 64)
+	}
+	return idle, load
+}
+
+// cpuTimes is the host's idle (idle and iowait) and total CPU time, in clock ticks, from /proc/stat.
+func cpuTimes() (idle, total uint64, err error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 6 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat field %q: %w", f, err)
+		}
+		if i < 8 { // user nice system idle iowait irq softirq steal; guest time is counted in user already
+			total += v
+		}
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total, nil
 }
 
 // sayf logs a result as it is measured, on stderr too: a long run cut short still leaves what it measured.
