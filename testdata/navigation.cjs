@@ -3,18 +3,20 @@
 //
 // Chromium drops in-flight requests when an interface on the machine changes (ERR_NETWORK_CHANGED): Docker adds and
 // removes bridges and veths for every container that other tests start. A navigation dropped that way either
-// rejects page.goto with that error or never settles, so goto watches the page's failed navigation requests and
-// navigates again as soon as one shows the drop, instead of waiting for page.goto to time out.
+// rejects page.goto with that error or never settles; one whose document arrived but whose scripts or styles were
+// dropped loads a page that never runs. So goto watches the main frame's failed requests while it loads, the
+// document's and its subresources', and navigates again as soon as one shows the drop, instead of waiting for
+// page.goto or the page's own progress to time out.
 
 const dropText = /ERR_NETWORK_CHANGED/;
 
-// droppedNavigation resolves when a navigation request of page's main frame fails because the network changed.
-// cancel stops watching.
+// droppedNavigation resolves when a request of page's main frame (its document or a subresource) fails because the
+// network changed. cancel stops watching.
 function droppedNavigation(page) {
   let cancel;
   const dropped = new Promise((resolve) => {
     const onFailed = (r) => {
-      if (r.isNavigationRequest() && r.frame() === page.mainFrame() && dropText.test((r.failure() || {}).errorText || '')) {
+      if (r.frame() === page.mainFrame() && dropText.test((r.failure() || {}).errorText || '')) {
         resolve('dropped');
       }
     };
