@@ -54,6 +54,7 @@ func init() {
 //	        warm_pool     2
 //	        warm_pool_max 20     (the pool grows with demand up to this; default: warm_pool)
 //	        network       internal|bridge|none|<docker network>
+//	        network_spares 2     (network namespaces made ahead for cold creates; internal or bridge, Docker)
 //	        connect_mode  container_network|host_port
 //	        runtime       runsc
 //	        app_port      3000
@@ -224,6 +225,8 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			err = oneInt(d, &p.WarmPoolSize)
 		case "warm_pool_max":
 			err = oneInt(d, &p.WarmPoolMax)
+		case "network_spares":
+			err = oneInt(d, &p.NetworkSpares)
 		case "network":
 			err = oneString(d, &p.Network)
 		case "connect_mode":

@@ -98,6 +98,10 @@ type ContainerSpec struct {
 	// AgentVolumeLabels go on that volume: the namespace's managed label, without an instance or workspace, so
 	// no orphan sweep takes it and removing the namespace does.
 	AgentVolumeLabels map[string]string
+	// HolderLabels, set when the profile keeps network spares (Profile.NetworkSpares), go on the network holders a
+	// driver makes ahead for such sandboxes to join: the namespace's managed and instance labels and labelHolder,
+	// so the orphan sweep removes a holder nothing joined. A driver without holders ignores them.
+	HolderLabels map[string]string
 }
 
 // ContainerState is what the engine reports about one container.
@@ -112,6 +116,8 @@ type ContainerState struct {
 	OOMKilled  bool
 	Error      string
 	FinishedAt time.Time
+	// JoinedTo is the container whose network namespace this one joined (its network holder), or "".
+	JoinedTo string
 }
 
 // VolumeInfo is what the engine reports about one volume.

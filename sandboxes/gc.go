@@ -216,8 +216,16 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 // that no entry owns and whose ID recorded does not hold (a fleet's fresh read of every gateway's records; nil
 // outside a fleet).
 func (m *Manager) removeOrphanContainers(ctx context.Context, containers []ContainerState, recorded map[string]bool, minAge time.Duration, now time.Time, rep *GCReport) {
+	// A network holder (Profile.NetworkSpares) belongs to the container that joined it, and goes with it; one that
+	// nothing joined (a spare, or the holder of a container that is gone) goes once it is older than minAge.
+	joined := map[string]bool{}
 	for _, c := range containers {
-		if now.Sub(c.Created) < minAge || recorded[c.ID] {
+		if c.JoinedTo != "" {
+			joined[c.JoinedTo] = true
+		}
+	}
+	for _, c := range containers {
+		if now.Sub(c.Created) < minAge || recorded[c.ID] || joined[c.ID] {
 			continue
 		}
 		id := c.Labels[m.label(labelID)]

@@ -51,3 +51,34 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 		t.Fatalf("a pass orphan_min_age after the last sweep did not sweep: %+v", rep)
 	}
 }
+
+// TestOrphanSweepKeepsJoinedHolders: a network holder a container joined stays however old; one nothing joined
+// goes once it is older than orphan_min_age, like any orphan.
+func TestOrphanSweepKeepsJoinedHolders(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}, GCInterval: time.Hour, OrphanMinAge: time.Hour})
+	ctx := context.Background()
+	holder := func(id string) *fakeContainer {
+		return &fakeContainer{state: ContainerState{ID: id, Running: true, Created: time.Now().Add(-2 * time.Hour), Labels: map[string]string{
+			m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelHolder): m.InternalNetwork()}}}
+	}
+	d.mu.Lock()
+	d.containers["h-joined"] = holder("h-joined")
+	d.containers["h-spare"] = holder("h-spare")
+	fresh := holder("h-fresh")
+	fresh.state.Created = time.Now()
+	d.containers["h-fresh"] = fresh
+	// What joined h-joined: a sandbox's container the Manager does not own either (its record is gone), younger than
+	// orphan_min_age, so it stays this sweep and keeps its holder.
+	d.containers["c-joiner"] = &fakeContainer{state: ContainerState{ID: "c-joiner", Running: true, Created: time.Now(), JoinedTo: "h-joined",
+		Labels: map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelID): "sandbox-gone"}}}
+	d.mu.Unlock()
+	rep := m.SweepOrphans(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, joined := d.containers["h-joined"]
+	_, spare := d.containers["h-spare"]
+	_, young := d.containers["h-fresh"]
+	if rep.OrphanContainers != 1 || !joined || spare || !young {
+		t.Fatalf("sweep %+v: joined holder kept %v, old spare kept %v, young spare kept %v; want only the old spare removed", rep, joined, spare, young)
+	}
+}

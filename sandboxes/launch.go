@@ -481,10 +481,15 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		m.label(labelGeneration): fmt.Sprint(rec.Generation),
 		m.label(labelWorkspace):  rec.WorkspaceID,
 	}
-	return ContainerSpec{
+	spec := ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
 		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
 		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}
+	if p.NetworkSpares > 0 {
+		spec.HolderLabels = map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
+			m.label(labelHolder): spec.Network}
+	}
+	return spec
 }

@@ -16,6 +16,9 @@ const (
 	labelManagedWorkspace = "managed_workspace"
 	// labelAgentVolume marks the read-only volumes that carry the agent into other images (profile_image.go).
 	labelAgentVolume = "agent"
+	// labelHolder marks a network holder (Profile.NetworkSpares): a container that only keeps a network namespace
+	// for a sandbox to join. Its value is the network.
+	labelHolder = "holder"
 )
 
 func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }

@@ -44,6 +44,10 @@ const (
 	ConnectHostPort         = "host_port"         // a port published on 127.0.0.1
 )
 
+// MaxNetworkSpares bounds Profile.NetworkSpares: each spare is a running container (a sleeping process and its
+// shim, about 4 MB), and a burst past the spares still gets the engine's own network set-up.
+const MaxNetworkSpares = 16
+
 // Resources bounds what one sandbox may use. Field names follow Bay's profile schema (cpus, memory).
 type Resources struct {
 	// CPUs is a fraction of host CPUs (Docker NanoCPUs), e.g. 1.5.
@@ -78,6 +82,10 @@ type Profile struct {
 	WarmPoolMax int `json:"warm_pool_max,omitempty"`
 	// Network is none, bridge or internal (the default), or the name of an existing Docker network.
 	Network string `json:"network,omitempty"`
+	// NetworkSpares is how many network namespaces the Docker driver keeps made ahead on the profile's network: a
+	// cold create joins one instead of waiting for the engine to set up the sandbox's network (docs/lifecycle.md,
+	// "Network spares"). 0 makes none.
+	NetworkSpares int `json:"network_spares,omitempty"`
 	// ConnectMode is container_network (the default) or host_port.
 	ConnectMode string `json:"connect_mode,omitempty"`
 	// Runtime is the OCI runtime (e.g. runsc for gVisor); empty means the engine's default.
@@ -158,6 +166,12 @@ func (p *Profile) Validate() error {
 	if p.WarmPoolMax < 0 || (p.WarmPoolMax > 0 && p.WarmPoolMax < p.WarmPoolSize) {
 		return fmt.Errorf("profile %q: warm_pool_max must be 0 or at least warm_pool_size", p.ID)
 	}
+	if p.NetworkSpares < 0 || p.NetworkSpares > MaxNetworkSpares {
+		return fmt.Errorf("profile %q: network_spares must be between 0 and %d", p.ID, MaxNetworkSpares)
+	}
+	if p.NetworkSpares > 0 && (p.ConnectMode == ConnectHostPort || !(p.Network == "" || p.Network == NetworkInternal || p.Network == NetworkBridge)) {
+		return fmt.Errorf("profile %q: network_spares needs the gateway's own network (internal or bridge) and connect_mode %s", p.ID, ConnectContainerNetwork)
+	}
 	switch p.ConnectMode {
 	case "", ConnectContainerNetwork, ConnectHostPort:
 	default:
@@ -190,6 +204,7 @@ func (p *Profile) Hash() string {
 	shape.Description = ""
 	shape.WarmPoolSize = 0
 	shape.WarmPoolMax = 0
+	shape.NetworkSpares = 0
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""
 	shape.PauseTimeout = 0

@@ -67,6 +67,8 @@ type Driver struct {
 	// they are serialised: on a busy host this was most of a cold create's overhead over `docker run`).
 	policedMu sync.Mutex
 	policed   map[string]time.Time
+	// holders are the network namespaces made ahead for profiles with network spares (netholder.go).
+	holders *netHolders
 }
 
 // policedFresh is how long a Create's verification stands in for its Start's.
@@ -82,7 +84,7 @@ func New(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Driver{cli: cli, host: host, filter: newPacketFilter(), policed: map[string]time.Time{}}, nil
+	return &Driver{cli: cli, host: host, filter: newPacketFilter(), policed: map[string]time.Time{}, holders: newNetHolders()}, nil
 }
 
 // Client is the underlying Engine API client (tests use it to inspect what the driver made).
@@ -334,9 +336,18 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 			return "", err
 		}
 	}
+	holder := ""
+	if usesHolders(spec) {
+		if holder = d.takeHolder(ctx, spec.Network); holder != "" {
+			joinHolder(cfg, hc, holder) // netholder.go
+		}
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
 	perr := <-policed
 	if err != nil {
+		if holder != "" {
+			d.removeHolder(holder)
+		}
 		if perr != nil {
 			return "", perr
 		}
@@ -375,7 +386,14 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 			return "", err
 		}
 	}
-	if err := d.cli.ContainerStart(ctx, containerID, container.StartOptions{}); err != nil {
+	if usesHolders(spec) {
+		defer d.refillHolders(spec) // after this start, not beside it (netholder.go)
+	}
+	err := d.cli.ContainerStart(ctx, containerID, container.StartOptions{})
+	if err != nil {
+		err = d.retryWithHolder(ctx, containerID, err) // netholder.go
+	}
+	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("%w: %v", sandboxes.ErrContainerNotFound, err)
 		}
@@ -408,6 +426,12 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 			}
 		}
 		return "", errors.New("the agent port was not published")
+	}
+	if holder := holderOf(info); holder != "" {
+		// The address is the holder's: the sandbox joined its namespace.
+		if info, err = d.cli.ContainerInspect(ctx, holder); err != nil {
+			return "", fmt.Errorf("inspecting network holder %s: %w", holder, err)
+		}
 	}
 	if info.NetworkSettings != nil {
 		if ep := info.NetworkSettings.Networks[spec.Network]; ep != nil && ep.IPAddress != "" {
@@ -450,12 +474,19 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	defer d.freezers.forget(containerID)
 	defer d.cpu.forget(containerID)
 	defer d.stats.forget(containerID)
+	holder := ""
+	if info, err := d.cli.ContainerInspect(ctx, containerID); err == nil {
+		holder = holderOf(info)
+	}
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
 			return nil
 		}
 		return err
+	}
+	if holder != "" {
+		d.removeHolder(holder) // its sandbox's alone (netholder.go)
 	}
 	return nil
 }
@@ -511,6 +542,9 @@ func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes
 			Paused: c.State == container.StatePaused}
 		if len(c.Names) > 0 {
 			st.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if nm := container.NetworkMode(c.HostConfig.NetworkMode); nm.IsContainer() {
+			st.JoinedTo = nm.ConnectedContainer()
 		}
 		if st.Running && d.frozenHere(ctx, c.ID, nil) {
 			st.Running, st.Paused = false, true
@@ -584,7 +618,10 @@ func (d *Driver) Events(ctx context.Context, key, value string) (<-chan sandboxe
 	return out, outErr
 }
 
-// Close closes the client; containers are untouched.
-func (d *Driver) Close() error { return d.cli.Close() }
+// Close removes the spare network holders and closes the client; sandboxes' containers are untouched.
+func (d *Driver) Close() error {
+	d.closeHolders()
+	return d.cli.Close()
+}
 
 var _ sandboxes.Driver = (*Driver)(nil)
