@@ -262,13 +262,7 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 	if p.HasCapability(sandboxes.CapBrowser) {
 		hc.ShmSize = browserShmBytes
 	}
-	if p.Network == "" || p.Network == sandboxes.NetworkInternal {
-		// Docker's embedded resolver answers the names of the network's containers itself and forwards every
-		// other name to the host's resolvers, from the host's own namespace when those are loopback addresses:
-		// a sandbox with no route out could still leak data in the names it looks up. Its only upstream is
-		// the sandbox's own loopback, so a looked-up name never leaves the sandbox.
-		hc.DNS = []string{InternalDNS}
-	}
+	hc.DNS = resolvers(p)
 	for _, b := range spec.HostBinds {
 		parts := strings.Split(b, ":")
 		m := mount.Mount{Type: mount.TypeBind, Source: parts[0], Target: parts[1]}
@@ -285,6 +279,18 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		hc.PortBindings = nat.PortMap{agentPort(spec): {{HostIP: "127.0.0.1", HostPort: ""}}}
 	}
 	return hc, nil
+}
+
+// resolvers is the upstream of a sandbox's embedded resolver, nil for the engine's default. Docker's embedded
+// resolver answers the names of the network's containers itself and forwards every other name to the host's
+// resolvers, from the host's own namespace when those are loopback addresses: a sandbox with no route out could
+// still leak data in the names it looks up. On the internal network its only upstream is the sandbox's own
+// loopback, so a looked-up name never leaves the sandbox.
+func resolvers(p sandboxes.Profile) []string {
+	if p.Network == "" || p.Network == sandboxes.NetworkInternal {
+		return []string{InternalDNS}
+	}
+	return nil
 }
 
 func agentPort(spec sandboxes.ContainerSpec) nat.Port {

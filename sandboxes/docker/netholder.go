@@ -132,14 +132,10 @@ func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (
 		Entrypoint: []string{"sleep", "infinity"}, Cmd: []string{},
 		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 	}
-	sandboxHC, err := HostConfig(spec)
-	if err != nil {
-		return "", err
-	}
 	yes := true
 	pids := int64(8)
 	hc := &container.HostConfig{
-		NetworkMode: container.NetworkMode(spec.Network), DNS: sandboxHC.DNS,
+		NetworkMode: container.NetworkMode(spec.Network), DNS: resolvers(spec.Profile),
 		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges:true"}, Init: &yes, ReadonlyRootfs: true,
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 		Resources: container.Resources{Memory: holderMemory, MemorySwap: holderMemory, NanoCPUs: 1e8, PidsLimit: &pids},
