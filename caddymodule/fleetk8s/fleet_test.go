@@ -2,10 +2,15 @@ package fleetk8s_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,67 +19,100 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
+// fleetAPIKey and fleetSecret stand for the Secret `sandgate` of deploy/kubernetes (api-key, ticket-secret).
 const (
-	fleetKey    = "kfleet-test-key-alice-0123456789"
+	fleetAPIKey = "kfleet-test-key-0123456789abcdef"
 	fleetSecret = "kfleet-secret-0123456789abcdef0123456789"
+	// fleetDomain and fleetContentDomain stand for the settings SANDGATE_DOMAIN and SANDGATE_CONTENT_DOMAIN: names
+	// under .localhost, which Caddy certifies with its local CA (kept in Redis like any certificate).
+	fleetDomain        = "sandgate.localhost"
+	fleetContentDomain = "sandbox.sandgate.localhost"
 )
 
-// gateway is one gateway process of the fleet and the base URL of its site.
+// gateway is one gateway process of the fleet, running deploy/kubernetes/Caddyfile as it ships: base is its Bay
+// port (the Service sandgate-api), httpsPort its HTTPS port (the LoadBalancer's 443).
 type gateway struct {
 	name, caddyfile, base string
+	httpsPort             int
 	g                     *testenv.Gateway
 }
 
-// fleetCaddyfile is one gateway: the kubernetes driver with state kubernetes on the test's namespace (a short
-// Lease, so a killed leader's successor is seen within seconds), the Bay API, tickets spent in Redis, the edge.
-func fleetCaddyfile(name string, port int, kubeconfig, ns, label, redisAddr string) string {
-	return fmt.Sprintf(`{
-	admin {$SANDGATE_ADMIN}
-	auto_https off
-	sandboxes {
-		namespace %s
-		gc_interval 1s
-		driver kubernetes {
-			kubeconfig %s
-			namespace %s
-			image_pull_policy Never
-			state kubernetes {
-				identity %s
-				lease_duration 6s
-				renew_deadline 4s
-				retry_period 500ms
-			}
-		}
-		profile small {
-			image %s
-			cpus 0.5
-			memory 256m
-			disk 64m
-			capabilities shell filesystem
-		}
+// shippedGatewayEnv is the environment the Deployment of deploy/kubernetes gives each replica (its settings, its
+// Secret, POD_NAME), with this test's values, plus what a Pod does not need: the ServiceAccount's kubeconfig (a
+// Pod has its token mounted) and ports of the test's own (a Pod owns 80, 443 and 8114).
+func shippedGatewayEnv(name, kubeconfig, sandboxNS string, redis *testenv.Redis, httpPort, httpsPort, bayPort int) []string {
+	return []string{
+		"SANDGATE_DOMAIN=" + fleetDomain,
+		"SANDGATE_CONTENT_DOMAIN=" + fleetContentDomain,
+		"SANDGATE_SANDBOX_NAMESPACE=" + sandboxNS,
+		"SANDGATE_SANDBOX_IMAGE=" + testenv.KubeImage("base"),
+		"SANDGATE_BROWSER_IMAGE=" + testenv.KubeImage("browser"),
+		"SANDGATE_REDIS_ADDRESS=" + redis.Addr,
+		"POD_NAME=" + name,
+		"SANDGATE_TICKET_SECRET=" + fleetSecret,
+		"BAY_API_KEY=" + fleetAPIKey,
+		"REDIS_PASSWORD=" + redis.Password,
+		"SANDGATE_KUBECONFIG=" + kubeconfig,
+		fmt.Sprintf("SANDGATE_HTTP_PORT=%d", httpPort),
+		fmt.Sprintf("SANDGATE_HTTPS_PORT=%d", httpsPort),
+		fmt.Sprintf("SANDGATE_BAY_PORT=%d", bayPort),
 	}
 }
 
-http://127.0.0.1:%d {
-	sandbox_api {
-		key %s alice
-		ticket_secret {env.FLEET_TICKET_SECRET}
-	}
-	sandbox_ticket /sandboxes/* {
-		secret {env.FLEET_TICKET_SECRET}
-		replay_redis {
-			address %s
-			password {env.FLEET_REDIS_PASSWORD}
-			key_prefix kfleet-test:
-		}
-	}
-	sandbox_proxy /sandboxes/*
+// httpsClient reaches a gateway's HTTPS port as a browser reaches the LoadBalancer: SNI and Host are fleetDomain,
+// the connection goes to 127.0.0.1, and the certificate must chain to roots.
+func (g *gateway) httpsClient(roots *x509.CertPool) *http.Client {
+	addr := fmt.Sprintf("127.0.0.1:%d", g.httpsPort)
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		TLSClientConfig: &tls.Config{ServerName: fleetDomain, RootCAs: roots},
+	}}
 }
-`, label, kubeconfig, ns, name, testenv.KubeImage("base"), port, fleetKey, redisAddr)
+
+// httpsURL is path on the gateway's origin as the browser names it.
+func (g *gateway) httpsURL(scheme, path string) string {
+	return fmt.Sprintf("%s://%s:%d%s", scheme, fleetDomain, g.httpsPort, path)
+}
+
+// servesOrigin reports whether the gateway's HTTPS origin answers as deploy/kubernetes/Caddyfile's does. With roots
+// nil any certificate is taken (the CA is not known yet); seen, when not nil, gets the certificate served.
+func (g *gateway) servesOrigin(ctx context.Context, roots *x509.CertPool, seen func(*x509.Certificate)) bool {
+	client := g.httpsClient(roots)
+	if roots == nil {
+		client.Transport.(*http.Transport).TLSClientConfig.InsecureSkipVerify = true
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.httpsURL("https", "/"), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if seen != nil && resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
+		seen(resp.TLS.PeerCertificates[0])
+	}
+	return resp.StatusCode == http.StatusOK && string(body) == "sandgate gateway"
+}
+
+// sharedFile reads a file of the fleet's certificate storage (`storage redis` with the default prefix) through the
+// storage's own code.
+func sharedFile(ctx context.Context, r *testenv.Redis, key string) ([]byte, error) {
+	client, err := redisstore.NewClient(redisstore.Options{Addr: r.Addr, Password: r.Password})
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	return redisstore.NewStorage(client, "sandgate:certmagic:", 0).Load(ctx, key)
 }
 
 // api calls a gateway's Bay API as alice and decodes a JSON answer into out (when not nil).
@@ -84,7 +122,7 @@ func (g *gateway) api(t *testing.T, ctx context.Context, method, path, body stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+fleetKey)
+	req.Header.Set("Authorization", "Bearer "+fleetAPIKey)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -129,41 +167,77 @@ func (g *gateway) lists(t *testing.T, ctx context.Context, id string) bool {
 	return strings.Contains(string(raw), `"`+id+`"`)
 }
 
-// TestFleetOnKubernetes: two real gateway processes, both with the kubernetes driver and state kubernetes on one
-// namespace of the test cluster, sharing one redis-server for spent tickets. A sandbox created through A is
-// executed in, reached by a terminal WebSocket and listed through B; a terminal ticket minted through A is spent
-// through B and then refused through A. After kill -9 of A, B still lists it and executes in it and takes the GC
-// Lease; A restarted adopts it without restarting it (a mark in its /tmp is still there, and its workspace), and a
-// delete through B leaves it listed by neither.
+// TestFleetOnKubernetes runs deploy/kubernetes as it ships, on the test cluster. Every object it renders to
+// (`kubectl kustomize`) passes the API server's strict validation (a server-side dry run); its Namespaces and RBAC
+// are applied for real, and two gateway processes run its Caddyfile as the ServiceAccount it binds, with the
+// environment its Deployment gives a replica, sharing one redis-server as their Redis. So the Role is enough for
+// everything a fleet does, the namespace's Pod Security level admits the sandboxes, and the Caddyfile works as a
+// fleet:
+//   - a sandbox created through A is executed in and listed through B;
+//   - a terminal ticket minted through A opens a WebSocket through B's HTTPS origin and is then refused through A;
+//   - both serve the same certificate, obtained once and kept in Redis;
+//   - after kill -9 of A, B still lists it and executes in it and takes the GC Lease; A restarted adopts it
+//     without restarting it (a mark in its /tmp is still there, and its workspace);
+//   - a delete through B leaves it listed by neither.
 func TestFleetOnKubernetes(t *testing.T) {
 	kube := testenv.KubeCluster(t)
 	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := kube.Namespace(t, "sgkf")
-	label := testenv.Unique("sgkf")
-	redis := testenv.StartRedis(t)
-	env := []string{"FLEET_REDIS_PASSWORD=" + redis.Password, "FLEET_TICKET_SECRET=" + fleetSecret}
-	testenv.CaddyBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	ns, gatewayNS := kube.Namespace(t, "sgkf"), kube.Namespace(t, "sgkg")
 
+	objs := shippedManifests(ctx, t, kube, gatewayNS, ns)
+	if out, err := applyObjects(ctx, kube, objs, "--dry-run=server", "--validate=strict"); err != nil {
+		t.Fatalf("deploy/kubernetes, server-side dry run: %v\n%s", err, out)
+	}
+	if out, err := applyObjects(ctx, kube, ofKind(objs, "Namespace", "ServiceAccount", "Role", "RoleBinding")); err != nil {
+		t.Fatalf("applying deploy/kubernetes' namespaces and RBAC: %v\n%s", err, out)
+	}
+	kubeconfig := serviceAccountKubeconfig(ctx, t, kube, gatewayNS, "sandgate-gateway")
+	caddyfile, err := os.ReadFile(filepath.Join(deployDir(), "Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redis := testenv.StartRedis(t)
+	testenv.CaddyBinary(t)
+
+	// A first, then B: Caddy makes its local CA without a lock, so gateways sharing an empty storage start one at a
+	// time (docs/kubernetes.md); B then loads A's CA and certificate from Redis.
 	var gws [2]*gateway
 	for i, name := range []string{"gw-a", "gw-b"} {
-		port := testenv.FreePort(t)
-		gw := &gateway{name: name, base: fmt.Sprintf("http://127.0.0.1:%d", port),
-			caddyfile: fleetCaddyfile(name, port, kube.Kubeconfig, ns, label, redis.Addr)}
-		gw.g = testenv.StartGateway(t, gw.caddyfile, testenv.GatewayOptions{Env: env})
+		bay, httpsPort := testenv.FreePort(t), testenv.FreePort(t)
+		gw := &gateway{name: name, base: fmt.Sprintf("http://127.0.0.1:%d", bay), httpsPort: httpsPort, caddyfile: string(caddyfile)}
+		gw.g = testenv.StartGateway(t, gw.caddyfile, testenv.GatewayOptions{
+			Env: shippedGatewayEnv(name, kubeconfig, ns, redis, testenv.FreePort(t), httpsPort, bay)})
+		testenv.WaitUntil(t, name+" to answer on its origin", func() bool { return gw.servesOrigin(ctx, nil, nil) })
 		gws[i] = gw
 	}
 	a, b := gws[0], gws[1]
+	roots := x509.NewCertPool()
+	root, err := sharedFile(ctx, redis, "pki/authorities/local/root.crt")
+	if err != nil || !roots.AppendCertsFromPEM(root) {
+		t.Fatalf("the local CA's root in Redis: %v %q", err, root)
+	}
+	serials := map[string]bool{}
+	for _, gw := range gws {
+		var leaf *x509.Certificate
+		if !gw.servesOrigin(ctx, roots, func(c *x509.Certificate) { leaf = c }) {
+			t.Fatalf("%s's origin with the CA kept in Redis: not served\n%s", gw.name, gw.g.Logs())
+		}
+		serials[leaf.SerialNumber.String()] = true
+	}
+	if len(serials) != 1 {
+		t.Fatalf("the two gateways serve different certificates for %s: serials %v", fleetDomain, serials)
+	}
 
 	// Create through A; B lists it and executes in it.
 	var sb struct {
 		ID string `json:"id"`
 	}
-	if code := a.api(t, ctx, http.MethodPost, "/v1/sandboxes", `{"profile":"small"}`, &sb); code != http.StatusCreated || sb.ID == "" {
+	if code := a.api(t, ctx, http.MethodPost, "/v1/sandboxes", `{"profile":"python-default"}`, &sb); code != http.StatusCreated || sb.ID == "" {
 		t.Fatalf("create through A: %d %+v", code, sb)
 	}
 	testenv.WaitUntil(t, "B to list A's sandbox", func() bool { return b.lists(t, ctx, sb.ID) })
@@ -183,7 +257,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 		t.Fatalf("ticket through A: %d", code)
 	}
 	wsPath := "/sandboxes/" + sb.ID + "/terminal/ws?pty=" + pty.ID + "&ticket=" + tk.Ticket
-	c, _, err := websocket.Dial(ctx, strings.Replace(b.base, "http://", "ws://", 1)+wsPath, nil)
+	c, _, err := websocket.Dial(ctx, b.httpsURL("wss", wsPath), &websocket.DialOptions{HTTPClient: b.httpsClient(roots)})
 	if err != nil {
 		t.Fatalf("terminal through B: %v", err)
 	}
@@ -191,7 +265,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 		t.Fatalf("terminal echo through B: %v", err)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
-	if _, resp, err := websocket.Dial(ctx, strings.Replace(a.base, "http://", "ws://", 1)+wsPath, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+	if _, resp, err := websocket.Dial(ctx, a.httpsURL("wss", wsPath), &websocket.DialOptions{HTTPClient: a.httpsClient(roots)}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the spent ticket through A: %v %v", resp, err)
 	}
 
