@@ -196,6 +196,15 @@ func TestFleetOnKubernetes(t *testing.T) {
 	if out, err := applyObjects(ctx, kube, ofKind(objs, "Namespace", "ServiceAccount", "Role", "RoleBinding")); err != nil {
 		t.Fatalf("applying deploy/kubernetes' namespaces and RBAC: %v\n%s", err, out)
 	}
+	// The API server's authorizer follows RBAC objects through a watch: wait until it grants what was applied, so the
+	// gateways' start-up check does not race it.
+	sa := "system:serviceaccount:" + gatewayNS + ":sandgate-gateway"
+	if err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		_, err := kube.Run(ctx, "auth", "can-i", "update", "leases.coordination.k8s.io", "-n", ns, "--as", sa)
+		return err == nil, err
+	}); err != nil {
+		t.Fatalf("the shipped Role never reached %s: %v", sa, err)
+	}
 	kubeconfig := serviceAccountKubeconfig(ctx, t, kube, gatewayNS, "sandgate-gateway")
 	caddyfile, err := os.ReadFile(filepath.Join(deployDir(), "Caddyfile"))
 	if err != nil {
