@@ -74,10 +74,7 @@ func (d *Driver) injectAgent(ctx context.Context, spec sandboxes.ContainerSpec, 
 		argv = nil // one of our images: its entrypoint is the agent the volume already runs
 	}
 	cfg.Entrypoint = append([]string{path.Join(sandboxes.AgentMountPoint, sandboxes.AgentBinaryName), agentapi.ArgSupervise, "--"}, argv...)
-	cfg.Cmd = nil // Docker keeps no image CMD once the entrypoint is set
-	// The image's HEALTHCHECK probes its own service, which may not be up in our sandbox's shape; the gateway
-	// probes the agent itself.
-	cfg.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+	cfg.Cmd = nil // Docker keeps no image CMD once the entrypoint is set (the image's HEALTHCHECK is off for every sandbox: noHealthcheck)
 	hc.Mounts = append(hc.Mounts, mount.Mount{
 		Type: mount.TypeVolume, Source: vol, Target: sandboxes.AgentMountPoint, ReadOnly: true,
 		VolumeOptions: &mount.VolumeOptions{NoCopy: true},

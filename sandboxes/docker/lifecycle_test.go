@@ -15,8 +15,9 @@ import (
 )
 
 // TestSandboxContainerHardened: what the Docker engine makes of a sandbox (the conformance suite checks the
-// lifecycle on every driver; this checks the Docker driver's container itself): hardening, tmpfs, the namespace's
-// internal network, identity labels, and an environment that carries the token's digest, never the token.
+// lifecycle on every driver; this checks the Docker driver's container itself): hardening, no engine health check,
+// tmpfs, the namespace's internal network, identity labels, and an environment that carries the token's digest,
+// never the token.
 func TestSandboxContainerHardened(t *testing.T) {
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}})
 	sb := h.create("small")
@@ -29,6 +30,11 @@ func TestSandboxContainerHardened(t *testing.T) {
 		hc.PidsLimit == nil || *hc.PidsLimit != 128 || !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") ||
 		hc.LogConfig.Config["max-size"] != "10m" || len(hc.Binds) != 0 {
 		t.Fatalf("hardening not applied: user=%q %+v", info.Config.User, hc)
+	}
+	// Our image's HEALTHCHECK is off: the gateway probes the agent itself, and the engine's check would run a
+	// process in every idle sandbox every 10 s.
+	if info.Config.Healthcheck == nil || !slices.Equal(info.Config.Healthcheck.Test, []string{"NONE"}) || info.State.Health != nil {
+		t.Errorf("the engine still health-checks the sandbox: %+v %+v", info.Config.Healthcheck, info.State.Health)
 	}
 	if !strings.Contains(hc.Tmpfs["/tmp"], "exec") || !strings.Contains(hc.Tmpfs["/home/sandbox"], "uid=65532") {
 		t.Errorf("tmpfs mounts: %v", hc.Tmpfs)

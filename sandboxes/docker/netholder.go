@@ -130,7 +130,7 @@ func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (
 	cfg := &container.Config{
 		Image: image, User: SandboxUser, Hostname: "sandbox", Labels: spec.HolderLabels,
 		Entrypoint: []string{"sleep", "infinity"}, Cmd: []string{},
-		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+		Healthcheck: noHealthcheck(),
 	}
 	yes := true
 	pids := int64(8)
