@@ -103,19 +103,26 @@ func TestBayParityContract(t *testing.T) {
 	})
 
 	t.Run("warm claim is ready", func(t *testing.T) {
-		// The pool member is usable once Docker reports the image's health check healthy (the Manager's own probe
-		// passed before that).
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			out, _ := exec.Command("docker", "ps", "-q", "--filter", "label="+g.ns+".profile=python-warm", "--filter", "health=healthy").Output()
-			if len(strings.Fields(string(out))) > 0 {
-				break
+		// The pool member is usable once its pool counts it ready (the Manager's own probe reached its agent), as the
+		// admin endpoint reports it.
+		admin := client.New("http://"+g.AdminAddr, "")
+		testenv.WaitUntil(t, "the warm pool to fill", func() bool {
+			var pools struct {
+				Pools []struct {
+					Profile string `json:"profile"`
+					Ready   int    `json:"ready"`
+				} `json:"pools"`
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("the warm pool never filled")
+			if err := admin.Do(ctx, http.MethodGet, "/sandbox-pools", nil, &pools); err != nil {
+				return false
 			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			for _, p := range pools.Pools {
+				if p.Profile == "python-warm" && p.Ready > 0 {
+					return true
+				}
+			}
+			return false
+		})
 		var sb map[string]any
 		if err := c.Do(ctx, http.MethodPost, "/v1/sandboxes", map[string]any{"profile": "python-warm"}, &sb); err != nil {
 			t.Fatal(err)
