@@ -192,7 +192,7 @@ func BenchmarkPool(b *testing.B) {
 	tick.Stop()
 	wg.Wait()
 	adapted := waitPool(pool, "pool", func(s sandboxes.PoolStats) bool { return s.Target > 1 && s.Ready >= s.Target })
-	b.Logf("after the warm-up: pool target %d (peak %d creates within a measured cold start of %.2f s), refill concurrency in use %d",
+	b.Logf("after the warm-up: pool target %d (peak %d creates before a claimed member could be back; measured cold start %.2f s), refill concurrency in use %d",
 		adapted.Target, adapted.PeakDemand, adapted.ColdStartSec, func() int { _, c := pool.WarmPools(); return c }())
 	adaptedD, warm := burst(pool, "pool", n)
 	a95 := testenv.Percentile(adaptedD, .95)

@@ -15,7 +15,8 @@ import (
 
 // The warm pool follows demand. Per profile it remembers create arrivals over warm_demand_window and the measured
 // time from launch to ready (the cold start). A member claimed now is replaced one cold start later at the
-// earliest, so the pool must hold what arrives within one cold start: its target is that peak times headroom,
+// earliest, and later still when more are claimed than refills run at once, so the pool must hold what arrives
+// before its claimed members can be back (demandBeforeRefill): its target is that peak times headroom,
 // never below warm_pool (the floor) and never above warm_pool_max (or warm_pool when no max is set) or what
 // max_sandboxes leaves. Once the peak leaves the window the target falls back and the surplus is removed.
 //
@@ -63,7 +64,8 @@ type PoolStats struct {
 	Hits       uint64 `json:"hits"`
 	Prestarted uint64 `json:"prestarted"`
 	Misses     uint64 `json:"misses"`
-	// PeakDemand is the most creates seen within one cold start over the demand window.
+	// PeakDemand is the most creates seen before a claimed member could be back (one cold start, or more when the
+	// claims outnumber the refill slots) over the demand window: what Target is made from.
 	PeakDemand     int     `json:"peak_demand"`
 	ColdStartSec   float64 `json:"cold_start_seconds"`
 	LastRefillSec  float64 `json:"last_refill_seconds"`
@@ -86,7 +88,8 @@ func (m *Manager) WarmPools() (pools []PoolStats, refillConcurrency int) {
 		hash := p.Hash()
 		s := PoolStats{Profile: p.ID, Floor: p.WarmPoolSize, Max: p.warmCeiling(), Target: ps.target,
 			Ready: ready[hash], Starting: starting[hash], HeldRefills: held[hash], Hits: ps.hits, Prestarted: ps.prestarted, Misses: ps.misses,
-			PeakDemand: ps.demand.peak(m.coldStartLocked(ps)), ColdStartSec: m.coldStartLocked(ps).Seconds(),
+			PeakDemand:    ps.demand.demandBeforeRefill(m.coldStartLocked(ps), m.tuner.limit(), m.cfg.WarmDemandWindow),
+			ColdStartSec:  m.coldStartLocked(ps).Seconds(),
 			LastRefillSec: ps.lastRefill.Seconds(), Refills: ps.refills, RefillFailures: ps.refillFails, LastError: ps.lastError}
 		if now.Before(ps.backoff) {
 			t := ps.backoff
@@ -230,7 +233,7 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			ps.target = 0
 			continue
 		}
-		ps.target = poolTarget(ps.demand.peak(m.coldStartLocked(ps)), p.WarmPoolSize, ceiling)
+		ps.target = poolTarget(ps.demand.demandBeforeRefill(m.coldStartLocked(ps), limit, m.cfg.WarmDemandWindow), p.WarmPoolSize, ceiling)
 		hash := p.Hash()
 		if surplus := ready[hash] + starting[hash] - ps.target; surplus > 0 {
 			shrink = append(shrink, m.shrinkLocked(hash, surplus)...)

@@ -52,8 +52,34 @@ func (d *demandWindow) peak(w time.Duration) int {
 	return best
 }
 
-// poolTarget is the number of members a pool keeps: the peak demand within one cold start, times headroom,
-// bounded by [floor, ceiling].
+// maxRefillRounds bounds how far demandBeforeRefill widens its window (each round is one peak, O(n)).
+const maxRefillRounds = 16
+
+// demandBeforeRefill is the demand a pool must hold: the most creates that arrive before the members they claim can
+// be back. A claimed member is replaced one cold start later only while a refill slot is free: with k claims and
+// slots refills at a time the last replacement is ready ceil(k/slots) cold starts later, and whatever arrives in
+// between must find the pool stocked too. So the window starts at one cold start and widens to ceil(peak/slots)
+// cold starts while the peak inside it outnumbers the slots (a fast engine's short cold start no longer hides an
+// overload its refills cannot keep up with), up to horizon, the demand remembered.
+func (d *demandWindow) demandBeforeRefill(coldStart time.Duration, slots int, horizon time.Duration) int {
+	w := coldStart
+	peak := d.peak(w)
+	for range maxRefillRounds {
+		if slots <= 0 || peak <= slots {
+			break
+		}
+		next := min(time.Duration((peak+slots-1)/slots)*coldStart, horizon)
+		if next <= w {
+			break
+		}
+		w = next
+		peak = d.peak(w)
+	}
+	return peak
+}
+
+// poolTarget is the number of members a pool keeps: the demand before a refill (demandBeforeRefill), times
+// headroom, bounded by [floor, ceiling].
 func poolTarget(peak int, floor, ceiling int) int {
 	t := int(math.Ceil(float64(peak) * warmHeadroom))
 	if t > ceiling {

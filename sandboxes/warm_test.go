@@ -11,6 +11,48 @@ import (
 // t0 is the fake clock's origin: the pool's arithmetic takes the time as an argument.
 var t0 = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
 
+// TestDemandBeforeRefill: the window stays one cold start while the refill slots outnumber the claims in it, and
+// widens when they do not, so an overload a fast engine's refills cannot keep up with sizes the pool for all of it.
+func TestDemandBeforeRefill(t *testing.T) {
+	at := func(ms ...int) *demandWindow {
+		var d demandWindow
+		for _, m := range ms {
+			d.record(t0.Add(time.Duration(m) * time.Millisecond))
+		}
+		return &d
+	}
+	every := func(n int, gap time.Duration) *demandWindow {
+		var d demandWindow
+		for i := range n {
+			d.record(t0.Add(time.Duration(i) * gap))
+		}
+		return &d
+	}
+	tests := []struct {
+		name      string
+		d         *demandWindow
+		coldStart time.Duration
+		slots     int
+		horizon   time.Duration
+		want      int
+	}{
+		{"steady demand the refills keep up with: one cold start", every(30, time.Second), 3 * time.Second, 4, time.Minute, 3},
+		{"8/s for 3 s, 0.62 s cold start, 3 slots: all of it", every(24, 125*time.Millisecond), 620 * time.Millisecond, 3, time.Minute, 24},
+		{"the same on a slow engine, 3 s cold start", every(24, 125*time.Millisecond), 3 * time.Second, 3, time.Minute, 24},
+		{"one burst more than the slots: the burst, no more", at(0, 1, 2, 3, 4, 5, 5000, 10000), time.Second, 2, time.Minute, 6},
+		{"bounded by the horizon", every(100, 100*time.Millisecond), 500 * time.Millisecond, 1, 2 * time.Second, 20},
+		{"no slots measured yet: one cold start", every(24, 125*time.Millisecond), 620 * time.Millisecond, 0, time.Minute, 5},
+		{"no demand", at(), time.Second, 3, time.Minute, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.d.demandBeforeRefill(tt.coldStart, tt.slots, tt.horizon); got != tt.want {
+				t.Errorf("demand before refill %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDemandWindowPeakAndTarget(t *testing.T) {
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	tests := []struct {
