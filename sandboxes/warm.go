@@ -83,12 +83,13 @@ func (m *Manager) WarmPools() (pools []PoolStats, refillConcurrency int) {
 	defer m.mu.Unlock()
 	ready, starting := m.warmCountsLocked()
 	held, _ := m.holds.active(now)
+	limit := m.tuner.limit()
 	for _, p := range m.profiles {
 		ps := m.poolLocked(p.ID)
 		hash := p.Hash()
 		s := PoolStats{Profile: p.ID, Floor: p.WarmPoolSize, Max: p.warmCeiling(), Target: ps.target,
 			Ready: ready[hash], Starting: starting[hash], HeldRefills: held[hash], Hits: ps.hits, Prestarted: ps.prestarted, Misses: ps.misses,
-			PeakDemand:    ps.demand.demandBeforeRefill(m.coldStartLocked(ps), m.tuner.limit(), m.cfg.WarmDemandWindow),
+			PeakDemand:    m.demandLocked(ps, limit),
 			ColdStartSec:  m.coldStartLocked(ps).Seconds(),
 			LastRefillSec: ps.lastRefill.Seconds(), Refills: ps.refills, RefillFailures: ps.refillFails, LastError: ps.lastError}
 		if now.Before(ps.backoff) {
@@ -98,7 +99,7 @@ func (m *Manager) WarmPools() (pools []PoolStats, refillConcurrency int) {
 		pools = append(pools, s)
 	}
 	sort.Slice(pools, func(i, j int) bool { return pools[i].Profile < pools[j].Profile })
-	return pools, m.tuner.limit()
+	return pools, limit
 }
 
 // warmCeiling is the most members the profile's pool may hold.
@@ -121,6 +122,12 @@ func (m *Manager) coldStartLocked(ps *poolState) time.Duration {
 		return defaultColdStart
 	}
 	return time.Duration(ps.coldStart.v * float64(time.Second))
+}
+
+// demandLocked is the demand ps's pool sizes itself for, with slots refills at a time (demandBeforeRefill): the
+// one computation behind both the target and the peak_demand it reports.
+func (m *Manager) demandLocked(ps *poolState, slots int) int {
+	return ps.demand.demandBeforeRefill(m.coldStartLocked(ps), slots, m.cfg.WarmDemandWindow)
 }
 
 // noteDemandLocked records a create's arrival, served or not: a create refused at max_sandboxes is demand too.
@@ -233,7 +240,7 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			ps.target = 0
 			continue
 		}
-		ps.target = poolTarget(ps.demand.demandBeforeRefill(m.coldStartLocked(ps), limit, m.cfg.WarmDemandWindow), p.WarmPoolSize, ceiling)
+		ps.target = poolTarget(m.demandLocked(ps, limit), p.WarmPoolSize, ceiling)
 		hash := p.Hash()
 		if surplus := ready[hash] + starting[hash] - ps.target; surplus > 0 {
 			shrink = append(shrink, m.shrinkLocked(hash, surplus)...)
