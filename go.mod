@@ -11,6 +11,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	sigs.k8s.io/agent-sandbox v0.5.6
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -19,6 +19,9 @@ func init() {
 // KubernetesDriver is the `sandboxes.drivers.kubernetes` module: sandboxes are Pods in one namespace of a
 // cluster, their workspaces PersistentVolumeClaims (docs/kubernetes.md).
 type KubernetesDriver struct {
+	// Mode is what stands for a sandbox while its Pod is not running: "pods" (default; ConfigMaps, nothing to
+	// install) or "agent_sandbox" (kubernetes-sigs/agent-sandbox Sandboxes, whose controller runs the Pods).
+	Mode string `json:"mode,omitempty"`
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster service account.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Namespace holds every sandbox's objects; it must exist. Default "sandgate".
@@ -79,7 +82,7 @@ func (*KubernetesDriver) CaddyModule() caddy.ModuleInfo {
 }
 
 func (d *KubernetesDriver) config() kubernetes.Config {
-	return kubernetes.Config{Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
+	return kubernetes.Config{Mode: d.Mode, Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
 		WorkspaceSize: d.WorkspaceSize, CPURequest: d.CPURequest, ImagePullPolicy: d.ImagePullPolicy,
 		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, CopyImage: d.CopyImage, NoWorkspaceChown: d.NoWorkspaceChown}
 }
@@ -120,6 +123,7 @@ func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubern
 // UnmarshalCaddyfile reads
 //
 //	driver kubernetes {
+//	    mode              pods|agent_sandbox
 //	    kubeconfig        <path>
 //	    namespace         <ns>
 //	    storage_class     <name>
@@ -144,7 +148,7 @@ func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	}
 	for disp.NextBlock(0) {
 		opt := disp.Val()
-		one := map[string]*string{"kubeconfig": &d.Kubeconfig, "namespace": &d.Namespace, "storage_class": &d.StorageClass,
+		one := map[string]*string{"mode": &d.Mode, "kubeconfig": &d.Kubeconfig, "namespace": &d.Namespace, "storage_class": &d.StorageClass,
 			"workspace_size": &d.WorkspaceSize, "cpu_request": &d.CPURequest, "image_pull_policy": &d.ImagePullPolicy,
 			"copy_image": &d.CopyImage}
 		if dst, ok := one[opt]; ok {

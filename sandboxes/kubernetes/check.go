@@ -16,12 +16,29 @@ type permission struct {
 	verbs           []string
 }
 
-// Permissions is every API permission the driver needs in its namespace, and nothing more.
+// Permissions is every API permission the driver of mode pods needs in its namespace, and nothing more.
 var Permissions = []permission{
 	{"", "pods", []string{"get", "list", "watch", "create", "delete", "patch"}},
 	{"", "configmaps", []string{"get", "list", "create", "delete"}},
 	{"", "persistentvolumeclaims", []string{"get", "list", "create", "delete"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "delete"}},
+}
+
+// AgentSandboxPermissions is every API permission the driver of mode agent_sandbox needs in its namespace: its
+// records are Sandboxes instead of ConfigMaps, and it still creates Pods of its own for workspace copies.
+var AgentSandboxPermissions = []permission{
+	{"", "pods", []string{"get", "list", "watch", "create", "delete", "patch"}},
+	{"agents.x-k8s.io", "sandboxes", []string{"get", "list", "create", "delete", "patch"}},
+	{"", "persistentvolumeclaims", []string{"get", "list", "create", "delete"}},
+	{"networking.k8s.io", "networkpolicies", []string{"create", "delete"}},
+}
+
+// permissionsOf is the permission set of a mode.
+func permissionsOf(mode string) []permission {
+	if mode == ModeAgentSandbox {
+		return AgentSandboxPermissions
+	}
+	return Permissions
 }
 
 // Check verifies the API answers, the namespace exists, and the gateway's identity may do everything the driver
@@ -42,8 +59,13 @@ func (d *Driver) Check(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("reading kubernetes namespace %s: %w", d.cfg.Namespace, err)
 		}
 	}
+	if d.cfg.Mode == ModeAgentSandbox {
+		if err := d.checkAgentSandboxCRDs(); err != nil {
+			return nil, err
+		}
+	}
 	var missing []string
-	for _, p := range Permissions {
+	for _, p := range permissionsOf(d.cfg.Mode) {
 		for _, verb := range p.verbs {
 			ok, err := d.allowed(ctx, p.group, p.resource, verb)
 			if err != nil {

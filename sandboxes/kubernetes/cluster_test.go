@@ -379,3 +379,59 @@ func TestClusterWorkspaceCopy(t *testing.T) {
 	}
 
 }
+
+// TestClusterAgentSandboxMode: in mode agent_sandbox a sandbox is an agent-sandbox Sandbox that the cluster's own
+// controller runs: visible to kubectl, Ready while it runs, its Pod the controller's, Suspended (no Pod, the
+// workspace kept) while stopped, and gone after delete.
+func TestClusterAgentSandboxMode(t *testing.T) {
+	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.Mode = kubernetes.ModeAgentSandbox }, smallProfile("small"))
+	kube := testenv.KubeCluster(t)
+	ctx := context.Background()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := kube.Run(ctx, append([]string{"-n", c.ns}, args...)...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	sb, err := c.mgr.Create(ctx, sandboxes.CreateRequest{Profile: "small", Owner: "tester@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := c.ready(sb.ID)
+	if out := c.sh(tg, "echo kept > /workspace/keep.txt; cat /workspace/keep.txt"); out != "kept\n" {
+		t.Fatalf("exec answered %q", out)
+	}
+	names := strings.Fields(kubectl("get", "sandboxes.agents.x-k8s.io", "-o", "name"))
+	if len(names) != 1 {
+		t.Fatalf("want one Sandbox, kubectl lists %v", names)
+	}
+	name := names[0]
+	kubectl("wait", "--for=condition=Ready", "--timeout=2m", name)
+	pod := strings.TrimPrefix(name, "sandbox.agents.x-k8s.io/")
+	if owner := kubectl("get", "pod", pod, "-o", "jsonpath={.metadata.ownerReferences[0].kind}"); owner != "Sandbox" {
+		t.Fatalf("the Pod's owner is %q, not the Sandbox", owner)
+	}
+
+	if err := c.mgr.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if mode := kubectl("get", name, "-o", "jsonpath={.spec.operatingMode}"); mode != "Suspended" || c.count("pods") != 0 || c.count("claims") != 1 {
+		t.Fatalf("stopped: operatingMode %q, %d pods, %d claims", mode, c.count("pods"), c.count("claims"))
+	}
+	tg = c.ready(sb.ID)
+	if out := c.sh(tg, "cat /workspace/keep.txt"); out != "kept\n" {
+		t.Fatalf("workspace after restart: %q", out)
+	}
+
+	if err := c.mgr.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	kubectl("wait", "--for=delete", "--timeout=2m", name)
+	for _, what := range []string{"pods", "policies", "claims"} {
+		if n := c.count(what); n != 0 {
+			t.Errorf("%d %s left after delete", n, what)
+		}
+	}
+}

@@ -13,9 +13,15 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
-// TestConformance runs the driver conformance suite on the test cluster: each subtest's Manager namespace is also
-// the Kubernetes namespace its objects live in, made here and deleted after.
-func TestConformance(t *testing.T) {
+// TestConformance runs the driver conformance suite on the test cluster, in mode pods: each subtest's Manager
+// namespace is also the Kubernetes namespace its objects live in, made here and deleted after.
+func TestConformance(t *testing.T) { conformance(t, kubernetes.ModePods) }
+
+// TestConformanceAgentSandbox runs the same suite in mode agent_sandbox, against the agent-sandbox controller the
+// test cluster runs: every sandbox is a Sandbox whose Pod that controller makes.
+func TestConformanceAgentSandbox(t *testing.T) { conformance(t, kubernetes.ModeAgentSandbox) }
+
+func conformance(t *testing.T, mode string) {
 	kube, cs := clusterClient(t)
 	cgroupV2, err := kube.NodeCgroupV2()
 	if err != nil {
@@ -25,7 +31,7 @@ func TestConformance(t *testing.T) {
 		Image:     clusterImage(),
 		Namespace: func(t *testing.T) string { return kube.Namespace(t, "sgc") },
 		Driver: func(t *testing.T, ns string) sandboxes.Driver {
-			drv, err := kubernetes.New(kubernetes.Config{Kubeconfig: kube.Kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
+			drv, err := kubernetes.New(kubernetes.Config{Mode: mode, Kubeconfig: kube.Kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
 			if err != nil {
 				t.Fatalf("kubernetes driver: %v", err)
 			}
@@ -62,6 +68,13 @@ func TestConformance(t *testing.T) {
 			}
 			for _, c := range cms.Items {
 				left = append(left, "container record "+c.Name)
+			}
+			sbs, err := kube.Run(ctx, "get", "sandboxes.agents.x-k8s.io", "-n", ns, "-o", "name")
+			if err != nil {
+				return nil, err
+			}
+			for _, name := range strings.Fields(string(sbs)) {
+				left = append(left, "agent-sandbox "+name)
 			}
 			pvcs, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {

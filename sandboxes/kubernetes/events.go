@@ -186,7 +186,7 @@ func (t *podTracker) handle(typ watch.EventType, pod *corev1.Pod) []sandboxes.Co
 
 // deathEvents report a terminal Pod: oom first when the kernel's OOM killer ended it, then die with the exit code.
 func deathEvents(pod *corev1.Pod, labels map[string]string) []sandboxes.ContainerEvent {
-	st := stateOf(&corev1.ConfigMap{ObjectMeta: pod.ObjectMeta}, pod)
+	st := stateOf(&pod.ObjectMeta, pod)
 	at := orNow(st.FinishedAt)
 	var evs []sandboxes.ContainerEvent
 	if st.OOMKilled {

@@ -5,8 +5,9 @@
 // cluster sees (state.go, events.go).
 //
 // A Docker container outlives its process: created, running, stopped and dead are all states of one object the
-// Manager can inspect and start again. A Pod cannot be restarted, so the "container" here is a ConfigMap, the
-// container record, holding the Pod it stands for (lifecycle.go):
+// Manager can inspect and start again. A Pod cannot be restarted, so the "container" here is a container record
+// standing for the Pod (records.go): a ConfigMap holding it (mode pods), or a kubernetes-sigs/agent-sandbox
+// Sandbox whose podTemplate it is (mode agent_sandbox, agentsandbox.go). Either way (lifecycle.go):
 //
 //	created, not started: the record, no Pod
 //	running:              the record and its Pod
@@ -23,6 +24,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,8 +43,20 @@ const (
 	DefaultGatewayLabel = "app.kubernetes.io/name=sandgate-gateway"
 )
 
+// The driver's modes: what a container record is (records.go).
+const (
+	// ModePods keeps each record as a ConfigMap and creates its Pod itself: nothing needs installing in the
+	// cluster. The default.
+	ModePods = "pods"
+	// ModeAgentSandbox keeps each record as a kubernetes-sigs/agent-sandbox Sandbox (agents.x-k8s.io/v1beta1)
+	// whose controller creates and deletes its Pod: the CRDs and the controller must be installed.
+	ModeAgentSandbox = "agent_sandbox"
+)
+
 // Config is how the driver reaches its cluster and shapes its objects.
 type Config struct {
+	// Mode is ModePods (default) or ModeAgentSandbox.
+	Mode string
 	// Kubeconfig is a kubeconfig file; empty means the in-cluster service account (KUBECONFIG is not read, so a
 	// gateway never talks to a cluster its configuration does not name).
 	Kubeconfig string
@@ -71,8 +85,9 @@ type Config struct {
 
 // Driver talks to one namespace of one cluster.
 type Driver struct {
-	cs  kubernetes.Interface
-	cfg Config
+	cs   kubernetes.Interface
+	cfg  Config
+	recs records
 
 	workspaceSize resource.Quantity
 	cpuRequest    resource.Quantity
@@ -80,27 +95,46 @@ type Driver struct {
 
 // New makes a driver from cfg. It reads the kubeconfig file but opens no connection.
 func New(cfg Config) (*Driver, error) {
-	cs, err := NewClientset(cfg.Kubeconfig)
+	rc, err := clientConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	return NewWithClient(cs, cfg)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	var dyn dynamic.Interface
+	if cfg.Mode == ModeAgentSandbox {
+		if dyn, err = dynamic.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("kubernetes client for agent-sandbox: %w", err)
+		}
+	}
+	return NewWithClients(cs, dyn, cfg)
 }
 
 // NewClientset is the client New gives a driver: the kubeconfig file, or the in-cluster service account when it is
 // empty. It reads the file but opens no connection. Tests use it to look at a cluster as the driver sees it.
 func NewClientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	rc, err := clientConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+// clientConfig is the REST config of the driver's clients.
+func clientConfig(kubeconfig string) (*rest.Config, error) {
 	rc, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	// A busy gateway lists and watches much more than client-go's default 5 requests a second allows.
 	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
+	return rc, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -121,8 +155,17 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return rc, nil
 }
 
-// NewWithClient makes a driver on an existing clientset (unit tests pass client-go's fake).
+// NewWithClient makes a driver of mode pods on an existing clientset (unit tests pass client-go's fake).
 func NewWithClient(cs kubernetes.Interface, cfg Config) (*Driver, error) {
+	return NewWithClients(cs, nil, cfg)
+}
+
+// NewWithClients makes a driver on existing clients; dyn reaches the agent-sandbox resources, and only mode
+// agent_sandbox needs it.
+func NewWithClients(cs kubernetes.Interface, dyn dynamic.Interface, cfg Config) (*Driver, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModePods
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
@@ -135,12 +178,25 @@ func NewWithClient(cs kubernetes.Interface, cfg Config) (*Driver, error) {
 	if err := ValidateConfig(cfg); err != nil {
 		return nil, err
 	}
-	return &Driver{cs: cs, cfg: cfg,
-		workspaceSize: resource.MustParse(cfg.WorkspaceSize), cpuRequest: resource.MustParse(cfg.CPURequest)}, nil
+	d := &Driver{cs: cs, cfg: cfg,
+		workspaceSize: resource.MustParse(cfg.WorkspaceSize), cpuRequest: resource.MustParse(cfg.CPURequest)}
+	d.recs = configMapRecords{d}
+	if cfg.Mode == ModeAgentSandbox {
+		if dyn == nil {
+			return nil, fmt.Errorf("kubernetes mode %s needs a dynamic client", cfg.Mode)
+		}
+		d.recs = newSandboxRecords(d, dyn)
+	}
+	return d, nil
 }
 
 // ValidateConfig checks cfg without any I/O (the Caddy module calls it at provision).
 func ValidateConfig(cfg Config) error {
+	switch cfg.Mode {
+	case "", ModePods, ModeAgentSandbox:
+	default:
+		return fmt.Errorf("kubernetes mode %q: want %s or %s", cfg.Mode, ModePods, ModeAgentSandbox)
+	}
 	if cfg.Namespace != "" {
 		if errs := kubenames.Validate(cfg.Namespace); errs != "" {
 			return fmt.Errorf("kubernetes namespace %q: %s", cfg.Namespace, errs)
@@ -175,6 +231,9 @@ func ValidateConfig(cfg Config) error {
 	}
 	return nil
 }
+
+// Mode is the driver's mode: ModePods or ModeAgentSandbox.
+func (d *Driver) Mode() string { return d.cfg.Mode }
 
 // Namespace is the Kubernetes namespace the driver works in.
 func (d *Driver) Namespace() string { return d.cfg.Namespace }

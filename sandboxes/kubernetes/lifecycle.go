@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -29,25 +28,20 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err != nil {
 		return "", err
 	}
-	podJSON, err := json.Marshal(pod)
-	if err != nil {
-		return "", fmt.Errorf("encoding the pod of %s: %w", spec.Name, err)
-	}
-	records := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace)
-	rec, err := records.Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
+	rec, err := d.recs.create(ctx, spec, pod)
 	if apierrors.IsAlreadyExists(err) {
 		// Names come from sandbox ids, so this is the same sandbox's record, one the Manager does not know of (a
 		// gateway that died between the create and recording it): stale, and replaced.
 		if rerr := d.Remove(ctx, kubenames.Object(spec.Name)); rerr != nil {
 			return "", fmt.Errorf("replacing the stale container record of %s: %w", spec.Name, rerr)
 		}
-		rec, err = records.Create(ctx, d.recordFor(spec, podJSON), metav1.CreateOptions{})
+		rec, err = d.recs.create(ctx, spec, pod)
 	}
 	if err != nil {
 		return "", fmt.Errorf("creating the container record of %s: %w", spec.Name, err)
 	}
 	np := d.networkPolicyFor(spec)
-	np.OwnerReferences = ownedBy(rec)
+	np.OwnerReferences = []metav1.OwnerReference{rec.owner}
 	_, err = d.cs.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Left by an earlier container of the same name whose record went first: replace it, it may differ.
@@ -56,26 +50,10 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	}
 	if err != nil {
 		// A sandbox never runs without its policy.
-		_ = d.Remove(context.WithoutCancel(ctx), rec.Name)
+		_ = d.Remove(context.WithoutCancel(ctx), rec.meta.Name)
 		return "", fmt.Errorf("creating the network policy of %s: %w", spec.Name, err)
 	}
-	return rec.Name, nil
-}
-
-func ownedBy(rec *corev1.ConfigMap) []metav1.OwnerReference {
-	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: rec.Name, UID: rec.UID}}
-}
-
-// record reads a container record; ErrContainerNotFound when there is none.
-func (d *Driver) record(ctx context.Context, id string) (*corev1.ConfigMap, error) {
-	rec, err := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: %s", sandboxes.ErrContainerNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading container record %s: %w", id, err)
-	}
-	return rec, nil
+	return rec.meta.Name, nil
 }
 
 // pod reads a record's Pod; nil when there is none.
@@ -93,7 +71,7 @@ func (d *Driver) pod(ctx context.Context, id string) (*corev1.Pod, error) {
 // Start runs the record's Pod (a live one is left as it is; a dead one is replaced) and waits for it to have an
 // address and a running container. Readiness of the agent stays the Manager's (its probe connection).
 func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) (string, error) {
-	rec, err := d.record(ctx, containerID)
+	rec, err := d.recs.get(ctx, containerID)
 	if err != nil {
 		return "", err
 	}
@@ -110,29 +88,15 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		pod = nil
 	}
 	if pod == nil {
-		pod = &corev1.Pod{}
-		if err := json.Unmarshal([]byte(rec.Data[podKey]), pod); err != nil {
-			return "", fmt.Errorf("container record %s holds no usable pod: %w", containerID, err)
+		if pod, err = d.recs.run(ctx, rec); err != nil {
+			return "", err
 		}
-		pod.OwnerReferences = ownedBy(rec)
-		pod.Namespace = d.cfg.Namespace
-		created, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			// Another gateway of a fleet started the same sandbox a moment ago: its Pod is this one's to wait for.
-			if created, err = d.pod(ctx, containerID); err == nil && created == nil {
-				err = fmt.Errorf("pod %s was there and is gone again", containerID)
-			}
-		}
-		if err != nil {
-			return "", fmt.Errorf("creating pod %s: %w", containerID, err)
-		}
-		pod = created
 	}
 	pod, err = d.waitPod(ctx, pod, startedOrFailed)
 	if err != nil {
 		return "", fmt.Errorf("starting pod %s: %w", containerID, err)
 	}
-	if st := stateOf(rec, pod); !st.Running {
+	if st := stateOf(&rec.meta, pod); !st.Running {
 		return "", &sandboxes.ExitedError{ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, At: orNow(st.FinishedAt)}
 	}
 	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(spec.AgentPort)), nil
@@ -271,17 +235,31 @@ func waitErr(ctx context.Context, pod *corev1.Pod, err error) error {
 	return fmt.Errorf("pod %s (%s): %w", pod.Name, why, err)
 }
 
+// markStopping marks a Pod the driver is about to delete (annoStopping), so no watcher of any gateway takes its
+// end for a death. It answers the marked Pod, or nil when the Pod is gone already.
+func (d *Driver) markStopping(ctx context.Context, pod *corev1.Pod) *corev1.Pod {
+	if pod.Annotations[annoStopping] != "" {
+		return pod
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + annoStopping + `":"true"}}}`)
+	p, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		// Deleting it anyway is still right; a watcher may then report a death the Manager checks against its
+		// own state.
+		return pod
+	}
+	return p
+}
+
 // deletePod deletes a Pod on purpose and waits until it is gone, so its name is free and no late event about it
 // reads as a death of its successor. It is marked first: every gateway's watcher then knows this end is no death.
 func (d *Driver) deletePod(ctx context.Context, pod *corev1.Pod, graceSecs int64) error {
 	pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
-	if pod.Annotations[annoStopping] == "" {
-		patch := []byte(`{"metadata":{"annotations":{"` + annoStopping + `":"true"}}}`)
-		if p, err := pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
-			pod = p
-		} else if apierrors.IsNotFound(err) {
-			return nil
-		}
+	if pod = d.markStopping(ctx, pod); pod == nil {
+		return nil
 	}
 	uid := pod.UID
 	err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &graceSecs,
@@ -306,11 +284,21 @@ func (d *Driver) deletePod(ctx context.Context, pod *corev1.Pod, graceSecs int64
 	return fmt.Errorf("waiting for pod %s to go: %w", pod.Name, err)
 }
 
-// Stop deletes the Pod within grace, keeping the record and the workspace: the next Start makes a new Pod.
+// Stop deletes the Pod within grace, keeping the record and the workspace: the next Start makes a new Pod. The
+// Pod is marked before its record is suspended, so no watcher takes the end for a death.
 func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Duration) error {
 	pod, err := d.pod(ctx, containerID)
-	if err != nil || pod == nil {
+	if err != nil {
 		return err
+	}
+	if pod != nil {
+		pod = d.markStopping(ctx, pod)
+	}
+	if err := d.recs.suspend(ctx, containerID); err != nil {
+		return err
+	}
+	if pod == nil {
+		return nil
 	}
 	return d.deletePod(ctx, pod, int64(grace.Seconds()))
 }
@@ -319,30 +307,34 @@ func (d *Driver) Stop(ctx context.Context, containerID string, grace time.Durati
 // container is not an error. It does not wait for the Pod to be gone: the next Start of that name does.
 func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	var errs []error
-	if pod, err := d.pod(ctx, containerID); err != nil {
+	pod, err := d.pod(ctx, containerID)
+	if err != nil {
 		errs = append(errs, err)
 	} else if pod != nil {
-		pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
-		patch := []byte(`{"metadata":{"annotations":{"` + annoStopping + `":"true"}}}`)
-		_, _ = pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		pod = d.markStopping(ctx, pod)
+	}
+	// Suspended first, so the Pod deleted below is not made again before its record is gone.
+	if err := d.recs.suspend(ctx, containerID); err != nil {
+		errs = append(errs, err)
+	}
+	if pod != nil {
 		zero := int64(0)
-		if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		if err := d.cs.CoreV1().Pods(d.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting pod %s: %w", containerID, err))
 		}
 	}
 	if err := d.cs.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Delete(ctx, containerID, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("deleting network policy %s: %w", containerID, err))
 	}
-	bg := metav1.DeletePropagationBackground
-	if err := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace).Delete(ctx, containerID, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("deleting container record %s: %w", containerID, err))
+	if err := d.recs.delete(ctx, containerID); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // Inspect reports a container's state from its record and Pod.
 func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.ContainerState, error) {
-	rec, err := d.record(ctx, containerID)
+	rec, err := d.recs.get(ctx, containerID)
 	if err != nil {
 		return sandboxes.ContainerState{}, err
 	}
@@ -350,17 +342,17 @@ func (d *Driver) Inspect(ctx context.Context, containerID string) (sandboxes.Con
 	if err != nil {
 		return sandboxes.ContainerState{}, err
 	}
-	return stateOf(rec, pod), nil
+	return stateOf(&rec.meta, pod), nil
 }
 
 // List returns the containers (records) carrying every label in match, with their Pods' state.
 func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes.ContainerState, error) {
-	opts := metav1.ListOptions{LabelSelector: kubenames.Selector(match)}
-	recs, err := d.cs.CoreV1().ConfigMaps(d.cfg.Namespace).List(ctx, opts)
+	selector := kubenames.Selector(match)
+	recs, err := d.recs.list(ctx, selector)
 	if err != nil {
-		return nil, fmt.Errorf("listing container records: %w", err)
+		return nil, err
 	}
-	pods, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, opts)
+	pods, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
@@ -368,13 +360,12 @@ func (d *Driver) List(ctx context.Context, match map[string]string) ([]sandboxes
 	for i := range pods.Items {
 		byName[pods.Items[i].Name] = &pods.Items[i]
 	}
-	out := make([]sandboxes.ContainerState, 0, len(recs.Items))
-	for i := range recs.Items {
-		rec := &recs.Items[i]
-		if _, ok := rec.Data[podKey]; !ok || !kubenames.Matches(kubenames.ExactLabels(rec.Annotations), match) {
+	out := make([]sandboxes.ContainerState, 0, len(recs))
+	for _, rec := range recs {
+		if !kubenames.Matches(kubenames.ExactLabels(rec.meta.Annotations), match) {
 			continue
 		}
-		out = append(out, stateOf(rec, byName[rec.Name]))
+		out = append(out, stateOf(&rec.meta, byName[rec.meta.Name]))
 	}
 	return out, nil
 }

@@ -52,11 +52,17 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestLifecycle walks a container through Docker's states on the fake API: created, running, stopped (record
-// kept, Pod gone), restarted, dead (exit read back), replaced, removed.
+// TestLifecycle walks a container through Docker's states on the fake API, in both modes: created, running,
+// stopped (record kept, Pod gone), restarted, dead (exit read back), replaced, removed.
 func TestLifecycle(t *testing.T) {
+	for _, mode := range []string{ModePods, ModeAgentSandbox} {
+		t.Run(mode, func(t *testing.T) { testLifecycle(t, mode) })
+	}
+}
+
+func testLifecycle(t *testing.T, mode string) {
 	ctx := ctxT(t)
-	d, cs := testDriver(t, Config{})
+	d, cs := testDriver(t, Config{Mode: mode})
 	k := &kubelet{fate: running}
 	cs.PrependReactor("create", "pods", k.react)
 	spec := testSpec(sandboxes.Profile{})

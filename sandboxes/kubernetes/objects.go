@@ -230,17 +230,6 @@ func podLabels(spec sandboxes.ContainerSpec) map[string]string {
 	return l
 }
 
-// recordFor is the container record: the Pod to run, kept while the Pod is not.
-func (d *Driver) recordFor(spec sandboxes.ContainerSpec, podJSON []byte) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: kubenames.Object(spec.Name), Namespace: d.cfg.Namespace,
-			Labels: kubenames.Labels(spec.Labels), Annotations: kubenames.Annotations(spec.Name, spec.Labels),
-		},
-		Data: map[string]string{podKey: string(podJSON)},
-	}
-}
-
 // pvcFor is a workspace's claim.
 func (d *Driver) pvcFor(name string, labels map[string]string) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{

@@ -6,19 +6,26 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
+// testDriver is a driver on client-go's fakes; in mode agent_sandbox, fakeSandboxController plays the
+// agent-sandbox controller.
 func testDriver(t *testing.T, cfg Config) (*Driver, *fake.Clientset) {
 	t.Helper()
 	cs := fake.NewClientset()
 	if cfg.Namespace == "" {
 		cfg.Namespace = "sbx"
 	}
-	d, err := NewWithClient(cs, cfg)
+	var dyn dynamic.Interface
+	if cfg.Mode == ModeAgentSandbox {
+		dyn = fakeSandboxController(t, cs, cfg.Namespace)
+	}
+	d, err := NewWithClients(cs, dyn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
@@ -32,7 +33,7 @@ func terminal(pod *corev1.Pod) bool {
 }
 
 // stateOf is the container state of a record whose Pod is pod (nil: none, i.e. created or stopped).
-func stateOf(rec *corev1.ConfigMap, pod *corev1.Pod) sandboxes.ContainerState {
+func stateOf(rec *metav1.ObjectMeta, pod *corev1.Pod) sandboxes.ContainerState {
 	st := sandboxes.ContainerState{
 		ID:      rec.Name,
 		Name:    rec.Annotations[kubenames.AnnoName],
