@@ -45,8 +45,9 @@ type gateway struct {
 // shippedGatewayEnv is the environment the Deployment of deploy/kubernetes gives each replica (its settings, its
 // Secret, POD_NAME), with this test's values, plus what a Pod does not need: the ServiceAccount's kubeconfig (a
 // Pod has its token mounted) and ports of the test's own (a Pod owns 80, 443 and 8114).
-func shippedGatewayEnv(name, kubeconfig, sandboxNS string, redis *testenv.Redis, httpPort, httpsPort, bayPort int) []string {
+func shippedGatewayEnv(name, kubeconfig, sandboxNS, mode string, redis *testenv.Redis, httpPort, httpsPort, bayPort int) []string {
 	return []string{
+		"SANDGATE_KUBERNETES_MODE=" + mode,
 		"SANDGATE_DOMAIN=" + fleetDomain,
 		"SANDGATE_CONTENT_DOMAIN=" + fleetContentDomain,
 		"SANDGATE_SANDBOX_NAMESPACE=" + sandboxNS,
@@ -179,7 +180,16 @@ func (g *gateway) lists(t *testing.T, ctx context.Context, id string) bool {
 //   - after kill -9 of A, B still lists it and executes in it and takes the GC Lease; A restarted adopts it
 //     without restarting it (a mark in its /tmp is still there, and its workspace);
 //   - a delete through B leaves it listed by neither.
-func TestFleetOnKubernetes(t *testing.T) {
+func TestFleetOnKubernetes(t *testing.T) { fleetOnKubernetes(t, deployDir()) }
+
+// TestFleetOnKubernetesAgentSandbox runs the same fleet with the component agent-sandbox enabled as the README
+// says: the gateways in mode agent_sandbox under the Role the component extends, each sandbox a Sandbox run by the
+// test cluster's agent-sandbox controller.
+func TestFleetOnKubernetesAgentSandbox(t *testing.T) {
+	fleetOnKubernetes(t, withComponent(t, "agent-sandbox"))
+}
+
+func fleetOnKubernetes(t *testing.T, dir string) {
 	kube := testenv.KubeCluster(t)
 	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
 	if err != nil {
@@ -189,7 +199,8 @@ func TestFleetOnKubernetes(t *testing.T) {
 	defer cancel()
 	ns, gatewayNS := kube.Namespace(t, "sgkf"), kube.Namespace(t, "sgkg")
 
-	objs := shippedManifests(ctx, t, kube, gatewayNS, ns)
+	objs := shippedManifests(ctx, t, kube, dir, gatewayNS, ns)
+	mode := setting(t, objs, "SANDGATE_KUBERNETES_MODE")
 	if out, err := applyObjects(ctx, kube, objs, "--dry-run=server", "--validate=strict"); err != nil {
 		t.Fatalf("deploy/kubernetes, server-side dry run: %v\n%s", err, out)
 	}
@@ -206,7 +217,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 		t.Fatalf("the shipped Role never reached %s: %v", sa, err)
 	}
 	kubeconfig := serviceAccountKubeconfig(ctx, t, kube, gatewayNS, "sandgate-gateway")
-	caddyfile, err := os.ReadFile(filepath.Join(deployDir(), "Caddyfile"))
+	caddyfile, err := os.ReadFile(filepath.Join(dir, "Caddyfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +231,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 		bay, httpsPort := testenv.FreePort(t), testenv.FreePort(t)
 		gw := &gateway{name: name, base: fmt.Sprintf("http://127.0.0.1:%d", bay), httpsPort: httpsPort, caddyfile: string(caddyfile)}
 		gw.g = testenv.StartGateway(t, gw.caddyfile, testenv.GatewayOptions{
-			Env: shippedGatewayEnv(name, kubeconfig, ns, redis, testenv.FreePort(t), httpsPort, bay)})
+			Env: shippedGatewayEnv(name, kubeconfig, ns, mode, redis, testenv.FreePort(t), httpsPort, bay)})
 		testenv.WaitUntil(t, name+" to answer on its origin", func() bool { return gw.servesOrigin(ctx, nil, nil) })
 		gws[i] = gw
 	}
@@ -250,6 +261,18 @@ func TestFleetOnKubernetes(t *testing.T) {
 		t.Fatalf("create through A: %d %+v", code, sb)
 	}
 	testenv.WaitUntil(t, "B to list A's sandbox", func() bool { return b.lists(t, ctx, sb.ID) })
+	// What holds it in the cluster: one Sandbox in mode agent_sandbox, none in mode pods.
+	agentSandboxes := func() int {
+		t.Helper()
+		out, err := kube.Run(ctx, "get", "sandboxes.agents.x-k8s.io", "-n", ns, "-o", "name")
+		if err != nil {
+			t.Fatalf("kubectl get sandboxes: %v: %s", err, out)
+		}
+		return len(strings.Fields(string(out)))
+	}
+	if want := map[string]int{kubernetes.ModePods: 0, kubernetes.ModeAgentSandbox: 1}[mode]; agentSandboxes() != want {
+		t.Fatalf("mode %s: %d agent-sandbox Sandboxes, want %d", mode, agentSandboxes(), want)
+	}
 	if out := b.exec(t, ctx, sb.ID, "echo kept > /workspace/f; echo mark > /tmp/mark; cat /workspace/f"); out != "kept\n" {
 		t.Fatalf("exec through B answered %q", out)
 	}
@@ -310,6 +333,7 @@ func TestFleetOnKubernetes(t *testing.T) {
 	if err != nil || len(recs.Items) != 0 {
 		t.Fatalf("records left after delete: %d %v", len(recs.Items), err)
 	}
+	testenv.WaitUntil(t, "no Sandbox to be left", func() bool { return agentSandboxes() == 0 })
 }
 
 // ptyRun sends a command on the terminal WebSocket and waits for marker in its output.

@@ -27,14 +27,52 @@ const (
 // deployDir is deploy/kubernetes as it ships.
 func deployDir() string { return filepath.Join(testenv.RepoRoot(), "deploy", "kubernetes") }
 
-// shippedManifests renders deploy/kubernetes with the cluster's own kubectl (`kubectl kustomize`, as `kubectl
-// apply -k` does) and moves every object from the shipped namespaces into the test's: the Namespace objects, each
-// object's namespace, and the RoleBinding's subject. Nothing else is changed.
-func shippedManifests(ctx context.Context, t *testing.T, kube *testenv.Kube, gatewayNS, sandboxNS string) []*unstructured.Unstructured {
+// withComponent is a copy of deploy/kubernetes with one of its components enabled as its README says: the
+// commented `components:` lines of kustomization.yaml uncommented.
+func withComponent(t *testing.T, component string) string {
 	t.Helper()
-	out, err := kube.Run(ctx, "kustomize", deployDir())
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(deployDir())); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "kustomization.yaml")
+	k, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/kubernetes: %v", err)
+		t.Fatal(err)
+	}
+	commented := "# components:\n# - " + component + "\n"
+	if !strings.Contains(string(k), commented) {
+		t.Fatalf("deploy/kubernetes/kustomization.yaml has no commented %q to enable", commented)
+	}
+	k = []byte(strings.Replace(string(k), commented, "components:\n- "+component+"\n", 1))
+	if err := os.WriteFile(path, k, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// setting is a value of the rendered settings ConfigMap, the gateways' environment.
+func setting(t *testing.T, objs []*unstructured.Unstructured, key string) string {
+	t.Helper()
+	for _, o := range ofKind(objs, "ConfigMap") {
+		if strings.HasPrefix(o.GetName(), "sandgate-settings") {
+			if v, ok, _ := unstructured.NestedString(o.Object, "data", key); ok {
+				return v
+			}
+		}
+	}
+	t.Fatalf("the rendered settings have no %s", key)
+	return ""
+}
+
+// shippedManifests renders dir (deploy/kubernetes, or a copy of it) with the cluster's own kubectl (`kubectl
+// kustomize`, as `kubectl apply -k` does) and moves every object from the shipped namespaces into the test's: the
+// Namespace objects, each object's namespace, and the RoleBinding's subject. Nothing else is changed.
+func shippedManifests(ctx context.Context, t *testing.T, kube *testenv.Kube, dir, gatewayNS, sandboxNS string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := kube.Run(ctx, "kustomize", dir)
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
 	}
 	rename := map[string]string{shippedGatewayNS: gatewayNS, shippedSandboxNS: sandboxNS}
 	var objs []*unstructured.Unstructured
