@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path"
 	"strconv"
@@ -67,6 +66,9 @@ type Driver struct {
 	policed   map[string]time.Time
 	// holders are the network namespaces made ahead for profiles with network spares (netholder.go).
 	holders *netHolders
+	// ifaces are the Linux bridges of the networks sandboxes joined, by network name (networkInterface).
+	ifaceMu sync.Mutex
+	ifaces  map[string]string
 }
 
 // policedFresh is how long a Create's verification stands in for its Start's.
@@ -82,7 +84,8 @@ func New(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Driver{cli: cli, host: host, filter: newPacketFilter(), policed: map[string]time.Time{}, holders: newNetHolders()}, nil
+	return &Driver{cli: cli, host: host, filter: newPacketFilter(), policed: map[string]time.Time{}, holders: newNetHolders(),
+		ifaces: map[string]string{}}, nil
 }
 
 // Client is the underlying Engine API client (tests use it to inspect what the driver made).
@@ -116,7 +119,19 @@ func (d *Driver) EnsureNetwork(ctx context.Context, name string, internal bool, 
 }
 
 // networkInterface is the Linux bridge of a network, and whether sandgate can police it (a bridge network).
+//
+// The answer is kept per network once its interface is on this host: every create and every start asks, and the
+// engine's inspect of a network lists every container on it (O(n) per create: 3 ms at 20 sandboxes, 57 ms at
+// 1000 on one network, measured 2026-11-28). A network's bridge does not change while the network exists; one
+// removed, or made again under the same name (a new id, so a new `br-` interface unless its name is fixed), leaves
+// no interface of the kept name, and the next call asks the engine again.
 func (d *Driver) networkInterface(ctx context.Context, name string) (string, error) {
+	d.ifaceMu.Lock()
+	iface, ok := d.ifaces[name]
+	d.ifaceMu.Unlock()
+	if ok && interfaceExists(iface) {
+		return iface, nil
+	}
 	nw, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
 	if err != nil {
 		return "", fmt.Errorf("inspecting network %s: %w", name, err)
@@ -124,13 +139,26 @@ func (d *Driver) networkInterface(ctx context.Context, name string) (string, err
 	if nw.Driver != "bridge" {
 		return "", fmt.Errorf("network %s uses the %s driver; sandgate enforces its address policy only on bridge networks", name, nw.Driver)
 	}
-	if n := nw.Options[bridgeNameOption]; n != "" {
-		return n, nil
+	iface = nw.Options[bridgeNameOption]
+	if iface == "" {
+		if len(nw.ID) < 12 {
+			return "", fmt.Errorf("network %s has no usable id", name)
+		}
+		iface = "br-" + nw.ID[:12]
 	}
-	if len(nw.ID) < 12 {
-		return "", fmt.Errorf("network %s has no usable id", name)
+	if interfaceExists(iface) {
+		d.ifaceMu.Lock()
+		d.ifaces[name] = iface
+		d.ifaceMu.Unlock()
 	}
-	return "br-" + nw.ID[:12], nil
+	return iface, nil
+}
+
+// forgetInterface drops what networkInterface kept for a network.
+func (d *Driver) forgetInterface(name string) {
+	d.ifaceMu.Lock()
+	delete(d.ifaces, name)
+	d.ifaceMu.Unlock()
 }
 
 // applyPolicy installs the address policy of a network sandboxes join. isolate is true for the gateway's own
@@ -141,8 +169,8 @@ func (d *Driver) applyPolicy(ctx context.Context, name string, allow []netip.Add
 		return NetworkPolicy{}, err
 	}
 	// Rules for an interface this host does not have would police nothing (an engine on another host).
-	if _, err := net.InterfaceByName(iface); err != nil {
-		return NetworkPolicy{}, fmt.Errorf("%w: network %s's bridge %s is not on this host (the gateway must run beside the engine): %v", ErrPacketFilter, name, iface, err)
+	if !interfaceExists(iface) {
+		return NetworkPolicy{}, fmt.Errorf("%w: network %s's bridge %s is not on this host (the gateway must run beside the engine)", ErrPacketFilter, name, iface)
 	}
 	p := NetworkPolicy{Interface: iface, Isolate: isolate, HostAllow: allow}
 	return p, d.filter.Apply(ctx, p)

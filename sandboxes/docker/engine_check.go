@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Check pings the engine and refuses runc builds vulnerable to CVE-2024-21626.
+// Check pings the engine, refuses runc builds vulnerable to CVE-2024-21626, and warns about host settings that
+// cap how many sandboxes run well (netcapacity.go).
 func (d *Driver) Check(ctx context.Context) ([]string, error) {
 	if _, err := d.cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("docker engine at %s does not answer: %w", d.cli.DaemonHost(), err)
@@ -34,6 +35,12 @@ func (d *Driver) Check(ctx context.Context) ([]string, error) {
 	}
 	if err := d.sweepFillContainers(ctx); err != nil { // inject.go
 		warnings = append(warnings, err.Error())
+	}
+	// The host's limits apply to an engine on this host (the gateway runs beside it to police its networks).
+	if strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		if w := CheckNeighbourTable(neighbourLimit()); w != "" {
+			warnings = append(warnings, w)
+		}
 	}
 	return warnings, nil
 }

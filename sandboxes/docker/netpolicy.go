@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -248,10 +249,7 @@ func (f *packetFilter) Sweep(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	return f.removeLocked(ctx, func(tagged string) bool {
-		_, err := net.InterfaceByName(tagged)
-		return err != nil
-	})
+	return f.removeLocked(ctx, func(tagged string) bool { return !interfaceExists(tagged) })
 }
 
 func (f *packetFilter) removeLocked(ctx context.Context, match func(iface string) bool) error {
@@ -281,6 +279,25 @@ func (f *packetFilter) removeLocked(ctx context.Context, match func(iface string
 	return errors.Join(errs...)
 }
 
+// interfaceExists reports whether this host (the gateway's network namespace) has a network interface of that
+// name. On Linux it looks the one name up in /sys/class/net: net.InterfaceByName reads the kernel's whole list of
+// interfaces, and a host with n sandboxes has a veth for each (O(n) per call, asked on every create and start).
+func interfaceExists(name string) bool {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return false
+	}
+	if _, err := os.Stat(sysClassNet); err == nil {
+		_, err := os.Stat(sysClassNet + "/" + name)
+		return err == nil
+	}
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
+
+// sysClassNet lists the network interfaces of the namespace that mounted it (the host's, for a gateway beside
+// the engine).
+const sysClassNet = "/sys/class/net"
+
 // taggedInterface finds the interface named in a rule's comment, as iptables -S prints it.
 func taggedInterface(line string) (string, bool) {
 	_, rest, ok := strings.Cut(line, "--comment ")
@@ -305,5 +322,6 @@ func (d *Driver) RemoveNetworkPolicy(ctx context.Context, name string) error {
 	if err != nil {
 		iface = bridgeName(name)
 	}
+	d.forgetInterface(name)
 	return d.filter.Remove(ctx, iface)
 }
