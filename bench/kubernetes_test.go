@@ -58,7 +58,9 @@ type kbench struct {
 //   - the cluster's memory (RSS of each component) idle and while the bench runs.
 //
 // "Through the gateway" is the real caddy binary (testenv.StartGateway) with `driver kubernetes` and the HTTP API.
-// It skips without a cluster (SANDGATE_K8S_KUBECONFIG); `make bench-k8s` brings one up. Run by hand:
+// It skips without a cluster (SANDGATE_K8S_KUBECONFIG); `make bench-k8s` brings one up. SANDGATE_K8S_MODE chooses
+// the driver's mode (pods, the default, or agent_sandbox: the cluster's agent-sandbox controller runs the Pods).
+// Run by hand:
 //
 //	eval "$(scripts/cluster.sh env)"; go test -run '^$' -bench Kubernetes -benchtime 1x -timeout 60m ./bench
 func BenchmarkKubernetes(b *testing.B) {
@@ -102,8 +104,8 @@ func BenchmarkKubernetes(b *testing.B) {
 	b.ReportMetric(ratio(viaAPI, viaAgentShell), "gateway-exec/agent-exec")
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "Kubernetes benchmark (test cluster %s, image %s, cpu %s/%s, memory %s)\n", testenv.KubeVersion, k.image,
-		k8sCPURequest, k8sCPULimit, k8sMemory)
+	fmt.Fprintf(&out, "Kubernetes benchmark (test cluster %s, driver mode %s, image %s, cpu %s/%s, memory %s)\n", testenv.KubeVersion,
+		k8sMode(), k.image, k8sCPURequest, k8sCPULimit, k8sMemory)
 	fmt.Fprintf(&out, "load average at start %s, at end %s\n", load0, load1)
 	fmt.Fprintf(&out, "%-56s %4s %9s %9s %9s\n", "", "runs", "p50 ms", "p90 ms", "ratio")
 	row := func(name string, d, base []time.Duration) {
@@ -165,6 +167,7 @@ func (k *kbench) startGateway() {
 		namespace %[1]s
 		start_timeout 5m
 		driver kubernetes {
+			mode %[10]s
 			kubeconfig %[2]s
 			namespace %[3]s
 			cpu_request %[4]s
@@ -181,10 +184,13 @@ http://127.0.0.1:%[7]d {
 	}
 }
 `, testenv.Unique("sgkb"), k.kube.Kubeconfig, k.ns, k8sCPURequest, profile("cold", ""),
-		profile("warm", "\t\t\twarm_pool 1\n\t\t\twarm_pool_max 1\n"), port, key, k.b.TempDir())
+		profile("warm", "\t\t\twarm_pool 1\n\t\t\twarm_pool_max 1\n"), port, key, k.b.TempDir(), k8sMode())
 	k.gw = testenv.StartGateway(k.b, caddyfile, testenv.GatewayOptions{})
 	k.api = client.New(fmt.Sprintf("http://127.0.0.1:%d", port), key)
 }
+
+// k8sMode is the driver mode the run measures: SANDGATE_K8S_MODE, default pods.
+func k8sMode() string { return testenv.Getenv("SANDGATE_K8S_MODE", "pods") }
 
 func (k *kbench) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), testenv.WaitLimit)

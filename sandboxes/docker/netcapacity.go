@@ -39,7 +39,7 @@ const neighbourEntriesPerSandbox = 2
 // neighbourLimitPath holds gc_thresh3, the most entries the host's IPv4 neighbour table takes (1024 by default).
 // Past it the kernel refuses new entries ("neighbor table overflow!" in its log), so a new sandbox's first packets
 // to and from the gateway are dropped and retransmitted: measured on 2026-11-28 (24 GiB, 2 cores, the default
-// 1024), creates slowed from about three a second to one every few seconds past about 590 running sandboxes, the
+// 1024), creates slowed from about three a second to one every few seconds past about 520 running sandboxes, the
 // readiness probe of one taking up to 20 s, with the host idle.
 const neighbourLimitPath = "/proc/sys/net/ipv4/neigh/default/gc_thresh3"
 
