@@ -291,19 +291,7 @@ func newDensityRig(b *testing.B, images []string) *densityRig {
 			left = append(left, id)
 		}
 		d.mu.Unlock()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 4)
-		for _, id := range left {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if err := mgr.Delete(ctx, id); err != nil {
-					b.Logf("deleting %s: %v", id, err)
-				}
-			}()
-		}
-		wg.Wait()
+		deleteSandboxes(ctx, b, mgr, left, 4)
 		srv.Close()
 		mgr.Close()
 		st.Close()
@@ -545,4 +533,22 @@ func selfRSSMB() float64 {
 		}
 	}
 	return 0
+}
+
+// deleteSandboxes deletes ids through mgr, parallel at a time, logging what fails: a benchmark's cleanup of the
+// sandboxes it made, also after a failure.
+func deleteSandboxes(ctx context.Context, b *testing.B, mgr *sandboxes.Manager, ids []string, parallel int) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := mgr.Delete(ctx, id); err != nil {
+				b.Logf("deleting %s: %v", id, err)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -189,19 +189,7 @@ func BenchmarkDensityLimit(b *testing.B) {
 	var ids []string
 	b.Cleanup(func() {
 		began := time.Now()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, id := range ids {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if err := mgr.Delete(ctx, id); err != nil {
-					b.Logf("deleting %s: %v", id, err)
-				}
-			}()
-		}
-		wg.Wait()
+		deleteSandboxes(ctx, b, mgr, ids, 8)
 		sayf(b, "deleted %d in %s", len(ids), time.Since(began))
 		mgr.Close()
 		st.Close()
