@@ -9,6 +9,8 @@ import (
 func TestKubernetesDriverCaddyfileErrors(t *testing.T) {
 	cases := map[string]string{
 		"unknown option":      "nodes 3",
+		"bad mode":            "mode crd",
+		"mode without value":  "mode",
 		"missing value":       "namespace",
 		"extra value":         "namespace a b",
 		"bad namespace":       "namespace Not_Valid",

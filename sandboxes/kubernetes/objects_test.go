@@ -298,13 +298,14 @@ func TestValidateConfig(t *testing.T) {
 		"pull policy": {ImagePullPolicy: "Sometimes"},
 		"cidr":        {GatewayCIDRs: []string{"10.0.0.0/33"}},
 		"labels":      {GatewayLabels: map[string]string{"app": "not valid!"}},
+		"mode":        {Mode: "crd"},
 	}
 	for name, cfg := range bad {
 		if err := ValidateConfig(cfg); err == nil {
 			t.Errorf("%s: accepted %+v", name, cfg)
 		}
 	}
-	if err := ValidateConfig(Config{Namespace: "ok", WorkspaceSize: "2Gi", CPURequest: "250m", ImagePullPolicy: "Never",
+	if err := ValidateConfig(Config{Mode: ModeAgentSandbox, Namespace: "ok", WorkspaceSize: "2Gi", CPURequest: "250m", ImagePullPolicy: "Never",
 		GatewayCIDRs: []string{"10.0.0.1", "fd00::/8"}, GatewayLabels: map[string]string{"app": "gw"}}); err != nil {
 		t.Errorf("good config refused: %v", err)
 	}
