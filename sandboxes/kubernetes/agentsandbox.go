@@ -58,14 +58,13 @@ func sandboxFor(spec sandboxes.ContainerSpec, namespace string, pod *corev1.Pod)
 	return sb
 }
 
-func sandboxRecord(u *unstructured.Unstructured) (*record, bool, error) {
+func sandboxRecord(u *unstructured.Unstructured) (*record, error) {
 	var sb agentsv1beta1.Sandbox
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sb); err != nil {
-		return nil, false, fmt.Errorf("reading sandbox %s: %w", u.GetName(), err)
+		return nil, fmt.Errorf("reading sandbox %s: %w", u.GetName(), err)
 	}
-	rec := &record{meta: sb.ObjectMeta, owner: metav1.OwnerReference{
-		APIVersion: agentsv1beta1.GroupVersion.String(), Kind: agentsv1beta1.SandboxKind, Name: sb.Name, UID: sb.UID}}
-	return rec, sb.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended, nil
+	return &record{meta: sb.ObjectMeta, owner: metav1.OwnerReference{
+		APIVersion: agentsv1beta1.GroupVersion.String(), Kind: agentsv1beta1.SandboxKind, Name: sb.Name, UID: sb.UID}}, nil
 }
 
 func (r sandboxRecords) create(ctx context.Context, spec sandboxes.ContainerSpec, pod *corev1.Pod) (*record, error) {
@@ -77,8 +76,7 @@ func (r sandboxRecords) create(ctx context.Context, spec sandboxes.ContainerSpec
 	if err != nil {
 		return nil, err
 	}
-	rec, _, err := sandboxRecord(u)
-	return rec, err
+	return sandboxRecord(u)
 }
 
 func (r sandboxRecords) get(ctx context.Context, id string) (*record, error) {
@@ -89,8 +87,7 @@ func (r sandboxRecords) get(ctx context.Context, id string) (*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading sandbox %s: %w", id, err)
 	}
-	rec, _, err := sandboxRecord(u)
-	return rec, err
+	return sandboxRecord(u)
 }
 
 func (r sandboxRecords) list(ctx context.Context, selector string) ([]*record, error) {
@@ -100,7 +97,7 @@ func (r sandboxRecords) list(ctx context.Context, selector string) ([]*record, e
 	}
 	out := make([]*record, 0, len(l.Items))
 	for i := range l.Items {
-		rec, _, err := sandboxRecord(&l.Items[i])
+		rec, err := sandboxRecord(&l.Items[i])
 		if err != nil {
 			return nil, err
 		}

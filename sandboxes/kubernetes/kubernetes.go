@@ -232,9 +232,6 @@ func ValidateConfig(cfg Config) error {
 	return nil
 }
 
-// Mode is the driver's mode: ModePods or ModeAgentSandbox.
-func (d *Driver) Mode() string { return d.cfg.Mode }
-
 // Namespace is the Kubernetes namespace the driver works in.
 func (d *Driver) Namespace() string { return d.cfg.Namespace }
 
