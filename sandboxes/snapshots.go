@@ -250,7 +250,8 @@ func quotaBytesError(used, quota int64) error {
 }
 
 // captureWorkspace copies e's workspace volume into a new volume dst while nothing can change it: e's engine
-// operations are held (no start, stop or delete meanwhile) and a running sandbox is frozen for the copy. After a
+// operations are held (no start, stop or delete meanwhile) and a container that can run is frozen for the copy,
+// whatever e's record says (mustFreeze). After a
 // successful copy the source is still held: the caller runs release (thaw, let go) beside its own next step, a
 // store write, so the two cost the longer of them, and returns only once both are done. premade says dst exists
 // already, empty (a spare volume): the source is frozen only for the copy itself.
@@ -274,32 +275,38 @@ func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopie
 	if deleted {
 		return CopyStats{}, nil, notFound(e.rec.ID)
 	}
-	if phase == PhaseRunning && cid != "" {
-		pd, err := m.pauser()
+	if cid != "" {
+		freeze, err := m.mustFreeze(ctx, e, phase, cid)
 		if err != nil {
 			return CopyStats{}, nil, err
 		}
-		// The new volume is made while the source freezes (an engine call and a kernel freeze, neither waiting for
-		// the other); the copier finds it made.
-		made := make(chan error, 1)
-		if premade {
-			made <- nil
-		} else {
-			go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
-		}
-		if err := pd.Pause(ctx, cid); err != nil {
-			if <-made == nil {
-				_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), dst)
+		if freeze {
+			pd, err := m.pauser()
+			if err != nil {
+				return CopyStats{}, nil, err
 			}
-			return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
-		}
-		thaw = func() {
-			if err := pd.Unpause(context.WithoutCancel(ctx), cid); err != nil {
-				m.log.Error("thawing a sandbox after a workspace copy", "sandbox", e.rec.ID, "error", err)
+			// The new volume is made while the source freezes (an engine call and a kernel freeze, neither waiting
+			// for the other); the copier finds it made.
+			made := make(chan error, 1)
+			if premade {
+				made <- nil
+			} else {
+				go func() { made <- m.driver.CreateVolume(ctx, dst, labels) }()
 			}
-		}
-		if err := <-made; err != nil {
-			return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("creating the volume for a copy of sandbox %s", e.rec.ID), Err: err}
+			if err := pd.Pause(ctx, cid); err != nil {
+				if <-made == nil {
+					_ = m.driver.RemoveVolume(context.WithoutCancel(ctx), dst)
+				}
+				return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("freezing sandbox %s for a consistent copy", e.rec.ID), Err: err}
+			}
+			thaw = func() {
+				if err := pd.Unpause(context.WithoutCancel(ctx), cid); err != nil {
+					m.log.Error("thawing a sandbox after a workspace copy", "sandbox", e.rec.ID, "error", err)
+				}
+			}
+			if err := <-made; err != nil {
+				return CopyStats{}, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("creating the volume for a copy of sandbox %s", e.rec.ID), Err: err}
+			}
 		}
 	}
 	stats, err = vc.CopyVolume(ctx, src, dst, labels, limit)
@@ -310,6 +317,28 @@ func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopie
 		return stats, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), Err: err}
 	}
 	return stats, let, nil
+}
+
+// mustFreeze says whether e's container must be frozen for a copy of its workspace: whenever its processes can
+// run, whatever the record's phase says. A record can lag its container: a stop that cancels a launch records
+// Stopped at once and stops the container only once it holds the operation lock, which a capture queued behind the
+// launch may take first, so the tenant's code would keep running (and could rearrange the workspace) during the
+// copy. A running record is frozen without asking (the usual case, no extra engine call: Pause is idempotent);
+// every other phase asks the engine. A container that is gone or stopped cannot change anything while the
+// operation lock is held (only a launch, which takes that lock, starts it), and one already frozen stays frozen
+// (only a resume, which takes it too, thaws it) and is not thawed after the copy either.
+func (m *Manager) mustFreeze(ctx context.Context, e *entry, phase Phase, cid string) (bool, error) {
+	if phase == PhaseRunning {
+		return true, nil
+	}
+	st, err := m.driver.Inspect(ctx, cid)
+	switch {
+	case errors.Is(err, ErrContainerNotFound):
+		return false, nil
+	case err != nil:
+		return false, &Error{Code: CodeEngine, Message: fmt.Sprintf("finding out whether sandbox %s runs before copying its workspace", e.rec.ID), Err: err}
+	}
+	return st.Running && !st.Paused, nil
 }
 
 // alongside runs release and step at once and returns step's error once both are done.
