@@ -56,6 +56,12 @@ var errChanged = errors.New("changed during the copy")
 // sandboxes.ErrSnapshotTooLarge once more bytes than that would be written. Sockets and device nodes are skipped:
 // they cannot be carried over, and a sandbox cannot make device nodes.
 func copyTree(ctx context.Context, src, dst string, limit int64) (sandboxes.CopyStats, error) {
+	return copyTreeWith(ctx, src, dst, limit, true)
+}
+
+// copyTreeWith is copyTree; tryOpenat2 false walks with openat(O_NOFOLLOW) even where the kernel has openat2, as
+// on kernels before 5.6 (the tests run both).
+func copyTreeWith(ctx context.Context, src, dst string, limit int64, tryOpenat2 bool) (sandboxes.CopyStats, error) {
 	c := &treeCopier{ctx: ctx, limit: limit, links: map[fileKey]linked{}, reflink: true, dirents: make([]byte, 32<<10)}
 	began := time.Now()
 	// The two roots are the engine's mountpoints, which the gateway looked up; neither may be a symlink.
@@ -70,7 +76,7 @@ func copyTree(ctx context.Context, src, dst string, limit int64) (sandboxes.Copy
 	}
 	defer unix.Close(dfd)
 	c.dstRoot = dfd
-	c.openat2 = probeOpenat2(sfd)
+	c.openat2 = tryOpenat2 && probeOpenat2(sfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(sfd, &st); err != nil {
 		return c.stats, fmt.Errorf("reading %s: %w", src, err)

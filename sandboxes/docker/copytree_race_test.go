@@ -81,7 +81,7 @@ func TestCopyTreeSwapRace(t *testing.T) {
 	for i := range 200 {
 		dst := filepath.Join(out, "copy")
 		must(os.Mkdir(dst, 0o755))
-		_, err := copyTree(context.Background(), src, dst, 0)
+		_, err := copyTreeWith(context.Background(), src, dst, 0, i%2 == 0) // openat2, and openat alone
 		switch {
 		case err == nil:
 			ok++

@@ -52,8 +52,31 @@ func TestCopyTree(t *testing.T) {
 	must(os.Chtimes(filepath.Join(src, "exe"), old, old))
 	t.Cleanup(func() { _ = os.Chmod(filepath.Join(src, "a"), 0o755) })
 
+	for _, openat2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "openat", true: "openat2"}[openat2], func(t *testing.T) { checkCopy(t, src, openat2, old) })
+	}
+	// The limit stops the copy with the typed error.
+	if _, err := copyTree(context.Background(), src, t.TempDir(), 8); !errors.Is(err, sandboxes.ErrSnapshotTooLarge) {
+		t.Errorf("copy over the limit: %v", err)
+	}
+	// A cancelled context stops it.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := copyTree(ctx, src, t.TempDir(), 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled copy: %v", err)
+	}
+}
+
+// checkCopy copies TestCopyTree's src and checks the copy.
+func checkCopy(t *testing.T, src string, openat2 bool, old time.Time) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	dst := t.TempDir()
-	stats, err := copyTree(context.Background(), src, dst, 0)
+	stats, err := copyTreeWith(context.Background(), src, dst, 0, openat2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,16 +132,5 @@ func TestCopyTree(t *testing.T) {
 	}
 	if stats.Skipped < 1 {
 		t.Errorf("nothing skipped: %+v", stats)
-	}
-
-	// The limit stops the copy with the typed error.
-	if _, err := copyTree(context.Background(), src, t.TempDir(), 8); !errors.Is(err, sandboxes.ErrSnapshotTooLarge) {
-		t.Errorf("copy over the limit: %v", err)
-	}
-	// A cancelled context stops it.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := copyTree(ctx, src, t.TempDir(), 0); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled copy: %v", err)
 	}
 }
