@@ -165,8 +165,8 @@ func (m *Manager) snapshotBackends() (VolumeCopier, SnapshotStore, error) {
 func (m *Manager) snapshotVolume(id string) string { return m.mcfg.Namespace + "-" + id }
 
 // CreateSnapshot captures the workspace of sandbox id as a snapshot owned by the sandbox's owner. A running
-// sandbox is frozen for the copy and thawed after it (its requests wait meanwhile); a stopped or paused one is
-// copied as it is. Quotas: the snapshot must fit the per-snapshot limit and its owner's remaining quota.
+// sandbox is frozen for the copy and thawed after it (its requests wait meanwhile), whatever its record says; a
+// stopped or paused one is copied as it is. Quotas: the snapshot must fit the per-snapshot limit and its owner's remaining quota.
 func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotRequest) (*Snapshot, error) {
 	if req.Kind != "" && req.Kind != SnapshotWorkspace {
 		return nil, &Error{Code: CodeCapabilityAbsent, Message: fmt.Sprintf("snapshot kind %q is not supported (only %q; memory checkpoints need CRIU, which this host cannot run)", req.Kind, SnapshotWorkspace),
@@ -251,10 +251,10 @@ func quotaBytesError(used, quota int64) error {
 
 // captureWorkspace copies e's workspace volume into a new volume dst while nothing can change it: e's engine
 // operations are held (no start, stop or delete meanwhile) and a container that can run is frozen for the copy,
-// whatever e's record says (mustFreeze). After a
-// successful copy the source is still held: the caller runs release (thaw, let go) beside its own next step, a
-// store write, so the two cost the longer of them, and returns only once both are done. premade says dst exists
-// already, empty (a spare volume): the source is frozen only for the copy itself.
+// whatever e's record says (mustFreeze). After a successful copy the source is still held: the caller runs release
+// (thaw, let go) beside its own next step, a store write, so the two cost the longer of them, and returns only once
+// both are done. premade says dst exists already, empty (a spare volume): the source is frozen only for the copy
+// itself.
 func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopier, src, dst string, labels map[string]string, limit int64, premade bool) (stats CopyStats, release func(), err error) {
 	e.opMu.Lock()
 	var thaw func()
