@@ -164,9 +164,10 @@ func (m *Manager) snapshotBackends() (VolumeCopier, SnapshotStore, error) {
 // snapshotVolume names the volume of a snapshot id.
 func (m *Manager) snapshotVolume(id string) string { return m.mcfg.Namespace + "-" + id }
 
-// CreateSnapshot captures the workspace of sandbox id as a snapshot owned by the sandbox's owner. A running
-// sandbox is frozen for the copy and thawed after it (its requests wait meanwhile), whatever its record says; a
-// stopped or paused one is copied as it is. Quotas: the snapshot must fit the per-snapshot limit and its owner's remaining quota.
+// CreateSnapshot captures the workspace of sandbox id as a snapshot owned by the sandbox's owner. A sandbox whose
+// container runs is frozen for the copy and thawed after it (its requests wait meanwhile), whatever its record
+// says; a stopped or paused one is copied as it is. Quotas: the snapshot must fit the per-snapshot limit and its
+// owner's remaining quota.
 func (m *Manager) CreateSnapshot(ctx context.Context, id string, req SnapshotRequest) (*Snapshot, error) {
 	if req.Kind != "" && req.Kind != SnapshotWorkspace {
 		return nil, &Error{Code: CodeCapabilityAbsent, Message: fmt.Sprintf("snapshot kind %q is not supported (only %q; memory checkpoints need CRIU, which this host cannot run)", req.Kind, SnapshotWorkspace),
