@@ -188,3 +188,56 @@ func memTempDir(t *testing.T) string {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
+
+// TestCopyTreeDepthAndLinks: a tree nested to the depth limit is copied and one level deeper is refused (the walk
+// holds two descriptors per level); a file with three links, two of them in other directories, stays one inode.
+func TestCopyTreeDepthAndLinks(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		ok    bool
+	}{{maxCopyDepth, true}, {maxCopyDepth + 1, false}} {
+		src := memTempDir(t)
+		parts := make([]string, tc.depth)
+		for i := range parts {
+			parts[i] = "n"
+		}
+		if err := os.MkdirAll(filepath.Join(src, filepath.Join(parts...)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stats, err := copyTree(context.Background(), src, memTempDir(t), 0)
+		if tc.ok && (err != nil || stats.Dirs != int64(tc.depth)+1) {
+			t.Errorf("depth %d: %v, %d directories", tc.depth, err, stats.Dirs)
+		}
+		if !tc.ok && (err == nil || !bytesContains(err.Error(), "deeper than")) {
+			t.Errorf("depth %d: %v, want refused", tc.depth, err)
+		}
+	}
+
+	src, dst := memTempDir(t), memTempDir(t)
+	for _, d := range []string{"a", "b/c"} {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "a/one"), []byte("linked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"b/c/two", "three"} {
+		if err := os.Link(filepath.Join(src, "a/one"), filepath.Join(src, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := copyTree(context.Background(), src, dst, 0); err != nil {
+		t.Fatal(err)
+	}
+	var first unix.Stat_t
+	if err := unix.Lstat(filepath.Join(dst, "a/one"), &first); err != nil || first.Nlink != 3 {
+		t.Fatalf("a/one: %d links, %v", first.Nlink, err)
+	}
+	for _, l := range []string{"b/c/two", "three"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dst, l), &st); err != nil || st.Ino != first.Ino {
+			t.Errorf("%s is not a link to a/one: %v", l, err)
+		}
+	}
+}
