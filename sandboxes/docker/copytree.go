@@ -153,7 +153,10 @@ func (c *treeCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("reading %s: %w", show(path), err)
+		if errors.Is(err, unix.ENOENT) {
+			err = fmt.Errorf("%w: %w", errChanged, err) // listed a moment ago
+		}
+		return &copyError{path: path, err: err}
 	}
 	var err error
 	switch st.Mode & unix.S_IFMT {

@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -176,6 +179,89 @@ func TestSnapshotForkSwapAttack(t *testing.T) {
 		hostUntouched("after a snapshot and a fork")
 		if testenv.Frozen(t, h.containerName(src.ID)) {
 			t.Fatal("the source was left frozen")
+		}
+	}
+}
+
+// renameToggler is tenant code that keeps renaming 200 files x<i> to y<i> and back, in a loop of its own, so at
+// any moment exactly one name of each pair exists. A copy that runs while it runs meets names that vanished
+// between its listing and its visit; a frozen one never does. After its first full rounds it leaves
+// /workspace/toggling.
+const renameToggler = `
+import os, subprocess, sys
+os.mkdir('/workspace/t')
+for i in range(200):
+    open('/workspace/t/x%d' % i, 'w').write('%d\n' % i)
+loop = '''
+import os
+os.chdir('/workspace/t')
+n = 0
+while True:
+    for i in range(200):
+        os.rename('x%d' % i, 'y%d' % i)
+    for i in range(200):
+        os.rename('y%d' % i, 'x%d' % i)
+    n += 1
+    if n == 20:
+        open('/workspace/toggling', 'w').write('yes')
+'''
+subprocess.Popen([sys.executable, '-c', loop], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+print('ok')
+`
+
+// TestSnapshotFreezesWhenRecordLags: a sandbox recorded as stopped whose container runs (the state a stop that
+// cancels a launch leaves until it takes the operation lock; here the container is started behind the Manager's
+// back) is frozen for its snapshots and thawed after, because the capture asks the engine instead of trusting the
+// record. Its tenant renames files as fast as it can meanwhile; every snapshot succeeds and holds exactly one name
+// of each pair. On the code that froze only a record that said Running, the copy met vanished names and failed.
+func TestSnapshotFreezesWhenRecordLags(t *testing.T) {
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	src := h.create("small")
+	h.ready(src.ID)
+	if err := h.mgr.Stop(ctx, src.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.mgr.Get(ctx, src.ID); err != nil || got.Status != sandboxes.StatusIdle {
+		t.Fatalf("after the stop: %+v %v", got, err)
+	}
+	if err := h.cli.ContainerStart(ctx, h.containerName(src.ID), container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.exec(src.ID, "python3", "-c", renameToggler)
+	if err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("starting the toggler: %s %v", out, err)
+	}
+	for deadline := time.Now().Add(testenv.WaitLimit); ; {
+		if _, err := h.exec(src.ID, "test", "-e", "/workspace/toggling"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the toggler never got going")
+		}
+	}
+	for i := range 5 {
+		snap, err := h.mgr.CreateSnapshot(ctx, src.ID, sandboxes.SnapshotRequest{})
+		if err != nil {
+			t.Fatalf("snapshot %d of a running container recorded as stopped: %v", i, err)
+		}
+		v, err := h.cli.VolumeInspect(ctx, snap.Volume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 200 {
+			_, xerr := os.Lstat(filepath.Join(v.Mountpoint, "t", "x"+strconv.Itoa(j)))
+			_, yerr := os.Lstat(filepath.Join(v.Mountpoint, "t", "y"+strconv.Itoa(j)))
+			if (xerr == nil) == (yerr == nil) {
+				t.Fatalf("snapshot %d holds both or neither of x%d and y%d: %v %v", i, j, j, xerr, yerr)
+			}
+		}
+		if err := h.mgr.DeleteSnapshot(ctx, snap.ID); err != nil {
+			t.Fatal(err)
+		}
+		if testenv.Frozen(t, h.containerName(src.ID)) {
+			t.Fatalf("snapshot %d left the container frozen", i)
 		}
 	}
 }
