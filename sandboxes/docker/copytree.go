@@ -243,18 +243,20 @@ func (c *treeCopier) file(sfd, dfd int, path, name string, lst *unix.Stat_t) err
 	if err != nil {
 		return changedIf(err)
 	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errChanged
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
 	in := os.NewFile(uintptr(fd), path)
 	defer in.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errChanged
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		return err
-	}
 	ofd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
