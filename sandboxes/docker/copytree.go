@@ -45,8 +45,8 @@ import (
 // anyway past PATH_MAX (4096 bytes, about 2048 levels of one-letter names).
 const maxCopyDepth = 1024
 
-// errChanged: an entry changed type between its listing and its open. Only a tree being written during the copy
-// does that, which the Manager's freeze rules out; the copy fails rather than guess.
+// errChanged: an entry vanished or changed type between its listing and its open. Only a tree being written
+// during the copy does that, which the Manager's freeze rules out; the copy fails rather than guess.
 var errChanged = errors.New("changed during the copy")
 
 // copyTree copies the tree under src into the existing directory dst, keeping modes, owners, times, symlinks
