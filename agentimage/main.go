@@ -40,6 +40,13 @@ func main() {
 		logger.Error("agent stopped", "error", err)
 		os.Exit(2)
 	}
+	if supervise {
+		// Before anything runs: HOME is a fresh sized tmpfs, and the image's entrypoint may live in it.
+		n, err := entrypoint.SeedHome(agentapi.HomeSeedDir, homeDir())
+		if err != nil {
+			logger.Warn("copying the image's HOME", "copied", n, "error", err)
+		}
+	}
 	var child *entrypoint.Child
 	if supervise && len(argv) > 0 {
 		child = entrypoint.New(argv, os.Stdout, os.Stderr)
@@ -263,4 +270,12 @@ func healthcheck() int {
 		return 1
 	}
 	return 0
+}
+
+// homeDir is HOME as the gateway sets it (/home/sandbox).
+func homeDir() string {
+	if h := os.Getenv("HOME"); h != "" {
+		return h
+	}
+	return "/home/sandbox"
 }

@@ -48,7 +48,7 @@ type KubernetesDriver struct {
 	State *KubernetesState `json:"state,omitempty"`
 }
 
-// KubernetesState is `state kubernetes { ... }`: sandbox records in ConfigMaps and a Lease for the collector.
+// KubernetesState is `state kubernetes { ... }`: sandbox records in Secrets and a Lease for the collector.
 type KubernetesState struct {
 	// Identity names this gateway in the fleet (the Lease holder); default: host name and a random suffix.
 	Identity string `json:"identity,omitempty"`

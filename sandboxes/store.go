@@ -216,7 +216,13 @@ func (s *BoltStore) Delete(id string) error {
 	if err != nil {
 		return err
 	}
-	return db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Delete([]byte(id)) })
+	// The sandbox's exports go with its record, in the same transaction: no deletion path can leave them behind.
+	return db.Batch(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketSandboxes).Delete([]byte(id)); err != nil {
+			return err
+		}
+		return dropExportsTx(tx, id)
+	})
 }
 
 // Meta reads a named value.

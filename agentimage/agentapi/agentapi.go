@@ -53,6 +53,11 @@ const EnvIDEAgent = "SANDGATE_IDE_AGENT"
 // `sandgate-agent supervise -- <the image's entrypoint and cmd...>`.
 const ArgSupervise = "supervise"
 
+// HomeSeedDir is where an injected sandbox sees, read-only, what its image keeps in HOME (/home/sandbox). HOME
+// itself is a sized tmpfs, as in our images; the agent in supervise form copies the seed into it before it starts
+// the image's entrypoint (FastGPT's image starts /home/sandbox/entrypoint.sh).
+const HomeSeedDir = "/opt/sandgate-home"
+
 // EntrypointStatus is the state of the supervised entrypoint. When it exits the agent exits with its status
 // (128+signal for a signal), so the container's exit code is the entrypoint's.
 type EntrypointStatus struct {

@@ -329,7 +329,7 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 	if b.lists(t, ctx, sb.ID) {
 		t.Fatal("B still lists the deleted sandbox")
 	}
-	recs, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "sandgate.dev/state=sandbox"})
+	recs, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "sandgate.dev/state=sandbox"})
 	if err != nil || len(recs.Items) != 0 {
 		t.Fatalf("records left after delete: %d %v", len(recs.Items), err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -49,17 +48,13 @@ func (h *Handler) exportFiles(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *Handler) listExports(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	sb, err := h.svc.Visible(r.Context(), p, r.PathValue("id"))
+	id := r.PathValue("id")
+	es, err := h.svc.ListExports(r.Context(), p, id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	es, err := h.cfg.Store.Exports(sb.ID)
-	if err != nil {
-		writeError(w, r, fmt.Errorf("reading exports: %w", err))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": sb.ID, "exports": es})
+	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": id, "exports": es})
 }
 
 type importRequest struct {

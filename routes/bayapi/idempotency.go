@@ -16,18 +16,25 @@ import (
 // idempotencyKeyPattern is the only key form Bay accepts.
 var idempotencyKeyPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
-// maxIdempotencyEntries bounds the cache: a client sending endless distinct keys evicts the oldest answers
-// rather than growing the gateway's memory.
-const maxIdempotencyEntries = 10000
+// The cache is bounded twice: maxIdempotencyEntries for the process, and maxIdempotencyPerOwner for one owner, so
+// a client sending endless distinct keys evicts its own oldest answers, never another owner's (issue 33). When the
+// process bound is reached, the owner holding the most entries gives one up.
+const (
+	maxIdempotencyEntries  = 10000
+	maxIdempotencyPerOwner = 1000
+)
 
 // idempotencyCache replays the first answer to a keyed request for ttl (Bay: 1 h). The same key with a different
 // body is a 409 conflict. It is per process: a restart forgets keys, as a client retrying across a restart of the
 // gateway gets a fresh operation.
 type idempotencyCache struct {
-	ttl     time.Duration
-	now     func() time.Time
-	mu      sync.Mutex
-	entries map[string]*idemEntry
+	ttl      time.Duration
+	now      func() time.Time
+	max      int
+	perOwner int
+	mu       sync.Mutex
+	owners   map[string]map[string]*idemEntry // owner -> "METHOD path NUL key" -> entry
+	total    int
 }
 
 type idemEntry struct {
@@ -39,7 +46,51 @@ type idemEntry struct {
 }
 
 func newIdempotencyCache(ttl time.Duration, now func() time.Time) *idempotencyCache {
-	return &idempotencyCache{ttl: ttl, now: now, entries: map[string]*idemEntry{}}
+	return &idempotencyCache{ttl: ttl, now: now, max: maxIdempotencyEntries, perOwner: maxIdempotencyPerOwner,
+		owners: map[string]map[string]*idemEntry{}}
+}
+
+// lookupLocked returns an owner's live entry for k, first dropping that owner's expired answers.
+func (c *idempotencyCache) lookupLocked(owner, k string, now time.Time) *idemEntry {
+	for ok, e := range c.owners[owner] {
+		if isClosed(e.done) && now.After(e.expires) {
+			c.deleteLocked(owner, ok)
+		}
+	}
+	return c.owners[owner][k]
+}
+
+// addLocked stores a new in-flight entry, evicting within the owner first and then from the largest owner.
+func (c *idempotencyCache) addLocked(owner, k string, e *idemEntry) {
+	if len(c.owners[owner]) >= c.perOwner {
+		c.evictOldestLocked(owner)
+	}
+	if c.total >= c.max {
+		largest := ""
+		for o, es := range c.owners {
+			if largest == "" || len(es) > len(c.owners[largest]) {
+				largest = o
+			}
+		}
+		c.evictOldestLocked(largest)
+	}
+	if c.owners[owner] == nil {
+		c.owners[owner] = map[string]*idemEntry{}
+	}
+	c.owners[owner][k] = e
+	c.total++
+}
+
+func (c *idempotencyCache) deleteLocked(owner, k string) {
+	es := c.owners[owner]
+	if _, ok := es[k]; !ok {
+		return
+	}
+	delete(es, k)
+	c.total--
+	if len(es) == 0 {
+		delete(c.owners, owner)
+	}
 }
 
 // recorder captures a JSON answer so it can be replayed.
@@ -79,17 +130,11 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p serv
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sum := sha256.Sum256(body)
 	bodyHash := hex.EncodeToString(sum[:])
-	ck := p.Owner + "\x00" + r.Method + " " + r.URL.Path + "\x00" + key
+	ck := r.Method + " " + r.URL.Path + "\x00" + key
 
 	c := h.idem
 	c.mu.Lock()
-	now := c.now()
-	for k, e := range c.entries {
-		if isClosed(e.done) && now.After(e.expires) {
-			delete(c.entries, k)
-		}
-	}
-	if e, ok := c.entries[ck]; ok {
+	if e := c.lookupLocked(p.Owner, ck, c.now()); e != nil {
 		c.mu.Unlock()
 		if e.bodyHash != bodyHash {
 			writeError(w, r, service.Errorf(service.CodeConflict, "Idempotency-Key %q was used with a different request body", key))
@@ -107,11 +152,8 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p serv
 		h.withIdempotency(w, r, p, op)
 		return
 	}
-	if len(c.entries) >= maxIdempotencyEntries {
-		c.evictOldestLocked()
-	}
 	e := &idemEntry{bodyHash: bodyHash, done: make(chan struct{})}
-	c.entries[ck] = e
+	c.addLocked(p.Owner, ck, e)
 	c.mu.Unlock()
 
 	rec := &recorder{ResponseWriter: w}
@@ -119,8 +161,8 @@ func (h *Handler) withIdempotency(w http.ResponseWriter, r *http.Request, p serv
 	c.mu.Lock()
 	if rec.status >= 200 && rec.status < 300 {
 		e.status, e.body, e.expires = rec.status, rec.buf.Bytes(), c.now().Add(c.ttl)
-	} else {
-		delete(c.entries, ck)
+	} else if c.owners[p.Owner][ck] == e {
+		c.deleteLocked(p.Owner, ck)
 	}
 	close(e.done)
 	c.mu.Unlock()
@@ -135,16 +177,16 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// evictOldestLocked drops the finished entry that expires first (in-flight ones are never dropped).
-func (c *idempotencyCache) evictOldestLocked() {
+// evictOldestLocked drops the owner's finished entry that expires first (in-flight ones are never dropped).
+func (c *idempotencyCache) evictOldestLocked(owner string) {
 	var oldest string
 	var at time.Time
-	for k, e := range c.entries {
+	for k, e := range c.owners[owner] {
 		if isClosed(e.done) && (oldest == "" || e.expires.Before(at)) {
 			oldest, at = k, e.expires
 		}
 	}
 	if oldest != "" {
-		delete(c.entries, oldest)
+		c.deleteLocked(owner, oldest)
 	}
 }

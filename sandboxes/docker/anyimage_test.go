@@ -201,6 +201,51 @@ func TestAnyImageFastGPTEntrypoint(t *testing.T) {
 	}
 }
 
+// TestAnyImageHomeIsSized is the finding of issue 33: an injected sandbox's HOME was an engine volume with no size,
+// so a tenant could fill the engine's disk through it. HOME is now the profile's sized tmpfs (disk 64m here), as
+// in our images: a write past it ends in ENOSPC. What the image keeps in HOME is still there (the entrypoint ran
+// from it), copied from the read-only seed, which the tenant cannot write either.
+func TestAnyImageHomeIsSized(t *testing.T) {
+	agentImg, img := anyImages(t)
+	p := smallProfile("fastgpt", img)
+	p.Capabilities = []string{sandboxes.CapShell, sandboxes.CapFilesystem}
+	p.InjectAgent = true
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: agentImg}, img)
+	ctx := context.Background()
+	sb := h.create("fastgpt")
+	agent := h.agent(h.ready(sb.ID))
+	res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: "test -x ~/entrypoint.sh && echo seeded; " +
+		"dd if=/dev/zero of=$HOME/fill bs=1M count=100 2>&1; echo rc=$?; df -k $HOME | tail -1; " +
+		"touch /opt/sandgate-home/x 2>/dev/null || echo seed-ro"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Stdout + res.Stderr
+	if !strings.Contains(out, "seeded\n") || !strings.Contains(out, "No space left on device") || !strings.Contains(out, "rc=1") ||
+		!strings.Contains(out, "seed-ro") {
+		t.Fatalf("HOME in an injected sandbox: %s", out)
+	}
+	if f := strings.Fields(out[strings.LastIndex(out, "tmpfs"):]); len(f) < 2 || f[1] != "65536" {
+		t.Errorf("HOME is not the profile's 64m tmpfs: %s", out)
+	}
+	// The seed volume goes with its container.
+	seed := ""
+	for _, m := range h.inspect(sb.ID).Mounts {
+		if m.Destination == agentapi.HomeSeedDir {
+			seed = m.Name
+		}
+	}
+	if seed == "" {
+		t.Fatal("no HOME seed volume")
+	}
+	if err := h.mgr.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cli.VolumeInspect(ctx, seed); err == nil {
+		t.Errorf("the HOME seed volume %s outlived its sandbox", seed)
+	}
+}
+
 // TestAnyImageEntrypointExitIsTypedCrash: an image's entrypoint that exits non-zero ends the sandbox with a typed
 // crash reason naming its exit code, as a crash of our own agent does.
 func TestAnyImageEntrypointExitIsTypedCrash(t *testing.T) {

@@ -387,6 +387,11 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 		if holder != "" {
 			d.removeHolder(holder)
 		}
+		for _, m := range hc.Mounts {
+			if m.Target == agentapi.HomeSeedDir {
+				_ = d.removeHomeSeed(context.WithoutCancel(ctx), m.Source)
+			}
+		}
 		if perr != nil {
 			return "", perr
 		}
@@ -513,9 +518,9 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	defer d.freezers.forget(containerID)
 	defer d.cpu.forget(containerID)
 	defer d.stats.forget(containerID)
-	holder := ""
+	holder, seed := "", ""
 	if info, err := d.cli.ContainerInspect(ctx, containerID); err == nil {
-		holder = holderOf(info)
+		holder, seed = holderOf(info), homeSeedOf(info.Mounts)
 	}
 	err := d.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
@@ -526,6 +531,9 @@ func (d *Driver) Remove(ctx context.Context, containerID string) error {
 	}
 	if holder != "" {
 		d.removeHolder(holder) // its sandbox's alone (netholder.go)
+	}
+	if seed != "" {
+		return d.removeHomeSeed(ctx, seed) // inject.go: a named volume, which RemoveVolumes leaves
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -79,31 +82,97 @@ func (d *Driver) injectAgent(ctx context.Context, spec sandboxes.ContainerSpec, 
 		Type: mount.TypeVolume, Source: vol, Target: sandboxes.AgentMountPoint, ReadOnly: true,
 		VolumeOptions: &mount.VolumeOptions{NoCopy: true},
 	})
-	// HOME keeps what the image put there (FastGPT's image starts /home/sandbox/entrypoint.sh): instead of an
-	// empty tmpfs it is an anonymous volume the engine fills from the image at create and removes with the
-	// container. ownMounts then hands its root to the sandbox user.
-	delete(hc.Tmpfs, sandboxes.SandboxHome)
-	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxes.SandboxHome})
+	// HOME is the profile's sized tmpfs, as in our images (issue 33: an engine volume there had no size). What the
+	// image put in HOME (FastGPT's image starts /home/sandbox/entrypoint.sh) is seeded: a volume mounted read-only
+	// at agentapi.HomeSeedDir (so the tenant cannot grow it), which ownMounts has the engine fill from the image's
+	// HOME and Remove removes with the container; the agent copies it into HOME at each start, before the
+	// entrypoint runs (entrypoint.SeedHome). The engine refuses a read-only anonymous volume, so it is named.
+	seed := homeSeedVolume(spec.Name)
+	// The Manager's managed and instance labels say whose it is (operators, tests' cleanup); not its workspace
+	// labels, which would make it count as a workspace.
+	labels := map[string]string{homeSeedLabel: "true"}
+	for k, v := range spec.Labels {
+		if strings.HasSuffix(k, ".managed") || strings.HasSuffix(k, ".instance") {
+			labels[k] = v
+		}
+	}
+	if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: seed, Driver: "local", Labels: labels}); err != nil {
+		return fmt.Errorf("creating the volume of the image's HOME: %w", err)
+	}
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: seed, Target: agentapi.HomeSeedDir, ReadOnly: true,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
 	return nil
 }
 
-// ownMounts gives the sandbox user the roots of the workspace volume and the HOME volume of a created, not yet
-// started, injected container: another image has no /workspace owned by 65532 for the engine to copy (ours has),
-// and its HOME, if any, belongs to its own user. A tar holding just those two directory entries, extracted at /
-// of a helper container that mounts both volumes, sets their owner and mode; files inside keep theirs.
+// homeSeedLabel marks the volumes holding an injected image's HOME (one per container, removed with it).
+const homeSeedLabel = "sandgate.home_seed"
+
+// homeSeedVolume names the HOME seed volume of the container named name.
+func homeSeedVolume(name string) string {
+	if name == "" { // the Manager always names its containers; a bare driver call may not
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		name = "sandgate-" + hex.EncodeToString(b)
+	}
+	return name + "-home-seed"
+}
+
+// homeSeedOf is the HOME seed volume a container mounts, "" for none.
+func homeSeedOf(mounts []container.MountPoint) string {
+	for _, m := range mounts {
+		if m.Destination == agentapi.HomeSeedDir && m.Type == mount.TypeVolume {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// removeHomeSeed removes a container's HOME seed volume once the container is gone; one still in use (a
+// concurrent remove has not finished) is left for that remove.
+func (d *Driver) removeHomeSeed(ctx context.Context, name string) error {
+	if err := d.cli.VolumeRemove(ctx, name, false); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("removing the volume of the image's HOME %s: %w", name, err)
+	}
+	return nil
+}
+
+// fillHomeSeed has the engine copy the image's HOME into the new container's seed volume: a helper container of
+// the sandbox's image, created and never started, mounts the empty volume at HOME, and the engine fills a volume
+// from the image when a container that mounts it is created. An image without HOME leaves it empty.
+func (d *Driver) fillHomeSeed(ctx context.Context, seedVol string, spec sandboxes.ContainerSpec) error {
+	hc := &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
+		{Type: mount.TypeVolume, Source: seedVol, Target: sandboxes.SandboxHome},
+	}}
+	helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.Image,
+		Entrypoint: []string{path.Join(sandboxes.AgentMountPoint, sandboxes.AgentBinaryName)}, Labels: map[string]string{fillLabel: "true"}},
+		hc, nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("creating the container that copies the image's HOME: %w", err)
+	}
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := d.cli.ContainerRemove(rmCtx, helper.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("removing the container that copied the image's HOME: %w", err)
+	}
+	return nil
+}
+
+// ownMounts fills the HOME seed volume of a created, not yet started, injected container (fillHomeSeed) and gives
+// the sandbox user the roots of its workspace volume and of that seed: another image has no /workspace owned by
+// 65532 for the engine to copy (ours has), and its HOME, if any, belongs to its own user. A tar holding just those
+// two directory entries, extracted at / of a helper container that mounts both volumes, sets their owner and mode;
+// files inside keep theirs.
 func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandboxes.ContainerSpec) error {
 	info, err := d.cli.ContainerInspect(ctx, containerID)
 	if err != nil {
 		return fmt.Errorf("inspecting the new container: %w", err)
 	}
-	homeVol := ""
-	for _, m := range info.Mounts {
-		if m.Destination == sandboxes.SandboxHome && m.Type == mount.TypeVolume {
-			homeVol = m.Name
-		}
-	}
+	homeVol := homeSeedOf(info.Mounts)
 	if homeVol == "" {
-		return fmt.Errorf("the new container has no volume at %s", sandboxes.SandboxHome)
+		return fmt.Errorf("the new container has no volume at %s", agentapi.HomeSeedDir)
+	}
+	if err := d.fillHomeSeed(ctx, homeVol, spec); err != nil {
+		return err
 	}
 	hc := &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
 		{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace", VolumeOptions: &mount.VolumeOptions{NoCopy: true}},

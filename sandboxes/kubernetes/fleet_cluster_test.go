@@ -99,7 +99,7 @@ func TestClusterFleetTwoManagers(t *testing.T) {
 		list, _, err := a.mgr.List(ctx, sandboxes.ListOptions{})
 		return err == nil && len(list) == 0 && !a.mgr.Exists(sb.ID)
 	})
-	recs, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "sandgate.dev/state=sandbox"})
+	recs, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "sandgate.dev/state=sandbox"})
 	if err != nil || len(recs.Items) != 0 {
 		t.Fatalf("sandbox records left after delete: %v %v", recs, err)
 	}

@@ -28,7 +28,10 @@ import (
 )
 
 // StateStore keeps the sandbox records of a fleet of gateways in the Kubernetes API (a sandboxes.SharedStore):
-// one ConfigMap per sandbox holding its Record as JSON, and one ConfigMap of the Manager's meta values. Writes
+// one Secret per sandbox holding its Record as JSON, and one ConfigMap of the Manager's meta values. A record holds
+// the sandbox's agent token, which every gateway of the fleet needs in clear to talk to the agent (after a restart
+// too), so it is a Secret: the cluster's aggregated `view` role reads ConfigMaps but not Secrets (issue 33). Records
+// an older version kept in ConfigMaps are moved into Secrets at start (migrateConfigMapRecords). Writes
 // use the API's optimistic concurrency (resourceVersion, retried on conflict), an informer feeds the changes
 // other gateways make, and a Lease (leader.go) says which gateway runs the collector. Everything else the
 // gateway persists (workspace metadata, snapshots, API keys, history, exports) stays in the embedded local
@@ -44,7 +47,7 @@ type StateStore struct {
 
 	startOnce sync.Once
 	startErr  error
-	lister    listersv1.ConfigMapNamespaceLister
+	lister    listersv1.SecretNamespaceLister
 	informed  sync.WaitGroup
 
 	mu sync.Mutex
@@ -75,7 +78,8 @@ type StateConfig struct {
 }
 
 const (
-	// labelState marks the store's ConfigMaps: "sandbox" for a record, "meta" for the meta values.
+	// labelState marks the store's objects: "sandbox" for a record (a Secret), "meta" for the meta values (a
+	// ConfigMap).
 	labelState = kubenames.Prefix + "state"
 	// labelManager is the Manager's namespace (label value).
 	labelManager = kubenames.Prefix + "manager"
@@ -86,7 +90,9 @@ const (
 
 // StatePermissions is what the state store needs beyond the driver's Permissions, in the same namespace.
 var StatePermissions = []permission{
-	{"", "configmaps", []string{"get", "list", "watch", "create", "update", "delete"}},
+	{"", "secrets", []string{"get", "list", "watch", "create", "update", "delete"}},
+	// The meta values; list and delete move an older version's records out of ConfigMaps.
+	{"", "configmaps", []string{"get", "list", "create", "update", "delete"}},
 	{"coordination.k8s.io", "leases", []string{"get", "create", "update"}},
 }
 
@@ -115,8 +121,8 @@ func (s *StateStore) Identity() string { return s.identity }
 // Leading reports whether this gateway holds the GC Lease.
 func (s *StateStore) Leading() bool { return s.leading.Load() }
 
-// recordName is the ConfigMap of a sandbox's record. The suffix has a dot, which no container record's name (a
-// DNS label) has, so the two kinds never collide.
+// recordName is the Secret of a sandbox's record (and the ConfigMap an older version kept it in). The suffix
+// has a dot, which no container record's name (a DNS label) has, so the two kinds never collide.
 func (s *StateStore) recordName(id string) string {
 	return kubenames.Object(s.cfg.Manager+"-"+id) + ".sandbox"
 }
@@ -131,6 +137,10 @@ func (s *StateStore) configMaps() typedcorev1.ConfigMapInterface {
 	return s.cs.CoreV1().ConfigMaps(s.cfg.Namespace)
 }
 
+func (s *StateStore) secrets() typedcorev1.SecretInterface {
+	return s.cs.CoreV1().Secrets(s.cfg.Namespace)
+}
+
 // start checks the permissions, then starts the informer on the records and waits for its first list.
 func (s *StateStore) start() error {
 	s.startOnce.Do(func() {
@@ -139,11 +149,14 @@ func (s *StateStore) start() error {
 		if s.startErr = s.checkPermissions(ctx); s.startErr != nil {
 			return
 		}
+		if s.startErr = s.migrateConfigMapRecords(ctx); s.startErr != nil {
+			return
+		}
 		sel := labels.SelectorFromSet(s.labels("sandbox")).String()
 		f := informers.NewSharedInformerFactoryWithOptions(s.cs, 0, informers.WithNamespace(s.cfg.Namespace),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-		inf := f.Core().V1().ConfigMaps()
-		s.lister = inf.Lister().ConfigMaps(s.cfg.Namespace)
+		inf := f.Core().V1().Secrets()
+		s.lister = inf.Lister().Secrets(s.cfg.Namespace)
 		if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { s.observed(o) },
 			UpdateFunc: func(_, o any) { s.observed(o) },
@@ -190,10 +203,10 @@ func (s *StateStore) checkPermissions(ctx context.Context) error {
 	return nil
 }
 
-// decode reads a record ConfigMap.
-func decode(cm *corev1.ConfigMap) (sandboxes.Record, error) {
+// decode reads a record Secret.
+func decode(cm *corev1.Secret) (sandboxes.Record, error) {
 	var r sandboxes.Record
-	if err := json.Unmarshal([]byte(cm.Data[recordKey]), &r); err != nil {
+	if err := json.Unmarshal(cm.Data[recordKey], &r); err != nil {
 		return r, fmt.Errorf("sandbox record %s: %w", cm.Name, err)
 	}
 	if r.ID == "" {
@@ -202,8 +215,37 @@ func decode(cm *corev1.ConfigMap) (sandboxes.Record, error) {
 	return r, nil
 }
 
+// recordSecret is the Secret of a record named name holding the record's JSON b.
+func (s *StateStore) recordSecret(name string, b []byte, annotations map[string]string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace,
+		Labels: s.labels("sandbox"), Annotations: annotations},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{recordKey: b}}
+}
+
+// migrateConfigMapRecords moves the records an older version kept in ConfigMaps, agent tokens in clear, into
+// Secrets: each is created as a Secret (unless one of the name exists: that one is newer) and its ConfigMap
+// deleted. It runs before the informer lists the Secrets, so the Manager loads every record. Upgrade every gateway
+// of a fleet together: an older gateway still running would write ConfigMaps that nobody reads.
+func (s *StateStore) migrateConfigMapRecords(ctx context.Context) error {
+	list, err := s.configMaps().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.labels("sandbox")).String()})
+	if err != nil {
+		return fmt.Errorf("listing sandbox records kept in configmaps: %w", err)
+	}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		sec := s.recordSecret(cm.Name, []byte(cm.Data[recordKey]), cm.Annotations)
+		if _, err := s.secrets().Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("moving sandbox record %s into a secret: %w", cm.Name, err)
+		}
+		if err := s.configMaps().Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting sandbox record %s's configmap: %w", cm.Name, err)
+		}
+	}
+	return nil
+}
+
 func (s *StateStore) observed(o any) {
-	cm, ok := o.(*corev1.ConfigMap)
+	cm, ok := o.(*corev1.Secret)
 	if !ok {
 		return
 	}
@@ -224,7 +266,7 @@ func (s *StateStore) deleted(o any) {
 	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = t.Obj
 	}
-	cm, ok := o.(*corev1.ConfigMap)
+	cm, ok := o.(*corev1.Secret)
 	if !ok {
 		return
 	}
@@ -259,7 +301,7 @@ func (s *StateStore) Load() ([]sandboxes.Record, error) {
 	return decodeAll(cms)
 }
 
-func decodeAll(cms []*corev1.ConfigMap) ([]sandboxes.Record, error) {
+func decodeAll(cms []*corev1.Secret) ([]sandboxes.Record, error) {
 	out := make([]sandboxes.Record, 0, len(cms))
 	var errs []error
 	for _, cm := range cms {
@@ -275,11 +317,11 @@ func decodeAll(cms []*corev1.ConfigMap) ([]sandboxes.Record, error) {
 
 // Fresh lists the records from the API itself, not from the informer's cache.
 func (s *StateStore) Fresh(ctx context.Context) ([]sandboxes.Record, error) {
-	list, err := s.configMaps().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.labels("sandbox")).String()})
+	list, err := s.secrets().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.labels("sandbox")).String()})
 	if err != nil {
 		return nil, fmt.Errorf("listing sandbox records: %w", err)
 	}
-	cms := make([]*corev1.ConfigMap, len(list.Items))
+	cms := make([]*corev1.Secret, len(list.Items))
 	for i := range list.Items {
 		cms[i] = &list.Items[i]
 	}
@@ -305,10 +347,10 @@ func (s *StateStore) Put(r sandboxes.Record) error {
 	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
 	defer cancel()
 	name := s.recordName(r.ID)
-	cms := s.configMaps()
+	cms := s.secrets()
 	first := true
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		var cur *corev1.ConfigMap
+		var cur *corev1.Secret
 		var err error
 		if first && s.lister != nil {
 			// The cache spares a read in the usual case; it may lag a create, so only the API says "not found".
@@ -322,13 +364,11 @@ func (s *StateStore) Put(r sandboxes.Record) error {
 		case apierrors.IsNotFound(err) && known:
 			return errGone
 		case apierrors.IsNotFound(err):
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace,
-				Labels: s.labels("sandbox"), Annotations: map[string]string{annoWriter: s.identity}},
-				Data: map[string]string{recordKey: string(b)}}
+			cm := s.recordSecret(name, b, map[string]string{annoWriter: s.identity})
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				known = true
-				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err) // read it and update
+				return apierrors.NewConflict(corev1.Resource("secrets"), name, err) // read it and update
 			}
 			return err
 		case err != nil:
@@ -339,7 +379,7 @@ func (s *StateStore) Put(r sandboxes.Record) error {
 			cm.Annotations = map[string]string{}
 		}
 		cm.Annotations[annoWriter] = s.identity
-		cm.Data = map[string]string{recordKey: string(b)}
+		cm.Data = map[string][]byte{recordKey: b}
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
 			return errGone
@@ -382,7 +422,7 @@ func (s *StateStore) Delete(id string) error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
 	defer cancel()
-	err := s.configMaps().Delete(ctx, s.recordName(id), metav1.DeleteOptions{})
+	err := s.secrets().Delete(ctx, s.recordName(id), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting sandbox record %s: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -34,13 +35,13 @@ func allowAll(cs *fake.Clientset, deny ...string) {
 	})
 }
 
-// watchesOf counts the watches started on configmaps: the fake clientset loses events sent before a watch is
+// watchesOf counts the watches started on secrets (the records): the fake clientset loses events sent before a watch is
 // registered, which happens a moment after an informer's first list (kubernetes issue 95372), so a test waits for
 // its stores' watches before it writes.
 func watchesOf(cs *fake.Clientset) func() int {
 	var mu sync.Mutex
 	n := 0
-	cs.PrependWatchReactor("configmaps", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	cs.PrependWatchReactor("secrets", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		ns := a.GetNamespace()
 		w, err := cs.Tracker().Watch(a.GetResource(), ns)
 		mu.Lock()
@@ -125,7 +126,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 		c := fb.changes()
 		return len(c) > 0 && c[len(c)-1].Record.Phase == sandboxes.PhaseRunning
 	})
-	cm, err := cs.CoreV1().ConfigMaps("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{})
+	cm, err := cs.CoreV1().Secrets("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestStateStoreSharesRecords(t *testing.T) {
 	if err := a.Put(rec("sb-1", sandboxes.PhaseDied)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().ConfigMaps("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{}); err == nil {
+	if _, err := cs.CoreV1().Secrets("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{}); err == nil {
 		t.Fatal("a late write brought a deleted record back")
 	}
 	for _, c := range fa.changes() {
@@ -183,8 +184,8 @@ func TestStateStoreLoadSeesEarlierRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A restarted gateway (a new identity) loads them all, and a foreign ConfigMap is no record.
-	if _, err := cs.CoreV1().ConfigMaps("sbx").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+	// A restarted gateway (a new identity) loads them all, and a foreign Secret is no record.
+	if _, err := cs.CoreV1().Secrets("sbx").Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b := testStateStore(t, cs, "gw-a2")
@@ -193,9 +194,9 @@ func TestStateStoreLoadSeesEarlierRecords(t *testing.T) {
 		t.Fatalf("load: %+v %v", recs, err)
 	}
 	// A hand-edited record that does not parse is an error naming it.
-	cm, _ := cs.CoreV1().ConfigMaps("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{})
-	cm.Data[recordKey] = "{"
-	if _, err := cs.CoreV1().ConfigMaps("sbx").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+	cm, _ := cs.CoreV1().Secrets("sbx").Get(context.Background(), a.recordName("sb-1"), metav1.GetOptions{})
+	cm.Data[recordKey] = []byte("{")
+	if _, err := cs.CoreV1().Secrets("sbx").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Fresh(context.Background()); err == nil || !strings.Contains(err.Error(), a.recordName("sb-1")) {
@@ -262,4 +263,62 @@ func TestStateStoreLeaseHandover(t *testing.T) {
 		t.Fatal("A still leads after it stopped")
 	}
 	testenv.WaitUntil(t, "B to lead", b.Leading)
+}
+
+// TestStateStoreKeepsTokensOutOfConfigMaps is the finding of issue 33: a record holds its sandbox's agent token in
+// clear (every gateway of the fleet needs it to talk to the agent), and ConfigMaps are readable by the cluster's
+// `view` role. No ConfigMap the store writes holds a token; the record is a Secret. A record an older version kept in
+// a ConfigMap is moved into a Secret at start, and its ConfigMap deleted, without losing the record.
+func TestStateStoreKeepsTokensOutOfConfigMaps(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	allowAll(cs)
+	old := testStateStore(t, cs, "gw-old")
+	legacy, _ := json.Marshal(rec("sb-legacy", sandboxes.PhaseRunning))
+	if _, err := cs.CoreV1().ConfigMaps("sbx").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: old.recordName("sb-legacy"),
+		Namespace: "sbx", Labels: old.labels("sandbox")}, Data: map[string]string{recordKey: string(legacy)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := testStateStore(t, cs, "gw-a")
+	recs, err := a.Load()
+	if err != nil || len(recs) != 1 || recs[0].ID != "sb-legacy" || recs[0].Token != "t-sb-legacy" {
+		t.Fatalf("load after the move: %+v %v", recs, err)
+	}
+	if err := a.Put(rec("sb-1", sandboxes.PhaseRunning)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetMeta("k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	cms, err := cs.CoreV1().ConfigMaps("sbx").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		for k, v := range cm.Data {
+			if strings.Contains(v, "t-sb-") {
+				t.Errorf("configmap %s key %s holds an agent token: %s", cm.Name, k, v)
+			}
+		}
+	}
+	for _, id := range []string{"sb-legacy", "sb-1"} {
+		sec, err := cs.CoreV1().Secrets("sbx").Get(ctx, a.recordName(id), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("record %s: %v", id, err)
+		}
+		if sec.Type != corev1.SecretTypeOpaque || !strings.Contains(string(sec.Data[recordKey]), "t-"+id) {
+			t.Errorf("record %s's secret: %+v", id, sec)
+		}
+	}
+	// A gateway that restarts reads the token back from the Secret.
+	b := testStateStore(t, cs, "gw-b")
+	recs, err = b.Load()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("load by another gateway: %+v %v", recs, err)
+	}
+	for _, r := range recs {
+		if r.Token != "t-"+r.ID {
+			t.Errorf("record %s came back with token %q", r.ID, r.Token)
+		}
+	}
 }

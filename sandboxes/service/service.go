@@ -25,6 +25,8 @@ type Config struct {
 	ManagedWorkspace *sandboxes.WorkspaceSpec
 	// Exports keeps exported paths; nil answers ExportFiles with capability_not_supported.
 	Exports ExportStore
+	// ExportLimits bound one owner's exports (zero fields: sandboxes' defaults).
+	ExportLimits sandboxes.ExportLimits
 	// Fetch GETs a public URL for ImportFile; nil answers URL imports with capability_not_supported.
 	Fetch Fetcher
 	// MaxUploadBytes caps one upload or import; 0 means 1 GiB.

@@ -133,7 +133,17 @@ func (a *fakeAgent) Upload(_ context.Context, t sandboxes.Target, p string, body
 
 type fakeExports map[string]sandboxes.Export
 
-func (e fakeExports) PutExports(es []sandboxes.Export) error {
+func (e fakeExports) Exports(id string) ([]sandboxes.Export, error) {
+	var out []sandboxes.Export
+	for _, x := range e {
+		if x.SandboxID == id {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func (e fakeExports) PutExports(es []sandboxes.Export, _ sandboxes.ExportLimits) error {
 	for _, x := range es {
 		e[x.SandboxID+"/"+x.Path] = x
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -16,18 +17,24 @@ import (
 
 // ExportStore keeps the registered exports (the gateway's embedded store).
 type ExportStore interface {
-	PutExports(es []sandboxes.Export) error
-	// Export is the registration of path in sandboxID, nil when there is none.
+	// PutExports refuses the call with a quota_exceeded *sandboxes.Error when an owner's exports would pass l.
+	PutExports(es []sandboxes.Export, l sandboxes.ExportLimits) error
+	// Export is the registration of path in sandboxID, nil when there is none (an expired one is returned).
 	Export(sandboxID, path string) (*sandboxes.Export, error)
+	// Exports lists a sandbox's registrations, expired ones included.
+	Exports(sandboxID string) ([]sandboxes.Export, error)
 }
+
+// MaxExportPaths bounds the paths of one export call.
+const MaxExportPaths = 1000
 
 // Fetcher GETs a public URL for an import; its refusals are typed (*Error).
 type Fetcher func(ctx context.Context, u *url.URL) (io.ReadCloser, error)
 
 // ExportFiles registers workspace paths of a sandbox p owns as importable by p's other sandboxes.
 func (s *Service) ExportFiles(ctx context.Context, p Principal, id string, paths []string) ([]sandboxes.Export, error) {
-	if len(paths) == 0 || len(paths) > 1000 {
-		return nil, Errorf(CodeValidation, "paths must list 1 to 1000 workspace paths")
+	if len(paths) == 0 || len(paths) > MaxExportPaths {
+		return nil, Errorf(CodeValidation, "paths must list 1 to %d workspace paths", MaxExportPaths).With("field", "paths").With("limit", MaxExportPaths)
 	}
 	if s.cfg.Exports == nil {
 		return nil, Errorf(CodeCapability, "exports are not kept on this gateway").With("capability", "exports").With("available", []string{})
@@ -39,16 +46,47 @@ func (s *Service) ExportFiles(ctx context.Context, p Principal, id string, paths
 	now := s.cfg.Now().UTC()
 	es := make([]sandboxes.Export, 0, len(paths))
 	for _, raw := range paths {
+		if len(raw) > sandboxes.MaxExportPathBytes {
+			return nil, Errorf(CodeValidation, "an exported path is %d bytes, the limit is %d", len(raw), sandboxes.MaxExportPathBytes).
+				With("field", "paths").With("limit", sandboxes.MaxExportPathBytes)
+		}
 		c, err := CleanWorkspacePath("paths", raw, false)
 		if err != nil {
 			return nil, err
 		}
-		es = append(es, sandboxes.Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now})
+		es = append(es, sandboxes.Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now, ExpiresAt: now.Add(sandboxes.ExportTTL)})
 	}
-	if err := s.cfg.Exports.PutExports(es); err != nil {
+	if err := s.cfg.Exports.PutExports(es, s.cfg.ExportLimits); err != nil {
+		var se *sandboxes.Error
+		if errors.As(err, &se) {
+			return nil, err // quota_exceeded, typed with its details
+		}
 		return nil, fmt.Errorf("recording exports: %w", err)
 	}
 	return es, nil
+}
+
+// ListExports lists the live exports of a sandbox p can see.
+func (s *Service) ListExports(ctx context.Context, p Principal, id string) ([]sandboxes.Export, error) {
+	sb, err := s.Visible(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	out := []sandboxes.Export{}
+	if s.cfg.Exports == nil {
+		return out, nil
+	}
+	all, err := s.cfg.Exports.Exports(sb.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading exports: %w", err)
+	}
+	now := s.cfg.Now()
+	for _, e := range all {
+		if !e.Expired(now) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // ImportParams is a file to copy into a sandbox: either an exported file of another sandbox, or a public URL.
@@ -129,7 +167,7 @@ func (s *Service) importSource(ctx context.Context, p Principal, id string, req 
 	if err != nil {
 		return nil, "", "", fmt.Errorf("reading exports: %w", err)
 	}
-	if exp == nil {
+	if exp == nil || exp.Expired(s.cfg.Now()) { // an expired export is refused before the sweep removes it
 		return nil, "", "", Errorf(CodeForbidden, "%s is not exported by sandbox %s", src, from.ID).With("sandbox_id", from.ID).With("path", src)
 	}
 	if _, err := s.Visible(ctx, p, id); err != nil { // check the destination before starting the source
