@@ -8,6 +8,10 @@ import (
 // TestEgressCaddyfileErrors: a wrong sandbox_egress limit is an adapt error, never a silent default.
 func TestEgressCaddyfileErrors(t *testing.T) {
 	site := func(block string) string { return ":3128 {\n\tsandbox_egress {\n" + block + "\n\t}\n}\n" }
+	limit := func(opt string) string {
+		return "{\n\tservers :3128 {\n\t\tlistener_wrappers {\n\t\t\tsandbox_egress_limit {\n\t\t\t\t" + opt +
+			"\n\t\t\t}\n\t\t}\n\t}\n}\n\n" + site("")
+	}
 	for _, tc := range []struct {
 		name, caddyfile, want string
 	}{
@@ -16,6 +20,8 @@ func TestEgressCaddyfileErrors(t *testing.T) {
 		{"negative idle", site("\t\tidle_timeout -1s"), "idle_timeout: want a positive duration"},
 		{"idle without value", site("\t\tidle_timeout"), "wrong argument count"},
 		{"unknown", site("\t\tmax_conns 3"), `unknown option "max_conns"`},
+		{"zero per source", limit("max_conns_per_source 0"), "max_conns_per_source: want a positive number"},
+		{"unknown limit option", limit("max_conns 3"), `sandbox_egress_limit: unknown option "max_conns"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := adaptToJSON(tc.caddyfile)
