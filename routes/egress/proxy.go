@@ -153,6 +153,9 @@ func (p *Proxy) copyIdle(w http.ResponseWriter, body io.Reader, cancel context.C
 	stall := time.AfterFunc(p.IdleTimeout, cancel)
 	defer stall.Stop()
 	rc := http.NewResponseController(w)
+	// The deadline covers each chunk's write and flush; it is lifted at the end so the server's final flush of
+	// the response is not cut by a deadline that has passed meanwhile.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := body.Read(buf)
@@ -160,6 +163,11 @@ func (p *Proxy) copyIdle(w http.ResponseWriter, body io.Reader, cancel context.C
 		if n > 0 {
 			_ = rc.SetWriteDeadline(time.Now().Add(p.IdleTimeout))
 			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			// Flushed per chunk: what upstream sent reaches the sandbox now (streams, server-sent events), not
+			// when a buffer fills.
+			if rc.Flush() != nil {
 				return
 			}
 			stall.Reset(p.IdleTimeout)

@@ -268,3 +268,33 @@ func TestForwardedRequestsShareTheCap(t *testing.T) {
 		t.Fatalf("a forwarded request beyond the cap: %v %v", err, resp)
 	}
 }
+
+// TestStalledForwardedResponseEnds: a forwarded response whose upstream stops sending mid-body is ended after the
+// idle timeout, and its slot freed, rather than held for ever.
+func TestStalledForwardedResponseEnds(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	rig := newTunnelRig(t, &Proxy{IdleTimeout: idle}, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
+		_, _ = io.Copy(io.Discard, c) // then nothing, until the proxy gives up
+	})
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sandboxA.AsSlice()}}
+	c, err := d.Dial("tcp", rig.proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a guard against a hang, not a wait
+	fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", rig.upstream, rig.upstream)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%v %v", err, resp)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if string(body) != "part" || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("stalled body: %q %v, want the part sent and the response cut off by the proxy", body, err)
+	}
+	waitFor(t, "the stalled request's slot to be freed", func() bool { return rig.proxy.Open("sb-a") == 0 })
+}
