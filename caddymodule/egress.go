@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -33,6 +34,10 @@ func init() {
 type SandboxEgress struct {
 	// DialTimeout bounds connecting upstream; default 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// MaxTunnels caps one sandbox's concurrent tunnels and forwarded requests; default 128. Over it: 429.
+	MaxTunnels int `json:"max_tunnels,omitempty"`
+	// IdleTimeout closes a tunnel that moved no byte either way for this long; default 5m.
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
 
 	proxy *egress.Proxy
 }
@@ -53,6 +58,8 @@ func (h *SandboxEgress) Provision(ctx caddy.Context) error {
 		Directory:   managerDirectory{mgr: mgr},
 		Logger:      slog.New(zapslog.NewHandler(ctx.Logger().Core())),
 		DialTimeout: time.Duration(h.DialTimeout),
+		MaxTunnels:  h.MaxTunnels,
+		IdleTimeout: time.Duration(h.IdleTimeout),
 	}
 	return nil
 }
@@ -112,6 +119,8 @@ func sandboxPolicy(p sandboxes.Profile, sb *sandboxes.Sandbox) egress.Policy {
 //
 //	sandbox_egress [<matcher>] {
 //	    dial_timeout <duration>
+//	    max_tunnels <n>
+//	    idle_timeout <duration>
 //	}
 func parseSandboxEgress(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := new(SandboxEgress)
@@ -126,15 +135,29 @@ func (h *SandboxEgress) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		switch d.Val() {
-		case "dial_timeout":
+		case "dial_timeout", "idle_timeout":
+			opt := d.Val()
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("dial_timeout: %v", err)
+			if err != nil || dur <= 0 {
+				return d.Errf("%s: want a positive duration, got %q", opt, d.Val())
 			}
-			h.DialTimeout = caddy.Duration(dur)
+			if opt == "dial_timeout" {
+				h.DialTimeout = caddy.Duration(dur)
+			} else {
+				h.IdleTimeout = caddy.Duration(dur)
+			}
+		case "max_tunnels":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 {
+				return d.Errf("max_tunnels: want a positive number, got %q", d.Val())
+			}
+			h.MaxTunnels = n
 		default:
 			return d.Errf("sandbox_egress: unknown option %q", d.Val())
 		}

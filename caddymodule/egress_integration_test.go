@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,6 +54,24 @@ except urllib.error.HTTPError as e:
 except Exception as e:
     print("ERR", e)`
 
+// tunnelScript opens n CONNECT tunnels to target through the proxy at host:port, holds them all, and prints each
+// answer's status code.
+const tunnelScript = `import socket,sys
+host,port,target,n=sys.argv[1],int(sys.argv[2]),sys.argv[3],int(sys.argv[4])
+held=[];codes=[]
+for i in range(n):
+    s=socket.create_connection((host,port),timeout=10)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n"%(target,target)).encode())
+    line=b""
+    while not line.endswith(b"\n"):
+        c=s.recv(1)
+        if not c: break
+        line+=c
+    f=line.split()
+    codes.append(f[1].decode() if len(f)>1 else "ERR")
+    held.append(s)
+print(" ".join(codes))`
+
 // TestEgressAllowList: a sandbox on an internal network reaches a server the allow-list names through sandgate's
 // own forward proxy, is refused (and the refusal logged with its id) for another address, and reaches nothing
 // directly; a sandbox with network none reaches nothing at all.
@@ -82,7 +101,9 @@ func TestEgressAllowList(t *testing.T) {
 }
 
 http://:%d {
-	sandbox_egress
+	sandbox_egress {
+		max_tunnels 3
+	}
 }
 `, ns, image, network, gw, port, allowed, image, gw, port, port), testenv.GatewayOptions{})
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/run/sandgate", ns)) })
@@ -112,6 +133,15 @@ http://:%d {
 	}
 	if got := fetch("http://"+allowed+":8080/", "-e", "HTTP_PROXY=", "-e", "http_proxy="); !strings.HasPrefix(got, "ERR") {
 		t.Fatalf("direct from an internal network: %q", got)
+	}
+	// The tunnel flood of issue 33, from inside a real sandbox: with max_tunnels 3, the fourth tunnel held at once
+	// is refused with 429, and the sandbox's next request still goes through once the script's tunnels close.
+	out, _ := exec.Command("docker", "exec", ctr, "python3", "-c", tunnelScript, gw, strconv.Itoa(port), allowed+":8080", "4").CombinedOutput()
+	if got := strings.TrimSpace(string(out)); got != "200 200 200 429" {
+		t.Fatalf("four tunnels held at once with max_tunnels 3: %q", got)
+	}
+	if got := fetch("http://" + allowed + ":8080/"); got != "200 hello from "+allowed {
+		t.Fatalf("allowed after the flood: %q", got)
 	}
 	logs := g.Logs()
 	if !strings.Contains(logs, "egress refused") || !strings.Contains(logs, created.ID) || !strings.Contains(logs, other) {

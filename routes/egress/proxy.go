@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,9 +35,16 @@ type Proxy struct {
 	DialTimeout time.Duration
 	// Resolver resolves names; nil uses net.DefaultResolver.
 	Resolver *net.Resolver
+	// MaxTunnels caps one sandbox's concurrent upstream connections: CONNECT tunnels and forwarded requests
+	// (including dials in progress); default DefaultMaxTunnels. Over it, a request is answered 429.
+	MaxTunnels int
+	// IdleTimeout closes a tunnel, or a forwarded response, that moved no byte in either direction for this long;
+	// default DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	once      sync.Once
 	transport *http.Transport
+	limits    limiter
 }
 
 // hop-by-hop headers (RFC 9110 7.6.1) plus the proxy's own.
@@ -52,6 +60,12 @@ func (p *Proxy) init() {
 		}
 		if p.DialTimeout == 0 {
 			p.DialTimeout = 10 * time.Second
+		}
+		if p.MaxTunnels <= 0 {
+			p.MaxTunnels = DefaultMaxTunnels
+		}
+		if p.IdleTimeout <= 0 {
+			p.IdleTimeout = DefaultIdleTimeout
 		}
 		p.transport = &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -105,7 +119,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, client, host, why)
 		return
 	}
-	out := r.Clone(context.WithValue(r.Context(), policyKey{}, client.Policy))
+	if !p.limits.acquire(client.SandboxID, p.MaxTunnels) {
+		p.overLimit(w, client, host)
+		return
+	}
+	defer p.limits.release(client.SandboxID)
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), policyKey{}, client.Policy))
+	defer cancel()
+	out := r.Clone(ctx)
 	out.RequestURI = ""
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
@@ -123,21 +144,58 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	p.copyIdle(w, resp.Body, cancel)
+}
+
+// copyIdle copies a forwarded response's body, ending it (cancel aborts the upstream read) when neither reading
+// from upstream nor writing to the sandbox has progressed for the idle timeout.
+func (p *Proxy) copyIdle(w http.ResponseWriter, body io.Reader, cancel context.CancelFunc) {
+	stall := time.AfterFunc(p.IdleTimeout, cancel)
+	defer stall.Stop()
+	rc := http.NewResponseController(w)
+	// The deadline covers each chunk's write and flush; it is lifted at the end so the server's final flush of
+	// the response is not cut by a deadline that has passed meanwhile.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		stall.Reset(p.IdleTimeout)
+		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(p.IdleTimeout))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			// Flushed per chunk: what upstream sent reaches the sandbox now (streams, server-sent events), not
+			// when a buffer fills.
+			if rc.Flush() != nil {
+				return
+			}
+			stall.Reset(p.IdleTimeout)
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, client Client) {
-	host, port, err := net.SplitHostPort(r.Host)
-	if err != nil || port == "" {
-		http.Error(w, "sandgate egress: CONNECT needs host:port", http.StatusBadRequest)
+	host, port, err := ConnectTarget(r.Host)
+	if err != nil {
+		http.Error(w, "sandgate egress: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if ok, why := client.Policy.AllowsHost(host); !ok {
 		p.refuse(w, client, host, why)
 		return
 	}
+	if !p.limits.acquire(client.SandboxID, p.MaxTunnels) {
+		p.overLimit(w, client, host)
+		return
+	}
+	defer p.limits.release(client.SandboxID)
 	ctx, cancel := context.WithTimeout(r.Context(), p.DialTimeout)
-	upstream, err := p.dial(ctx, client.Policy, r.Host)
+	// The dial goes to the target as parsed and authorised, not to the raw text.
+	upstream, err := p.dial(ctx, client.Policy, net.JoinHostPort(host, strconv.Itoa(int(port))))
 	cancel()
 	if err != nil {
 		p.upstreamError(w, client, host, err)
@@ -159,33 +217,14 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, client Clie
 	// Bytes the client sent after the CONNECT head are already buffered.
 	if n := brw.Reader.Buffered(); n > 0 {
 		b, _ := brw.Reader.Peek(n)
+		_ = upstream.SetWriteDeadline(time.Now().Add(p.IdleTimeout))
 		if _, err := upstream.Write(b); err != nil {
 			conn.Close()
 			upstream.Close()
 			return
 		}
 	}
-	relay(conn, upstream)
-}
-
-// relay copies both ways until both directions end, half-closing as each side finishes.
-func relay(a, b net.Conn) {
-	var wg sync.WaitGroup
-	cp := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	wg.Add(2)
-	go cp(a, b)
-	go cp(b, a)
-	wg.Wait()
-	a.Close()
-	b.Close()
+	relay(conn, upstream, p.IdleTimeout)
 }
 
 func (p *Proxy) refuse(w http.ResponseWriter, client Client, host, why string) {

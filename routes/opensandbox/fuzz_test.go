@@ -2,7 +2,9 @@ package opensandbox
 
 import (
 	"encoding/json"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,7 +19,22 @@ func FuzzProxyPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p string) {
 		pa, ok := parseProxyPath(p)
-		if !ok || checkRest(pa.Rest) != nil {
+		if !ok {
+			return
+		}
+		// The parse only splits: the id, key and port come from their own segments and the rest is the path's tail.
+		head, tail := strings.TrimSuffix(p, pa.Rest), ""
+		if i := strings.LastIndex(head, "/proxy/"); i >= 0 {
+			head, tail = head[:i], head[i+len("/proxy/"):]
+		}
+		digits, err := strconv.Atoi(tail)
+		// An empty id is parsed as such; admitProxy refuses it as an invalid id (404).
+		if strings.ContainsRune(pa.ID+pa.Key, '/') || pa.Port < 0 || pa.Port > 99999 ||
+			pa.Rest != "" && pa.Rest[0] != '/' || !strings.HasSuffix(p, pa.Rest) || err != nil || digits != pa.Port ||
+			!strings.HasSuffix(head, "/sandboxes/"+pa.ID+"."+pa.Key) && !(pa.Key == "" && strings.HasSuffix(head, "/sandboxes/"+pa.ID)) {
+			t.Fatalf("%q parsed as %+v", p, pa)
+		}
+		if checkRest(pa.Rest) != nil {
 			return
 		}
 		u, err := url.PathUnescape(pa.Rest)
@@ -87,6 +104,40 @@ func FuzzCreateBody(f *testing.F) {
 		for k := range req.Metadata {
 			if strings.HasPrefix(k, reservedPrefix) {
 				t.Fatalf("reserved key %q accepted", k)
+			}
+		}
+	})
+}
+
+// FuzzCheckResources: whatever quantities a create body names, the parse never panics, and accepted limits are
+// ones the engine takes: a finite CPU count of at least minCPU (or none) and a memory of at least minMemory bytes in
+// decimal (or none).
+func FuzzCheckResources(f *testing.F) {
+	for _, s := range [][3]string{{"500m", "1Gi", "10Gi"}, {"2", "512Mi", "1G"}, {"0.001", "6Mi", ""}, {"1e-9", "0.5", "0.1"},
+		{"NaN", "Inf", "-1"}, {"0x1p-2", "1e30Ti", "9223372036854775807"}, {"1m", "6291455", "1k"}, {"", "", ""}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, cpu, memory, disk string) {
+		rl := map[string]string{}
+		for k, v := range map[string]string{"cpu": cpu, "memory": memory, "disk": disk} {
+			if v != "" {
+				rl[k] = v
+			}
+		}
+		res, e := checkResources(rl, "resourceLimits")
+		if e != nil {
+			if e.Code == "" || e.Status == 0 {
+				t.Fatalf("untyped refusal %+v", e)
+			}
+			return
+		}
+		if res.CPUs != 0 && (res.CPUs < minCPU || math.IsInf(res.CPUs, 0) || math.IsNaN(res.CPUs)) || rl["cpu"] != "" && res.CPUs == 0 {
+			t.Fatalf("cpu %q accepted as %v", cpu, res.CPUs)
+		}
+		if rl["memory"] != "" {
+			n, err := strconv.ParseInt(res.Memory, 10, 64)
+			if err != nil || n < minMemory {
+				t.Fatalf("memory %q accepted as %q", memory, res.Memory)
 			}
 		}
 	})
