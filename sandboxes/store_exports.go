@@ -28,7 +28,7 @@ func (s *BoltStore) PutExports(es []Export) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketExports)
 		if err != nil {
 			return err
