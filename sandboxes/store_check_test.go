@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -219,5 +220,37 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestManagerRefusesToStartOnADamagedStore: the Manager (and so the gateway) does not start on a truncated store,
+// and says which backup to restore; restored, it starts with every sandbox.
+func TestManagerRefusesToStartOnADamagedStore(t *testing.T) {
+	path := filledStore(t, t.TempDir(), 50)
+	st := NewBoltStore(path)
+	backup, err := st.Backup(time.Now(), 3)
+	must(t, err)
+	must(t, st.Close())
+	info, err := os.Stat(path)
+	must(t, err)
+	must(t, os.Truncate(path, info.Size()/2))
+
+	d := newFakeDriver(t)
+	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, NewBoltStore(path), nil)
+	must(t, err)
+	must(t, m.Apply(context.Background(), Config{Profiles: []Profile{testProfile("p")}}))
+	err = m.Start(context.Background())
+	var ce *StoreCorruptError
+	if !errors.As(err, &ce) || ce.Backup != backup {
+		t.Fatalf("starting on a truncated store: %v, want a *StoreCorruptError naming %s", err, backup)
+	}
+	m.Close()
+
+	b, err := os.ReadFile(backup)
+	must(t, err)
+	must(t, os.WriteFile(path, b, 0o600))
+	m = startTestManager(t, d, path, Config{Profiles: []Profile{testProfile("p")}})
+	if _, err := m.Get(context.Background(), "sb-0049"); err != nil {
+		t.Fatalf("a sandbox of the restored store: %v", err)
 	}
 }
