@@ -75,6 +75,8 @@ type App struct {
 	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
 	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
 	AgentImage string `json:"agent_image,omitempty"`
+	// StoreConfig is the store's backups and the disk warnings (caddyfile_store.go).
+	StoreConfig *StoreOptions `json:"store,omitempty"`
 
 	driver  Driver
 	key     string
@@ -111,6 +113,8 @@ type managerHolder struct {
 	stop    func()
 	// stopReaper ends the loop that removes deleted sandboxes' execution history from the store.
 	stopReaper func()
+	// stopStore ends the store's backups and the disk watch.
+	stopStore func()
 	// lastStart is when an app using this Manager last started (unix nanoseconds), so the admin API finds the
 	// current one.
 	lastStart atomic.Int64
@@ -123,6 +127,7 @@ func (h *managerHolder) Destruct() error {
 		h.stop()
 	}
 	h.stopReaper()
+	h.stopStore()
 	return h.mgr.Close() // closes the store too
 }
 
@@ -181,9 +186,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
+		_, _, warn := a.StoreConfig.settings()
+		disks := sandboxes.NewDiskWatch(warn)
 		h := &managerHolder{mgr: mgr, store: store, metrics: newMetrics(mgr)}
+		h.metrics.collectors = append(h.metrics.collectors, newDiskCollector(disks))
 		h.stop = h.metrics.follow(mgr)
 		h.stopReaper = reapHistory(store, mgr, slogger)
+		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
+		h.stopStore = runStoreLoops(store, drv, a.StoreConfig, disks, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -222,6 +232,9 @@ func (a *App) Validate() error {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
 	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+		return err
+	}
+	if err := a.StoreConfig.validate(); err != nil { // caddyfile_store.go
 		return err
 	}
 	switch a.OnExit {

@@ -36,6 +36,7 @@ func init() {
 //	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
+//	    store { backup_interval 1h; backup_keep 3; disk_warn 90% }   (store backups, disk warnings)
 //	    agent_image   sandgate/sandbox:base                 (where the injected agent comes from)
 //	    profile <id> {
 //	        image         sandgate/sandbox:base
@@ -140,6 +141,8 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.AllowHostBinds = true
 		case "snapshots":
 			err = parseSnapshotsOption(d, app) // caddyfile_snapshots.go
+		case "store":
+			err = parseStoreOption(d, app) // caddyfile_store.go
 		case "agent_image":
 			err = oneString(d, &app.AgentImage)
 		case "profile":

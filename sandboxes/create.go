@@ -32,6 +32,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := m.checkImage(ctx, req); err != nil {
 		return nil, err
 	}
+	if w, ok := m.store.(StoreWritable); ok {
+		// A full data disk refuses the create before it makes anything (store_full.go).
+		if err := w.Writable(); err != nil {
+			return nil, err
+		}
+	}
 	began := time.Now()
 	m.mu.Lock()
 	if !m.started || m.closed {

@@ -8,5 +8,6 @@ func ErrorCodes() []string {
 		CodeNotFound, CodeUnknownProfile, CodeQuotaExceeded, CodeContainerDied, CodeTimeout, CodeExpired,
 		CodeTTLInfinite, CodeNotReady, CodeInvalid, CodeEngine, CodeCapabilityAbsent, CodeInvalidState,
 		CodeImageNotAllowed, CodeImageNotFound, CodeStartupFailed, CodeSnapshotNotFound, CodeSnapshotTooLarge, CodeWorkspaceInUse,
+		CodeStorageFull,
 	}
 }

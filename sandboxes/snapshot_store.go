@@ -44,7 +44,7 @@ func (s *BoltStore) PutSnapshot(r Snapshot) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketSnapshots)
 		if err != nil {
 			return err
@@ -59,7 +59,7 @@ func (s *BoltStore) DeleteSnapshot(id string) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSnapshots)
 		if b == nil {
 			return nil

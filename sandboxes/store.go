@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -84,6 +86,8 @@ type BoltStore struct {
 	closed bool
 	// hist feeds the history writer, which runs while the file is open (store_history.go).
 	hist history
+	// full is set by a write that failed for want of space, cleared by one that worked (store_full.go).
+	full atomic.Bool
 }
 
 // NewBoltStore returns a store at path; the file and its directory are created on first use.
@@ -109,14 +113,28 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory: %w", err)
 	}
-	// The timeout turns "another gateway holds this store" into an error instead of a hang.
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if _, err := os.Stat(s.path); errors.Is(err, fs.ErrNotExist) {
+		if err := createStoreFile(s.path); err != nil { // store_check.go
+			return nil, err
+		}
+	}
+	// A damaged file stops the gateway with a *StoreCorruptError naming the backup to restore (store_check.go).
+	if err := checkStoreFile(s.path); err != nil {
+		return nil, err
+	}
+	var db *bolt.DB
+	err := guarded(func() error {
+		var err error
+		// The timeout turns "another gateway holds this store" into an error instead of a hang.
+		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening sandbox store %s: %w", s.path, err)
 	}
 	// A lone write waits at most this long for others to join its commit.
 	db.MaxBatchDelay = time.Millisecond
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = s.update(db, func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketSandboxes, bucketMeta, bucketKeys, bucketHistory, bucketCargos} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -165,7 +183,7 @@ func (s *BoltStore) Put(r Record) error {
 	}
 	// Batch commits concurrent writes together: a burst of 20 creates pays one fsync, not 20 in a row (each
 	// create persists its record before it answers). A Put is idempotent, as Batch's retries require.
-	return db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b) })
+	return s.batch(db, func(tx *bolt.Tx) error { return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b) })
 }
 
 // PutMany writes records in one transaction: one fsync for the lot.
@@ -180,7 +198,7 @@ func (s *BoltStore) PutMany(recs []Record) error {
 			return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
 		}
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSandboxes)
 		for i, r := range recs {
 			if err := b.Put([]byte(r.ID), blobs[i]); err != nil {
@@ -217,7 +235,7 @@ func (s *BoltStore) Delete(id string) error {
 		return err
 	}
 	// The sandbox's exports go with its record, in the same transaction: no deletion path can leave them behind.
-	return db.Batch(func(tx *bolt.Tx) error {
+	return s.batch(db, func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketSandboxes).Delete([]byte(id)); err != nil {
 			return err
 		}
@@ -245,7 +263,7 @@ func (s *BoltStore) SetMeta(key, value string) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value)) })
+	return s.update(db, func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value)) })
 }
 
 // Close stores the queued history and closes the file if it was opened.

@@ -89,7 +89,7 @@ func (s *BoltStore) PutExports(es []Export, l ExportLimits) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketExports)
 		if err != nil {
 			return err
@@ -278,7 +278,7 @@ func (s *BoltStore) DropExports(sandboxID string) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return dropExportsTx(tx, sandboxID) })
+	return s.update(db, func(tx *bolt.Tx) error { return dropExportsTx(tx, sandboxID) })
 }
 
 // SweepExports removes the registrations that expired at now and those of sandboxes alive says are gone, drops
@@ -318,7 +318,7 @@ func (s *BoltStore) SweepExports(now time.Time, alive func(sandboxID string) boo
 		}
 	}
 	removed := 0
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = s.update(db, func(tx *bolt.Tx) error {
 		removed = 0
 		b := tx.Bucket(bucketExports)
 		ix, err := tx.CreateBucketIfNotExists(bucketExportsByOwner)

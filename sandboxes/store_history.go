@@ -320,7 +320,7 @@ func (s *BoltStore) UpdateHistory(sandboxID, id string, fn func(*HistoryEntry)) 
 		return nil, false, err
 	}
 	var found *HistoryEntry
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = s.update(db, func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketHistory).Bucket([]byte(sandboxID))
 		if sb == nil {
 			return nil
@@ -355,7 +355,7 @@ func (s *BoltStore) DropHistory(sandboxID string) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.update(db, func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketHistory).DeleteBucket([]byte(sandboxID))
 		if errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return nil

@@ -52,5 +52,5 @@ func (s *BoltStore) PutKey(k StoredKey) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(k.Hash), b) })
+	return s.update(db, func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(k.Hash), b) })
 }

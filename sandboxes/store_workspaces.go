@@ -47,7 +47,7 @@ func (s *BoltStore) PutCargo(w *Workspace) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Put([]byte(w.ID), b) })
+	return s.update(db, func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Put([]byte(w.ID), b) })
 }
 
 // Cargo returns one workspace record, or nil.
@@ -94,7 +94,7 @@ func (s *BoltStore) DeleteCargo(id string) error {
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Delete([]byte(id)) })
+	return s.update(db, func(tx *bolt.Tx) error { return tx.Bucket(bucketCargos).Delete([]byte(id)) })
 }
 
 var _ WorkspaceStore = (*BoltStore)(nil)

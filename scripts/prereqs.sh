@@ -46,9 +46,16 @@ ensure_docker() {
 	fi
 	docker_answers && return 0
 	can_install || fail "no Docker engine answers on ${DOCKER_HOST:-/var/run/docker.sock}: start dockerd."
+	start_dockerd
+}
+
+# start_dockerd starts the engine in a session of its own (setsid --fork), not in the caller's process group: Ctrl-C
+# on `make run` signals the terminal's foreground process group, and an engine in it stopped with every sandbox. It
+# outlives this script and the gateway; README.md says how to stop it (its pid is in /var/run/docker.pid).
+start_dockerd() {
 	mkdir -p "$STATE_DIR"
-	note "starting dockerd (log: $STATE_DIR/dockerd.log)"
-	nohup dockerd >"$STATE_DIR/dockerd.log" 2>&1 &
+	note "starting dockerd in its own session (log: $STATE_DIR/dockerd.log; stop it with: kill \$(cat /var/run/docker.pid))"
+	setsid --fork dockerd >"$STATE_DIR/dockerd.log" 2>&1 </dev/null
 	for _ in $(seq 1 60); do
 		docker_answers && return 0
 		sleep 0.5
@@ -140,6 +147,11 @@ ensure_compose() {
 	command -v docker-compose >/dev/null && return 0
 	apt_install docker-compose
 }
+
+# Sourced (the tests call start_dockerd with a stand-in dockerd), it only defines the steps.
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then
+	return 0
+fi
 
 mkdir -p "$STATE_DIR"
 for what in "$@"; do

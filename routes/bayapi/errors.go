@@ -45,6 +45,8 @@ var codeWire = map[string]wireError{
 	service.CodeRateLimited: {service.CodeRateLimited, http.StatusTooManyRequests},
 	// A full disk in the sandbox is the runtime failing, as Bay reports it, with WebDAV's Insufficient Storage.
 	service.CodeNoSpace: {service.CodeShipError, http.StatusInsufficientStorage},
+	// The gateway's own disk full: our addition, with the same status; the client retries later.
+	service.CodeStorageFull: {service.CodeStorageFull, http.StatusInsufficientStorage},
 }
 
 // wire is Bay's code and status for e; an unknown code is internal_error's status with the code kept.

@@ -28,6 +28,7 @@ func TestErrorMapping(t *testing.T) {
 		{sandboxes.Errorf(sandboxes.CodeInvalid, "x"), "validation_error", 400},
 		{sandboxes.Errorf(sandboxes.CodeEngine, "x"), "internal_error", 500},
 		{sandboxes.Errorf(sandboxes.CodeStartupFailed, "x"), "ship_error", 502},
+		{fmt.Errorf("creating: %w", sandboxes.Errorf(sandboxes.CodeStorageFull, "x")), "storage_full", 507},
 		{fmt.Errorf("wrapped: %w", sandboxes.Errorf(sandboxes.CodeNotFound, "x")), "not_found", 404},
 		{agentapi.Errorf(agentapi.CodeFileNotFound, "x"), "file_not_found", 404},
 		{agentapi.Errorf(agentapi.CodeNotFound, "no route POST /v1/x"), "ship_error", 502},

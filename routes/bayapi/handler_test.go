@@ -60,7 +60,13 @@ type testConfig struct {
 
 func newTestAPI(t *testing.T, mutate ...func(*testConfig)) *testAPI {
 	t.Helper()
-	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "api.db"))
+	return newTestAPIAt(t, filepath.Join(t.TempDir(), "api.db"), mutate...)
+}
+
+// newTestAPIAt is newTestAPI with its store at path.
+func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testAPI {
+	t.Helper()
+	st := sandboxes.NewBoltStore(path)
 	t.Cleanup(func() { st.Close() })
 	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{ConfigKey: keyAlice, Extra: []service.KeyConfig{

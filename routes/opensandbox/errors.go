@@ -34,6 +34,7 @@ const (
 	CodeNotFound               = "NOT_FOUND"
 	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"
 	CodeProxyUnavailable       = "SANDBOX::PROXY_UNAVAILABLE"
+	CodeStorageFull            = "SANDBOX::STORAGE_FULL"
 	codeSandboxNotFoundMessage = "sandbox %s not found"
 )
 
@@ -74,6 +75,7 @@ var lifecycleErrors = map[string]struct {
 	sandboxes.CodeCapabilityAbsent: {http.StatusNotImplemented, CodeAPINotSupported},
 	sandboxes.CodeInvalidState:     {http.StatusConflict, CodeSandboxNotRunning},
 	sandboxes.CodeStartupFailed:    {http.StatusInternalServerError, CodeStartFailed},
+	sandboxes.CodeStorageFull:      {http.StatusInsufficientStorage, CodeStorageFull},
 }
 
 // toError maps any error onto the wire: our own *Error as it is, a lifecycle error through the table, anything

@@ -84,6 +84,7 @@ var lifecycleStatus = map[string]int{
 	sandboxes.CodeStartupFailed:    http.StatusBadGateway,
 	sandboxes.CodeNotReady:         http.StatusServiceUnavailable,
 	sandboxes.CodeTimeout:          http.StatusGatewayTimeout,
+	sandboxes.CodeStorageFull:      http.StatusInsufficientStorage,
 }
 
 // StatusOf is the table's status for a core error code; ok is false for a code without a row. The admin endpoint

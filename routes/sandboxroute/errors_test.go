@@ -32,6 +32,7 @@ var edgeAnswers = map[string]int{
 	sandboxes.CodeStartupFailed:    502,
 	sandboxes.CodeNotReady:         503,
 	sandboxes.CodeTimeout:          504,
+	sandboxes.CodeStorageFull:      507, // the gateway's data disk full: reads keep working
 }
 
 func TestLifecycleErrorsEveryCoreCode(t *testing.T) {

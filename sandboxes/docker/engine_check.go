@@ -114,3 +114,16 @@ func parseVersion(s string) (major, minor, patch int, ok bool) {
 	}
 	return n[0], n[1], n[2], true
 }
+
+// DataRoot is where the engine keeps its layers and volumes (docker info's DockerRootDir), for the gateway's disk
+// warnings; "" for an engine that is not on this host's socket, whose disk the gateway cannot measure.
+func (d *Driver) DataRoot(ctx context.Context) (string, error) {
+	if !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		return "", nil
+	}
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker info: %w", err)
+	}
+	return info.DockerRootDir, nil
+}

@@ -37,6 +37,8 @@ const (
 	CodeRateLimited = "rate_limited"
 	// CodeNoSpace is the sandbox's disk full: a runtime failure (Bay answers ship_error) that a client can act on.
 	CodeNoSpace = "no_space"
+	// CodeStorageFull is the gateway's own data disk full: writes are refused, reads work (sandboxes.CodeStorageFull).
+	CodeStorageFull = sandboxes.CodeStorageFull
 )
 
 // Error is a failed operation, in the words every dialect translates.
@@ -102,7 +104,7 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 	switch se.Code {
 	case sandboxes.CodeNotFound, sandboxes.CodeExpired, sandboxes.CodeTTLInfinite, sandboxes.CodeQuotaExceeded,
 		sandboxes.CodeTimeout, sandboxes.CodeNotReady, sandboxes.CodeInvalid, sandboxes.CodeCapabilityAbsent,
-		sandboxes.CodeContainerDied:
+		sandboxes.CodeContainerDied, sandboxes.CodeStorageFull:
 	case sandboxes.CodeUnknownProfile:
 		code = CodeValidation
 	case sandboxes.CodeInvalidState, sandboxes.CodeWorkspaceInUse:

@@ -1,0 +1,78 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// TestStoreOptionParsing: good values land in StoreOptions, bad ones are Caddyfile errors, and unset ones take
+// the defaults.
+func TestStoreOptionParsing(t *testing.T) {
+	for _, tc := range []struct {
+		in, err string
+		want    StoreOptions
+	}{
+		{in: "store {\nbackup_interval 10m\nbackup_keep 7\ndisk_warn 80%\n}", want: StoreOptions{BackupInterval: 600e9, BackupKeep: 7, DiskWarnPercent: 80}},
+		{in: "store {\nbackup_interval off\n}", want: StoreOptions{BackupInterval: -1}},
+		{in: "store {\nbackup_interval 0s\n}", err: "positive duration"},
+		{in: "store {\nbackup_keep 0\n}", err: "at least 1"},
+		{in: "store {\ndisk_warn 120%\n}", err: "percentage"},
+		{in: "store {\ndisk_warn lots\n}", err: "percentage"},
+		{in: "store {\nbackups 3\n}", err: "unknown store option"},
+	} {
+		d := caddyfile.NewTestDispenser(tc.in)
+		d.Next()
+		app := new(App)
+		err := parseStoreOption(d, app)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || *app.StoreConfig != tc.want {
+			t.Errorf("%q: %+v, %v; want %+v", tc.in, app.StoreConfig, err, tc.want)
+		}
+	}
+	var none *StoreOptions
+	iv, keep, warn := none.settings()
+	if iv != time.Hour || keep != sandboxes.DefaultStoreBackupKeep || warn != sandboxes.DefaultDiskWarnRatio {
+		t.Errorf("defaults: %v %d %v", iv, keep, warn)
+	}
+	if err := (&StoreOptions{DiskWarnPercent: 101}).validate(); err == nil {
+		t.Error("disk_warn_percent 101 passed validation")
+	}
+}
+
+// TestDiskMetrics: /metrics carries the watched disks' free bytes, used ratio and warning flag.
+func TestDiskMetrics(t *testing.T) {
+	w := sandboxes.NewDiskWatch(0.9)
+	w.Watch("data", t.TempDir())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newDiskCollector(w))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "disk" && l.GetValue() == "data" {
+					seen[f.GetName()] = true
+				}
+			}
+		}
+	}
+	for _, name := range []string{"sandgate_disk_free_bytes", "sandgate_disk_used_ratio", "sandgate_disk_warning"} {
+		if !seen[name] {
+			t.Errorf("no %s for the data disk in %v", name, seen)
+		}
+	}
+}
