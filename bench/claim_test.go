@@ -243,7 +243,7 @@ func BenchmarkClaim(b *testing.B) {
 		r.second = append(r.second, exec(cl))
 		base, hc := agentapi.BaseURL(t.Addr, mgr.AgentHTTPClient())
 		rs := time.Now()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		req, _ := http.NewRequestWithContext(agentapi.PinAgent(ctx, t.Addr), http.MethodGet, base+"/health", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/pages"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes/service"
@@ -105,7 +106,9 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 		// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
-		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport},
+		// It follows no redirect (agentapi.NoRedirect): a replaced agent could name any host URL.
+		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport,
+			CheckRedirect: agentapi.NoRedirect},
 	}
 	if len(p.ConsoleKeys) > 0 || p.APIKeys {
 		cfg.Usage = mgr // CPU and memory in the console's list, from the Manager's engine

@@ -361,7 +361,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 // bound its port (a refused connection, or no socket file yet) is polled, every refusedRetry for refusedWindow; other answers (a
 // 503 while the agent's start-up customisation runs, an error) are retried with a growing delay.
 func (m *Manager) waitHealthy(ctx context.Context, addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(withInternalCall(ctx), timeout)
+	ctx, cancel := context.WithTimeout(agentapi.PinAgent(withInternalCall(ctx), addr), timeout)
 	defer cancel()
 	base, hc := agentapi.BaseURL(addr, m.http)
 	url := base + "/health"

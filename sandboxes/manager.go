@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // Manager owns the sandboxes of one namespace on one engine. Every method is safe for concurrent use.
@@ -98,11 +100,14 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 		logger = slog.New(slog.DiscardHandler)
 	}
 	agentTransport := newAgentTransport()
-	agentHTTP := &http.Client{Transport: agentTransport}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Second, Transport: agentHTTP.Transport}
+	// No agent client follows a redirect: a replaced agent could name any host URL (agentapi/pin.go).
+	agentHTTP := &http.Client{Transport: agentTransport, CheckRedirect: agentapi.NoRedirect}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: agentHTTP.Transport}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
 	}
+	hc.CheckRedirect = agentapi.NoRedirect
 	m := &Manager{
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
 		profiles: map[string]Profile{}, entries: map[string]*entry{}, warm: map[string][]string{}, pools: map[string]*poolState{},

@@ -136,7 +136,8 @@ func TestClaimFirstCallReusesTheProbeConnection(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return strings.TrimPrefix(srv.URL, "http://")
 	})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+target.Addr+"/v1/exec", strings.NewReader(`{"argv":["true"]}`))
+	req, _ := http.NewRequestWithContext(agentapi.PinAgent(context.Background(), target.Addr), http.MethodPost,
+		"http://"+target.Addr+"/v1/exec", strings.NewReader(`{"argv":["true"]}`))
 	resp, err := m.AgentHTTPClient().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -381,7 +381,7 @@ func (m *Manager) probeWarm(ctx context.Context) {
 }
 
 func (m *Manager) probeOnce(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(withInternalCall(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(agentapi.PinAgent(withInternalCall(ctx), addr), 5*time.Second)
 	defer cancel()
 	base, hc := agentapi.BaseURL(addr, m.http)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)

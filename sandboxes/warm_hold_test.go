@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 func TestRefillHoldsEndByFirstCallBoundOrDrop(t *testing.T) {
@@ -128,7 +130,8 @@ func TestClaimRefillWaitsForTheFirstCall(t *testing.T) {
 	}
 	assertRefillHeld(t, m, d, attempts)
 
-	req, _ := http.NewRequest(http.MethodPost, "http://"+target.Addr+"/v1/exec", strings.NewReader(`{"argv":["true"]}`))
+	req, _ := http.NewRequestWithContext(agentapi.PinAgent(context.Background(), target.Addr), http.MethodPost,
+		"http://"+target.Addr+"/v1/exec", strings.NewReader(`{"argv":["true"]}`))
 	resp, err := m.AgentHTTPClient().Do(req)
 	if err != nil {
 		t.Fatal(err)

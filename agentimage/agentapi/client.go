@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Client calls one agent's HTTP API. It is safe for concurrent use.
@@ -18,23 +19,38 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	pin   agentPin // the agent every request is pinned to (pin.go)
 }
 
 // NewClient returns a client for the agent at baseURL ("http://10.0.0.5:7777"). httpClient nil means
 // http.DefaultClient; it should have no overall Timeout if streams are used (contexts bound each call instead).
+// The client uses a copy of httpClient that follows no redirect (NoRedirect), and pins every request to
+// baseURL's agent, so a SocketTransport under it dials that agent only.
 func NewClient(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	hc := *httpClient
+	hc.CheckRedirect = NoRedirect
+	base := strings.TrimRight(baseURL, "/")
+	return &Client{base: base, token: token, http: &hc, pin: pinOfBase(base)}
 }
+
+// DefaultCallTimeout bounds a JSON call whose context has no deadline of its own: an agent that never answers, or
+// answers without end, holds the gateway's request no longer than this. Calls that run the tenant's code (exec,
+// kernels) carry their own deadline, their timeout and a grace.
+const DefaultCallTimeout = 10 * time.Minute
+
+// maxDiscard is how much of a reply the client reads only to reuse its connection; past it the connection is
+// closed instead.
+const maxDiscard = 64 << 10
 
 // BaseURL is the agent's base URL.
 func (c *Client) BaseURL() string { return c.base }
 
-// NewRequest builds an authenticated request to path (which may carry a query).
+// NewRequest builds an authenticated request to path (which may carry a query), pinned to the client's agent.
 func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, pinKey{}, c.pin), method, c.base+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("building %s %s: %w", method, path, err)
 	}
@@ -44,7 +60,8 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// Do sends req and returns the response when its status is 2xx or 304; otherwise the typed *Error.
+// Do sends req and returns the response when its status is 2xx or 304; otherwise the typed *Error. A redirect is
+// never followed: it is a bad_reply error (matching ErrRedirect).
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -54,11 +71,23 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 3 {
+		var to *url.URL
+		if loc := resp.Header.Get("Location"); loc != "" {
+			to, _ = url.Parse(loc)
+		}
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, redirectError(resp.Status, to))
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxDiscard))
 	return nil, ReadError(resp, body)
 }
 
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCallTimeout)
+		defer cancel()
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -81,7 +110,9 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 	}
 	defer resp.Body.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		// A reply nobody reads: a little is drained to keep the connection, the rest (an agent answering without
+		// end) is cut by closing it.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDiscard))
 		return nil
 	}
 	tr, truncatable := out.(Truncatable)

@@ -24,6 +24,9 @@ const (
 	CodeUnavailable      = "unavailable"
 	CodeNotSupported     = "not_supported"
 	CodeInternal         = "internal_error"
+	// CodeBadReply is never sent by an agent: the gateway's client gives it to an answer it refuses to act on (a
+	// redirect) or a request it refuses to send (one not for its sandbox's agent).
+	CodeBadReply = "bad_reply"
 )
 
 var codeStatus = map[string]int{
@@ -42,6 +45,7 @@ var codeStatus = map[string]int{
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeNotSupported:     http.StatusNotImplemented,
 	CodeInternal:         http.StatusInternalServerError,
+	CodeBadReply:         http.StatusBadGateway,
 }
 
 // Error is the agent's typed error. On the wire it is {"error":{"code","message","retryable","details"}}.

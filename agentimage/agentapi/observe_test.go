@@ -1,9 +1,11 @@
 package agentapi
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,7 +60,8 @@ func TestSocketTransportObserveEndsOncePerCall(t *testing.T) {
 				started.Add(1)
 				return func() { done.Add(1) }
 			}
-			req, _ := http.NewRequest(http.MethodGet, tt.url, nil)
+			u, _ := url.Parse(tt.url)
+			req, _ := http.NewRequestWithContext(PinAgent(context.Background(), u.Host), http.MethodGet, tt.url, nil)
 			if strings.HasSuffix(tt.url, "/upgrade") {
 				req.Header.Set("Connection", "Upgrade")
 				req.Header.Set("Upgrade", "test")

@@ -93,8 +93,15 @@ type SocketTransport struct {
 	Observe func(*http.Request) (done func())
 }
 
-// RoundTrip sends req on the embedded transport, reporting it to Observe.
+// RoundTrip sends req on the embedded transport, reporting it to Observe. A request a redirect made, or one not
+// pinned to the agent its URL names (PinAgent), is refused before anything is dialled or sent.
 func (t *SocketTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := checkRequest(req); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
 	if t.Observe == nil {
 		return t.Transport.RoundTrip(req)
 	}
@@ -133,29 +140,18 @@ func (b *observedBody) Close() error {
 	return err
 }
 
-// NewSocketTransport makes tr dial agent sockets as well as TCP addresses (its own DialContext, or a default
-// dialer, serves the rest); tr is changed in place and must not be in use yet. Its proxy is cleared: a socket's
-// host must reach the dialer, never an HTTP proxy.
+// NewSocketTransport makes tr dial agents, over their sockets or TCP (its own DialContext, or a default dialer,
+// dials TCP agents), and nothing else: every dial goes to the agent its request was pinned to (PinAgent, pin.go),
+// never to the host a URL names. tr is changed in place and must not be in use yet. Its proxy is cleared: a
+// socket's host must reach the dialer, never an HTTP proxy.
 func NewSocketTransport(tr *http.Transport) *SocketTransport {
 	tr.Proxy = nil
 	next := tr.DialContext
 	if next == nil {
 		next = (&net.Dialer{}).DialContext
 	}
-	var d net.Dialer
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = addr
-		}
-		path, isSocket, err := socketFromHost(host)
-		if err != nil {
-			return nil, err
-		}
-		if !isSocket {
-			return next(ctx, network, addr)
-		}
-		return d.DialContext(ctx, "unix", path)
+	tr.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return dialPinned(ctx, addr, next)
 	}
 	return &SocketTransport{Transport: tr}
 }
@@ -166,8 +162,9 @@ func (*SocketTransport) dialsAgentSockets() {}
 // BaseURL is the base URL and HTTP client to reach the agent at addr (host:port or a UNIX address). For a TCP
 // address both are returned unchanged (httpClient may be nil). For a socket and a client on a SocketTransport, the
 // client is returned unchanged with the socket's own host, so its connections are pooled and kept. For a socket
-// and any other client, the client is a copy of httpClient (its timeout and redirect policy kept) whose transport
-// dials the socket; keep-alives are off, so a client made per call leaves no idle connection behind.
+// and any other client, the client is a copy of httpClient (its timeout kept) whose transport
+// dials the socket and that follows no redirect; keep-alives are off, so a client made per call leaves no idle
+// connection behind.
 func BaseURL(addr string, httpClient *http.Client) (string, *http.Client) {
 	path, ok := SocketPath(addr)
 	if !ok {
@@ -190,6 +187,7 @@ func BaseURL(addr string, httpClient *http.Client) (string, *http.Client) {
 	}
 	tr.Proxy = nil
 	tr.DisableKeepAlives = true
+	c.CheckRedirect = NoRedirect // the transport dials the socket whatever the URL says: a redirect must not reach it
 	var d net.Dialer
 	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, "unix", path)

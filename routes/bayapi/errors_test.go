@@ -38,6 +38,8 @@ func TestErrorMapping(t *testing.T) {
 		{agentapi.Errorf(agentapi.CodeNoSpace, "x"), "ship_error", 507},
 		{agentapi.Errorf(agentapi.CodeTimeout, "x"), "timeout", 504},
 		{agentapi.Errorf(agentapi.CodeInternal, "x"), "ship_error", 502},
+		// A redirect (or a request to another host) the gateway's agent client refused: the runtime misbehaving.
+		{agentapi.Errorf(agentapi.CodeBadReply, "x"), "ship_error", 502},
 		{context.DeadlineExceeded, "timeout", 504},
 		{fmt.Errorf("boom"), "internal_error", 500},
 	}

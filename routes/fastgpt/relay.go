@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // Close reasons of the original, word for word: the browser's IDE shows some of them.
@@ -329,8 +331,10 @@ func (rl *relay) connect(ctx context.Context, target, token string, clientMsgs <
 	}
 }
 
-// agentWSClient dials agents' WebSockets through the address policy (agentAddrRules).
-var agentWSClient = &http.Client{Transport: &http.Transport{DialContext: agentAddrRules.DialContext(30 * time.Second)}}
+// agentWSClient dials agents' WebSockets through the address policy (agentAddrRules). It follows no redirect:
+// the websocket library would follow one (rewriting ws: to http:) to wherever a replaced agent names.
+var agentWSClient = &http.Client{Transport: &http.Transport{DialContext: agentAddrRules.DialContext(30 * time.Second)},
+	CheckRedirect: agentapi.NoRedirect}
 
 // dial tries the agent connectAttempts times, connectInterval apart: the agent may still be starting.
 func (rl *relay) dial(ctx context.Context, target, token string) (*websocket.Conn, error) {

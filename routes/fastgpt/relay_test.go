@@ -3,7 +3,9 @@ package fastgpt
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,5 +308,27 @@ func TestRelayClientMessageTooLarge(t *testing.T) {
 	}
 	if err := <-ac.err; websocket.CloseStatus(err) != websocket.StatusNormalClosure || !strings.Contains(err.Error(), "Client connection closed") {
 		t.Fatalf("agent saw %v", err)
+	}
+}
+
+// TestRelayRefusesAgentRedirect: a replaced agent that answers the WebSocket handshake with a redirect to a
+// loopback service gets no request sent there (the websocket library would follow it, rewriting ws: to http:);
+// the relay fails as for an agent that never accepts.
+func TestRelayRefusesAgentRedirect(t *testing.T) {
+	var hits atomic.Int32
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(victim.Close)
+	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+		agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, victim.URL+"/config/", status)
+		}))
+		t.Cleanup(agent.Close)
+		e := newEnv(t, nil)
+		e.app.data = map[string]any{"sandbox_url": agent.URL, "agent_token": e.agent.token}
+		c := e.dial("fs", "read")
+		expectClose(t, e.ctx, c, websocket.StatusInternalError, "Failed to connect sandbox agent")
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback listener got %d requests", n)
 	}
 }

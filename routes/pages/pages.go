@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -116,7 +117,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.ConsoleSessionTTL = DefaultConsoleSessionTTL
 	}
 	if cfg.AgentClient == nil {
-		cfg.AgentClient = &http.Client{Timeout: DefaultAgentTimeout}
+		cfg.AgentClient = &http.Client{Timeout: DefaultAgentTimeout, CheckRedirect: agentapi.NoRedirect}
 	}
 	assets, err := NewAssets(cfg.Assets)
 	if err != nil {

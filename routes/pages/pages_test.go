@@ -90,6 +90,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, assets map[string]string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, assets, nil)
+}
+
+// newFixtureWith is newFixture with edit applied to the handler's configuration before it is built.
+func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) *fixture {
+	t.Helper()
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +119,9 @@ func newFixture(t *testing.T, assets map[string]string) *fixture {
 			m[k] = &fstest.MapFile{Data: []byte(body)}
 		}
 		cfg.Assets = m
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	h, err := New(cfg)
 	if err != nil {

@@ -32,7 +32,7 @@ func NewAgentClient(c *http.Client) *AgentClient {
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0, // exec answers come when the command ends; requests carry their own deadlines
 	}
-	return &AgentClient{http: &http.Client{Transport: tr}}
+	return &AgentClient{http: &http.Client{Transport: tr, CheckRedirect: agentapi.NoRedirect}}
 }
 
 // HTTPClient is the connection pool the client uses.
@@ -111,6 +111,12 @@ func kernelResult(res agentapi.KernelExecResult) PythonResult {
 const maxReadFile = 32 << 20
 
 func (a *AgentClient) ReadFile(ctx context.Context, t sandboxes.Target, path string) ([]byte, error) {
+	// The whole file is read into memory here, not streamed to the caller: bounded in time as well as size.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, agentapi.DefaultCallTimeout)
+		defer cancel()
+	}
 	d, err := a.client(t).Download(ctx, path, agentapi.DownloadOptions{})
 	if err != nil {
 		return nil, agentErr("reading the file", err)

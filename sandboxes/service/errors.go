@@ -143,6 +143,8 @@ var agentCodes = map[string]string{
 	agentapi.CodeTimeout:        CodeTimeout,
 	agentapi.CodeUnavailable:    CodeSessionNotReady,
 	agentapi.CodeNotSupported:   CodeCapability,
+	// The gateway refused the agent's answer (a redirect): the sandbox's runtime misbehaving.
+	agentapi.CodeBadReply: CodeShipError,
 }
 
 func fromAgent(ae *agentapi.Error) *Error {

@@ -1,0 +1,104 @@
+package pages
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// runningAt is a lifecycle whose sandboxes run, with their agent at addr.
+type runningAt struct {
+	*fakeLifecycle
+	addr string
+}
+
+func (r runningAt) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+	return sandboxes.Target{SandboxID: id, Addr: r.addr, Token: "tok"}, nil
+}
+
+// TestTerminalSessionRefusesAgentRedirect: the terminal page's agent calls (list and create PTY sessions) on a
+// replaced agent that redirects to a host socket or a loopback listener answer 502 bad_reply, and the listener
+// sees no request, with the default client and with the Manager's pooled transport under a client that would
+// follow redirects.
+func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
+	var hits atomic.Int32
+	victim := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		agentapi.WriteJSON(w, http.StatusCreated, agentapi.PTYSession{ID: "p1"})
+	})
+	loop := httptest.NewServer(victim)
+	t.Cleanup(loop.Close)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := &http.Server{Handler: victim}
+	go vs.Serve(ln)
+	t.Cleanup(func() { vs.Close() })
+	sockURL, _ := agentapi.BaseURL(agentapi.UnixAddr(sock), &http.Client{Transport: &agentapi.SocketTransport{}})
+
+	clients := map[string]func() *http.Client{
+		"default": func() *http.Client { return nil },
+		"pooled": func() *http.Client {
+			tr := agentapi.NewSocketTransport(&http.Transport{})
+			t.Cleanup(tr.CloseIdleConnections)
+			return &http.Client{Transport: tr}
+		},
+	}
+	for _, to := range []string{loop.URL + "/v1/pty", sockURL + "/v1/pty"} {
+		for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+			agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Location", to)
+				w.WriteHeader(status)
+			}))
+			t.Cleanup(agent.Close)
+			for cname, hc := range clients {
+				f := newFixtureWith(t, builtAssets(), func(c *Config) {
+					c.Sandboxes = runningAt{fakeLifecycle: c.Sandboxes.(*fakeLifecycle), addr: strings.TrimPrefix(agent.URL, "http://")}
+					c.AgentClient = hc()
+				})
+				session := terminalSession(t, f)
+				for _, method := range []string{http.MethodGet, http.MethodPost} {
+					r := httptest.NewRequest(method, "https://gw.test/sandboxes/sb-alice/terminal/session?pty=p1", strings.NewReader(`{}`))
+					r.AddCookie(session)
+					r.Header.Set("Content-Type", "application/json")
+					r.Header.Set("Origin", "https://gw.test")
+					w := f.do(t, r)
+					var env agentapi.Envelope
+					_ = json.Unmarshal(w.Body.Bytes(), &env)
+					if w.Code != http.StatusBadGateway || env.Error == nil || env.Error.Code != agentapi.CodeBadReply || w.Header().Get("Location") != "" {
+						t.Errorf("%d to %s, %s client, %s: %d %s; want 502 bad_reply", status, to, cname, method, w.Code, w.Body)
+					}
+				}
+			}
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host listeners got %d requests", n)
+	}
+}
+
+// terminalSession spends a write ticket for sb-alice's terminal and returns its session cookie.
+func terminalSession(t *testing.T, f *fixture) *http.Cookie {
+	t.Helper()
+	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/?ticket="+tok, nil))
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(cookies) == 0 {
+		t.Fatalf("ticket: %d", w.Code)
+	}
+	return cookies[len(cookies)-1]
+}

@@ -1,0 +1,157 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// agentAt is the lifecycle of one running sandbox whose agent is at addr.
+type agentAt struct {
+	*fakeSandboxes
+	addr string
+}
+
+func (f *agentAt) Hold(ctx context.Context, id string) (sandboxes.Target, error) {
+	t, err := f.fakeSandboxes.Hold(ctx, id)
+	t.Addr, t.Token = f.addr, "tok"
+	return t, err
+}
+
+// countingListener is a host service a replaced agent wants the gateway to reach: a loopback port, or a UNIX
+// socket of the host (the Docker socket, spelt as the agent transport spells sockets).
+func countingListener(t *testing.T, network string) (url string, hits *atomic.Int32) {
+	t.Helper()
+	hits = &atomic.Int32{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "another tenant's files")
+	})
+	if network == "tcp" {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL + "/containers/other/archive?path=/workspace", hits
+	}
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	// The pooled transport's own spelling of a socket: what a redirect to the Docker socket would say.
+	base, _ := agentapi.BaseURL(agentapi.UnixAddr(sock), &http.Client{Transport: &agentapi.SocketTransport{}})
+	return base + "/containers/other/archive?path=/workspace", hits
+}
+
+// redirectAgent is a replaced agent on a UNIX socket (as in a network none sandbox) or loopback TCP that answers
+// everything with status to location.
+func redirectAgent(t *testing.T, overSocket bool, status int, location string) string {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Location", location)
+		w.WriteHeader(status)
+	})
+	if !overSocket {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return agentapi.UnixAddr(sock)
+}
+
+// TestAgentRedirectIsRefused performs issue 33's High 2 through the service, on the Manager's kind of agent
+// transport: a replaced agent answers 302 or 307 naming a host socket or a loopback listener; every operation fails
+// with ship_error (the agent's bad_reply), and the listener sees no request (a 307 replays no exec or upload body).
+func TestAgentRedirectIsRefused(t *testing.T) {
+	ctx := context.Background()
+	alice := Principal{Owner: "alice"}
+	ops := map[string]func(*Service) error{
+		"exec": func(s *Service) error {
+			_, err := s.RunShell(ctx, alice, "sb-x", ShellParams{Command: "id", Timeout: 5 * time.Second}, ExecMeta{})
+			return err
+		},
+		"read file": func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-x", "f.txt"); return err },
+		"download": func(s *Service) error {
+			d, err := s.DownloadFile(ctx, alice, "sb-x", "f.txt", "")
+			if err == nil {
+				d.Body.Close()
+			}
+			return err
+		},
+		"list": func(s *Service) error { _, err := s.ListDir(ctx, alice, "sb-x", "."); return err },
+		"upload": func(s *Service) error {
+			_, err := s.Upload(ctx, alice, "sb-x", "up.txt", strings.NewReader("body"))
+			return err
+		},
+		"remove": func(s *Service) error { return s.RemoveFile(ctx, alice, "sb-x", "f.txt") },
+	}
+	for _, network := range []string{"unix", "tcp"} {
+		for _, overSocket := range []bool{true, false} {
+			for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+				to, hits := countingListener(t, network)
+				sbs := &agentAt{fakeSandboxes: &fakeSandboxes{sbs: map[string]sandboxes.Sandbox{
+					"sb-x": {ID: "sb-x", Owner: "alice", Status: sandboxes.StatusReady,
+						Capabilities: []string{sandboxes.CapShell, sandboxes.CapFilesystem}},
+				}}, addr: redirectAgent(t, overSocket, status, to)}
+				// The Manager's transport, under a client with Go's default redirect policy: the fix must not
+				// depend on every caller remembering NoRedirect.
+				tr := agentapi.NewSocketTransport(&http.Transport{})
+				t.Cleanup(tr.CloseIdleConnections)
+				svc := New(Config{Sandboxes: sbs, Agent: NewAgentClient(&http.Client{Transport: tr}), MaxUploadBytes: 1 << 20})
+				for name, op := range ops {
+					err := op(svc)
+					var ae *agentapi.Error
+					if e := AsError(err); e.Code != CodeShipError || !errors.As(err, &ae) || ae.Code != agentapi.CodeBadReply {
+						t.Errorf("%s redirect %d over socket=%v, %s: %v; want ship_error from bad_reply", network, status, overSocket, name, err)
+					}
+				}
+				if n := hits.Load(); n != 0 {
+					t.Errorf("%s redirect %d over socket=%v: the host listener got %d requests", network, status, overSocket, n)
+				}
+			}
+		}
+	}
+}
+
+// A read of a file the agent answers without end is payload_too_large after maxReadFile bytes, not an unbounded
+// buffer.
+func TestReadFileOfEndlessAnswerIsBounded(t *testing.T) {
+	target := agentMux(t, func() *http.ServeMux {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /v1/files", func(w http.ResponseWriter, r *http.Request) {
+			chunk := make([]byte, 64<<10)
+			for sent := 0; sent < 4*maxReadFile; sent += len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		})
+		return mux
+	}())
+	_, err := NewAgentClient(nil).ReadFile(context.Background(), target, "big")
+	if e := AsError(err); e.Code != CodePayloadTooLarge {
+		t.Fatalf("read: %v; want payload_too_large", err)
+	}
+}
