@@ -72,6 +72,8 @@ type App struct {
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
 	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
 	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
+	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_exports.go).
+	Exports *ExportOptions `json:"exports,omitempty"`
 	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
 	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
 	AgentImage string `json:"agent_image,omitempty"`
@@ -232,6 +234,9 @@ func (a *App) Validate() error {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
 	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+		return err
+	}
+	if err := a.Exports.validate(); err != nil { // caddyfile_exports.go
 		return err
 	}
 	if err := a.StoreConfig.validate(); err != nil { // caddyfile_store.go

@@ -36,6 +36,7 @@ func init() {
 //	    allow_host_binds
 //	    on_exit       keep|destroy
 //	    snapshots { max_size 10g; quota 20g; max_per_owner 50 }
+//	    exports { max_per_owner 10000; quota 8m; ttl 7d }      (files registered for import, per owner)
 //	    store { backup_interval 1h; backup_keep 3; disk_warn 90% }   (store backups, disk warnings)
 //	    agent_image   sandgate/sandbox:base                 (where the injected agent comes from)
 //	    profile <id> {
@@ -141,6 +142,8 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.AllowHostBinds = true
 		case "snapshots":
 			err = parseSnapshotsOption(d, app) // caddyfile_snapshots.go
+		case "exports":
+			err = parseExportsOption(d, app) // caddyfile_exports.go
 		case "store":
 			err = parseStoreOption(d, app) // caddyfile_store.go
 		case "agent_image":

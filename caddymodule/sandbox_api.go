@@ -174,7 +174,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	ops := service.Config{
 		Sandboxes: service.Manager{M: app.Manager()}, Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic,
-		MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
+		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}
 	rawSecret := s.TicketSecret
 	if rawSecret == "" {

@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -113,7 +114,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			m.noteCreateLocked(p.ID, launch)
 			sb := m.snapshotLocked(e, now)
 			m.mu.Unlock()
-			m.persist(e)
+			if err := m.persist(e); err != nil {
+				return nil, m.abandonCreate(ctx, sb.ID, err)
+			}
 			m.recordManagedWorkspace(req, sb, now) // workspaces.go; a warm member's workspace is its own
 			kick(m.warmKick)
 			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: launch, Duration: time.Since(began)})
@@ -157,13 +160,35 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	e.rec.ManagedWorkspace = e.rec.ManagedWorkspace || req.ownWorkspace // a fork's or snapshot's copy: its own
 	managed := e.rec.ManagedWorkspace
 	m.mu.Unlock()
-	m.persist(e)
+	if err := m.persist(e); err != nil {
+		return nil, m.abandonCreate(ctx, sb.ID, err)
+	}
 	if managed {
 		m.recordManagedWorkspace(req, sb, now) // workspaces.go
 	}
 	kick(m.warmKick)
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchCold})
 	return sb, nil
+}
+
+// abandonCreate undoes a create whose record could not be written: the data disk can fill between Writable's check
+// and the write. A sandbox the store does not hold is lost at the next start, its container and volume left to the
+// orphan sweep, so the create fails with the store's error (storage_full, typed, for a full disk) and removes what
+// its launch made: the launch is cancelled, and the remove waits for it to end (its engine steps run to completion
+// and are recorded), then removes its container and, when the create made it, its workspace volume.
+func (m *Manager) abandonCreate(ctx context.Context, id string, err error) error {
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if rerr := m.remove(rmCtx, id, "record not written"); rerr != nil {
+		// Its record was never written, so the store's own delete may fail on the same full disk: the engine
+		// objects are gone by then (destroy removes them first); anything left is the orphan sweep's.
+		m.log.Warn("removing a sandbox whose record could not be written", "sandbox", id, "error", rerr)
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return fmt.Errorf("recording the new sandbox %s: %w", id, err)
 }
 
 // checkImage refuses, before anything is recorded, a caller-chosen image the engine does not hold: sandgate never

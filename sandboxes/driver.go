@@ -102,6 +102,10 @@ type ContainerSpec struct {
 	// driver makes ahead for such sandboxes to join: the namespace's managed and instance labels and labelHolder,
 	// so the orphan sweep removes a holder nothing joined. A driver without holders ignores them.
 	HolderLabels map[string]string
+	// HomeSeedLabels go on the volume a driver seeds an injected image's HOME from (one per container, made just
+	// before it and removed with it): the namespace's managed and instance labels, labelHomeSeed and the sandbox's
+	// labelID, so the orphan sweep removes one a gateway that died between the two left behind (gc.go).
+	HomeSeedLabels map[string]string
 }
 
 // ContainerState is what the engine reports about one container.

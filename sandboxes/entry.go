@@ -147,14 +147,16 @@ func (m *Manager) profileIDsLocked() []string {
 	return ids
 }
 
-// persist writes e's record; writes of one sandbox never reorder.
-func (m *Manager) persist(e *entry) {
+// persist writes e's record; writes of one sandbox never reorder. A failed write is logged and returned: Create
+// answers with it (the sandbox would not outlive a restart), the other callers keep the state in memory, which
+// flushAll writes again (e.stored is cleared).
+func (m *Manager) persist(e *entry) error {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	m.mu.Lock()
 	if e.deleted {
 		m.mu.Unlock()
-		return
+		return nil
 	}
 	rec := e.rec
 	e.lastPersist = time.Now()
@@ -162,9 +164,10 @@ func (m *Manager) persist(e *entry) {
 	if err := m.store.Put(rec); err != nil {
 		m.log.Error("writing the sandbox store", "sandbox", rec.ID, "error", err)
 		e.stored = nil
-		return
+		return err
 	}
 	e.stored, _ = json.Marshal(rec)
+	return nil
 }
 
 // flushAll writes the records that changed since their last write (idle deadlines that Touch keeps in memory

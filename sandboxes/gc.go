@@ -179,6 +179,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 		return
 	}
 	m.removeOrphanContainers(ctx, containers, nil, minAge, now, rep)
+	m.sweepHomeSeeds(ctx, containers, minAge, now, rep)
 	volumes, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
 		m.label(labelInstance): m.Instance(), m.label(labelManagedWorkspace): "true"})
 	if err != nil {
@@ -248,5 +249,46 @@ func (m *Manager) removeOrphanContainers(ctx context.Context, containers []Conta
 		}
 		rep.OrphanContainers++
 		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_container"})
+	}
+}
+
+// sweepHomeSeeds removes the HOME seed volumes of injected sandboxes (ContainerSpec.HomeSeedLabels) that no
+// sandbox owns: a gateway that died between making one and making its container leaves it, and so does a remove
+// whose volume step failed. One is kept while its sandbox has an entry (a create in flight makes its entry before
+// its volumes, and keeps it until it fails and removes what it made) or a container of containers, listed before the
+// volumes; and, as every orphan, while it is younger than minAge.
+func (m *Manager) sweepHomeSeeds(ctx context.Context, containers []ContainerState, minAge time.Duration, now time.Time, rep *GCReport) {
+	vols, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
+		m.label(labelInstance): m.Instance(), m.label(labelHomeSeed): "true"})
+	if err != nil {
+		rep.Errors++
+		m.log.Warn("listing HOME seed volumes for the orphan sweep", "error", err)
+		return
+	}
+	if len(vols) == 0 {
+		return
+	}
+	owned := map[string]bool{}
+	for _, c := range containers {
+		if id := c.Labels[m.label(labelID)]; id != "" {
+			owned[id] = true
+		}
+	}
+	for _, v := range vols {
+		id := v.Labels[m.label(labelID)]
+		m.mu.RLock()
+		live := m.entries[id] != nil
+		m.mu.RUnlock()
+		if id == "" || live || owned[id] || now.Sub(v.Created) < minAge {
+			continue
+		}
+		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
+			// Still mounted by a container the listing missed: the engine refuses, and the next sweep looks again.
+			rep.Errors++
+			m.log.Warn("removing orphan HOME seed volume", "volume", v.Name, "error", err)
+			continue
+		}
+		rep.OrphanVolumes++
+		m.emit(Event{Type: EventGC, SandboxID: id, Reason: "orphan_home_seed"})
 	}
 }

@@ -74,7 +74,7 @@ func (s *BoltStore) sweepHistory(ctx context.Context, src HistorySource, log *sl
 }
 
 // sweepExports is the exports' share of the sweep: a sandbox the core does not know (CodeNotFound) loses its
-// registrations, as do registrations past ExportTTL.
+// registrations, as do registrations past their expiry (ExportLimits.TTL).
 func (s *BoltStore) sweepExports(ctx context.Context, src HistorySource, log *slog.Logger) {
 	n, err := s.SweepExports(time.Now(), func(id string) bool {
 		if ctx.Err() != nil {

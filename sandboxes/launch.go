@@ -487,6 +487,10 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
 		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}
+	if agentImage != "" {
+		spec.HomeSeedLabels = map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
+			m.label(labelHomeSeed): "true", m.label(labelID): rec.ID}
+	}
 	if p.NetworkSpares > 0 {
 		spec.HolderLabels = map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance(),
 			m.label(labelHolder): spec.Network}

@@ -19,6 +19,9 @@ const (
 	// labelHolder marks a network holder (Profile.NetworkSpares): a container that only keeps a network namespace
 	// for a sandbox to join. Its value is the network.
 	labelHolder = "holder"
+	// labelHomeSeed marks the read-only volume an injected image's HOME is seeded from (ContainerSpec.HomeSeedLabels),
+	// one per container, which also carries its sandbox's labelID so the orphan sweep can tell whose it is.
+	labelHomeSeed = "home_seed"
 )
 
 func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }

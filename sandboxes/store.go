@@ -147,7 +147,7 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 		return nil, fmt.Errorf("initialising sandbox store: %w", err)
 	}
 	s.db = db
-	s.hist.start(db)
+	s.hist.start(db, s.noteWrite)
 	return db, nil
 }
 

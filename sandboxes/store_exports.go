@@ -14,16 +14,17 @@ import (
 // export/import; the copy itself is routes/bayapi's). The buckets are made on first write.
 //
 // A registration is owner state in the gateway's own file, so it is bounded (issue 33): each owner keeps at most
-// ExportLimits of them, each lives ExportTTL from its last registration, and a sandbox's registrations go in the
+// ExportLimits of them, each lives ExportLimits.TTL from its last registration, and a sandbox's registrations go in the
 // same transaction as its record (Delete). The index bucket lets a quota check read one owner's entries only.
 var (
 	bucketExports        = []byte("exports")          // key: sandbox id NUL path; value: Export as JSON
 	bucketExportsByOwner = []byte("exports_by_owner") // key: owner NUL sandbox id NUL path; value: exportIndex
 )
 
-// ExportTTL is how long a registration lives after its last export call; exporting the path again renews it. The
-// sweep (ReapHistory) removes expired ones, and an expired one is already refused before the sweep runs.
-const ExportTTL = 7 * 24 * time.Hour
+// DefaultExportTTL is how long a registration lives after its last export call unless ExportLimits.TTL says
+// otherwise; exporting the path again renews it. The sweep (ReapHistory) removes expired ones, and an expired one is
+// already refused before the sweep runs.
+const DefaultExportTTL = 7 * 24 * time.Hour
 
 // MaxExportPathBytes bounds one exported path (Linux's PATH_MAX).
 const MaxExportPathBytes = 4096
@@ -34,6 +35,9 @@ type ExportLimits struct {
 	MaxPerOwner int
 	// MaxBytesPerOwner caps the bytes those registrations take in the store. Default 8 MiB.
 	MaxBytesPerOwner int64
+	// TTL is how long a registration lives after its last export call. Default DefaultExportTTL. Each registration
+	// records its own expiry, so a TTL changed later applies to registrations made (or renewed) after the change.
+	TTL time.Duration
 }
 
 func (l ExportLimits) withDefaults() ExportLimits {
@@ -43,7 +47,15 @@ func (l ExportLimits) withDefaults() ExportLimits {
 	if l.MaxBytesPerOwner <= 0 {
 		l.MaxBytesPerOwner = 8 << 20
 	}
+	if l.TTL <= 0 {
+		l.TTL = DefaultExportTTL
+	}
 	return l
+}
+
+// ExpiresAt is when a registration made at exportedAt expires under l.
+func (l ExportLimits) ExpiresAt(exportedAt time.Time) time.Time {
+	return exportedAt.Add(l.withDefaults().TTL)
 }
 
 // Export is one registered file.
@@ -52,12 +64,13 @@ type Export struct {
 	Path       string    `json:"path"`
 	Owner      string    `json:"owner"`
 	ExportedAt time.Time `json:"exported_at"`
-	// ExpiresAt is ExportedAt + ExportTTL (filled on read for registrations stored before it existed).
+	// ExpiresAt is ExportedAt + the TTL in force when it was registered (ExportLimits.TTL; filled on read with
+	// DefaultExportTTL for registrations stored before it existed).
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// Expired reports whether the registration has outlived ExportTTL at now.
-func (e *Export) Expired(now time.Time) bool { return !now.Before(e.ExportedAt.Add(ExportTTL)) }
+// Expired reports whether the registration has expired at now.
+func (e *Export) Expired(now time.Time) bool { return !now.Before(expiresOf(*e)) }
 
 func exportKey(sandboxID, p string) []byte { return []byte(sandboxID + "\x00" + p) }
 
@@ -65,20 +78,26 @@ func exportOwnerKey(owner, sandboxID, p string) []byte {
 	return []byte(owner + "\x00" + sandboxID + "\x00" + p)
 }
 
-// exportIndex is an index entry's value: the bytes the registration takes and when it was made, so a quota check
-// and its pruning of expired entries never decode the registrations themselves.
-func exportIndex(size int, at time.Time) []byte {
-	v := make([]byte, 16)
+// exportIndex is an index entry's value: the bytes the registration takes, when it was made and when it expires,
+// so a quota check and its pruning of expired entries never decode the registrations themselves.
+func exportIndex(size int, at, expires time.Time) []byte {
+	v := make([]byte, 24)
 	binary.BigEndian.PutUint64(v, uint64(size))
 	binary.BigEndian.PutUint64(v[8:], uint64(at.UnixNano()))
+	binary.BigEndian.PutUint64(v[16:], uint64(expires.UnixNano()))
 	return v
 }
 
-func parseExportIndex(v []byte) (size int64, at time.Time) {
-	if len(v) != 16 {
-		return 0, time.Time{} // damaged: counts nothing and is pruned as expired
+// parseExportIndex reads an index value. One of 16 bytes (size and time, written before the TTL could be set)
+// expires DefaultExportTTL after its time, as its registration does.
+func parseExportIndex(v []byte) (size int64, expires time.Time) {
+	switch len(v) {
+	case 24:
+		return int64(binary.BigEndian.Uint64(v)), time.Unix(0, int64(binary.BigEndian.Uint64(v[16:])))
+	case 16:
+		return int64(binary.BigEndian.Uint64(v)), time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).Add(DefaultExportTTL)
 	}
-	return int64(binary.BigEndian.Uint64(v)), time.Unix(0, int64(binary.BigEndian.Uint64(v[8:])))
+	return 0, time.Time{} // damaged: counts nothing and is pruned as expired
 }
 
 // PutExports registers files, replacing (and renewing) earlier registrations of the same paths. It refuses the
@@ -108,7 +127,7 @@ func (s *BoltStore) PutExports(es []Export, l ExportLimits) error {
 			if e.ExportedAt.IsZero() {
 				return fmt.Errorf("export of %s has no time", e.Path)
 			}
-			e.ExpiresAt = e.ExportedAt.Add(ExportTTL)
+			e.ExpiresAt = e.ExportedAt.Add(l.TTL)
 			if used[e.Owner] == nil {
 				u := &usage{}
 				u.n, u.bytes, err = ownerExports(b, ix, e.Owner, e.ExportedAt)
@@ -142,7 +161,7 @@ func (s *BoltStore) PutExports(es []Export, l ExportLimits) error {
 			if err := b.Put(k, v); err != nil {
 				return err
 			}
-			if err := ix.Put(exportOwnerKey(e.Owner, e.SandboxID, e.Path), exportIndex(len(k)+len(v), e.ExportedAt)); err != nil {
+			if err := ix.Put(exportOwnerKey(e.Owner, e.SandboxID, e.Path), exportIndex(len(k)+len(v), e.ExportedAt, e.ExpiresAt)); err != nil {
 				return err
 			}
 		}
@@ -164,8 +183,8 @@ func ownerExports(b, ix *bolt.Bucket, owner string, now time.Time) (int, int64, 
 	var expired [][]byte
 	c := ix.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		sz, at := parseExportIndex(v)
-		if !now.Before(at.Add(ExportTTL)) {
+		sz, expires := parseExportIndex(v)
+		if !now.Before(expires) {
 			expired = append(expired, bytes.Clone(k))
 			continue
 		}
@@ -206,12 +225,20 @@ func (s *BoltStore) Export(sandboxID, p string) (*Export, error) {
 	return e, err
 }
 
+// expiresOf is e's expiry, DefaultExportTTL after its registration for one stored before ExpiresAt existed.
+func expiresOf(e Export) time.Time {
+	if e.ExpiresAt.IsZero() {
+		return e.ExportedAt.Add(DefaultExportTTL)
+	}
+	return e.ExpiresAt
+}
+
 func decodeExport(v []byte, e *Export) error {
 	if err := json.Unmarshal(v, e); err != nil {
 		return fmt.Errorf("decoding an export: %w", err)
 	}
 	if e.ExpiresAt.IsZero() {
-		e.ExpiresAt = e.ExportedAt.Add(ExportTTL)
+		e.ExpiresAt = e.ExportedAt.Add(DefaultExportTTL)
 	}
 	return nil
 }
@@ -339,7 +366,7 @@ func (s *BoltStore) SweepExports(now time.Time, alive func(sandboxID string) boo
 				continue
 			}
 			if ix.Get(ixKey) == nil {
-				index = append(index, [2][]byte{ixKey, exportIndex(len(k)+len(v), e.ExportedAt)})
+				index = append(index, [2][]byte{ixKey, exportIndex(len(k)+len(v), e.ExportedAt, expiresOf(e))})
 			}
 		}
 		for _, d := range drops {

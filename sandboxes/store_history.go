@@ -86,15 +86,16 @@ func (h *history) init() {
 	h.log.Store(slog.Default())
 }
 
-// start runs the writer on db once; the store calls it when it opens its file.
-func (h *history) start(db *bolt.DB) {
+// start runs the writer on db once; the store calls it when it opens its file. note sees every commit's result
+// (BoltStore.noteWrite), so a history write that meets a full disk marks the store full as any other write does.
+func (h *history) start(db *bolt.DB, note func(error) error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.running || h.closed {
 		return
 	}
 	h.running = true
-	go h.write(db)
+	go h.write(db, note)
 }
 
 // stop closes the queue and waits until the writer has stored everything queued.
@@ -134,7 +135,7 @@ func (h *history) flush() error {
 }
 
 // write commits whatever is queued in one transaction, until the queue is closed.
-func (h *history) write(db *bolt.DB) {
+func (h *history) write(db *bolt.DB, note func(error) error) {
 	defer close(h.stopped)
 	for op := range h.ch {
 		batch := []histOp{op}
@@ -157,7 +158,7 @@ func (h *history) write(db *bolt.DB) {
 			}
 		}
 		if len(entries) > 0 {
-			if err := putHistory(db, entries); err != nil {
+			if err := note(putHistory(db, entries)); err != nil {
 				h.log.Load().Warn("recording execution history", "entries", len(entries), "error", err)
 			}
 		}

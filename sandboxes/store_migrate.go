@@ -48,7 +48,7 @@ func (s *BoltStore) ImportAPIStore(path string) (bool, error) {
 		return false, fmt.Errorf("opening the old API store %s: %w", path, err)
 	}
 	err = old.View(func(src *bolt.Tx) error {
-		return db.Update(func(dst *bolt.Tx) error {
+		return s.update(db, func(dst *bolt.Tx) error { // a full disk: storage_full, and the store marked full
 			for _, name := range legacyAPIBuckets {
 				from := src.Bucket(name)
 				if from == nil {

@@ -76,7 +76,9 @@ var fastgptImage = sync.OnceValues(func() (string, error) {
 			return "", err
 		}
 	}
-	cmd := exec.Command("docker", "build", "-q", "-t", tag, dir)
+	// The RUN steps need no network: without one the build does not depend on the engine's default bridge (an
+	// engine started with --bridge=none, or one whose docker0 is gone, has none).
+	cmd := exec.Command("docker", "build", "-q", "--network", "none", "-t", tag, dir)
 	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("docker build %s: %v: %s", tag, err, out)

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
@@ -243,6 +245,60 @@ func TestAnyImageHomeIsSized(t *testing.T) {
 	}
 	if _, err := h.cli.VolumeInspect(ctx, seed); err == nil {
 		t.Errorf("the HOME seed volume %s outlived its sandbox", seed)
+	}
+}
+
+// TestAnyImageHomeSeedOrphanSwept: a gateway that died between making a sandbox's HOME seed volume and making its
+// container left the volume behind, and the orphan sweep did not look for it. Now it removes a seed volume whose
+// sandbox has no entry and no container, and keeps the one a live injected sandbox mounts.
+func TestAnyImageHomeSeedOrphanSwept(t *testing.T) {
+	agentImg, img := anyImages(t)
+	p := smallProfile("fastgpt", img)
+	p.Capabilities = []string{sandboxes.CapShell}
+	p.InjectAgent = true
+	h := newHarnessImage(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: agentImg,
+		GCInterval: time.Hour, OrphanMinAge: time.Millisecond}, img)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := h.create("fastgpt")
+	h.ready(sb.ID)
+	live := ""
+	for _, m := range h.inspect(sb.ID).Mounts {
+		if m.Destination == agentapi.HomeSeedDir {
+			live = m.Name
+		}
+	}
+	if live == "" {
+		t.Fatal("no HOME seed volume")
+	}
+	lv, err := h.cli.VolumeInspect(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv.Labels[h.ns+".home_seed"] != "true" || lv.Labels[h.ns+".id"] != sb.ID {
+		t.Fatalf("the live HOME seed volume's labels: %v", lv.Labels)
+	}
+	// What the dead gateway left: the seed volume, labelled as the driver labels it, and no container.
+	orphan := h.ns + "-sb-0123456789ab-home-seed"
+	if _, err := h.cli.VolumeCreate(ctx, volume.CreateOptions{Name: orphan, Labels: map[string]string{
+		h.ns + ".managed": "true", h.ns + ".instance": h.mgr.Instance(), h.ns + ".home_seed": "true",
+		h.ns + ".id": "sb-0123456789ab", "sandgate.home_seed": "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.cli.VolumeRemove(context.Background(), orphan, true) })
+	// Older than the 1 ms minimum age by the time the collector looks (Docker records creation to the second).
+	rep := h.mgr.SweepOrphans(ctx)
+	if _, err := h.cli.VolumeInspect(ctx, orphan); !cerrdefs.IsNotFound(err) {
+		t.Fatalf("orphan HOME seed volume survived the sweep (%+v): %v", rep, err)
+	}
+	if rep.OrphanVolumes != 1 || rep.Errors != 0 {
+		t.Errorf("sweep report: %+v", rep)
+	}
+	if _, err := h.cli.VolumeInspect(ctx, live); err != nil {
+		t.Fatalf("the live sandbox's HOME seed volume was swept: %v", err)
+	}
+	if got, _ := h.mgr.Get(ctx, sb.ID); got == nil || got.Status != sandboxes.StatusReady {
+		t.Fatalf("the sandbox after the sweep: %+v", got)
 	}
 }
 

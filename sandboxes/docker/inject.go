@@ -88,13 +88,12 @@ func (d *Driver) injectAgent(ctx context.Context, spec sandboxes.ContainerSpec, 
 	// HOME and Remove removes with the container; the agent copies it into HOME at each start, before the
 	// entrypoint runs (entrypoint.SeedHome). The engine refuses a read-only anonymous volume, so it is named.
 	seed := homeSeedVolume(spec.Name)
-	// The Manager's managed and instance labels say whose it is (operators, tests' cleanup); not its workspace
-	// labels, which would make it count as a workspace.
+	// The Manager's labels (spec.HomeSeedLabels) say whose it is, so its orphan sweep collects one whose container
+	// never came (a gateway that died between the two creates) or is gone; not its workspace labels, which would
+	// make it count as a workspace.
 	labels := map[string]string{homeSeedLabel: "true"}
-	for k, v := range spec.Labels {
-		if strings.HasSuffix(k, ".managed") || strings.HasSuffix(k, ".instance") {
-			labels[k] = v
-		}
+	for k, v := range spec.HomeSeedLabels {
+		labels[k] = v
 	}
 	if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: seed, Driver: "local", Labels: labels}); err != nil {
 		return fmt.Errorf("creating the volume of the image's HOME: %w", err)

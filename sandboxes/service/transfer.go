@@ -54,7 +54,7 @@ func (s *Service) ExportFiles(ctx context.Context, p Principal, id string, paths
 		if err != nil {
 			return nil, err
 		}
-		es = append(es, sandboxes.Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now, ExpiresAt: now.Add(sandboxes.ExportTTL)})
+		es = append(es, sandboxes.Export{SandboxID: sb.ID, Path: c, Owner: sb.Owner, ExportedAt: now, ExpiresAt: s.cfg.ExportLimits.ExpiresAt(now)})
 	}
 	if err := s.cfg.Exports.PutExports(es, s.cfg.ExportLimits); err != nil {
 		var se *sandboxes.Error

@@ -65,7 +65,7 @@ func TestExportFloodBounded(t *testing.T) {
 	}
 }
 
-// TestExportExpires: an export past ExportTTL is neither listed nor importable, and exporting again renews it.
+// TestExportExpires: an export past its TTL is neither listed nor importable, and exporting again renews it.
 func TestExportExpires(t *testing.T) {
 	ctx := context.Background()
 	svc, _, _ := newTestService()
@@ -78,7 +78,7 @@ func TestExportExpires(t *testing.T) {
 	if _, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(sandboxes.ExportTTL)
+	now = now.Add(sandboxes.DefaultExportTTL)
 	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 0 {
 		t.Errorf("expired exports listed: %v %v", es, err)
 	}
@@ -90,5 +90,34 @@ func TestExportExpires(t *testing.T) {
 	}
 	if _, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"}); err != nil {
 		t.Errorf("importing a renewed export: %v", err)
+	}
+}
+
+// TestExportTTLConfigured: Config.ExportLimits.TTL replaces the 7-day default; the answer says when the export
+// expires, and past that it is neither listed nor importable.
+func TestExportTTLConfigured(t *testing.T) {
+	ctx := context.Background()
+	svc, _, _ := newTestService()
+	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "gw.db"))
+	defer st.Close()
+	svc.cfg.Exports = st
+	svc.cfg.ExportLimits = sandboxes.ExportLimits{TTL: 2 * time.Hour}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	svc.cfg.Now = func() time.Time { return now }
+	alice := Principal{Owner: "alice"}
+	es, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"notes.txt"})
+	if err != nil || len(es) != 1 || !es[0].ExpiresAt.Equal(now.Add(2*time.Hour)) {
+		t.Fatalf("export under a 2h TTL: %+v %v", es, err)
+	}
+	now = now.Add(2*time.Hour - time.Second)
+	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 1 {
+		t.Errorf("a live export not listed: %v %v", es, err)
+	}
+	now = now.Add(time.Second)
+	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 0 {
+		t.Errorf("an export past its 2h TTL listed: %v %v", es, err)
+	}
+	if _, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"}); AsError(err).Code != CodeForbidden {
+		t.Errorf("importing an export past its TTL: %v", err)
 	}
 }
