@@ -1,10 +1,12 @@
 package pages
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandgate/sandgate/routes/tickets"
 )
@@ -34,7 +36,10 @@ func TestCookiesRefusedFromSiblingOrigin(t *testing.T) {
 		{"terminal page reloaded", "GET", "/sandboxes/sb-alice/terminal/", session, "", "none", http.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest(c.method, "https://gw.test"+c.path, strings.NewReader(`{}`))
+			// Bounded: an admitted event stream would never end (it does on the old code).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, c.method, "https://gw.test"+c.path, strings.NewReader(`{}`))
 			r.Header.Set("Content-Type", "application/json")
 			r.AddCookie(c.ck)
 			if c.origin != "" {
