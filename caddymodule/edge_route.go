@@ -84,7 +84,9 @@ func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		return caddyhttp.Error(http.StatusBadRequest, err)
 	}
 	caddyhttp.SetVar(r.Context(), varAgentToken, p.Target.Token)
-	return next.ServeHTTP(w, r)
+	// In path form the sandbox answers on the gateway's origin: it may not set cookies or widen service workers
+	// there (sandboxroute.StrippedAnswerHeaders). Wrapped after the gate set its own session cookie.
+	return next.ServeHTTP(sandboxroute.GuardAnswer(w, addr), r)
 }
 
 var (

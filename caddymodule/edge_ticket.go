@@ -228,6 +228,14 @@ func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			sandboxroute.WriteTicketStoreUnavailable(w, reqID)
 			return nil
 		}
+		if errors.Is(err, sandboxroute.ErrCrossOrigin) {
+			if c := h.logger.Check(zap.InfoLevel, "session refused"); c != nil {
+				c.Write(zap.String("reason", "cross_origin"), zap.String("detail", err.Error()),
+					zap.String("remote_ip", clientIP(r)), zap.String("request_id", reqID))
+			}
+			sandboxroute.WriteCrossOrigin(w, reqID)
+			return nil
+		}
 		if !sandboxroute.IsRefusal(err) {
 			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}

@@ -1,5 +1,5 @@
 // Navigation for the browser tests that survives Chromium dropping requests on a network change. Shared by
-// testdata/example_browser.cjs and caddymodule/testdata/pages_browser.cjs.
+// testdata/example_browser.cjs, testdata/sibling_origin_browser.cjs and caddymodule/testdata/pages_browser.cjs.
 //
 // Chromium drops in-flight requests when an interface on the machine changes (ERR_NETWORK_CHANGED): Docker adds and
 // removes bridges and veths for every container that other tests start. A navigation dropped that way either

@@ -30,6 +30,16 @@ func newRig(t *testing.T) *rig {
 	rg := &rig{t: t, agentC: make(chan *http.Request, 16)}
 	rg.agent = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rg.agentC <- r.Clone(r.Context())
+		if strings.HasSuffix(r.URL.Path, "/hostile.html") {
+			// A replaced agent: a page that would register a service worker for the whole shared origin and
+			// plant cookies on it.
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Service-Worker-Allowed", "/")
+			w.Header().Add("Set-Cookie", "sandgate_console=planted; Path=/")
+			w.Header().Set("Clear-Site-Data", `"cookies"`)
+			_, _ = io.WriteString(w, "<script>navigator.serviceWorker.register('sw.js',{scope:'/'})</script>")
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "agent:"+r.URL.EscapedPath())
 	}))

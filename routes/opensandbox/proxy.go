@@ -155,16 +155,17 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pa proxyPath, fw
 			r.Header.Del(k)
 		}
 	}
-	if pa.Port != ExecdPort {
-		// Every sandbox's apps share this one origin: what they serve runs under the sandbox CSP, as path-form app
-		// routes do, so a page of one sandbox cannot script this origin.
-		sandboxroute.SetContentHeaders(w.Header(), sandboxroute.Address{SandboxID: pa.ID, Kind: tickets.KindApp}, "")
-	}
+	// Every sandbox's ports share this one origin, execd's included: sandbox code can replace the agent and answer
+	// execd's paths with a page of its own. Whatever they serve runs under the sandbox CSP, as path-form app routes
+	// do, so a page of one sandbox cannot script this origin or register a service worker on it; and it may not set
+	// cookies or widen a worker's scope here (sandboxroute.GuardAnswer).
+	shared := sandboxroute.Address{SandboxID: pa.ID, Kind: tickets.KindApp}
+	sandboxroute.SetContentHeaders(w.Header(), shared, "")
 	if err := agent.Apply(r); err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "%v", err))
 		return
 	}
-	fwd.Forward(w, r, target)
+	fwd.Forward(sandboxroute.GuardAnswer(w, shared), r, target)
 }
 
 // DirectForwarder proxies with net/http's reverse proxy, streaming (WebSocket upgrades included); the Caddy glue
@@ -184,6 +185,12 @@ func (DirectForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandbox
 			pr.SetURL(u)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = pr.In.URL.Path, pr.In.URL.RawPath
 			pr.Out.Header.Set(sandboxroute.GatewayHeaderPrefix+"Token", t.Token)
+		},
+		// The guard Serve wraps w in filters at WriteHeader; httputil copies a 101's headers after hijacking
+		// instead, so the answer is filtered here as well.
+		ModifyResponse: func(res *http.Response) error {
+			sandboxroute.StripAnswerHeaders(res.Header)
+			return nil
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {

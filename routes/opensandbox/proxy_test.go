@@ -166,3 +166,32 @@ func TestParseProxyPath(t *testing.T) {
 		}
 	}
 }
+
+// A replaced agent answers on the shared proxy origin, execd's port included, with a page that would register a
+// service worker scoped to the whole origin (capturing other owners' /sandboxes/{id}.{key}/proxy URLs) and plant
+// cookies: the answer runs under the sandbox CSP and the origin-wide headers never reach the client.
+func TestProxyAnswerCannotClaimTheSharedOrigin(t *testing.T) {
+	rg := newRig(t)
+	id := rg.create(keyAlice, fastGPTBody)
+	for _, port := range []string{"44772", "3000"} {
+		ep := rg.endpoint(id, "44772")
+		url := "http://" + strings.Replace(ep.Endpoint, "/44772", "/"+port, 1) + "/hostile.html"
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		<-rg.agentC
+		if resp.StatusCode != 200 {
+			t.Fatalf("port %s: status %d", port, resp.StatusCode)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox ") || strings.Contains(csp, "allow-same-origin") {
+			t.Errorf("port %s: answer has CSP %q, want the sandbox CSP", port, csp)
+		}
+		for _, h := range []string{"Service-Worker-Allowed", "Set-Cookie", "Clear-Site-Data"} {
+			if v := resp.Header.Values(h); len(v) > 0 {
+				t.Errorf("port %s: the sandbox's %s %q reached the client", port, h, v)
+			}
+		}
+	}
+}

@@ -156,6 +156,13 @@ func (h *Handler) serveConsole(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "log in to the console again")
 		return
 	}
+	if !sandboxroute.FromOwnOrigin(r) {
+		// The console cookie is SameSite=Strict, which a sibling subdomain of the same site still receives: its
+		// API and event stream answer only the console's own pages, whatever the method.
+		setSecurityHeaders(w.Header(), "")
+		sandboxroute.WriteCrossOrigin(w, "")
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.csrfOK(r, cs) {
 		setSecurityHeaders(w.Header(), "")
 		writeError(w, http.StatusForbidden, "csrf_refused", "missing or wrong CSRF token, or a cross-origin request")

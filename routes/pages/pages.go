@@ -246,9 +246,5 @@ func sameOrigin(r *http.Request) bool {
 		// Not a browser page (browsers send Origin on every POST, PUT, DELETE); the CSRF token still applies.
 		return true
 	}
-	scheme := "https"
-	if r.TLS == nil {
-		scheme = "http"
-	}
-	return origin == scheme+"://"+r.Host
+	return origin == sandboxroute.OwnOrigin(r)
 }

@@ -27,6 +27,13 @@ func (h *Handler) serveSandboxPage(w http.ResponseWriter, r *http.Request, pg pa
 				"This link's ticket could not be checked just now. Reload the page in a moment.")
 			return
 		}
+		if errors.Is(err, sandboxroute.ErrCrossOrigin) {
+			// A sibling page (an app subdomain) sent the user's session cookie: the terminal and desktop pages
+			// and their session API answer only their own origin.
+			setSecurityHeaders(w.Header(), "")
+			sandboxroute.WriteCrossOrigin(w, "")
+			return
+		}
 		if sandboxroute.IsRefusal(err) {
 			h.refuse(w, r, pg)
 			return

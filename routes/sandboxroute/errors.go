@@ -17,6 +17,8 @@ const (
 	// CodeTicketStoreUnavailable: the fleet's spent-ticket store could not be asked. The ticket was refused but
 	// not spent, so the same URL may be retried.
 	CodeTicketStoreUnavailable = "ticket_store_unavailable"
+	// CodeCrossOrigin: a session cookie came with a request from a page of another origin (ErrCrossOrigin).
+	CodeCrossOrigin = "cross_origin"
 )
 
 // ErrorBody is the envelope every sandgate HTTP error uses ({"error":{code,message,request_id,details}}), the
@@ -59,6 +61,15 @@ func WriteTicketStoreUnavailable(w http.ResponseWriter, requestID string) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	WriteJSONError(w, http.StatusServiceUnavailable, ErrorDetail{Code: CodeTicketStoreUnavailable,
 		Message: "the ticket could not be checked right now; retry", RequestID: requestID})
+}
+
+// WriteCrossOrigin answers a session cookie refused for the page that sent it (ErrCrossOrigin): 403, with a body
+// that names the way in (a fresh ticket) rather than the cookie.
+func WriteCrossOrigin(w http.ResponseWriter, requestID string) {
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	WriteJSONError(w, http.StatusForbidden, ErrorDetail{Code: CodeCrossOrigin,
+		Message:   "the session cookie is not accepted from another origin; open this route with a ticket",
+		RequestID: requestID})
 }
 
 // lifecycleStatus is the edge's one table from the core's error codes to HTTP statuses, used by the browser routes

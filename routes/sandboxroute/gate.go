@@ -118,6 +118,13 @@ func (g *Gate) session(r *http.Request, want tickets.Expect) (*tickets.Claims, e
 		}
 		c, err := g.Verifier.VerifySession(ck.Value, want)
 		if err == nil {
+			// The cookie is SameSite=Strict, but every app subdomain of the content origin is same-site with the
+			// gateway when both share a registrable domain: the browser sends the cookie with a sibling page's
+			// requests and WebSockets. Only the page's own origin may use it.
+			if !FromOwnOrigin(r) {
+				return nil, fmt.Errorf("%w: Origin %q, Sec-Fetch-Site %q on %s", ErrCrossOrigin,
+					r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), OwnOrigin(r))
+			}
 			return c, nil
 		}
 		last = err
@@ -195,6 +202,33 @@ func removeCookie(r *http.Request, name string) {
 	if len(kept) > 0 {
 		r.Header.Set("Cookie", strings.Join(kept, "; "))
 	}
+}
+
+// ErrCrossOrigin refuses a request that presents a valid session cookie from a page of another origin (answer with
+// WriteCrossOrigin). A ticket (query or bearer) is an explicit credential and is not subject to it.
+var ErrCrossOrigin = errors.New("a session cookie was sent from another origin")
+
+// OwnOrigin is the origin the request was sent to, as Caddy serves it: the scheme of the connection and the Host.
+func OwnOrigin(r *http.Request) string {
+	scheme := "https"
+	if r.TLS == nil {
+		scheme = "http"
+	}
+	return scheme + "://" + r.Host
+}
+
+// FromOwnOrigin reports whether a cookie-carrying browser request comes from a page of the origin it is sent to, or
+// from no page at all. Browsers that send Sec-Fetch-Site say so directly: "same-origin", or "none" for what the
+// user typed, bookmarked or reloaded; "same-site" (a sibling subdomain) and "cross-site" are refused. Browsers
+// without fetch metadata send Origin on every WebSocket and every non-GET request, and it must then name this
+// origin ("null", a sandboxed document, does not). A request with neither is not from a page (curl, a top-level
+// navigation of an old browser) and passes.
+func FromOwnOrigin(r *http.Request) bool {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		return s == "same-origin" || s == "none"
+	}
+	origin := r.Header.Get("Origin")
+	return origin == "" || origin == OwnOrigin(r)
 }
 
 // IsRefusal reports whether err is a refused credential (answer 401) rather than a request that names no route.
