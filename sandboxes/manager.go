@@ -70,6 +70,9 @@ type Manager struct {
 	spares spareVolumes
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
+	// startedAt is when Start began, truncated to the engine's one-second timestamps; set once before the loops
+	// start. What this instance's engine objects were made before it was made by an earlier process (gc.go).
+	startedAt time.Time
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -224,6 +227,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.instance = instance
+	m.startedAt = time.Now().Truncate(time.Second)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.mu.Unlock()
 	if err := m.reconcile(ctx); err != nil {
