@@ -145,8 +145,10 @@ func TestGatewayKilledMidSnapshotAndFork(t *testing.T) {
 			t.Fatalf("%s: the half-made volume %s is not there after the kill: %v", op.name, dst, left)
 		}
 		g.Restart(g.caddyfile)
+		restarted := time.Now()
 
-		// The half-made volume goes with the first sweep after the start; nothing else of ours is left.
+		// The half-made volume goes with the first sweep after the start (not orphan_min_age, 5 minutes, later);
+		// nothing else of ours is left.
 		for {
 			vols := managedVolumes(t, g.ns)
 			if len(vols) == 1 && vols[srcVol] != "" {
@@ -156,6 +158,9 @@ func TestGatewayKilledMidSnapshotAndFork(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatalf("%s: after the restart the namespace's volumes are %v, want only the source's %s", op.name, vols, srcVol)
 			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Since(restarted) > 2*time.Minute {
+				t.Fatalf("%s: 2 minutes after the restart the namespace's volumes are %v, want only the source's %s: the half-made volume waits for orphan_min_age", op.name, vols, srcVol)
 			}
 		}
 		if _, err := c.WaitReady(ctx, sb.ID, 100*time.Millisecond); err != nil {
