@@ -17,7 +17,9 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 		defer d.mu.Unlock()
 		return d.volumeLists
 	}
-	for deadline := time.Now().Add(10 * time.Second); lists() == 0; time.Sleep(time.Millisecond) {
+	// Start lists the volumes once (listInherited); the pass kicked at Start lists them twice more (workspaces,
+	// snapshots).
+	for deadline := time.Now().Add(10 * time.Second); lists() < 3; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the pass kicked at Start never swept")
 		}
@@ -109,8 +111,9 @@ func TestStartSweepsWhatAnEarlierProcessLeft(t *testing.T) {
 		}
 		return l
 	}
-	// Made a second before the restart: well inside orphan_min_age (1h).
-	young := time.Now().Add(-2 * time.Second)
+	// Made just before the restart, within the same second as it (the engine's timestamps have one-second
+	// precision): well inside orphan_min_age (1h).
+	young := time.Now()
 	d.mu.Lock()
 	d.volumes["unit-ws-halfforked"] = VolumeInfo{Name: "unit-ws-halfforked", Created: young, Labels: ours(map[string]string{"unit.managed_workspace": "true", "unit.workspace": "ws-halfforked"})}
 	d.volumes["unit-snap-half"] = VolumeInfo{Name: "unit-snap-half", Created: young, Labels: ours(map[string]string{"unit.snapshot": "snap-half", "unit.managed_workspace": "false"})}

@@ -70,9 +70,10 @@ type Manager struct {
 	spares spareVolumes
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
-	// startedAt is when Start began, truncated to the engine's one-second timestamps; set once before the loops
-	// start. What this instance's engine objects were made before it was made by an earlier process (gc.go).
-	startedAt time.Time
+	// inherited names the containers (IDs) and volumes (names) of the namespace that existed when Start listed
+	// them, before this Manager could make any: an earlier process made them (gc.go, orphanAged). Written once in
+	// Start before the loops run, read under mu.
+	inherited map[string]bool
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -227,9 +228,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.instance = instance
-	m.startedAt = time.Now().Truncate(time.Second)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.mu.Unlock()
+	m.listInherited(ctx) // gc.go
 	if err := m.reconcile(ctx); err != nil {
 		m.cancel()
 		return err

@@ -519,11 +519,11 @@ func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
 		known[s.Volume] = true
 	}
 	m.mu.RLock()
-	minAge, before := m.cfg.OrphanMinAge, m.startedAt
+	minAge, inherited := m.cfg.OrphanMinAge, m.inherited
 	m.mu.RUnlock()
 	now := time.Now()
 	for _, v := range vols {
-		if known[v.Name] || !orphanAged(v.Created, before, now, minAge) {
+		if known[v.Name] || !orphanAged(v.Name, v.Created, now, minAge, inherited) {
 			continue
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
