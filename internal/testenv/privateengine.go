@@ -162,6 +162,24 @@ func (e *PrivateEngine) remove() {
 	if e.t.Failed() {
 		e.t.Logf("private engine log:\n%s", e.logs.String())
 	}
+	// An engine that never came back (a failed restart) leaves its containerd and containers' shims, and their
+	// containers, running: every process whose command line names the engine's directory is this engine's.
+	e.killLeftovers()
+	// Its cgroup parent, in each hierarchy (cgroup v1) or once (v2), emptied by now: removed deepest first.
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*/" + filepath.Base(e.dir))
+	hier = append(hier, filepath.Join("/sys/fs/cgroup", filepath.Base(e.dir)))
+	for _, root := range hier {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = syscall.Rmdir(dirs[i])
+		}
+	}
 	// dockerd leaves its data root mounted (a private bind mount of itself) and may leave layer mounts.
 	mounts, _ := os.ReadFile("/proc/self/mounts")
 	var ours []string
@@ -177,6 +195,30 @@ func (e *PrivateEngine) remove() {
 	}
 	if err := os.RemoveAll(e.dir); err != nil {
 		e.t.Errorf("removing the private engine's directory: %v", err)
+	}
+}
+
+// killLeftovers kills every process whose command line names the engine's directory, containers' processes first
+// (the children of those processes), then the processes themselves.
+func (e *PrivateEngine) killLeftovers() {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if !strings.Contains(string(cmd), e.dir+"/") {
+			continue
+		}
+		children, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "task", p.Name(), "children"))
+		for _, c := range strings.Fields(string(children)) {
+			if cpid, err := strconv.Atoi(c); err == nil {
+				_ = syscall.Kill(cpid, syscall.SIGKILL)
+			}
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		e.t.Logf("killed a leftover process of the private engine: %d %s", pid, strings.ReplaceAll(string(cmd), "\x00", " "))
 	}
 }
 
