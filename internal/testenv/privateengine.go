@@ -92,8 +92,11 @@ func (e *PrivateEngine) Start() {
 		"--containerd-namespace", "sg-"+filepath.Base(e.dir), "--containerd-plugins-namespace", "sg-plugins-"+filepath.Base(e.dir),
 		"--cgroup-parent", "/"+filepath.Base(e.dir))
 	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	// Its own session: a signal to the test's process group never reaches it.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Its own session: a signal to the test's process group never reaches it. Its own network namespace: a dockerd
+	// started with --bridge=none deletes the host's docker0 at start (it takes the default bridge it would not
+	// make for a stale one of its own), which breaks every default-network container and `docker build` RUN step
+	// of the shared engine; in a namespace of its own it sees no docker0 but its own.
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWNET}
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatalf("starting a private dockerd: %v", err)
 	}
