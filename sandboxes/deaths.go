@@ -87,6 +87,9 @@ func (m *Manager) handleEvent(ev ContainerEvent) {
 			if st.Running {
 				return // restarted in between (not by us, but alive)
 			}
+			if m.exitRecorded(e, st.FinishedAt) {
+				return // CheckAgentLoss recorded this exit before its event came (its rebuild may be under way)
+			}
 			death = classifyDeath(st.ExitCode, st.OOMKilled, lastOOM, ev.At)
 		}
 	}
@@ -164,4 +167,61 @@ func (m *Manager) recheckRunning() {
 			m.recordDeath(e, cid, classifyDeath(st.ExitCode, st.OOMKilled, time.Time{}, st.FinishedAt))
 		}
 	}
+}
+
+// exitRecorded says whether e's latest recorded death is the container's exit that ended at finished: CheckAgentLoss
+// records a death at the engine's FinishedAt, and the die event of that same exit, arriving later, is not another.
+func (m *Manager) exitRecorded(e *entry, finished time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := len(e.rec.Crashes)
+	return !finished.IsZero() && n > 0 && e.rec.Crashes[n-1].At.Equal(finished)
+}
+
+// CheckAgentLoss is for a caller whose call to sandbox id's agent failed in transport (the connection reset or
+// refused): it asks the engine whether the container still runs. When it does not (the agent is the container's
+// main process, so tenant code or the OOM killer that kills it ends the container), the death is recorded now, as
+// its die event would record it, and the rebuild on the same workspace begins, as the next call would begin it
+// (recovery.go). It returns the typed error for the caller to answer: session_not_ready with the death while the
+// sandbox is rebuilt, container_died past its crash limit. Without it the engine's die event, which can lag the
+// failed call by seconds on a busy host, would leave the next calls going to the dead agent for bare transport
+// failures. nil means the container runs, or the engine cannot tell: the caller keeps its own error.
+func (m *Manager) CheckAgentLoss(ctx context.Context, id string) error {
+	m.mu.RLock()
+	e := m.entries[id]
+	if e == nil || e.deleted {
+		m.mu.RUnlock()
+		return nil
+	}
+	cid, phase, expect, lastOOM, died := e.rec.ContainerID, e.rec.Phase, e.expectStop, e.lastOOM, e.rec.Died != nil
+	m.mu.RUnlock()
+	if !died {
+		if cid == "" || expect || (phase != PhaseRunning && phase != PhaseStarting) {
+			return nil
+		}
+		st, err := m.driver.Inspect(ctx, cid)
+		var death *Death
+		switch {
+		case errors.Is(err, ErrContainerNotFound):
+			death = &Death{Reason: "removed", ExitCode: -1, At: time.Now(), Message: "container removed"}
+		case err != nil || st.Running:
+			return nil
+		default:
+			at := st.FinishedAt
+			if at.IsZero() {
+				at = time.Now()
+			}
+			death = classifyDeath(st.ExitCode, st.OOMKilled, lastOOM, at)
+		}
+		m.recordDeath(e, cid, death)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.deleted || m.closed {
+		return nil
+	}
+	if err, ok := m.recoverLocked(e); ok {
+		return err
+	}
+	return nil // stopped on purpose or rebuilt meanwhile: not this caller's death
 }

@@ -191,3 +191,40 @@ func nextEventOf(t *testing.T, events <-chan Event, id, typ string, limit time.D
 		}
 	}
 }
+
+// TestCheckAgentLossRecordsADeathBeforeItsEvent: an agent call failed in transport and the engine's die event has
+// not arrived (a busy host). CheckAgentLoss on a running container changes nothing; on an exited one it records the
+// death and starts the rebuild at once, answering the typed, retryable session_not_ready naming the death; the late
+// event then changes nothing, and the sandbox comes back ready on the same workspace.
+func TestCheckAgentLossRecordsADeathBeforeItsEvent(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}})
+	ctx := context.Background()
+	sb, _ := m.Create(ctx, CreateRequest{Profile: "a"})
+	mustReady(t, m, sb.ID)
+	if err := m.CheckAgentLoss(ctx, sb.ID); err != nil {
+		t.Fatalf("a running container: %v", err)
+	}
+	m.mu.RLock()
+	cid := m.entries[sb.ID].rec.ContainerID
+	m.mu.RUnlock()
+	d.mu.Lock()
+	c := d.containers[cid]
+	c.state.Running, c.state.ExitCode, c.state.FinishedAt = false, 137, time.Now() // the agent was SIGKILLed; no event yet
+	labels := c.state.Labels
+	d.mu.Unlock()
+
+	err := m.CheckAgentLoss(ctx, sb.ID)
+	var se *Error
+	if !errors.As(err, &se) || se.Code != CodeNotReady || se.Details["reason"] != "sigkill" || se.Details["recovering"] != true {
+		t.Fatalf("an exited container: %#v", err)
+	}
+	d.events <- ContainerEvent{ContainerID: cid, Action: "die", Labels: labels, ExitCode: 137, At: time.Now()}
+	waitFor(t, func() bool { g, _ := m.Get(ctx, sb.ID); return g != nil && g.Status == StatusReady })
+	got, _ := m.Get(ctx, sb.ID)
+	if got.WorkspaceID != sb.WorkspaceID || !strings.Contains(got.LastError, "sigkill") {
+		t.Fatalf("after the rebuild: %+v", got)
+	}
+	if err := m.CheckAgentLoss(ctx, sb.ID); err != nil {
+		t.Fatalf("the rebuilt container: %v", err)
+	}
+}

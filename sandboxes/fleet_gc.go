@@ -41,7 +41,7 @@ func (m *Manager) sweepFleetOrphans(ctx context.Context, st SharedStore, rep *GC
 			recorded[r.ContainerID] = true
 		}
 	}
-	m.removeOrphanContainers(ctx, containers, recorded, minAge, now, rep)
+	m.removeOrphanContainers(ctx, containers, recorded, minAge, nil, now, rep)
 	for _, r := range recs {
 		if !r.Warm || m.ownWarm(r) || now.Sub(r.CreatedAt) <= warmMaxAge {
 			continue

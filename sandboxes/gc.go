@@ -169,7 +169,7 @@ func (m *Manager) sweepDue(now time.Time, force bool) bool {
 func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	match := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}
 	m.mu.RLock()
-	minAge := m.cfg.OrphanMinAge
+	minAge, inherited := m.cfg.OrphanMinAge, m.inherited
 	m.mu.RUnlock()
 	now := time.Now()
 	containers, err := m.driver.List(ctx, match)
@@ -178,7 +178,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 		m.log.Warn("listing containers for the orphan sweep", "error", err)
 		return
 	}
-	m.removeOrphanContainers(ctx, containers, nil, minAge, now, rep)
+	m.removeOrphanContainers(ctx, containers, nil, minAge, inherited, now, rep)
 	m.sweepHomeSeeds(ctx, containers, minAge, now, rep)
 	volumes, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
 		m.label(labelInstance): m.Instance(), m.label(labelManagedWorkspace): "true"})
@@ -199,7 +199,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	}
 	m.mu.RUnlock()
 	for _, v := range volumes {
-		if used[v.Name] || now.Sub(v.Created) < minAge {
+		if used[v.Name] || !orphanAged(v.Name, v.Created, now, minAge, inherited) {
 			continue
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
@@ -213,10 +213,49 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	}
 }
 
-// removeOrphanContainers removes those of containers (listed by the managed and instance labels) older than minAge
-// that no entry owns and whose ID recorded does not hold (a fleet's fresh read of every gateway's records; nil
-// outside a fleet).
-func (m *Manager) removeOrphanContainers(ctx context.Context, containers []ContainerState, recorded map[string]bool, minAge time.Duration, now time.Time, rep *GCReport) {
+// orphanAged says whether an unowned object (a container's ID or a volume's name) made at created may be swept:
+// once it is older than minAge (younger ones may belong to a create or copy in flight), or at once when it is
+// inherited, listed at this Manager's start before it could make anything (listInherited): an earlier gateway
+// process on the same store made it (bbolt's lock keeps a store to one process), and that process is gone, so
+// nothing is in flight for it. That is how a gateway killed mid-copy (snapshot, fork) or mid-create leaves no
+// half-made volume or container behind past the first sweep after its restart. (The engine's creation times have
+// one-second precision, too coarse to compare with the start: a restart within the second would spare them.) A
+// fleet passes no inherited set: its other gateways' objects may be in flight whenever this one started.
+func orphanAged(name string, created, now time.Time, minAge time.Duration, inherited map[string]bool) bool {
+	return now.Sub(created) >= minAge || inherited[name]
+}
+
+// listInherited records which containers and volumes of this namespace and instance exist before the Manager
+// starts (orphanAged). Outside a fleet only; a failed listing leaves the sweep to orphan_min_age alone.
+func (m *Manager) listInherited(ctx context.Context) {
+	if m.shared() != nil {
+		return
+	}
+	match := map[string]string{m.label(labelManaged): "true", m.label(labelInstance): m.Instance()}
+	inherited := map[string]bool{}
+	containers, err := m.driver.List(ctx, match)
+	if err != nil {
+		m.log.Warn("listing containers at start for the orphan sweep", "error", err)
+	}
+	for _, c := range containers {
+		inherited[c.ID] = true
+	}
+	volumes, err := m.driver.ListVolumes(ctx, match)
+	if err != nil {
+		m.log.Warn("listing volumes at start for the orphan sweep", "error", err)
+	}
+	for _, v := range volumes {
+		inherited[v.Name] = true
+	}
+	m.mu.Lock()
+	m.inherited = inherited
+	m.mu.Unlock()
+}
+
+// removeOrphanContainers removes those of containers (listed by the managed and instance labels) that orphanAged
+// allows, that no entry owns and whose ID recorded does not hold (a fleet's fresh read of every gateway's records;
+// nil outside a fleet).
+func (m *Manager) removeOrphanContainers(ctx context.Context, containers []ContainerState, recorded map[string]bool, minAge time.Duration, inherited map[string]bool, now time.Time, rep *GCReport) {
 	// A network holder (Profile.NetworkSpares) belongs to the container that joined it, and goes with it; one that
 	// nothing joined (a spare, or the holder of a container that is gone) goes once it is older than minAge.
 	joined := map[string]bool{}
@@ -226,7 +265,7 @@ func (m *Manager) removeOrphanContainers(ctx context.Context, containers []Conta
 		}
 	}
 	for _, c := range containers {
-		if now.Sub(c.Created) < minAge || recorded[c.ID] || joined[c.ID] {
+		if !orphanAged(c.ID, c.Created, now, minAge, inherited) || recorded[c.ID] || joined[c.ID] {
 			continue
 		}
 		id := c.Labels[m.label(labelID)]

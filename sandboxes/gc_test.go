@@ -17,7 +17,9 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 		defer d.mu.Unlock()
 		return d.volumeLists
 	}
-	for deadline := time.Now().Add(10 * time.Second); lists() == 0; time.Sleep(time.Millisecond) {
+	// Start lists the volumes once (listInherited); the pass kicked at Start lists them twice more (workspaces,
+	// snapshots).
+	for deadline := time.Now().Add(10 * time.Second); lists() < 3; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the pass kicked at Start never swept")
 		}
@@ -80,5 +82,65 @@ func TestOrphanSweepKeepsJoinedHolders(t *testing.T) {
 	_, young := d.containers["h-fresh"]
 	if rep.OrphanContainers != 1 || !joined || spare || !young {
 		t.Fatalf("sweep %+v: joined holder kept %v, old spare kept %v, young spare kept %v; want only the old spare removed", rep, joined, spare, young)
+	}
+}
+
+// TestStartSweepsWhatAnEarlierProcessLeft: a gateway killed mid-copy (a snapshot's volume, a fork's workspace) or
+// mid-create (a container not yet recorded) leaves objects no record names. The first sweep after the restart
+// removes them at once, however young (nothing of that dead process is in flight), and still spares an unowned
+// object made after the start (a create or copy of this process in flight) until orphan_min_age.
+func TestStartSweepsWhatAnEarlierProcessLeft(t *testing.T) {
+	cfg := Config{Profiles: []Profile{testProfile("p")}, GCInterval: time.Hour, OrphanMinAge: time.Hour}
+	d := newFakeDriver(t)
+	path := t.TempDir() + "/store.db"
+	m := startTestManager(t, d, path, cfg)
+	ctx := context.Background()
+	kept, err := m.Create(ctx, CreateRequest{Profile: "p", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, kept.ID)
+	instance := m.Instance()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ours := func(extra map[string]string) map[string]string {
+		l := map[string]string{"unit.managed": "true", "unit.instance": instance}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	// Made just before the restart, within the same second as it (the engine's timestamps have one-second
+	// precision): well inside orphan_min_age (1h).
+	young := time.Now()
+	d.mu.Lock()
+	d.volumes["unit-ws-halfforked"] = VolumeInfo{Name: "unit-ws-halfforked", Created: young, Labels: ours(map[string]string{"unit.managed_workspace": "true", "unit.workspace": "ws-halfforked"})}
+	d.volumes["unit-snap-half"] = VolumeInfo{Name: "unit-snap-half", Created: young, Labels: ours(map[string]string{"unit.snapshot": "snap-half", "unit.managed_workspace": "false"})}
+	d.containers["c-unrecorded"] = &fakeContainer{state: ContainerState{ID: "c-unrecorded", Name: "unit-sb-unrecorded", Created: young, Running: true,
+		Labels: ours(map[string]string{"unit.id": "sb-unrecorded"})}}
+	d.mu.Unlock()
+
+	m2 := startTestManager(t, d, path, cfg)
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, v1 := d.volumes["unit-ws-halfforked"]
+		_, v2 := d.volumes["unit-snap-half"]
+		_, c := d.containers["c-unrecorded"]
+		return !v1 && !v2 && !c
+	})
+	waitFor(t, func() bool { g, _ := m2.Get(ctx, kept.ID); return g != nil && g.Status == StatusReady })
+
+	// Made after the start and owned by nobody yet: spared until orphan_min_age.
+	d.mu.Lock()
+	d.volumes["unit-ws-inflight"] = VolumeInfo{Name: "unit-ws-inflight", Created: time.Now(), Labels: ours(map[string]string{"unit.managed_workspace": "true", "unit.workspace": "ws-inflight"})}
+	d.volumes["unit-snap-inflight"] = VolumeInfo{Name: "unit-snap-inflight", Created: time.Now(), Labels: ours(map[string]string{"unit.snapshot": "snap-inflight", "unit.managed_workspace": "false"})}
+	d.mu.Unlock()
+	if rep := m2.SweepOrphans(ctx); rep.OrphanVolumes != 0 || rep.OrphanContainers != 0 {
+		t.Fatalf("a sweep removed objects made after the start: %+v", rep)
+	}
+	if _, err := m2.EnsureRunning(ctx, kept.ID); err != nil {
+		t.Fatalf("the recorded sandbox after the sweep: %v", err)
 	}
 }

@@ -72,6 +72,10 @@ type Manager struct {
 	spares spareVolumes
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
+	// inherited names the containers (IDs) and volumes (names) of the namespace that existed when Start listed
+	// them, before this Manager could make any: an earlier process made them (gc.go, orphanAged). Written once in
+	// Start before the loops run, read under mu.
+	inherited map[string]bool
 }
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
@@ -231,6 +235,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.instance = instance
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.mu.Unlock()
+	m.listInherited(ctx) // gc.go
 	if err := m.reconcile(ctx); err != nil {
 		m.cancel()
 		return err

@@ -494,7 +494,8 @@ func (m *Manager) createOnCopy(ctx context.Context, req CreateRequest, ws string
 }
 
 // sweepSnapshotOrphans removes snapshot volumes of this namespace and instance that no snapshot record names (a
-// gateway that died between a copy and its record leaves one) once they are older than the orphan minimum age.
+// gateway that died between a copy and its record leaves one) once orphanAged allows (gc.go: at the first sweep
+// after a restart, for one the earlier process left).
 // It holds snapMu, so no capture whose record is still to be written is in flight.
 func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
 	ss, ok := m.store.(SnapshotStore)
@@ -518,10 +519,11 @@ func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
 		known[s.Volume] = true
 	}
 	m.mu.RLock()
-	minAge := m.cfg.OrphanMinAge
+	minAge, inherited := m.cfg.OrphanMinAge, m.inherited
 	m.mu.RUnlock()
+	now := time.Now()
 	for _, v := range vols {
-		if known[v.Name] || time.Since(v.Created) < minAge {
+		if known[v.Name] || !orphanAged(v.Name, v.Created, now, minAge, inherited) {
 			continue
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {

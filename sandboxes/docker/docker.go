@@ -331,6 +331,23 @@ func agentPort(spec sandboxes.ContainerSpec) nat.Port {
 	return nat.Port(strconv.Itoa(spec.AgentPort) + "/tcp")
 }
 
+// removeStale removes the container that holds spec's name when it was made for the same sandbox (it carries all of
+// spec's labels) and never ran. A create whose answer was lost leaves one: the engine made the container, then was
+// killed or its socket cut before it answered, so the sandbox's record never learnt the ID, and every later create
+// of the sandbox would fail on the name (until the orphan sweep, minutes later). It reports whether it removed one.
+func (d *Driver) removeStale(ctx context.Context, spec sandboxes.ContainerSpec) bool {
+	info, err := d.cli.ContainerInspect(ctx, spec.Name)
+	if err != nil || info.ContainerJSONBase == nil || info.State == nil || info.State.Status != "created" || info.Config == nil {
+		return false
+	}
+	for k, v := range spec.Labels {
+		if info.Config.Labels[k] != v {
+			return false
+		}
+	}
+	return d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}) == nil
+}
+
 // Create creates the sandbox's container with the hardened host configuration.
 func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (string, error) {
 	hc, err := HostConfig(spec)
@@ -382,6 +399,9 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 		}
 	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	if err != nil && cerrdefs.IsConflict(err) && d.removeStale(ctx, spec) {
+		created, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	}
 	perr := <-policed
 	if err != nil {
 		if holder != "" {

@@ -29,6 +29,7 @@ type harness struct {
 	cli   *client.Client
 	store string
 	image string
+	host  string // the engine endpoint the Manager's driver uses ("": DOCKER_HOST or the default socket)
 }
 
 func smallProfile(id, image string) sandboxes.Profile {
@@ -45,11 +46,18 @@ func newHarness(t *testing.T, cfg sandboxes.Config) *harness {
 // newHarnessImage is newHarness with image for the profiles that name none.
 func newHarnessImage(t *testing.T, cfg sandboxes.Config, image string) *harness {
 	t.Helper()
+	return newHarnessOn(t, cfg, image, "")
+}
+
+// newHarnessOn is newHarnessImage with the Manager's driver on the engine endpoint host (the test's own checks
+// still use the default engine).
+func newHarnessOn(t *testing.T, cfg sandboxes.Config, image, host string) *harness {
+	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ns: testenv.Unique("sgl"), cli: cli, store: filepath.Join(t.TempDir(), "store.db"), image: image}
+	h := &harness{t: t, ns: testenv.Unique("sgl"), cli: cli, store: filepath.Join(t.TempDir(), "store.db"), image: image, host: host}
 	for i := range cfg.Profiles {
 		if cfg.Profiles[i].Image == "" {
 			cfg.Profiles[i].Image = image
@@ -64,7 +72,7 @@ func newHarnessImage(t *testing.T, cfg sandboxes.Config, image string) *harness 
 // start makes (or remakes, after stop) the Manager on the same store.
 func (h *harness) start(cfg sandboxes.Config) {
 	h.t.Helper()
-	drv, err := docker.New("")
+	drv, err := docker.New(h.host)
 	if err != nil {
 		h.t.Fatal(err)
 	}

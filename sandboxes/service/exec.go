@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -80,7 +82,7 @@ func (s *Service) RunKernel(ctx context.Context, p Principal, id, lang, code str
 	res, err := run(ctx, t, PythonRequest{Code: code, Timeout: timeout})
 	elapsed := time.Since(start)
 	if err != nil {
-		return KernelOutput{}, err
+		return KernelOutput{}, s.lost(ctx, id, err)
 	}
 	text := res.Stdout
 	if res.Result != "" {
@@ -136,7 +138,7 @@ func (s *Service) RunShell(ctx context.Context, p Principal, id string, sp Shell
 	res, err := s.cfg.Agent.Exec(ctx, t, req)
 	elapsed := time.Since(start)
 	if err != nil {
-		return ShellOutput{}, err
+		return ShellOutput{}, s.lost(ctx, id, err)
 	}
 	exit := res.ExitCode
 	errText := res.Stderr
@@ -190,4 +192,30 @@ func (s *Service) Record(sandboxID, execType, code string, success bool, elapsed
 		s.cfg.Logger.Warn("recording execution history", "sandbox", sandboxID, "error", err)
 	}
 	return e.ID
+}
+
+// agentLossChecker is the Manager's CheckAgentLoss (sandboxes/deaths.go); optional, so fakes need not have it.
+type agentLossChecker interface {
+	CheckAgentLoss(ctx context.Context, id string) error
+}
+
+// lost turns an exec's failed agent call into the sandbox's death when that is what it was: a transport failure
+// (not an answer of the agent) on a sandbox whose container is gone answers the Manager's typed, retryable
+// session_not_ready (or container_died past the crash limit) and starts the rebuild, instead of a bare ship_error.
+// The check runs after the caller's own deadline too (bounded): the death is recorded either way.
+func (s *Service) lost(ctx context.Context, id string, err error) error {
+	var ae *agentapi.Error
+	if errors.As(err, &ae) || AsError(err).Code != CodeShipError {
+		return err
+	}
+	c, ok := s.cfg.Sandboxes.(agentLossChecker)
+	if !ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if derr := c.CheckAgentLoss(ctx, id); derr != nil {
+		return derr
+	}
+	return err
 }

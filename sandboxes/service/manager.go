@@ -131,3 +131,8 @@ var (
 	_ Pauser      = Manager{}
 	_ Snapshotter = Manager{}
 )
+
+// CheckAgentLoss records the death of a sandbox whose agent call failed in transport when its container is gone.
+func (b Manager) CheckAgentLoss(ctx context.Context, id string) error {
+	return b.M.CheckAgentLoss(ctx, id)
+}
