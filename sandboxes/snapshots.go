@@ -53,6 +53,8 @@ type VolumeCopier interface {
 var (
 	// ErrSnapshotTooLarge is returned (wrapped) by a copy that would exceed its byte limit.
 	ErrSnapshotTooLarge = errors.New("snapshot exceeds its size limit")
+	// ErrWorkspaceFull is returned (wrapped) by a copy into a size-limited volume that does not fit in it (ENOSPC).
+	ErrWorkspaceFull = errors.New("the copy does not fit in the workspace's size limit")
 	// ErrVolumesUnreachable is returned (wrapped) when the gateway cannot reach the engine's volume data.
 	ErrVolumesUnreachable = errors.New("the gateway cannot reach the engine's volume data (snapshots need the gateway on the engine host, as root)")
 )
