@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/volume"
 	"golang.org/x/sys/unix"
 
@@ -250,7 +252,8 @@ func (d *Driver) withMounted(ctx context.Context, name string, ro bool, fn func(
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return fmt.Errorf("making the private mount dir: %w", err)
 	}
-	dir, err := os.MkdirTemp(base, name+"-")
+	// The gateway's pid in the name: a sweep (sweepCapped) unmounts only what a gateway no longer running left.
+	dir, err := os.MkdirTemp(base, strconv.Itoa(os.Getpid())+"-"+name+"-")
 	if err != nil {
 		return fmt.Errorf("making a private mount dir: %w", err)
 	}
@@ -276,6 +279,44 @@ func (d *Driver) withMounted(ctx context.Context, name string, ro bool, fn func(
 		}
 	}
 	return fn(dir)
+}
+
+// orphanImageAge is how old an image with no engine volume must be before a sweep removes it: younger, it may be a
+// create in progress (the image is made before the volume).
+const orphanImageAge = 10 * time.Minute
+
+// sweepCapped undoes what a gateway that died mid-way left: private copy mounts of a gateway no longer running, and
+// images (with their loop devices and links) whose engine volume was never made or is gone. Run at start (Check).
+func (d *Driver) sweepCapped(ctx context.Context) error {
+	images, links := d.capPaths()
+	var errs []error
+	mounts, _ := os.ReadDir(filepath.Join(links, "mnt"))
+	for _, m := range mounts {
+		pid, _, _ := strings.Cut(m.Name(), "-")
+		if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil && pid != "" {
+			continue
+		}
+		dir := filepath.Join(links, "mnt", m.Name())
+		_ = unix.Unmount(dir, unix.MNT_DETACH)
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing a stale workspace mount: %w", err))
+		}
+	}
+	imgs, _ := filepath.Glob(filepath.Join(images, "*.img"))
+	for _, img := range imgs {
+		name := strings.TrimSuffix(filepath.Base(img), ".img")
+		fi, err := os.Stat(img)
+		if err != nil || time.Since(fi.ModTime()) < orphanImageAge {
+			continue
+		}
+		if _, err := d.cli.VolumeInspect(ctx, name); err == nil || !cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err := d.dropCapped(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("removing the orphan workspace image %s: %w", img, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // loopsOf lists the loop devices whose backing file is img, from sysfs.

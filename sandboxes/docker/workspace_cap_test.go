@@ -263,3 +263,79 @@ func TestWorkspaceCopyOverCap(t *testing.T) {
 		t.Fatalf("RemoveVolume left the image: %v", err)
 	}
 }
+
+// TestWorkspaceCapReattach: what a host reboot does to capped workspaces (loop devices detached, numbers reshuffled)
+// is repaired at the next start: a stopped sandbox whose loop device is gone starts with its files, and one whose
+// link was left pointing at another workspace's loop device (a reused /dev/loopN) gets its own files, never the
+// other tenant's. A volume whose engine record is gone has its image, link and loop device swept at start (Check).
+func TestWorkspaceCapReattach(t *testing.T) {
+	images, links := capDirs(t)
+	capped := smallProfile("capped", "")
+	capped.Resources.WorkspaceSize = "32m"
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{capped}})
+	h.drv.SetWorkspaceDirs(images, links)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, b := h.create("capped"), h.create("capped")
+	for _, sb := range []*sandboxes.Sandbox{a, b} {
+		h.ready(sb.ID)
+		if out, err := h.exec(sb.ID, "sh", "-c", "echo "+sb.ID+" > /workspace/who"); err != nil {
+			t.Fatal(out, err)
+		}
+		if err := h.mgr.Stop(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	va, vb := h.mgr.VolumeName(a.WorkspaceID), h.mgr.VolumeName(b.WorkspaceID)
+	// a: detached, as after a reboot. b: its link leads to a's device once a is attached again.
+	for _, dev := range loopDevices(t, h.drv.WorkspaceImage(va)) {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Fatalf("detaching %s: %s %v", dev, out, err)
+		}
+	}
+	h.ready(a.ID)
+	if out, _ := h.exec(a.ID, "cat", "/workspace/who"); strings.TrimSpace(out) != a.ID {
+		t.Fatalf("after a reattach, a reads %q", out)
+	}
+	devA := loopDevices(t, h.drv.WorkspaceImage(va))
+	if len(devA) != 1 {
+		t.Fatalf("a's loop devices: %v", devA)
+	}
+	linkB := filepath.Join(links, vb)
+	if err := os.Remove(linkB); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(devA[0], linkB); err != nil {
+		t.Fatal(err)
+	}
+	h.ready(b.ID)
+	if out, _ := h.exec(b.ID, "cat", "/workspace/who"); strings.TrimSpace(out) != b.ID {
+		t.Fatalf("b, whose link led to a's device, reads %q", out)
+	}
+
+	// An image whose volume is gone (removed behind the gateway's back) is swept at start, loop device included.
+	if err := h.mgr.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	orphan := h.ns + "-orphan"
+	if err := h.drv.CreateVolume(ctx, orphan, map[string]string{h.ns + ".managed": "true", sandboxes.LabelWorkspaceSize: strconv.Itoa(32 << 20)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.VolumeRemove(ctx, orphan, false); err != nil {
+		t.Fatal(err)
+	}
+	img := h.drv.WorkspaceImage(orphan)
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(img, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.drv.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) || len(loopDevices(t, img)) != 0 {
+		t.Fatalf("the orphan image is still there (%v) or attached (%v)", err, loopDevices(t, img))
+	}
+	if _, err := os.Stat(h.drv.WorkspaceImage(vb)); err != nil {
+		t.Fatalf("the sweep removed a live workspace's image: %v", err)
+	}
+}
