@@ -18,7 +18,7 @@ const CodeWorkspaceInUse = "workspace_in_use"
 // WorkspaceSpec asks for a new workspace.
 type WorkspaceSpec struct {
 	Owner string
-	// SizeLimitMB is recorded with the workspace.
+	// SizeLimitMB is recorded with the workspace and caps its volume (at least MinWorkspaceSize); 0: unlimited.
 	SizeLimitMB int
 	// Backend names the kind of volume for clients ("docker_volume").
 	Backend string

@@ -38,8 +38,6 @@ import (
 const (
 	DefaultWorkspaceImageDir = "/var/lib/sandgate/workspaces"
 	DefaultWorkspaceLinkDir  = "/run/sandgate/workspaces"
-	// MinWorkspaceSize is the smallest cap: an ext4 filesystem smaller than this holds little besides its metadata.
-	MinWorkspaceSize = 16 << 20
 )
 
 // capDirs are where capped workspaces live on the engine host.
@@ -103,8 +101,8 @@ func (d *Driver) createCapped(ctx context.Context, name string, labels map[strin
 	if !volumeNamePattern.MatchString(name) {
 		return volume.Volume{}, fmt.Errorf("volume name %q cannot carry a size limit", name)
 	}
-	if size < MinWorkspaceSize {
-		return volume.Volume{}, fmt.Errorf("workspace size %d is below the minimum of %d bytes", size, MinWorkspaceSize)
+	if size < sandboxes.MinWorkspaceSize {
+		return volume.Volume{}, fmt.Errorf("workspace size %d is below the minimum of %d bytes", size, sandboxes.MinWorkspaceSize)
 	}
 	if v, err := d.cli.VolumeInspect(ctx, name); err == nil {
 		if _, ok := d.capped(name); ok {
