@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -147,6 +149,20 @@ func TestWorkspaceCapOnTheEngine(t *testing.T) {
 	if size := h.dfSize(a.ID); size > testCap || size < testCap*3/4 {
 		t.Fatalf("df /workspace shows %d bytes, want about %d", size, testCap)
 	}
+	// A file streamed in through the agent (an upload, a file import between sandboxes, a cargo import) that does
+	// not fit is a typed no_space, and leaves no partial file behind.
+	if out, err := h.exec(a.ID, "rm", "/workspace/big"); err != nil {
+		t.Fatal(out, err)
+	}
+	tg := h.ready(a.ID)
+	_, err = agentapi.NewClient("http://"+tg.Addr, tg.Token, nil).Upload(ctx, "in/huge", io.LimitReader(zeros{}, 2*testCap), agentapi.UploadOptions{})
+	var ae *agentapi.Error
+	if !errors.As(err, &ae) || ae.Code != agentapi.CodeNoSpace {
+		t.Fatalf("an upload past the cap: %v", err)
+	}
+	if out, _ := h.exec(a.ID, "sh", "-c", "ls -A /workspace/in 2>/dev/null | wc -l"); strings.TrimSpace(out) != "0" {
+		t.Fatalf("the refused upload left files: %s", out)
+	}
 
 	// Snapshot and fork of the capped workspace keep the cap.
 	if out, err := h.exec(a.ID, "sh", "-c", "rm /workspace/big; head -c 10485760 /dev/urandom > /workspace/ten; sha256sum /workspace/ten"); err != nil {
@@ -211,6 +227,13 @@ func TestWorkspaceCapOnTheEngine(t *testing.T) {
 			t.Errorf("volume %s: image left: %v", v, err)
 		}
 	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // TestWorkspaceCopyOverCap: a copy into a volume whose cap is smaller than the files fails with
