@@ -117,6 +117,13 @@ func (d *Driver) createCapped(ctx context.Context, name string, labels map[strin
 		return volume.Volume{}, fmt.Errorf("making the workspace image dir: %w", err)
 	}
 	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		// Left by a create that died before the engine's volume existed (there is none): made again from scratch.
+		if err := d.dropCapped(ctx, name); err != nil {
+			return volume.Volume{}, fmt.Errorf("removing the stale image of workspace %s: %w", name, err)
+		}
+		f, err = os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return volume.Volume{}, fmt.Errorf("creating the image of workspace %s: %w", name, err)
 	}

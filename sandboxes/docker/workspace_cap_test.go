@@ -361,4 +361,18 @@ func TestWorkspaceCapReattach(t *testing.T) {
 	if _, err := os.Stat(h.drv.WorkspaceImage(vb)); err != nil {
 		t.Fatalf("the sweep removed a live workspace's image: %v", err)
 	}
+	// An image a dead create left (no engine volume yet) does not block the next create of that name.
+	stale := h.ns + "-stale"
+	if err := os.WriteFile(h.drv.WorkspaceImage(stale), []byte("half made"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.drv.CreateVolume(ctx, stale, map[string]string{h.ns + ".managed": "true", sandboxes.LabelWorkspaceSize: strconv.Itoa(32 << 20)}); err != nil {
+		t.Fatalf("create over a stale image: %v", err)
+	}
+	if got := h.drv.CappedSize(stale); got != 32<<20 {
+		t.Fatalf("cap %d after a create over a stale image", got)
+	}
+	if err := h.drv.RemoveVolume(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
 }
