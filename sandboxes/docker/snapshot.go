@@ -96,7 +96,7 @@ func (d *Driver) copyCapped(ctx context.Context, src, dst string, labels map[str
 	copyInto := func(dstRoot string) error {
 		empty, err := emptyDir(dstRoot)
 		if err != nil || !empty {
-			return fmt.Errorf("volume %s already exists and is not empty", dst)
+			return errNotEmpty
 		}
 		copyFrom := func(srcRoot string) error {
 			var err error
@@ -121,6 +121,10 @@ func (d *Driver) copyCapped(ctx context.Context, src, dst string, labels map[str
 			err = copyInto(mp)
 		}
 	}
+	if errors.Is(err, errNotEmpty) {
+		// Not made for this copy: a volume that was there before is never removed by a failed copy.
+		return sandboxes.CopyStats{}, fmt.Errorf("volume %s already exists and is not empty", dst)
+	}
 	if err != nil {
 		_ = d.RemoveVolume(context.WithoutCancel(ctx), dst)
 		if errors.Is(err, unix.ENOSPC) {
@@ -130,6 +134,8 @@ func (d *Driver) copyCapped(ctx context.Context, src, dst string, labels map[str
 	}
 	return stats, nil
 }
+
+var errNotEmpty = errors.New("the copy's destination is not empty")
 
 // takeCopyTarget makes dst for a copy with size (0: unlimited), or takes the empty volume of ours that CreateVolume
 // (or a spare, spare_volume.go) made for it; one of the wrong kind is replaced while it is still empty.
