@@ -46,6 +46,7 @@ func init() {
 //	        memory        1g
 //	        pids          512
 //	        disk          256m
+//	        workspace_size 1g
 //	        capabilities  shell python filesystem
 //	        env           <NAME> <value>
 //	        idle_timeout  30m
@@ -194,6 +195,8 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			p.Resources.Pids = int64(n)
 		case "disk":
 			err = oneString(d, &p.Resources.Disk)
+		case "workspace_size":
+			err = oneString(d, &p.Resources.WorkspaceSize)
 		case "capabilities":
 			p.Capabilities = append(p.Capabilities, d.RemainingArgs()...)
 			if len(p.Capabilities) == 0 {

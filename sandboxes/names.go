@@ -1,6 +1,10 @@
 package sandboxes
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Label keys, under the namespace: "<ns>.id" and so on.
 const (
@@ -22,7 +26,24 @@ const (
 	// labelHomeSeed marks the read-only volume an injected image's HOME is seeded from (ContainerSpec.HomeSeedLabels),
 	// one per container, which also carries its sandbox's labelID so the orphan sweep can tell whose it is.
 	labelHomeSeed = "home_seed"
+	// LabelWorkspaceSize, under the namespace, is a workspace volume's size limit in bytes: the driver caps the
+	// volume it makes with these labels at that size (docker: a loop-backed filesystem; kubernetes: the claim's
+	// request). Absent or 0: unlimited.
+	LabelWorkspaceSize = "workspace_size"
 )
+
+// WorkspaceSizeOf is the size limit that volume labels carry (any namespace's LabelWorkspaceSize), 0 when none or
+// when it does not parse as a positive count of bytes.
+func WorkspaceSizeOf(labels map[string]string) int64 {
+	for k, v := range labels {
+		if k == LabelWorkspaceSize || strings.HasSuffix(k, "."+LabelWorkspaceSize) {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
 
 func (m *Manager) label(key string) string { return m.mcfg.Namespace + "." + key }
 
@@ -52,9 +73,26 @@ func (m *Manager) networkFor(p Profile) string {
 }
 
 func (m *Manager) volumeLabels(rec Record) map[string]string {
-	return map[string]string{
+	labels := map[string]string{
 		m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelWorkspace): rec.WorkspaceID,
 		// Only workspaces the Manager made are swept as orphans; one a caller named is theirs to keep.
 		m.label(labelManagedWorkspace): fmt.Sprint(rec.ManagedWorkspace),
 	}
+	if rec.Spec != nil {
+		if n := rec.Spec.Resources.WorkspaceBytes(); n > 0 {
+			labels[m.label(LabelWorkspaceSize)] = strconv.FormatInt(n, 10)
+		}
+	}
+	return labels
+}
+
+// sizedVolumeLabels is volumeLabels with a size limit of mb MiB (0: none): a workspace made on its own (Bay's
+// cargo), with no profile behind it.
+func (m *Manager) sizedVolumeLabels(rec Record, mb int) map[string]string {
+	labels := m.volumeLabels(rec)
+	if mb > 0 {
+		// Bay allows 1 MiB; the smallest filesystem worth making is MinWorkspaceSize.
+		labels[m.label(LabelWorkspaceSize)] = strconv.FormatInt(max(int64(mb)<<20, MinWorkspaceSize), 10)
+	}
+	return labels
 }

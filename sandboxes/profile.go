@@ -58,7 +58,25 @@ type Resources struct {
 	Pids int64 `json:"pids,omitempty"`
 	// Disk sizes the writable tmpfs mounts (/tmp and $HOME) of the read-only root filesystem.
 	Disk string `json:"disk,omitempty"`
+	// WorkspaceSize caps the sandbox's workspace volume (/workspace), a byte size like Disk: past it, writes fail
+	// with ENOSPC in that sandbox alone. Empty: unlimited (the host's disk), as before it existed.
+	WorkspaceSize string `json:"workspace_size,omitempty"`
 }
+
+// WorkspaceBytes is the workspace size limit in bytes, 0 when unlimited (or unparsable: Validate refuses that).
+func (r Resources) WorkspaceBytes() int64 {
+	if r.WorkspaceSize == "" {
+		return 0
+	}
+	n, err := ParseBytes(r.WorkspaceSize)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// MinWorkspaceSize is the smallest workspace_size: a filesystem smaller than this holds little but its metadata.
+const MinWorkspaceSize = 16 << 20
 
 // Profile is a kind of sandbox: an image, its limits, its capabilities and its lifecycle settings. The JSON field
 // names are a superset of Bay's profile schema, so BAY_PROFILES documents can be read as they are.
@@ -147,6 +165,15 @@ func (p *Profile) Validate() error {
 	if p.Resources.Disk != "" {
 		if _, err := ParseBytes(p.Resources.Disk); err != nil {
 			return fmt.Errorf("profile %q: disk: %w", p.ID, err)
+		}
+	}
+	if p.Resources.WorkspaceSize != "" {
+		n, err := ParseBytes(p.Resources.WorkspaceSize)
+		if err == nil && n < MinWorkspaceSize {
+			err = fmt.Errorf("%s is below the minimum of 16m", p.Resources.WorkspaceSize)
+		}
+		if err != nil {
+			return fmt.Errorf("profile %q: workspace_size: %w", p.ID, err)
 		}
 	}
 	if p.Resources.Pids < 0 {

@@ -287,6 +287,20 @@ func lowerResources(ceiling, want Resources) (Resources, error) {
 		}
 		*r.dst = r.want
 	}
+	if want.WorkspaceSize != "" {
+		// No ceiling means unlimited: any size is a lower one.
+		w, err := ParseBytes(want.WorkspaceSize)
+		if err == nil && w < MinWorkspaceSize {
+			err = fmt.Errorf("below the minimum of 16m")
+		}
+		if err != nil {
+			return out, fmt.Errorf("workspace_size: %w", err)
+		}
+		if l := ceiling.WorkspaceBytes(); l > 0 && w > l {
+			return out, fmt.Errorf("workspace_size %s is above the profile's %s", want.WorkspaceSize, ceiling.WorkspaceSize)
+		}
+		out.WorkspaceSize = want.WorkspaceSize
+	}
 	return out, nil
 }
 

@@ -53,6 +53,8 @@ type VolumeCopier interface {
 var (
 	// ErrSnapshotTooLarge is returned (wrapped) by a copy that would exceed its byte limit.
 	ErrSnapshotTooLarge = errors.New("snapshot exceeds its size limit")
+	// ErrWorkspaceFull is returned (wrapped) by a copy into a size-limited volume that does not fit in it (ENOSPC).
+	ErrWorkspaceFull = errors.New("the copy does not fit in the workspace's size limit")
 	// ErrVolumesUnreachable is returned (wrapped) when the gateway cannot reach the engine's volume data.
 	ErrVolumesUnreachable = errors.New("the gateway cannot reach the engine's volume data (snapshots need the gateway on the engine host, as root)")
 )
@@ -315,9 +317,19 @@ func (m *Manager) captureWorkspace(ctx context.Context, e *entry, vc VolumeCopie
 		if errors.Is(err, ErrSnapshotTooLarge) {
 			return stats, nil, err
 		}
-		return stats, nil, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), Err: err}
+		return stats, nil, copyFailed(fmt.Sprintf("copying the workspace of sandbox %s", e.rec.ID), err)
 	}
 	return stats, let, nil
+}
+
+// copyFailed is the typed error of a failed workspace copy: quota_exceeded (scope workspace_size) when the files
+// did not fit the destination's size limit, an engine error otherwise.
+func copyFailed(what string, err error) error {
+	if errors.Is(err, ErrWorkspaceFull) {
+		return &Error{Code: CodeQuotaExceeded, Message: what + ": the files do not fit the workspace's size limit",
+			Details: map[string]any{"scope": "workspace_size"}, Err: err}
+	}
+	return &Error{Code: CodeEngine, Message: what, Err: err}
 }
 
 // mustFreeze says whether e's container must be frozen for a copy of its workspace: whenever its processes can
@@ -439,7 +451,7 @@ func (m *Manager) CreateFromSnapshot(ctx context.Context, req CreateRequest, sna
 	stats, err := vc.CopyVolume(ctx, s.Volume, m.VolumeName(ws), m.volumeLabels(Record{WorkspaceID: ws, ManagedWorkspace: true}), 0)
 	m.snapMu.Unlock()
 	if err != nil {
-		return nil, stats, &Error{Code: CodeEngine, Message: fmt.Sprintf("copying snapshot %s", snapshotID), Err: err}
+		return nil, stats, copyFailed(fmt.Sprintf("copying snapshot %s", snapshotID), err)
 	}
 	sb, err := m.createOnCopy(ctx, req, ws)
 	return sb, stats, err

@@ -18,7 +18,7 @@ const CodeWorkspaceInUse = "workspace_in_use"
 // WorkspaceSpec asks for a new workspace.
 type WorkspaceSpec struct {
 	Owner string
-	// SizeLimitMB is recorded with the workspace.
+	// SizeLimitMB is recorded with the workspace and caps its volume (at least MinWorkspaceSize); 0: unlimited.
 	SizeLimitMB int
 	// Backend names the kind of volume for clients ("docker_volume").
 	Backend string
@@ -64,7 +64,7 @@ func (m *Manager) CreateWorkspace(ctx context.Context, spec WorkspaceSpec) (*Wor
 		return nil, &Error{Code: CodeEngine, Message: "recording workspace " + w.ID, Err: err}
 	}
 	rec := Record{WorkspaceID: w.ID, ManagedWorkspace: false}
-	if err := m.driver.CreateVolume(ctx, m.VolumeName(w.ID), m.volumeLabels(rec)); err != nil {
+	if err := m.driver.CreateVolume(ctx, m.VolumeName(w.ID), m.sizedVolumeLabels(rec, spec.SizeLimitMB)); err != nil {
 		if derr := ws.DeleteCargo(w.ID); derr != nil {
 			m.log.Warn("forgetting a workspace whose volume could not be made", "workspace", w.ID, "error", derr)
 		}
@@ -208,8 +208,17 @@ func (m *Manager) recordManagedWorkspace(req CreateRequest, sb *Sandbox, now tim
 	}
 	now = now.UTC()
 	sid := sb.ID
+	// The size listed is the one enforced when the profile caps its workspaces (workspace_size), rounded up to MiB.
+	size := req.RecordWorkspace.SizeLimitMB
+	m.mu.RLock()
+	if e := m.entries[sb.ID]; e != nil && e.rec.Spec != nil {
+		if n := e.rec.Spec.Resources.WorkspaceBytes(); n > 0 {
+			size = int((n + 1<<20 - 1) >> 20)
+		}
+	}
+	m.mu.RUnlock()
 	w := &Workspace{ID: sb.WorkspaceID, Owner: sb.Owner, Managed: true, ManagedBySandboxID: &sid,
-		Backend: req.RecordWorkspace.Backend, SizeLimitMB: req.RecordWorkspace.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}
+		Backend: req.RecordWorkspace.Backend, SizeLimitMB: size, CreatedAt: now, LastAccessedAt: now}
 	if err := ws.PutCargo(w); err != nil {
 		m.log.Warn("recording a new sandbox's workspace", "sandbox", sb.ID, "workspace", sb.WorkspaceID, "error", err)
 		return

@@ -182,6 +182,12 @@ func clampResources(want, ceiling sandboxes.Resources) sandboxes.Resources {
 			want.Memory = ""
 		}
 	}
+	if want.WorkspaceSize != "" {
+		w, err1 := sandboxes.ParseBytes(want.WorkspaceSize)
+		if c := ceiling.WorkspaceBytes(); err1 == nil && c > 0 && w >= c {
+			want.WorkspaceSize = ""
+		}
+	}
 	return want
 }
 
@@ -234,8 +240,8 @@ const (
 )
 
 // checkResources parses Kubernetes-style quantities. cpu and memory become the sandbox's limits, held to the
-// profile's (clampResources, docs/opensandbox.md); disk is checked but
-// the profile's applies, and resourceRequests are scheduling hints a single host has no use for.
+// profile's (clampResources, docs/opensandbox.md); disk caps the workspace volume, under
+// the profile's workspace_size, and resourceRequests are scheduling hints a single host has no use for.
 func checkResources(rl map[string]string, field string) (sandboxes.Resources, *Error) {
 	var out sandboxes.Resources
 	for k, v := range rl {
@@ -253,6 +259,10 @@ func checkResources(rl map[string]string, field string) (sandboxes.Resources, *E
 			n, err := parseQuantity(v)
 			if err != nil {
 				return out, errorf(http.StatusBadRequest, CodeInvalidRequest, "%s.%s %q: %v", field, k, v, err)
+			}
+			if k == "disk" {
+				// The workspace's size limit, held to the profile's (clampResources).
+				out.WorkspaceSize = strconv.FormatInt(max(n, sandboxes.MinWorkspaceSize), 10)
 			}
 			if k == "memory" {
 				if n < minMemory {

@@ -47,6 +47,10 @@ type Driver struct {
 	// resuming a known container costs no engine call; a container keeps its cgroup across stop and start (pause.go).
 	freezers perContainer[cgroupFreezer]
 	mounts   mountCache // snapshot.go
+	// caps are where capped workspaces' images and loop links live; attachMu serialises attaching them
+	// (workspace_cap.go).
+	caps     capDirs
+	attachMu sync.Mutex
 	// cpu holds each container's previous CPU sample until it is removed (usage.go); stats where its usage is read
 	// from, once found (usage_cgroup.go).
 	cpu   perContainer[cpuSample]
@@ -214,8 +218,13 @@ func checkNetworkMode(spec sandboxes.ContainerSpec) error {
 }
 
 // CreateVolume creates a named local volume. One engine call: the engine answers the create of an existing local
-// volume with that volume, unchanged.
+// volume with that volume, unchanged. Labels carrying a workspace size (sandboxes.WorkspaceSizeOf) make a capped
+// volume instead (workspace_cap.go).
 func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	if size := sandboxes.WorkspaceSizeOf(labels); size > 0 {
+		_, err := d.createCapped(ctx, name, labels, size)
+		return err
+	}
 	v, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: labels})
 	if err == nil {
 		d.mounts.Store(name, v.Mountpoint)
@@ -223,12 +232,17 @@ func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[strin
 	return err
 }
 
-// RemoveVolume removes a volume; a missing one is fine.
+// RemoveVolume removes a volume; a missing one is fine. A capped volume's loop device, link and image go once the
+// engine let the volume go (an in-use volume keeps them), and also when the engine had no such volume: what a
+// create that failed half-way left.
 func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
 	d.mounts.Delete(name)
 	err := d.cli.VolumeRemove(ctx, name, false)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
+	}
+	if err := d.dropCapped(ctx, name); err != nil {
+		return fmt.Errorf("removing the image of workspace %s: %w", name, err)
 	}
 	return nil
 }
@@ -372,6 +386,9 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err := checkNetworkMode(spec); err != nil {
 		return "", err
 	}
+	if err := d.attachMounts(ctx, spec); err != nil { // workspace_cap.go
+		return "", err
+	}
 	policed := make(chan error, 1)
 	go func() { policed <- d.policeSpec(ctx, spec) }()
 	env := make([]string, 0, len(spec.Env))
@@ -449,6 +466,9 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		if err := d.policeSpec(ctx, spec); err != nil {
 			return "", err
 		}
+	}
+	if err := d.attachMounts(ctx, spec); err != nil { // workspace_cap.go: a reboot detached every loop device
+		return "", err
 	}
 	if usesHolders(spec) {
 		defer d.refillHolders(spec) // after this start, not beside it (netholder.go)

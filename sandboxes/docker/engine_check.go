@@ -41,6 +41,9 @@ func (d *Driver) Check(ctx context.Context) ([]string, error) {
 		if w := CheckNeighbourTable(neighbourLimit()); w != "" {
 			warnings = append(warnings, w)
 		}
+		if err := d.sweepCapped(ctx); err != nil { // workspace_cap.go
+			warnings = append(warnings, err.Error())
+		}
 	}
 	return warnings, nil
 }

@@ -42,16 +42,25 @@ dirs=$(find /dst -mindepth 1 -type d | wc -l)
 printf '{"bytes":%s,"files":%s,"dirs":%s}' "$bytes" "$files" "$dirs" > /dev/termination-log
 `
 
+// copyClaimFor is the claim of a copy of src: src's size limit (its storage request) unless labels name one.
+func (d *Driver) copyClaimFor(src *corev1.PersistentVolumeClaim, dst string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	if q, ok := src.Spec.Resources.Requests[corev1.ResourceStorage]; ok && sandboxes.WorkspaceSizeOf(labels) == 0 {
+		return d.pvcSized(dst, labels, q)
+	}
+	return d.pvcFor(dst, labels)
+}
+
 // CopyVolume creates the claim dst with labels (or takes it as CreateVolume just made it: ours and unused) and
 // copies src's files into it with a copy Pod; limit > 0 fails with ErrSnapshotTooLarge past that many bytes. A
 // failed copy removes dst.
 func (d *Driver) CopyVolume(ctx context.Context, src, dst string, labels map[string]string, limit int64) (sandboxes.CopyStats, error) {
 	began := time.Now()
 	claims := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace)
-	if _, err := claims.Get(ctx, kubenames.Object(src), metav1.GetOptions{}); err != nil {
+	srcClaim, err := claims.Get(ctx, kubenames.Object(src), metav1.GetOptions{})
+	if err != nil {
 		return sandboxes.CopyStats{}, fmt.Errorf("reading workspace claim %s: %w", src, err)
 	}
-	_, err := claims.Create(ctx, d.pvcFor(dst, labels), metav1.CreateOptions{})
+	_, err = claims.Create(ctx, d.copyClaimFor(srcClaim, dst, labels), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// A copy goes only into a claim that is ours, with these labels (the one CreateVolume just made).
 		cur, gerr := claims.Get(ctx, kubenames.Object(dst), metav1.GetOptions{})

@@ -230,8 +230,18 @@ func podLabels(spec sandboxes.ContainerSpec) map[string]string {
 	return l
 }
 
-// pvcFor is a workspace's claim.
+// pvcFor is a workspace's claim. Its storage request is its size limit: the labels' (sandboxes.WorkspaceSizeOf,
+// a profile's workspace_size or Bay's size_limit_mb), else the driver's workspace_size.
 func (d *Driver) pvcFor(name string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	size := d.workspaceSize
+	if n := sandboxes.WorkspaceSizeOf(labels); n > 0 {
+		size = *resource.NewQuantity(n, resource.BinarySI)
+	}
+	return d.pvcSized(name, labels, size)
+}
+
+// pvcSized is a workspace's claim requesting size.
+func (d *Driver) pvcSized(name string, labels map[string]string, size resource.Quantity) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: kubenames.Object(name), Namespace: d.cfg.Namespace,
@@ -239,7 +249,7 @@ func (d *Driver) pvcFor(name string, labels map[string]string) *corev1.Persisten
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: d.workspaceSize}},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
 	if d.cfg.StorageClass != "" {

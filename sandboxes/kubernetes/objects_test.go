@@ -289,6 +289,35 @@ func TestWorkspaceClaim(t *testing.T) {
 	}
 }
 
+// TestWorkspaceClaimSize: a workspace's size limit (the volume labels' workspace_size: a profile's, Bay's
+// size_limit_mb) is its claim's storage request, and a copy's claim gets its source's request.
+func TestWorkspaceClaimSize(t *testing.T) {
+	d, _ := testDriver(t, Config{WorkspaceSize: "5Gi"})
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+	}{
+		{"no size: the driver's", map[string]string{"sg.workspace": "w"}, "5Gi"},
+		{"profile size", map[string]string{"sg.workspace_size": "67108864"}, "64Mi"},
+		{"bay cargo", map[string]string{"sg.workspace_size": "1073741824"}, "1Gi"},
+		{"unparsable: the driver's", map[string]string{"sg.workspace_size": "lots"}, "5Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := d.pvcFor("sg-x", tc.labels).Spec.Resources.Requests.Storage().String(); got != tc.want {
+				t.Errorf("request %s, want %s", got, tc.want)
+			}
+		})
+	}
+	src := d.pvcFor("sg-src", map[string]string{"sg.workspace_size": "67108864"})
+	if got := d.copyClaimFor(src, "sg-copy", map[string]string{"sg.snapshot": "s"}).Spec.Resources.Requests.Storage().String(); got != "64Mi" {
+		t.Errorf("a copy's claim requests %s, want its source's 64Mi", got)
+	}
+	if got := d.copyClaimFor(src, "sg-copy", map[string]string{"sg.workspace_size": "134217728"}).Spec.Resources.Requests.Storage().String(); got != "128Mi" {
+		t.Errorf("a copy with its own size requests %s, want 128Mi", got)
+	}
+}
+
 func TestValidateConfig(t *testing.T) {
 	bad := map[string]Config{
 		"namespace":   {Namespace: "Not_A_Namespace"},
