@@ -23,6 +23,7 @@ import (
 func TestCaddyfileExampleServes(t *testing.T) {
 	testenv.Integration(t)
 	testenv.ShippedImage(t, "base") // the example's python-default keeps a warm member
+	testenv.Runsc(t)                // and python-isolated runs under gVisor: the gateway refuses to start without it
 	example, err := os.ReadFile("Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
