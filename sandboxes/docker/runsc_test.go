@@ -3,8 +3,11 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 )
 
 // The tests that matter most for gVisor run twice: on the engine's default runtime (runc) and on runsc. The
@@ -173,4 +177,35 @@ func utsString(b []int8) string {
 		s.WriteByte(byte(c))
 	}
 	return s.String()
+}
+
+// TestEngineRefusesMissingRuntime: on the real engine, a profile naming a runtime the engine does not have stops the
+// gateway at Start with capability_not_supported naming it and listing what the engine has (runc among them).
+func TestEngineRefusesMissingRuntime(t *testing.T) {
+	testenv.Integration(t)
+	drv, err := docker.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.Unique("sgrt")
+	testenv.RemoveNamespace(t, ns)
+	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: ns}, drv, sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "store.db")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	p := runtimeProfile("isolated", "sandgate-no-such-runtime")
+	p.Image = testenv.Image(t, "base")
+	ctx := context.Background()
+	if err := mgr.Apply(ctx, sandboxes.Config{Profiles: []sandboxes.Profile{p}}); err != nil {
+		t.Fatal(err)
+	}
+	err = mgr.Start(ctx)
+	var se *sandboxes.Error
+	if !errors.As(err, &se) || se.Code != sandboxes.CodeCapabilityAbsent || se.Details["runtime"] != "sandgate-no-such-runtime" {
+		t.Fatalf("Start: want capability_not_supported naming the runtime, got %v", err)
+	}
+	if avail, _ := se.Details["available"].([]string); !slices.Contains(avail, "runc") {
+		t.Fatalf("the refusal lists the engine's runtimes as %v, want runc among them", se.Details["available"])
+	}
 }
