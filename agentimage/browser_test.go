@@ -26,18 +26,7 @@ import (
 // Browser.close filter, a WebSocket VNC client, and the REST helpers. Under runc and under gVisor (runsc).
 func TestBrowserCDPAndVNC(t *testing.T) {
 	testenv.Integration(t)
-	for _, runtime := range []string{"", "runsc"} {
-		name := runtime
-		if name == "" {
-			name = "runc"
-		}
-		t.Run(name, func(t *testing.T) {
-			if runtime != "" {
-				testenv.Runsc(t)
-			}
-			browserCDPAndVNC(t, runtime)
-		})
-	}
+	eachRuntime(t, browserCDPAndVNC)
 }
 
 func browserCDPAndVNC(t *testing.T, runtime string) {
