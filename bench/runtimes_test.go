@@ -18,12 +18,12 @@ import (
 
 // runtimeFigures are one runtime's medians.
 type runtimeFigures struct {
-	cold, execTrue, pyCell, write100, read100 time.Duration
-	idleMiB                                   float64
+	cold, warm, execTrue, pyCell, write100, read100 time.Duration
+	idleMiB                                         float64
 }
 
 // BenchmarkRuntimes: runc against gVisor (runsc) in the same run, on the same Manager, image and profile but for
-// the runtime: cold create to ready, an exec of `true` through the agent, a Python cell, writing and reading
+// the runtime: cold create to ready, warm claim to first exec (a Manager per runtime), an exec of `true` through the agent, a Python cell, writing and reading
 // 100 MB in the workspace, and the memory an idle sandbox holds (its cgroup's, page cache left out, as docker stats
 // shows it: under gVisor that includes gVisor's own kernel). It skips where runsc cannot be registered.
 func BenchmarkRuntimes(b *testing.B) {
@@ -117,12 +117,14 @@ func BenchmarkRuntimes(b *testing.B) {
 		return f
 	}
 	runc, runsc := measure("runc"), measure("runsc")
+	runc.warm, runsc.warm = warmClaimToExec(b, ""), warmClaimToExec(b, sandboxes.RuntimeGVisor)
 	var t strings.Builder
 	t.WriteString("\n| median of 5 sandboxes | runc | runsc | runsc/runc |\n|---|---|---|---|\n")
 	row := func(name string, a, b time.Duration) {
 		fmt.Fprintf(&t, "| %s | %.1f ms | %.1f ms | %.2fx |\n", name, ms(a), ms(b), float64(b)/float64(a))
 	}
 	row("cold create to ready", runc.cold, runsc.cold)
+	row("warm claim to first exec", runc.warm, runsc.warm)
 	row("exec `true` (agent)", runc.execTrue, runsc.execTrue)
 	row("Python cell", runc.pyCell, runsc.pyCell)
 	row("write 100 MB (fsync)", runc.write100, runsc.write100)
@@ -133,4 +135,35 @@ func BenchmarkRuntimes(b *testing.B) {
 	b.ReportMetric(float64(runsc.cold)/float64(runc.cold), "runsc/runc-cold")
 	b.ReportMetric(float64(runsc.execTrue)/float64(runc.execTrue), "runsc/runc-exec")
 	b.ReportMetric(runsc.idleMiB, "runsc-idle-MiB")
+	b.ReportMetric(ms(runsc.warm), "runsc-warm-exec-p50-ms")
+}
+
+// warmClaimToExec is the median time from Create, served by a warm member, to the first exec's answer, over 5
+// claims, on a Manager of its own whose one profile runs under runtime.
+func warmClaimToExec(b *testing.B, runtime string) time.Duration {
+	p := benchProfile("warm")
+	p.WarmPoolSize, p.Runtime = 1, runtime
+	lb := newLifecycleBench(b, p, 2)
+	var d []time.Duration
+	for range 5 {
+		deadline := time.Now().Add(2 * time.Minute)
+		for lb.mgr.WarmReady() == 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("warm pool never refilled")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		start := time.Now()
+		sb, err := lb.mgr.Create(context.Background(), sandboxes.CreateRequest{Profile: "warm"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sb.LaunchType != sandboxes.LaunchWarm {
+			b.Fatalf("not a warm claim: %+v", sb)
+		}
+		lb.agentExec(lb.ready(sb.ID))
+		d = append(d, time.Since(start))
+		_ = lb.mgr.Delete(context.Background(), sb.ID)
+	}
+	return testenv.Percentile(d, .5)
 }
