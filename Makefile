@@ -47,6 +47,7 @@ profile-images: prereqs
 # Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost. The ticket secret is made
 # once and kept in build/ticket-secret (set SANDGATE_TICKET_SECRET to use your own).
 run: build images
+	scripts/prereqs.sh runsc
 	@test -s build/ticket-secret || (umask 077; head -c 32 /dev/urandom | base64 > build/ticket-secret)
 	SANDGATE_TICKET_SECRET="$${SANDGATE_TICKET_SECRET:-$$(cat build/ticket-secret)}" $(CADDY) run --config Caddyfile.example --adapter caddyfile
 
@@ -54,8 +55,10 @@ run: build images
 # short run of every fuzz target (fuzz-short), one after the other. .ci/run calls the two halves itself.
 test: test-go fuzz-short
 
+# runsc: gVisor, built once from the Go module proxy and registered with the engine (the runsc conformance run and
+# Caddyfile.example's python-isolated profile need it).
 test-go: images assets
-	scripts/prereqs.sh chromium pebble redis
+	scripts/prereqs.sh chromium pebble redis runsc
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside

@@ -94,6 +94,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	testenv.Integration(t)
 	testenv.ShippedImage(t, "base")
 	testenv.ShippedImage(t, "browser")
+	testenv.Runsc(t) // the example's python-isolated profile: the gateway refuses to start without runsc
 	example, err := os.ReadFile("Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)

@@ -19,10 +19,12 @@ import (
 
 // TestCaddyfileExampleServes runs the real gateway binary on Caddyfile.example, as `make run` does: the HTTPS site
 // answers /health trusting only Caddy's internal CA, and AstrBot's path works on Bay's port with the key the
-// gateway generated into credentials.json — profiles, create, ready, an exec, delete.
+// gateway generated into credentials.json — profiles, create, ready, an exec, delete; the same for python-isolated,
+// whose shell reads gVisor's kernel.
 func TestCaddyfileExampleServes(t *testing.T) {
 	testenv.Integration(t)
 	testenv.ShippedImage(t, "base") // the example's python-default keeps a warm member
+	testenv.Runsc(t)                // and python-isolated runs under gVisor: the gateway refuses to start without it
 	example, err := os.ReadFile("Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}
 	bay := client.New(fmt.Sprintf("http://127.0.0.1:%d", bayPort), creds.APIKey)
 	profiles, err := bay.Profiles(ctx)
-	if err != nil || len(profiles) != 2 {
+	if err != nil || len(profiles) != 3 {
 		t.Fatalf("profiles: %v %+v", err, profiles)
 	}
 	sb, err := bay.CreateSandbox(ctx, "python-default", 600)
@@ -88,6 +90,20 @@ func TestCaddyfileExampleServes(t *testing.T) {
 		t.Fatalf("shell/exec: %v %+v", err, res)
 	}
 	if err := bay.DeleteSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The isolated profile, the same calls: the sandbox answers from gVisor's kernel.
+	iso, err := bay.CreateSandbox(ctx, "python-isolated", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bay.WaitReady(ctx, iso.ID, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := bay.Shell(ctx, iso.ID, "uname -r", 30); err != nil || !strings.Contains(res.Output, "gvisor") {
+		t.Fatalf("uname -r in python-isolated: %v %+v", err, res)
+	}
+	if err := bay.DeleteSandbox(ctx, iso.ID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,10 +23,14 @@ import (
 
 // TestBrowserCDPAndVNC runs one browser sandbox (Xvfb, x11vnc and Chromium supervised by the agent, hardened
 // container) and drives it with real clients: Playwright over the agent's /cdp, a raw CDP WebSocket for the
-// Browser.close filter, a WebSocket VNC client, and the REST helpers.
+// Browser.close filter, a WebSocket VNC client, and the REST helpers. Under runc and under gVisor (runsc).
 func TestBrowserCDPAndVNC(t *testing.T) {
 	testenv.Integration(t)
-	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "browser", Capabilities: []string{"browser", "vnc"}, Memory: "2g"})
+	eachRuntime(t, browserCDPAndVNC)
+}
+
+func browserCDPAndVNC(t *testing.T, runtime string) {
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "browser", Capabilities: []string{"browser", "vnc"}, Memory: "2g", Runtime: runtime})
 	ctx := context.Background()
 
 	var info agentapi.BrowserInfo

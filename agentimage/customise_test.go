@@ -46,9 +46,13 @@ func getJSON(t *testing.T, sb *testenv.Sandbox, path string, into any) int {
 }
 
 // TestNodeKernelInSandbox: the Node kernel in a hardened node-image sandbox keeps state across calls, awaits a
-// returned Promise, captures console output, and survives a synchronous infinite loop.
+// returned Promise, captures console output, and survives a synchronous infinite loop. Under runc and under gVisor.
 func TestNodeKernelInSandbox(t *testing.T) {
-	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "node", Capabilities: []string{"node"}})
+	eachRuntime(t, nodeKernelInSandbox)
+}
+
+func nodeKernelInSandbox(t *testing.T, runtime string) {
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "node", Capabilities: []string{"node"}, Runtime: runtime})
 	nodeExec(t, sb, "const fs = require('fs'); let counter = 1; function bump() { return ++counter }", 0)
 	if got := resultOf(t, nodeExec(t, sb, "bump(); bump()", 0)); got != "3" {
 		t.Fatalf("state across calls: %s", got)

@@ -16,6 +16,19 @@ import (
 	"github.com/sandgate/sandgate/internal/testenv"
 )
 
+// eachRuntime runs run once under the engine's default runtime and once under gVisor ("runsc"), whose subtest
+// skips, saying why, where runsc cannot be registered (make test registers it).
+func eachRuntime(t *testing.T, run func(t *testing.T, runtime string)) {
+	for _, rt := range []struct{ name, runtime string }{{"runc", ""}, {"runsc", "runsc"}} {
+		t.Run(rt.name, func(t *testing.T) {
+			if rt.runtime != "" {
+				testenv.Runsc(t)
+			}
+			run(t, rt.runtime)
+		})
+	}
+}
+
 func clientFor(sb *testenv.Sandbox) *agentapi.Client {
 	return agentapi.NewClient(sb.URL, sb.Token, &http.Client{})
 }

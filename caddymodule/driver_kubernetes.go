@@ -43,6 +43,9 @@ type KubernetesDriver struct {
 	// NoWorkspaceChown leaves out the step that gives the workspace's root directory to the sandbox user, for
 	// storage that honours fsGroup.
 	NoWorkspaceChown bool `json:"no_workspace_chown,omitempty"`
+	// RuntimeClasses maps a profile's runtime to its Pods' RuntimeClass; runsc defaults to "gvisor", any other
+	// runtime to its own name.
+	RuntimeClasses map[string]string `json:"runtime_classes,omitempty"`
 	// State, when set, keeps the sandbox records in the Kubernetes API instead of the gateway's own store, so a
 	// fleet of gateways shares them (docs/kubernetes.md, "Gateway fleet: sandbox state").
 	State *KubernetesState `json:"state,omitempty"`
@@ -84,7 +87,8 @@ func (*KubernetesDriver) CaddyModule() caddy.ModuleInfo {
 func (d *KubernetesDriver) config() kubernetes.Config {
 	return kubernetes.Config{Mode: d.Mode, Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
 		WorkspaceSize: d.WorkspaceSize, CPURequest: d.CPURequest, ImagePullPolicy: d.ImagePullPolicy,
-		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, CopyImage: d.CopyImage, NoWorkspaceChown: d.NoWorkspaceChown}
+		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, CopyImage: d.CopyImage, NoWorkspaceChown: d.NoWorkspaceChown,
+		RuntimeClasses: d.RuntimeClasses}
 }
 
 // Validate checks the settings without any I/O.
@@ -134,6 +138,7 @@ func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubern
 //	    gateway_label     <key> <value>
 //	    copy_image        <image>
 //	    workspace_chown   on|off
+//	    runtime_class     <runtime> <RuntimeClass>   # runsc -> gvisor unless set
 //	    state kubernetes {              # sandbox records in the API: a gateway fleet
 //	        identity       <name>
 //	        lease_duration <duration>
@@ -173,6 +178,15 @@ func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 				d.GatewayLabels = map[string]string{}
 			}
 			d.GatewayLabels[k] = v
+		case "runtime_class":
+			var runtime, class string
+			if !disp.AllArgs(&runtime, &class) {
+				return disp.ArgErr()
+			}
+			if d.RuntimeClasses == nil {
+				d.RuntimeClasses = map[string]string{}
+			}
+			d.RuntimeClasses[runtime] = class
 		case "state":
 			if err := d.unmarshalState(disp); err != nil {
 				return err

@@ -145,6 +145,14 @@ func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 		return Errorf(CodeInvalid, "%v", err)
 	}
 	cfg.setDefaults()
+	m.mu.RLock()
+	started := m.started
+	m.mu.RUnlock()
+	if started { // before Start, Start checks them
+		if err := checkRuntimes(ctx, m.driver, cfg.Profiles); err != nil {
+			return err
+		}
+	}
 	profiles := make(map[string]Profile, len(cfg.Profiles))
 	for _, p := range cfg.Profiles {
 		profiles[p.ID] = p
@@ -212,6 +220,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	for _, w := range warnings {
 		m.log.Warn(w)
+	}
+	m.mu.RLock()
+	profiles := m.cfg.Profiles
+	m.mu.RUnlock()
+	if err := checkRuntimes(ctx, m.driver, profiles); err != nil {
+		return fmt.Errorf("checking the container engine: %w", err)
 	}
 	instance := m.mcfg.Instance
 	if instance == "" {

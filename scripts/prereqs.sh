@@ -9,6 +9,7 @@
 #   prereqs.sh stress-ng   stress-ng exists (make test-stress runs the suite beside CPU hogs)
 #   prereqs.sh compose     `docker compose` or `docker-compose` exists (the deploy/ compose files are tested)
 #   prereqs.sh buildx      the docker CLI has buildx, so images build with BuildKit (optional: nothing requires it)
+#   prereqs.sh runsc       gVisor's runsc (pinned, built from the Go module proxy) is the engine's runtime "runsc"
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -148,6 +149,65 @@ ensure_compose() {
 	apt_install docker-compose
 }
 
+# gVisor's runsc, for profiles with `runtime runsc` (docs/security.md "gVisor"). Debian's package is from 2022 and
+# runs a sandbox only with --network=host (gVisor then hands the sandbox's socket calls to the host kernel), so a
+# current runsc is built from the Go module proxy at a pinned version into the cache (like cluster.sh's binaries),
+# installed as $RUNSC_BIN and registered with the engine with no runtime arguments: runsc's default network mode,
+# --network=sandbox, runs gVisor's own network stack (netstack) inside the network namespace Docker made for the
+# container, so the sandbox stays on its own veth behind our packet filter and its socket calls never reach the host
+# kernel's TCP/IP code. The engine picks the new runtime up on SIGHUP (a reload: dockerd and every container keep
+# running); an existing /etc/docker/daemon.json is merged into, never replaced.
+RUNSC_VERSION=${RUNSC_VERSION:-v0.0.0-20260527191743-a81fd9dd382e}
+RUNSC_CACHE=${SANDGATE_RUNSC_CACHE:-/var/cache/sandgate/runsc}
+RUNSC_BIN=${RUNSC_BIN:-/usr/local/bin/runsc}
+DOCKER_DAEMON_JSON=${DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
+runsc_registered() {
+	docker info --format '{{json .Runtimes}}' 2>/dev/null | jq -e --arg p "$RUNSC_BIN" '.runsc.path == $p' >/dev/null 2>&1
+}
+ensure_runsc() {
+	ensure_docker
+	command -v jq >/dev/null || apt_install jq
+	local cached=$RUNSC_CACHE/$RUNSC_VERSION/runsc
+	if [ -x "$RUNSC_BIN" ] && cmp -s "$cached" "$RUNSC_BIN" && runsc_registered; then return 0; fi
+	can_install || fail "runsc is missing or not registered with the engine, and this is not Debian as root: see docs/security.md (gVisor)."
+	if [ ! -x "$cached" ]; then
+		command -v go >/dev/null || fail "runsc is missing and go is not installed to build it."
+		local tmp
+		tmp=$(mktemp -d /var/tmp/sandgate-runsc.XXXXXX)
+		note "building gVisor's runsc $RUNSC_VERSION from its Go module (about 2 min; log: $STATE_DIR/runsc.log)"
+		if ! CGO_ENABLED=0 GOBIN=$tmp go install -trimpath -ldflags "-s -w" "gvisor.dev/gvisor/runsc@$RUNSC_VERSION" >"$STATE_DIR/runsc.log" 2>&1; then
+			rm -rf "$tmp"
+			fail "building runsc failed; see $STATE_DIR/runsc.log."
+		fi
+		"$tmp/runsc" --version >/dev/null 2>&1 || { rm -rf "$tmp"; fail "the runsc just built does not run."; }
+		mkdir -p "$RUNSC_CACHE/$RUNSC_VERSION"
+		mv "$tmp/runsc" "$cached"
+		rm -rf "$tmp"
+	fi
+	install -m 0755 "$cached" "$RUNSC_BIN.new"
+	mv "$RUNSC_BIN.new" "$RUNSC_BIN"
+	runsc_registered && return 0
+	# Merge: every other key (and every other runtime) of an existing file is kept as it is.
+	mkdir -p "$(dirname "$DOCKER_DAEMON_JSON")"
+	local current='{}'
+	if [ -s "$DOCKER_DAEMON_JSON" ]; then
+		current=$(jq -e . "$DOCKER_DAEMON_JSON") || fail "$DOCKER_DAEMON_JSON is not valid JSON; fix it, then run again."
+	fi
+	jq --arg p "$RUNSC_BIN" '.runtimes = ((.runtimes // {}) + {runsc: {path: $p}})' <<<"$current" >"$DOCKER_DAEMON_JSON.new"
+	mv "$DOCKER_DAEMON_JSON.new" "$DOCKER_DAEMON_JSON"
+	local pid
+	pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+	[ -n "$pid" ] || pid=$(pgrep -x -o dockerd || true)
+	[ -n "$pid" ] || fail "registered runsc in $DOCKER_DAEMON_JSON but found no dockerd to reload; send it SIGHUP."
+	note "registering runsc with the engine (SIGHUP to dockerd $pid: a reload, nothing restarts)"
+	kill -HUP "$pid"
+	for _ in $(seq 1 100); do
+		runsc_registered && return 0
+		sleep 0.1
+	done
+	fail "dockerd did not list the runsc runtime within 10 s of SIGHUP; see its log and $DOCKER_DAEMON_JSON."
+}
+
 # Sourced (the tests call start_dockerd with a stand-in dockerd), it only defines the steps.
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
 	return 0
@@ -165,6 +225,7 @@ for what in "$@"; do
 	stress-ng) ensure_stress_ng ;;
 	compose) ensure_compose ;;
 	buildx) ensure_buildx ;;
+	runsc) ensure_runsc ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done

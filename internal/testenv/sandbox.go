@@ -40,6 +40,8 @@ type SandboxOptions struct {
 	Memory string
 	// NoWorkspaceVolume skips the named workspace volume (use Args to mount something else there).
 	NoWorkspaceVolume bool
+	// Runtime is the engine's OCI runtime to run it under ("runsc": gVisor; call Runsc first); default the engine's.
+	Runtime string
 	// NoWait returns without waiting for /health (tests of start-up failures); HealthTimeout overrides the 30 s wait.
 	NoWait        bool
 	HealthTimeout time.Duration
@@ -73,6 +75,9 @@ func RunSandbox(t testing.TB, opts SandboxOptions) *Sandbox {
 	}
 	for _, e := range opts.Env {
 		args = append(args, "-e", e)
+	}
+	if opts.Runtime != "" {
+		args = append(args, "--runtime", opts.Runtime)
 	}
 	args = append(args, opts.Args...)
 	args = append(args, image)

@@ -44,8 +44,19 @@ func Integration(t testing.TB) {
 	}
 }
 
+// Runsc makes sure gVisor's runsc is the engine's runtime "runsc" (scripts/prereqs.sh runsc builds and registers
+// it where it can: Debian as root; `make test` runs it first) and skips the test, saying why, where it cannot.
+func Runsc(t testing.TB) {
+	t.Helper()
+	Integration(t)
+	if err := runscReady(); err != nil {
+		t.Skipf("gVisor's runsc is not registered with the engine and cannot be installed here (run scripts/prereqs.sh runsc): %v", err)
+	}
+}
+
 var (
 	dockerReady = sync.OnceValue(func() error { return runScript("prereqs.sh", "docker", "base-image") })
+	runscReady  = sync.OnceValue(func() error { return runScript("prereqs.sh", "runsc") })
 	imageMu     sync.Mutex
 	imageReady  = map[string]bool{}
 )

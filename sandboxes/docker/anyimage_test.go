@@ -339,9 +339,13 @@ func TestAnyImageEntrypointExitIsTypedCrash(t *testing.T) {
 }
 
 // TestAnyImageOwnImageInjected: our own image with the agent injected still works: the volume's agent serves and
-// the image's entrypoint (the agent itself) is not started a second time.
+// the image's entrypoint (the agent itself) is not started a second time. Under runc and under gVisor.
 func TestAnyImageOwnImageInjected(t *testing.T) {
-	p := smallProfile("own", "")
+	eachRuntime(t, anyImageOwnImageInjected)
+}
+
+func anyImageOwnImageInjected(t *testing.T, runtime string) {
+	p := runtimeProfile("own", runtime)
 	p.InjectAgent = true
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, AgentImage: testenv.Image(t, "base")})
 	sb := h.create("own")

@@ -20,6 +20,18 @@ import (
 // subtest runs this test again in a child process (drivertest.Run), so nothing here may do more than build the
 // image, which is a no-op once it is current.
 func TestConformance(t *testing.T) {
+	runConformance(t, "")
+}
+
+// TestConformanceRunsc runs the same suite a second time with every profile under gVisor (`runtime runsc`): what a
+// runc sandbox does, a gVisor one does too, through the same driver and the same base image. It skips, saying
+// why, only where runsc cannot be registered (make test installs it: scripts/prereqs.sh runsc).
+func TestConformanceRunsc(t *testing.T) {
+	testenv.Runsc(t)
+	runConformance(t, sandboxes.RuntimeGVisor)
+}
+
+func runConformance(t *testing.T, runtime string) {
 	image := testenv.Image(t, "base")
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -27,7 +39,8 @@ func TestConformance(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	drivertest.Run(t, drivertest.Env{
-		Image: image,
+		Image:   image,
+		Runtime: runtime,
 		Namespace: func(t *testing.T) string {
 			ns := testenv.Unique("sgc")
 			testenv.RemoveNamespace(t, ns)

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -129,4 +130,19 @@ func (d *Driver) DataRoot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("docker info: %w", err)
 	}
 	return info.DockerRootDir, nil
+}
+
+// Runtimes lists the engine's OCI runtimes (docker info's Runtimes: runc, and runsc once scripts/prereqs.sh runsc
+// registered it), so the Manager refuses a profile whose runtime is missing (sandboxes.RuntimeDriver).
+func (d *Driver) Runtimes(ctx context.Context) ([]string, error) {
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("docker info: %w", err)
+	}
+	names := make([]string, 0, len(info.Runtimes))
+	for name := range info.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
 }

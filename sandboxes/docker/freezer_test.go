@@ -167,3 +167,16 @@ func TestFreezerStates(t *testing.T) {
 		t.Fatalf("thaw of a vanished cgroup: %v", err)
 	}
 }
+
+// TestFreezableRuntime: only runc containers are frozen through their cgroup; gVisor and any other runtime go
+// through the engine's pause.
+func TestFreezableRuntime(t *testing.T) {
+	for runtime, want := range map[string]bool{
+		"": true, "runc": true, "io.containerd.runc.v2": true, "io.containerd.runtime.v1.linux": true,
+		"runsc": false, "kata-runtime": false, "RUNC": false,
+	} {
+		if got := freezableRuntime(runtime); got != want {
+			t.Errorf("freezableRuntime(%q) = %v, want %v", runtime, got, want)
+		}
+	}
+}

@@ -136,10 +136,16 @@ func hostListener(t *testing.T, addr string) (port int, accepted func() int) {
 
 // TestOwnersCannotReachEachOther: owner B's sandbox serves on 0.0.0.0; owner A's sandbox on the same internal
 // network can reach it neither by address nor by container name, while B's own /app still answers through its
-// agent, A still reaches the egress proxy on the host, and the gateway still reaches both agents.
+// agent, A still reaches the egress proxy on the host, and the gateway still reaches both agents. Under runc and
+// under gVisor (whose own network stack runs inside the sandbox's namespace, behind the same packet filter).
 func TestOwnersCannotReachEachOther(t *testing.T) {
+	eachRuntime(t, ownersCannotReachEachOther)
+}
+
+func ownersCannotReachEachOther(t *testing.T, runtime string) {
 	sweepPolicyAfter(t)
 	p := smallProfile("small", "")
+	p.Runtime = runtime
 	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour})
 	// The network exists from the first launch on; the egress proxy listens on its gateway address.
 	first := h.createFor("small", "owner-b")
@@ -207,12 +213,17 @@ func netnsTargets(t *testing.T) (plain, linkLocal string) {
 // TestDirectEgressPolicyOnBridge: a sandbox with network bridge (deploy/astrbot's setting) reaches an ordinary
 // address directly, but not a link-local one (where cloud metadata lives; the test's own listener stands in for
 // it), not the host's own services, and not a sibling sandbox. Rules removed behind the gateway's back (a firewall
-// reload) come back when the gateway restarts and adopts its sandboxes.
+// reload) come back when the gateway restarts and adopts its sandboxes. Under runc and under gVisor.
 func TestDirectEgressPolicyOnBridge(t *testing.T) {
+	eachRuntime(t, directEgressPolicyOnBridge)
+}
+
+func directEgressPolicyOnBridge(t *testing.T, runtime string) {
 	sweepPolicyAfter(t)
 	plain, linkLocal := netnsTargets(t)
 	p := smallProfile("open", "")
 	p.Network = sandboxes.NetworkBridge
+	p.Runtime = runtime
 	cfg := sandboxes.Config{Profiles: []sandboxes.Profile{p}, GCInterval: time.Hour}
 	h := newHarness(t, cfg)
 	a := h.createFor("open", "owner-a")

@@ -46,10 +46,11 @@ func newNetHolders() *netHolders {
 
 // usesHolders reports whether spec's sandbox joins a network holder when one is spare.
 func usesHolders(spec sandboxes.ContainerSpec) bool {
-	// Not under another runtime (gVisor keeps a network stack of its own, set up from the namespace it starts in).
+	// Not under another runtime (gVisor keeps a network stack of its own, set up from the namespace it starts in;
+	// profile validation refuses network_spares with any runtime but runc).
 	return spec.Profile.NetworkSpares > 0 && spec.HolderLabels != nil && spec.AgentSocketDir == "" &&
 		spec.Profile.ConnectMode != sandboxes.ConnectHostPort && spec.Network != sandboxes.NetworkNone &&
-		spec.Profile.Runtime == ""
+		(spec.Profile.Runtime == "" || spec.Profile.Runtime == "runc")
 }
 
 // SpareHolders is how many network holders of network are made and waiting.

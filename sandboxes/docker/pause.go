@@ -69,6 +69,10 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 	if cs, err := statsPaths(cgroupRoot, cgs, info.ID); err == nil {
 		d.stats.put(info.ID, cs)
 	}
+	if info.HostConfig != nil && !freezableRuntime(info.HostConfig.Runtime) {
+		v.fzErr = fmt.Errorf("container %s runs under %s, which is paused through the engine: %w", containerID, info.HostConfig.Runtime, errCgroupUnreachable)
+		return v
+	}
 	v.fz, v.fzErr = lookupFreezer(cgroupRoot, cgs, info.ID)
 	// One the engine paused is not remembered: its unpause must go through the engine too, or Docker's flag would
 	// stay set on a running container.
@@ -79,6 +83,19 @@ func (d *Driver) viewOf(containerID string, info container.InspectResponse) engi
 		}
 	}
 	return v
+}
+
+// freezableRuntime says whether a container of runtime may be frozen through its cgroup from outside: only under
+// runc. gVisor (runsc) runs the sandbox's processes on a kernel of its own whose host threads and stub processes
+// talk through shared memory; frozen from outside mid-call, processes started right after the thaw died of SIGSEGV
+// or SIGKILL (TestPauseFreezesResumeKeepsState/runsc). Through the engine (docker pause: runsc pause) gVisor stops
+// the sandbox's tasks itself, and they resume intact.
+func freezableRuntime(runtime string) bool {
+	switch runtime {
+	case "", "runc", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux":
+		return true
+	}
+	return false
 }
 
 // Pause freezes every process of the container, through its cgroup freezer when the gateway reaches it, else

@@ -41,7 +41,11 @@ func (h *harness) listing(id string) string {
 // two sandboxes independent; the owner's byte quota refuses a snapshot with a typed quota_exceeded, and deleting a
 // snapshot frees its volume and its quota.
 func TestSnapshotRestoreForkQuota(t *testing.T) {
-	cfg := sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")},
+	eachRuntime(t, snapshotRestoreForkQuota)
+}
+
+func snapshotRestoreForkQuota(t *testing.T, runtime string) {
+	cfg := sandboxes.Config{Profiles: []sandboxes.Profile{runtimeProfile("small", runtime)},
 		Snapshots: sandboxes.SnapshotLimits{QuotaBytes: 80 << 20}}
 	h := newHarness(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -38,6 +38,9 @@ type Env struct {
 	// the whole container one OOM group (cgroup v2: the container then ends OOMKilled); on a cgroup v1 node nothing
 	// in the API says so, and the suite checks instead that the sandbox survives the kill.
 	ChildOOMReported bool
+	// Runtime, when set, is the OCI runtime every profile of the suite runs under (runsc: the suite's second run on
+	// the Docker engine, under gVisor).
+	Runtime string
 }
 
 // Run runs every conformance subtest against env. When the test binary runs as the suite's child gateway (the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,16 @@ func (g *gateway) start() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
-	if err := mgr.Apply(ctx, g.cfg); err != nil {
+	cfg := g.cfg
+	if g.env.Runtime != "" {
+		cfg.Profiles = slices.Clone(cfg.Profiles)
+		for i := range cfg.Profiles {
+			if cfg.Profiles[i].Runtime == "" {
+				cfg.Profiles[i].Runtime = g.env.Runtime
+			}
+		}
+	}
+	if err := mgr.Apply(ctx, cfg); err != nil {
 		g.t.Fatalf("apply: %v", err)
 	}
 	if err := mgr.Start(ctx); err != nil {

@@ -22,8 +22,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -81,6 +83,27 @@ type Config struct {
 	// NoWorkspaceChown leaves out the init container that gives the workspace's root directory to the sandbox
 	// user. Storage that honours the Pod's fsGroup needs no such step; host-path and some NFS provisioners do.
 	NoWorkspaceChown bool
+	// RuntimeClasses maps a profile's runtime to the RuntimeClass its Pods name (runtimeClassName). A runtime not
+	// listed is named as it is, except runsc, whose default class is DefaultGVisorRuntimeClass.
+	RuntimeClasses map[string]string
+}
+
+// DefaultGVisorRuntimeClass is the RuntimeClass of a profile with `runtime runsc` unless RuntimeClasses says
+// otherwise: the name gVisor's documentation and GKE Sandbox give it.
+const DefaultGVisorRuntimeClass = "gvisor"
+
+// runtimeClass is the RuntimeClass of a profile's runtime ("" for none: the node's default handler).
+func (c Config) runtimeClass(runtime string) string {
+	if runtime == "" {
+		return ""
+	}
+	if rc, ok := c.RuntimeClasses[runtime]; ok {
+		return rc
+	}
+	if runtime == sandboxes.RuntimeGVisor {
+		return DefaultGVisorRuntimeClass
+	}
+	return runtime
 }
 
 // Driver talks to one namespace of one cluster.
@@ -212,6 +235,14 @@ func ValidateConfig(cfg Config) error {
 		}
 		if v.Sign() <= 0 {
 			return fmt.Errorf("kubernetes %s %q must be positive", what, q)
+		}
+	}
+	for runtime, rc := range cfg.RuntimeClasses {
+		if runtime == "" {
+			return fmt.Errorf("kubernetes runtime_class: the runtime must not be empty")
+		}
+		if errs := validation.IsDNS1123Subdomain(rc); len(errs) > 0 {
+			return fmt.Errorf("kubernetes runtime_class %s %q: %s", runtime, rc, strings.Join(errs, "; "))
 		}
 	}
 	switch cfg.ImagePullPolicy {

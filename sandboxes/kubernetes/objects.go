@@ -177,8 +177,7 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 			Volumes:    volumes,
 		},
 	}
-	if p.Runtime != "" {
-		rc := p.Runtime
+	if rc := d.cfg.runtimeClass(p.Runtime); rc != "" {
 		pod.Spec.RuntimeClassName = &rc
 	}
 	if p.Network == "" || p.Network == sandboxes.NetworkInternal {

@@ -67,9 +67,17 @@ func TestPodHardening(t *testing.T) {
 		{name: "request capped at limit", profile: sandboxes.Profile{Resources: sandboxes.Resources{CPUs: 0.05}},
 			memory: "1Gi", cpuLimit: "50m", cpuReq: "50m", readOnly: true, dns: corev1.DNSNone, chown: true},
 		{name: "bridge browser writable runsc", cfg: Config{NoWorkspaceChown: true, ImagePullPolicy: "Never"},
-			profile: sandboxes.Profile{Network: sandboxes.NetworkBridge, WritableRoot: true, Runtime: "gvisor",
+			profile: sandboxes.Profile{Network: sandboxes.NetworkBridge, WritableRoot: true, Runtime: sandboxes.RuntimeGVisor,
 				Capabilities: []string{sandboxes.CapBrowser}},
 			memory: "1Gi", cpuLimit: "1", cpuReq: "100m", readOnly: false, dns: corev1.DNSDefault, shm: true, runtime: "gvisor"},
+		{name: "runsc with its class configured", cfg: Config{RuntimeClasses: map[string]string{"runsc": "gvisor-kvm"}},
+			profile: sandboxes.Profile{Runtime: sandboxes.RuntimeGVisor},
+			memory:  "1Gi", cpuLimit: "1", cpuReq: "100m", readOnly: true, dns: corev1.DNSNone, chown: true, runtime: "gvisor-kvm"},
+		{name: "another runtime is its own class", profile: sandboxes.Profile{Runtime: "kata"},
+			memory: "1Gi", cpuLimit: "1", cpuReq: "100m", readOnly: true, dns: corev1.DNSNone, chown: true, runtime: "kata"},
+		{name: "another runtime mapped", cfg: Config{RuntimeClasses: map[string]string{"kata": "kata-qemu"}},
+			profile: sandboxes.Profile{Runtime: "kata"},
+			memory:  "1Gi", cpuLimit: "1", cpuReq: "100m", readOnly: true, dns: corev1.DNSNone, chown: true, runtime: "kata-qemu"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,14 +328,17 @@ func TestWorkspaceClaimSize(t *testing.T) {
 
 func TestValidateConfig(t *testing.T) {
 	bad := map[string]Config{
-		"namespace":   {Namespace: "Not_A_Namespace"},
-		"size":        {WorkspaceSize: "lots"},
-		"zero size":   {WorkspaceSize: "0"},
-		"cpu":         {CPURequest: "-1"},
-		"pull policy": {ImagePullPolicy: "Sometimes"},
-		"cidr":        {GatewayCIDRs: []string{"10.0.0.0/33"}},
-		"labels":      {GatewayLabels: map[string]string{"app": "not valid!"}},
-		"mode":        {Mode: "crd"},
+		"namespace":     {Namespace: "Not_A_Namespace"},
+		"size":          {WorkspaceSize: "lots"},
+		"zero size":     {WorkspaceSize: "0"},
+		"cpu":           {CPURequest: "-1"},
+		"pull policy":   {ImagePullPolicy: "Sometimes"},
+		"cidr":          {GatewayCIDRs: []string{"10.0.0.0/33"}},
+		"labels":        {GatewayLabels: map[string]string{"app": "not valid!"}},
+		"mode":          {Mode: "crd"},
+		"runtime class": {RuntimeClasses: map[string]string{"runsc": "Not A Class"}},
+		"empty class":   {RuntimeClasses: map[string]string{"runsc": ""}},
+		"empty runtime": {RuntimeClasses: map[string]string{"": "gvisor"}},
 	}
 	for name, cfg := range bad {
 		if err := ValidateConfig(cfg); err == nil {
@@ -335,7 +346,8 @@ func TestValidateConfig(t *testing.T) {
 		}
 	}
 	if err := ValidateConfig(Config{Mode: ModeAgentSandbox, Namespace: "ok", WorkspaceSize: "2Gi", CPURequest: "250m", ImagePullPolicy: "Never",
-		GatewayCIDRs: []string{"10.0.0.1", "fd00::/8"}, GatewayLabels: map[string]string{"app": "gw"}}); err != nil {
+		GatewayCIDRs: []string{"10.0.0.1", "fd00::/8"}, GatewayLabels: map[string]string{"app": "gw"},
+		RuntimeClasses: map[string]string{"runsc": "gvisor-kvm"}}); err != nil {
 		t.Errorf("good config refused: %v", err)
 	}
 }
