@@ -419,7 +419,10 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 	return d
 }
 
-// ptyRun sends a command on a terminal WebSocket and waits for marker in its output.
+// ptyRun sends a command on a terminal WebSocket and waits for marker in its output. Output can arrive on either
+// channel: the agent starts its live stream at the end of what the terminal had printed when it attached, and
+// sends what came before as replay (PTYChannelReplay, with an 8-byte offset), so a command that runs between the
+// attach and that moment (the first soak run saw it 4 times in 4040) answers in the replay.
 func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
 	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{agentapi.PTYChannelStdin}, cmd+"\n"...)); err != nil {
 		return err
@@ -430,8 +433,12 @@ func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
 		if err != nil {
 			return fmt.Errorf("%w (output so far %q)", err, out.String())
 		}
-		if typ == websocket.MessageBinary && len(p) > 0 && p[0] == agentapi.PTYChannelStdout {
+		switch {
+		case typ != websocket.MessageBinary || len(p) == 0:
+		case p[0] == agentapi.PTYChannelStdout:
 			out.Write(p[1:])
+		case p[0] == agentapi.PTYChannelReplay && len(p) >= 9:
+			out.Write(p[9:])
 		}
 	}
 	return nil
