@@ -46,6 +46,9 @@ type fakeDriver struct {
 	// exitAtStart, when set, makes the next Start report that the container exited at once, with no die event
 	// (the launch sees the death before the engine's event is handled).
 	exitAtStart *ExitedError
+	// honourCancel makes Remove and RemoveVolume fail with the context's error once it is done, as the Engine API
+	// client does.
+	honourCancel bool
 	// agentFor, when set, gives each started container its own agent address instead of the shared server's.
 	agentFor func(containerID string) string
 }
@@ -93,9 +96,12 @@ func (d *fakeDriver) CreateVolume(_ context.Context, name string, labels map[str
 	}
 	return nil
 }
-func (d *fakeDriver) RemoveVolume(_ context.Context, name string) error {
+func (d *fakeDriver) RemoveVolume(ctx context.Context, name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.honourCancel && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	delete(d.volumes, name)
 	return nil
 }
@@ -168,13 +174,16 @@ func (d *fakeDriver) Stop(_ context.Context, id string, _ time.Duration) error {
 	d.stopsDone++
 	return nil
 }
-func (d *fakeDriver) Remove(_ context.Context, id string) error {
+func (d *fakeDriver) Remove(ctx context.Context, id string) error {
 	d.mu.Lock()
 	delay := d.removeDelay
 	d.mu.Unlock()
 	time.Sleep(delay)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.honourCancel && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	delete(d.containers, id)
 	return nil
 }

@@ -116,8 +116,16 @@ func (m *Manager) remove(ctx context.Context, id, reason string) error {
 	}
 	m.detachLocked(e)
 	m.mu.Unlock()
-	return m.destroy(ctx, e, reason)
+	// From here the sandbox is in no index, so no later call can find it to retry: the removal must not end with
+	// its caller. A client that gave up mid-delete (a timeout, a closed connection) used to cancel the engine calls
+	// half-way and leave the container or the workspace volume, and the record, behind (issue 34's soak found it).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	return m.destroy(dctx, e, reason)
 }
+
+// removeTimeout bounds a delete's engine calls once they no longer depend on the caller.
+const removeTimeout = 2 * time.Minute
 
 // detachLocked takes e out of every in-memory index; its engine objects are destroyed next.
 func (m *Manager) detachLocked(e *entry) {
