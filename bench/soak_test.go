@@ -331,7 +331,7 @@ func (s *soak) terminal(ctx context.Context, id string) error {
 			return fmt.Errorf("terminal of %s: %w", id, err)
 		}
 		defer c.CloseNow()
-		if err := ptyRun(ctx, c, "echo term-$((40+2))", "term-42"); err != nil {
+		if err := testenv.PTYRun(ctx, c, "echo term-$((40+2))", "term-42"); err != nil {
 			return fmt.Errorf("terminal echo in %s: %w", id, err)
 		}
 		return c.Close(websocket.StatusNormalClosure, "")
@@ -419,27 +419,3 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 	return d
 }
 
-// ptyRun sends a command on a terminal WebSocket and waits for marker in its output. Output can arrive on either
-// channel: the agent starts its live stream at the end of what the terminal had printed when it attached, and
-// sends what came before as replay (PTYChannelReplay, with an 8-byte offset), so a command that runs between the
-// attach and that moment (the first soak run saw it 4 times in 4040) answers in the replay.
-func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
-	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{agentapi.PTYChannelStdin}, cmd+"\n"...)); err != nil {
-		return err
-	}
-	var out strings.Builder
-	for !strings.Contains(out.String(), marker) {
-		typ, p, err := c.Read(ctx)
-		if err != nil {
-			return fmt.Errorf("%w (output so far %q)", err, out.String())
-		}
-		switch {
-		case typ != websocket.MessageBinary || len(p) == 0:
-		case p[0] == agentapi.PTYChannelStdout:
-			out.Write(p[1:])
-		case p[0] == agentapi.PTYChannelReplay && len(p) >= 9:
-			out.Write(p[9:])
-		}
-	}
-	return nil
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/internal/testenv"
 	"github.com/sandgate/sandgate/routes/tickets"
 )
 
@@ -71,26 +72,6 @@ func createPTYOnce(agentURL, token string) (string, error) {
 	return s.ID, nil
 }
 
-// ptyRun sends a command on the terminal WebSocket and waits for marker in its output.
-func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
-	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{agentapi.PTYChannelStdin}, cmd+"\n"...)); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	var seen bytes.Buffer
-	for {
-		typ, p, err := c.Read(ctx)
-		if err != nil {
-			return fmt.Errorf("reading (seen %q): %w", seen.String(), err)
-		}
-		if typ == websocket.MessageBinary && len(p) > 0 && p[0] == agentapi.PTYChannelStdout {
-			seen.Write(p[1:])
-			if strings.Count(seen.String(), marker) >= 1 && strings.Contains(seen.String(), marker+"\r\n") {
-				return nil
-			}
-		}
-	}
-}
-
 // TestEdgeTerminalOverWSS: a terminal WebSocket through wss:// echoes a command, keeps its sandbox from being
 // idle-stopped while open (lease), survives a config reload, and an oversized message is closed with 1009.
 func TestEdgeTerminalOverWSS(t *testing.T) {
@@ -144,7 +125,7 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 		}
 	}
 	defer c.CloseNow()
-	if err := ptyRun(ctx, c, "echo edge-$((6*7))", "edge-42"); err != nil {
+	if err := testenv.PTYRun(ctx, c, "echo edge-$((6*7))", "edge-42"); err != nil {
 		t.Fatalf("terminal echo: %v", err)
 	}
 
@@ -166,7 +147,7 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 	if err := e.g.Reload(strings.Replace(e.caddyfile, "grace_period 2s", "grace_period 3s", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := ptyRun(ctx, c, "echo after-$((10+5))", "after-15"); err != nil {
+	if err := testenv.PTYRun(ctx, c, "echo after-$((10+5))", "after-15"); err != nil {
 		t.Fatalf("terminal after reload: %v", err)
 	}
 
@@ -210,7 +191,7 @@ func TestEdgeTerminalOverWSS(t *testing.T) {
 		t.Fatalf("dialing the pty route: %v", err)
 	}
 	defer p.CloseNow()
-	if err := ptyRun(ctx, p, "echo pty-$((2*21))", "pty-42"); err != nil {
+	if err := testenv.PTYRun(ctx, p, "echo pty-$((2*21))", "pty-42"); err != nil {
 		t.Fatalf("pty route: %v", err)
 	}
 }

@@ -104,7 +104,7 @@ func TestNetworkNoneSandbox(t *testing.T) {
 		t.Fatalf("dialing the terminal: %v", err)
 	}
 	defer c.CloseNow()
-	if err := ptyRun(ctx, c, "echo term-$((40+2))", "term-42"); err != nil {
+	if err := testenv.PTYRun(ctx, c, "echo term-$((40+2))", "term-42"); err != nil {
 		t.Fatalf("terminal echo: %v", err)
 	}
 

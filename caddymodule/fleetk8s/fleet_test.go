@@ -293,7 +293,7 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatalf("terminal through B: %v", err)
 	}
-	if err := ptyRun(ctx, c, "echo fleet-$((6*7))", "fleet-42"); err != nil {
+	if err := testenv.PTYRun(ctx, c, "echo fleet-$((6*7))", "fleet-42"); err != nil {
 		t.Fatalf("terminal echo through B: %v", err)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
@@ -336,22 +336,3 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 	testenv.WaitUntil(t, "no Sandbox to be left", func() bool { return agentSandboxes() == 0 })
 }
 
-// ptyRun sends a command on the terminal WebSocket and waits for marker in its output.
-func ptyRun(ctx context.Context, c *websocket.Conn, cmd, marker string) error {
-	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{agentapi.PTYChannelStdin}, cmd+"\n"...)); err != nil {
-		return err
-	}
-	var out strings.Builder
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for !strings.Contains(out.String(), marker) {
-		typ, p, err := c.Read(rctx)
-		if err != nil {
-			return fmt.Errorf("%w (output so far %q)", err, out.String())
-		}
-		if typ == websocket.MessageBinary && len(p) > 0 && p[0] == agentapi.PTYChannelStdout {
-			out.Write(p[1:])
-		}
-	}
-	return nil
-}
