@@ -418,4 +418,3 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 	}
 	return d
 }
-

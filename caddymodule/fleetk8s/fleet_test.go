@@ -335,4 +335,3 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 	}
 	testenv.WaitUntil(t, "no Sandbox to be left", func() bool { return agentSandboxes() == 0 })
 }
-
