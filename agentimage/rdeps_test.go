@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -53,9 +52,7 @@ func TestRDependenciesAtCreate(t *testing.T) {
 		t.Fatalf("the R session and the package: %+v %+v", res, res.Error)
 	}
 	// A restart (what an idle stop and the next call do) finds the packages in the workspace volume.
-	if out, err := exec.Command("docker", "restart", sb.Name).CombinedOutput(); err != nil {
-		t.Fatalf("docker restart: %v %s", err, out)
-	}
+	sb.Restart(t)
 	before := len(reg.Requests())
 	if code, body, _ := waitHealth(t, sb, testenv.WaitLimit); code != http.StatusOK {
 		t.Fatalf("after restart: %d %v", code, body)

@@ -94,12 +94,7 @@ func RunSandbox(t testing.TB, opts SandboxOptions) *Sandbox {
 		_ = exec.Command("docker", "rm", "-f", "-v", s.Name).Run()
 		_ = exec.Command("docker", "volume", "rm", "-f", s.Name).Run()
 	})
-	ipOut, err := exec.Command("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", s.Name).Output()
-	if err != nil {
-		t.Fatalf("docker inspect: %v", err)
-	}
-	s.IP = strings.TrimSpace(string(ipOut))
-	s.URL = fmt.Sprintf("http://%s:%d", s.IP, agentapi.DefaultPort)
+	s.readAddress(t)
 	if opts.NoWait {
 		return s
 	}
@@ -162,4 +157,25 @@ func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// readAddress reads the container's address into IP and URL.
+func (s *Sandbox) readAddress(t testing.TB) {
+	t.Helper()
+	ipOut, err := exec.Command("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", s.Name).Output()
+	if err != nil {
+		t.Fatalf("docker inspect: %v", err)
+	}
+	s.IP = strings.TrimSpace(string(ipOut))
+	s.URL = fmt.Sprintf("http://%s:%d", s.IP, agentapi.DefaultPort)
+}
+
+// Restart restarts the container (what an idle stop and the next call do) and reads its address again: the engine
+// may give it another one, and on the shared bridge its old one may by then belong to another test's container.
+func (s *Sandbox) Restart(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("docker", "restart", s.Name).CombinedOutput(); err != nil {
+		t.Fatalf("docker restart %s: %v %s", s.Name, err, out)
+	}
+	s.readAddress(t)
 }
