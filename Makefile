@@ -47,7 +47,7 @@ profile-images: prereqs
 # Builds the gateway and the sandbox images, then serves Caddyfile.example on localhost. The ticket secret is made
 # once and kept in build/ticket-secret (set SANDGATE_TICKET_SECRET to use your own).
 run: build images
-	scripts/prereqs.sh runsc
+	scripts/prereqs.sh runsc localhost-names
 	@test -s build/ticket-secret || (umask 077; head -c 32 /dev/urandom | base64 > build/ticket-secret)
 	SANDGATE_TICKET_SECRET="$${SANDGATE_TICKET_SECRET:-$$(cat build/ticket-secret)}" $(CADDY) run --config Caddyfile.example --adapter caddyfile
 
@@ -58,7 +58,7 @@ test: test-go fuzz-short
 # runsc: gVisor, built once from the Go module proxy and registered with the engine (the runsc conformance run and
 # Caddyfile.example's python-isolated profile need it).
 test-go: images assets
-	scripts/prereqs.sh chromium pebble redis runsc
+	scripts/prereqs.sh chromium pebble redis runsc localhost-names
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside

@@ -10,6 +10,7 @@
 #   prereqs.sh compose     `docker compose` or `docker-compose` exists (the deploy/ compose files are tested)
 #   prereqs.sh buildx      the docker CLI has buildx, so images build with BuildKit (optional: nothing requires it)
 #   prereqs.sh runsc       gVisor's runsc (pinned, built from the Go module proxy) is the engine's runtime "runsc"
+#   prereqs.sh localhost-names  every *.localhost name resolves to loopback for every program (libnss-myhostname)
 # Each step is a no-op when its thing is already there. On failure it prints one sentence saying what is missing.
 set -euo pipefail
 
@@ -208,6 +209,22 @@ ensure_runsc() {
 	fail "dockerd did not list the runsc runtime within 10 s of SIGHUP; see its log and $DOCKER_DAEMON_JSON."
 }
 
+# Browsers and curl resolve *.localhost themselves; Node (the E2B SDKs), Python and Go's cgo resolver ask the system,
+# and on Debian only the myhostname NSS module answers for *.localhost (49983-<id>.sandbox.localhost, docs/e2b.md).
+# It is added to the hosts line of /etc/nsswitch.conf after "files", keeping every other source in its order.
+localhost_names_resolve() { getent ahosts sandgate-check.sandbox.localhost >/dev/null 2>&1; }
+ensure_localhost_names() {
+	localhost_names_resolve && return 0
+	[ -e /lib/x86_64-linux-gnu/libnss_myhostname.so.2 ] || [ -n "$(find /lib /usr/lib -name 'libnss_myhostname.so.2' 2>/dev/null | head -n 1)" ] ||
+		apt_install libnss-myhostname
+	can_install || fail "*.localhost names do not resolve: add myhostname to the hosts line of /etc/nsswitch.conf."
+	if ! grep -qE '^hosts:.*\bmyhostname\b' /etc/nsswitch.conf; then
+		sed -i -E 's/^(hosts:[[:space:]]+files)/\1 myhostname/' /etc/nsswitch.conf
+		grep -qE '^hosts:.*\bmyhostname\b' /etc/nsswitch.conf || echo 'hosts: files myhostname dns' >>/etc/nsswitch.conf
+	fi
+	localhost_names_resolve || fail "*.localhost names still do not resolve after adding myhostname to /etc/nsswitch.conf."
+}
+
 # Sourced (the tests call start_dockerd with a stand-in dockerd), it only defines the steps.
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
 	return 0
@@ -226,6 +243,7 @@ for what in "$@"; do
 	compose) ensure_compose ;;
 	buildx) ensure_buildx ;;
 	runsc) ensure_runsc ;;
+	localhost-names) ensure_localhost_names ;;
 	*) fail "unknown prerequisite '$what'." ;;
 	esac
 done
