@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$output" in /*) ;; *) output="$here/$output" ;; esac
-# /health and the Bay containers' version: a release tag, or 0.0.0-dev+<commit> (scripts/version.sh).
+# /health and the Bay containers' version: a release tag, or 0.0.0-dev.<commit> (scripts/version.sh).
 ldflags="-X github.com/sandgate/sandgate/caddymodule.buildVersion=$(scripts/version.sh)"
 # xcaddy's own default flags are -trimpath and -ldflags "-w -s"; this script keeps the symbols. A caller's flags
 # replace the default: a test build without -trimpath reuses the packages `go test` compiled instead of compiling

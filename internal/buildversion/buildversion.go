@@ -1,7 +1,8 @@
 // Package buildversion turns what a build knows about itself into the semantic version /health and the agents
-// report: a release tag ("1.4.2"), or "0.0.0-dev+<commit>" for anything built from an untagged commit, never a bare
+// report: a release tag ("1.4.2"), or "0.0.0-dev.<commit>" for anything built from an untagged commit, never a bare
 // "dev". Clients compare versions (Bay's SDK and AstrBot log and parse them), so the form is always
-// MAJOR.MINOR.PATCH with optional pre-release and build metadata.
+// MAJOR.MINOR.PATCH with an optional pre-release. The commit is a pre-release identifier, not build metadata
+// ("+<commit>"): Bay's own tests match versions with ^\d+\.\d+\.\d+(-[a-zA-Z0-9.]+)?$, which has no "+".
 package buildversion
 
 import (
@@ -25,7 +26,7 @@ var (
 func IsSemver(v string) bool { return !strings.HasPrefix(v, "v") && semverPattern.MatchString(v) }
 
 // Normalize turns a version string as builds produce it into a semantic version: "v1.2.3" is "1.2.3", a Go
-// pseudo-version or `git describe` output of an untagged commit is "0.0.0-dev+<hash>" (".dirty" when the tree had
+// pseudo-version or `git describe` output of an untagged commit is "0.0.0-dev.<hash>" (".dirty" when the tree had
 // changes), and "", "dev" or "(devel)" is Dev.
 func Normalize(v string) string {
 	v = strings.TrimSpace(v)
@@ -45,7 +46,12 @@ func dev(hash string, dirty bool) string {
 	if len(hash) > 12 {
 		hash = hash[:12]
 	}
-	v := Dev + "+" + hash
+	// A pre-release identifier of digits only may not start with 0 (semver 2.0.0, item 9); one hash in a few
+	// hundred is all digits, and those get git describe's "g" in front.
+	if strings.Trim(hash, "0123456789") == "" {
+		hash = "g" + hash
+	}
+	v := Dev + "." + hash
 	if dirty {
 		v += ".dirty"
 	}

@@ -1,6 +1,7 @@
 package buildversion
 
 import (
+	"regexp"
 	"runtime/debug"
 	"testing"
 )
@@ -10,13 +11,14 @@ func TestNormalize(t *testing.T) {
 		{"v1.2.3", "1.2.3"},
 		{"1.2.3", "1.2.3"},
 		{"v2.0.0-rc.1", "2.0.0-rc.1"},
-		{"v0.0.0-20261124021229-9c33159abcde", "0.0.0-dev+9c33159abcde"},
-		{"v1.4.3-0.20261124021229-9c33159abcde", "0.0.0-dev+9c33159abcde"},
-		{"v0.0.0-20261124021229-9c33159abcde+dirty", "0.0.0-dev+9c33159abcde.dirty"},
-		{"9c33159", "0.0.0-dev+9c33159"},
-		{"9c33159-dirty", "0.0.0-dev+9c33159.dirty"},
-		{"v1.2.3-4-g9c33159", "0.0.0-dev+9c33159"},
-		{"v1.2.3-4-g9c33159-dirty", "0.0.0-dev+9c33159.dirty"},
+		{"v0.0.0-20261124021229-9c33159abcde", "0.0.0-dev.9c33159abcde"},
+		{"v1.4.3-0.20261124021229-9c33159abcde", "0.0.0-dev.9c33159abcde"},
+		{"v0.0.0-20261124021229-9c33159abcde+dirty", "0.0.0-dev.9c33159abcde.dirty"},
+		{"9c33159", "0.0.0-dev.9c33159"},
+		{"9c33159-dirty", "0.0.0-dev.9c33159.dirty"},
+		{"v1.2.3-4-g9c33159", "0.0.0-dev.9c33159"},
+		{"v1.2.3-4-g9c33159-dirty", "0.0.0-dev.9c33159.dirty"},
+		{"012345678901", "0.0.0-dev.g012345678901"},
 		{"", Dev},
 		{"dev", Dev},
 		{"(devel)", Dev},
@@ -31,8 +33,14 @@ func TestNormalize(t *testing.T) {
 		if !IsSemver(got) {
 			t.Errorf("Normalize(%q) = %q is not a semantic version", tc.in, got)
 		}
+		if !bayVersion.MatchString(got) {
+			t.Errorf("Normalize(%q) = %q does not match Bay's version pattern", tc.in, got)
+		}
 	}
 }
+
+// bayVersion is the pattern Shipyard Neo's integration tests check Bay's and Ship's versions with (no build metadata).
+var bayVersion = regexp.MustCompile(`^\d+\.\d+\.\d+(-[a-zA-Z0-9.]+)?$`)
 
 func TestFromBuildInfo(t *testing.T) {
 	const mod = "github.com/sandgate/sandgate"
@@ -45,8 +53,8 @@ func TestFromBuildInfo(t *testing.T) {
 		{"tagged dependency", &debug.BuildInfo{Main: debug.Module{Path: "caddy"}, Deps: []*debug.Module{{Path: mod, Version: "v1.5.0"}}}, "1.5.0"},
 		{"replaced dependency", &debug.BuildInfo{Main: debug.Module{Path: "caddy"}, Deps: []*debug.Module{{Path: mod, Version: "v0.0.0", Replace: &debug.Module{Path: "/src"}}}}, Dev},
 		{"main module at a revision", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "(devel)"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "9c33159abcdef0123456789abcdef0123456789a"}, {Key: "vcs.modified", Value: "true"}}}, "0.0.0-dev+9c33159abcde.dirty"},
-		{"main module pseudo-version", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.0.0-20261124021229-9c33159abcde"}}, "0.0.0-dev+9c33159abcde"},
+			{Key: "vcs.revision", Value: "9c33159abcdef0123456789abcdef0123456789a"}, {Key: "vcs.modified", Value: "true"}}}, "0.0.0-dev.9c33159abcde.dirty"},
+		{"main module pseudo-version", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.0.0-20261124021229-9c33159abcde"}}, "0.0.0-dev.9c33159abcde"},
 	}
 	for _, tc := range tests {
 		if got := FromBuildInfo(tc.info, mod); got != tc.want || !IsSemver(got) {
