@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -107,6 +108,45 @@ func TestExecdAPI(t *testing.T) {
 		if evs[0].Type != agentapi.ExecdEventInit || strings.Join(stdout, "|") != "/home/sandbox hi|/home/sandbox" ||
 			strings.Join(stderr, "|") != "oops" || end.Type != agentapi.ExecdEventErr || end.Error.EValue != "4" {
 			t.Fatalf("events %+v", evs)
+		}
+	})
+
+	// A working directory is not a file API: any directory the sandbox user can enter is one (FastGPT's provider runs
+	// commands in /tmp), one it cannot enter is refused, and the file routes stay confined (next subtest).
+	t.Run("working directory", func(t *testing.T) {
+		cases := []struct {
+			cwd, want string
+			status    int
+			code      string
+		}{
+			{"/tmp", "/tmp", http.StatusOK, ""},
+			{"/", "/", http.StatusOK, ""},
+			{"", "/workspace", http.StatusOK, ""},
+			{"/root", "", http.StatusForbidden, agentapi.ExecdCodePathNotAllowed},
+			{"/no/such/dir", "", http.StatusNotFound, agentapi.ExecdCodeFileNotFound},
+			{"/etc/passwd", "", http.StatusBadRequest, agentapi.ExecdCodeInvalidRequest},
+		}
+		for _, tc := range cases {
+			req := fmt.Sprintf(`{"command":"pwd","cwd":%q,"timeout":60000}`, tc.cwd)
+			status, _, body := execdCall(t, sb, "POST", "/command", strings.NewReader(req), "application/json")
+			if status != tc.status {
+				t.Fatalf("cwd %q: %d %s, want %d", tc.cwd, status, body, tc.status)
+			}
+			if tc.status != http.StatusOK {
+				if !strings.Contains(string(body), tc.code) {
+					t.Fatalf("cwd %q: %s, want code %s", tc.cwd, body, tc.code)
+				}
+				continue
+			}
+			var out []string
+			for _, ev := range execdEvents(t, body) {
+				if ev.Type == agentapi.ExecdEventStdout {
+					out = append(out, ev.Text)
+				}
+			}
+			if strings.Join(out, "|") != tc.want {
+				t.Fatalf("cwd %q: pwd printed %q, want %q", tc.cwd, out, tc.want)
+			}
 		}
 	})
 

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/process"
@@ -76,22 +80,35 @@ func sameUser(uid, gid *uint32) error {
 	return nil
 }
 
-// commandDir resolves a working directory in the workspace or home; "" is the workspace.
+// commandDir is the directory a command starts in: "" is the workspace, a relative path is taken from the
+// workspace, "~" and $VARS expand as in paths. Any directory the sandbox user can enter is accepted, as execd does:
+// a working directory is not a file API (the command could `cd /tmp` itself), so the workspace confinement of the
+// file routes does not apply to it. The agent runs as that user, so "can enter" is the kernel's own answer.
 func (a *API) commandDir(cwd string) (string, error) {
 	p, err := a.expand(cwd)
 	if err != nil {
 		return "", err
 	}
-	dir, err := a.Files.Root().Resolve(p)
-	if err != nil {
-		return "", err
+	dir := a.Files.Root().Dir()
+	if p != "" {
+		if filepath.IsAbs(p) {
+			dir = filepath.Clean(p)
+		} else {
+			dir = filepath.Join(dir, p)
+		}
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return "", errorf(http.StatusForbidden, agentapi.ExecdCodePathNotAllowed, "cwd %q: the sandbox user cannot enter it", cwd)
+		}
 		return "", errorf(http.StatusNotFound, agentapi.ExecdCodeFileNotFound, "cwd %q: no such directory", cwd)
 	}
 	if !fi.IsDir() {
 		return "", errorf(http.StatusBadRequest, agentapi.ExecdCodeInvalidRequest, "cwd %q is not a directory", cwd)
+	}
+	if err := unix.Access(dir, unix.X_OK); err != nil {
+		return "", errorf(http.StatusForbidden, agentapi.ExecdCodePathNotAllowed, "cwd %q: the sandbox user cannot enter it", cwd)
 	}
 	return dir, nil
 }

@@ -117,9 +117,9 @@ func TestRunCommandRefusals(t *testing.T) {
 		{"no command", agentapi.ExecdRunCommand{}, 400, agentapi.ExecdCodeInvalidRequest},
 		{"not json", "{", 400, agentapi.ExecdCodeInvalidRequest},
 		{"negative timeout", agentapi.ExecdRunCommand{Command: "true", TimeoutMS: -1}, 400, agentapi.ExecdCodeInvalidRequest},
-		{"cwd outside", agentapi.ExecdRunCommand{Command: "true", Cwd: "/etc"}, 403, agentapi.ExecdCodePathNotAllowed},
-		{"cwd escapes", agentapi.ExecdRunCommand{Command: "true", Cwd: "../../.."}, 403, agentapi.ExecdCodePathNotAllowed},
 		{"cwd missing", agentapi.ExecdRunCommand{Command: "true", Cwd: "nope"}, 404, agentapi.ExecdCodeFileNotFound},
+		{"cwd missing outside", agentapi.ExecdRunCommand{Command: "true", Cwd: "/no/such/dir"}, 404, agentapi.ExecdCodeFileNotFound},
+		{"cwd a file", agentapi.ExecdRunCommand{Command: "true", Cwd: "/etc/passwd"}, 400, agentapi.ExecdCodeInvalidRequest},
 		{"cwd undefined variable", agentapi.ExecdRunCommand{Command: "true", Cwd: "$SANDGATE_NO_SUCH_VAR/x"}, 400, agentapi.ExecdCodeInvalidRequest},
 		{"other uid", agentapi.ExecdRunCommand{Command: "true", UID: &other}, 400, agentapi.ExecdCodeNotSupported},
 		{"bad env name", agentapi.ExecdRunCommand{Command: "true", Envs: map[string]string{"A=B": "x"}}, 400, agentapi.ExecdCodeInvalidRequest},
@@ -135,6 +135,33 @@ func TestRunCommandRefusals(t *testing.T) {
 			}
 			wantError(t, status, body, tc.status, tc.code)
 		})
+	}
+}
+
+// A command's working directory is not confined to the workspace as the file routes are (execd's own behaviour):
+// a relative one is taken from the workspace, an absolute one anywhere the sandbox user can enter.
+func TestRunCommandWorkingDirectory(t *testing.T) {
+	e := newEnv(t)
+	if err := os.Mkdir(filepath.Join(e.workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	for _, tc := range []struct{ cwd, want string }{
+		{"", e.workspace},
+		{"sub", filepath.Join(e.workspace, "sub")},
+		{tmp, tmp},
+		{"/", "/"},
+	} {
+		var out []string
+		for _, ev := range e.run(agentapi.ExecdRunCommand{Command: "pwd -P", Cwd: tc.cwd}) {
+			if ev.Type == agentapi.ExecdEventStdout {
+				out = append(out, ev.Text)
+			}
+		}
+		want, _ := filepath.EvalSymlinks(tc.want)
+		if strings.Join(out, "") != want {
+			t.Errorf("cwd %q: pwd printed %q, want %q", tc.cwd, out, want)
+		}
 	}
 }
 
