@@ -25,6 +25,7 @@ type osbFastGPTReport struct {
 		} `json:"run"`
 		FailExit     int    `json:"failExit"`
 		FailStderr   string `json:"failStderr"`
+		TmpPwd       string `json:"tmpPwd"`
 		Endpoint1318 string `json:"endpoint1318"`
 	} `json:"images"`
 	Fatal string `json:"fatal"`
@@ -118,6 +119,9 @@ http://127.0.0.1:%d {
 		}
 		if im.FailExit != 3 || im.FailStderr != "oops" {
 			t.Errorf("%s: a failing command: exit %d stderr %q", im.Image, im.FailExit, im.FailStderr)
+		}
+		if im.TmpPwd != "/tmp" {
+			t.Errorf("%s: a command with workingDirectory /tmp ran in %q", im.Image, im.TmpPwd)
 		}
 		if !strings.HasPrefix(im.Endpoint1318, fmt.Sprintf("%s/sandboxes/%s.", osb, im.ID)) {
 			t.Errorf("%s: endpoint %q", im.Image, im.Endpoint1318)

@@ -56,6 +56,9 @@ async function fastgpt(spec, i) {
   const fail = await sbx.commands.run('echo oops >&2; exit 3', { timeoutSeconds: 60 });
   out.failExit = fail.exitCode;
   out.failStderr = fail.logs.stderr.map((m) => m.text).join('\n');
+  // FastGPT's provider runs some commands with workingDirectory '/tmp': any directory the user can enter.
+  const tmp = await sbx.commands.run('pwd', { timeoutSeconds: 60, workingDirectory: '/tmp' });
+  out.tmpPwd = tmp.logs.stdout.map((m) => m.text).join('\n');
   out.endpoint1318 = await sbx.getEndpointUrl(1318);
   return out;
 }
