@@ -95,7 +95,13 @@ func pipInstall(ctx context.Context, b *testing.B, ag *agentapi.Client, wheel st
 //   - PSS: the proportional set size summed over the cgroup's host processes (smaps_rollup), each shared page divided
 //     among the processes mapping it: the agent binary and libraries among all runc sandboxes, runsc's binary among
 //     all gVisor sandboxes, the Sentry's memory file among the Sentry and its stubs.
-type idleMemory struct{ cgroupMiB, pssMiB float64 }
+//
+// With it, the CPU the idle sandbox uses (its cgroup's CPU time over idleCPUWindow, in % of one core): under runsc
+// that is gVisor's own upkeep, there with nothing but `sleep` running in the sandbox too.
+type idleMemory struct{ cgroupMiB, pssMiB, cpuPct float64 }
+
+// idleCPUWindow is how long the idle sandbox's CPU time is counted, once its memory has settled.
+const idleCPUWindow = 3 * time.Second
 
 // settledIdle samples a ready, idle sandbox every half second until two samples in a row agree within 5% (at most
 // 20 samples), and returns the last: an agent or a Sentry still growing after readiness is counted once it settles.
@@ -121,12 +127,42 @@ func settledIdle(ctx context.Context, b *testing.B, cli *client.Client, usage *d
 	for range 20 {
 		<-tick.C
 		cur := sample()
-		if math.Abs(cur.cgroupMiB-prev.cgroupMiB) <= 0.05*prev.cgroupMiB && math.Abs(cur.pssMiB-prev.pssMiB) <= 0.05*prev.pssMiB {
-			return cur
-		}
+		settled := math.Abs(cur.cgroupMiB-prev.cgroupMiB) <= 0.05*prev.cgroupMiB && math.Abs(cur.pssMiB-prev.pssMiB) <= 0.05*prev.pssMiB
 		prev = cur
+		if settled {
+			break
+		}
 	}
+	before, err := cgroupCPUTime(info.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(idleCPUWindow) // the measuring window, not a wait for a state
+	after, err := cgroupCPUTime(info.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev.cpuPct = 100 * float64(after-before) / float64(time.Since(start))
 	return prev
+}
+
+// cgroupCPUTime is the CPU time a container's cgroup has used (v1 cpuacct.usage; v2 cpu.stat's usage_usec).
+func cgroupCPUTime(id string) (time.Duration, error) {
+	if ns, err := readCgroupInt("/sys/fs/cgroup/cpuacct/docker/"+id, "cpuacct.usage"); err == nil {
+		return time.Duration(ns), nil
+	}
+	stat, err := os.ReadFile("/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat")
+	if err != nil {
+		return 0, fmt.Errorf("reading container %s's CPU time: %w", id, err)
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			us, err := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond, err
+		}
+	}
+	return 0, fmt.Errorf("no usage_usec in container %s's cpu.stat", id)
 }
 
 // cgroupPSSMiB sums Pss over the processes of a container's memory cgroup (v1 with the cgroupfs driver, as on our

@@ -29,7 +29,7 @@ type runtimeFigures struct {
 // agent, a Python cell, writing and reading 100 MB in the workspace, `pip install` of a wheel from a local index (a
 // --find-links directory in the workspace, no network), Chromium's cold start in the browser image to its first CDP
 // answer, and the memory an idle sandbox holds, as its cgroup's working set and as the PSS of its host processes
-// (idleMemory says why both). Agent calls go through the Manager's agent connection pool, as the gateway's do. It
+// (idleMemory says why both), and the CPU it uses while idle. Agent calls go through the Manager's agent connection pool, as the gateway's do. It
 // skips where runsc cannot be registered.
 func BenchmarkRuntimes(b *testing.B) {
 	testenv.Runsc(b)
@@ -122,6 +122,7 @@ func BenchmarkRuntimes(b *testing.B) {
 		for _, m := range idle {
 			f.idle.cgroupMiB += m.cgroupMiB / float64(len(idle))
 			f.idle.pssMiB += m.pssMiB / float64(len(idle))
+			f.idle.cpuPct += m.cpuPct / float64(len(idle))
 		}
 		return f
 	}
@@ -148,6 +149,8 @@ func BenchmarkRuntimes(b *testing.B) {
 	}
 	mem("idle memory, cgroup working set (mean)", runc.idle.cgroupMiB, runsc.idle.cgroupMiB)
 	mem("idle memory, PSS of host processes (mean)", runc.idle.pssMiB, runsc.idle.pssMiB)
+	fmt.Fprintf(&t, "| idle CPU, %% of one core over %s (mean) | %.2f %% | %.2f %% | %.1fx |\n", idleCPUWindow,
+		runc.idle.cpuPct, runsc.idle.cpuPct, runsc.idle.cpuPct/runc.idle.cpuPct)
 	b.Log(t.String())
 	b.ReportMetric(ms(runsc.cold), "runsc-cold-p50-ms")
 	b.ReportMetric(float64(runsc.cold)/float64(runc.cold), "runsc/runc-cold")
