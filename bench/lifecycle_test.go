@@ -84,9 +84,10 @@ func (lb *lifecycleBench) ready(id string) sandboxes.Target {
 	return t
 }
 
-// agentExec runs `true` in the sandbox the way a client's first command gets there: through the agent.
+// agentExec runs `true` in the sandbox the way a client's first command gets there: through the agent, on the
+// Manager's agent connection pool, which the gateway's API uses (a warm member's probe left its connection open).
 func (lb *lifecycleBench) agentExec(t sandboxes.Target) {
-	res, err := agentapi.NewClient("http://"+t.Addr, t.Token, nil).Exec(context.Background(), agentapi.ExecRequest{Argv: []string{"true"}})
+	res, err := agentapi.NewClientFor(t.Addr, t.Token, lb.mgr.AgentHTTPClient()).Exec(context.Background(), agentapi.ExecRequest{Argv: []string{"true"}})
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		lb.b.Fatalf("first exec: %v %+v", err, res)
 	}
