@@ -45,7 +45,7 @@ func newFakeManager(now func() time.Time) *fakeManager {
 	}
 }
 
-func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
+func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var prof *sandboxes.Profile
@@ -55,7 +55,7 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 		}
 	}
 	if prof == nil {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
+		return nil, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
 	}
 	id := service.NewID("sandbox-")
 	ws := req.WorkspaceID
@@ -65,7 +65,7 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 			now := m.now().UTC()
 			if err := m.store.PutCargo(&sandboxes.Workspace{ID: ws, Owner: req.Owner, Managed: true, ManagedBySandboxID: &id,
 				Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}); err != nil {
-				return sandboxes.Sandbox{}, err
+				return nil, err
 			}
 		}
 	}
@@ -77,7 +77,8 @@ func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sa
 	}
 	m.boxes[id] = sb
 	m.order = append(m.order, id)
-	return *sb, nil
+	out := *sb
+	return &out, nil
 }
 
 func (m *fakeManager) CreateWorkspace(_ context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
@@ -124,12 +125,12 @@ func (m *fakeManager) DeleteWorkspace(_ context.Context, id string) error {
 }
 
 // Get reports a starting sandbox as ready on the next read: it warms up by itself.
-func (m *fakeManager) Get(_ context.Context, id string) (sandboxes.Sandbox, error) {
+func (m *fakeManager) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb, ok := m.boxes[id]
 	if !ok {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
 	}
 	out := *sb
 	if sb.Status == sandboxes.StatusStarting {
@@ -139,15 +140,15 @@ func (m *fakeManager) Get(_ context.Context, id string) (sandboxes.Sandbox, erro
 		sb.Status = sandboxes.StatusExpired
 		out.Status = sandboxes.StatusExpired
 	}
-	return out, nil
+	return &out, nil
 }
 
-func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
+func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids := slices.Clone(m.order)
 	sort.Strings(ids)
-	var out []sandboxes.Sandbox
+	var out []*sandboxes.Sandbox
 	for _, id := range ids {
 		sb := m.boxes[id]
 		if (o.Owner != "" && sb.Owner != o.Owner) || (o.Status != "" && sb.Status != o.Status) || (o.Cursor != "" && id <= o.Cursor) {
@@ -156,7 +157,8 @@ func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]sandbo
 		if o.Limit > 0 && len(out) == o.Limit {
 			return out, out[len(out)-1].ID, nil
 		}
-		out = append(out, *sb)
+		c := *sb
+		out = append(out, &c)
 	}
 	return out, "", nil
 }
@@ -202,7 +204,7 @@ func (m *fakeManager) Keepalive(_ context.Context, id string) error {
 	return nil
 }
 
-func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
+func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) (*sandboxes.Sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb := m.boxes[id]
@@ -212,7 +214,8 @@ func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) 
 	}
 	exp := base.Add(by)
 	sb.ExpiresAt = &exp
-	return *sb, nil
+	out := *sb
+	return &out, nil
 }
 
 // Delete drops the record of the sandbox's managed workspace with it, as the Manager does however a sandbox goes.

@@ -78,7 +78,7 @@ func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testA
 	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
 	mgr.store = st
 	cfg := testConfig{
-		Config: Config{Store: st, Keys: keys, Version: "test", Now: clock.Now},
+		Config: Config{Keys: keys, Version: "test", Now: clock.Now},
 		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
 			Exports: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
 	}

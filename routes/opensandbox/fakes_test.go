@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // fakeSandboxes is the Manager's behaviour the dialect relies on, in memory.
 type fakeSandboxes struct {
+	// The Manager's methods this dialect never reaches through the service (workspaces, Bay's Hold, stop) are left
+	// unimplemented: calling one panics the test.
+	service.Sandboxes
 	mu       sync.Mutex
 	n        int
 	sbs      map[string]*sandboxes.Sandbox
@@ -173,6 +177,6 @@ func (f *fakeSandboxes) AccessKey(id, purpose string) (string, error) {
 
 func (f *fakeSandboxes) Profiles() []sandboxes.Profile { return f.profiles }
 
-type fakeKeys map[string]Principal
+type fakeKeys map[string]service.Principal
 
-func (k fakeKeys) Lookup(key string) (Principal, bool) { p, ok := k[key]; return p, ok }
+func (k fakeKeys) Lookup(key string) (service.Principal, bool) { p, ok := k[key]; return p, ok }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
@@ -45,7 +46,7 @@ func newRig(t *testing.T) *rig {
 	}))
 	t.Cleanup(rg.agent.Close)
 	rg.f = newFake(strings.TrimPrefix(rg.agent.URL, "http://"))
-	h := New(Config{Sandboxes: rg.f, Keys: fakeKeys{
+	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.f}), Keys: fakeKeys{
 		keyAlice: {Owner: "alice"}, keyBob: {Owner: "bob"}, keyAdmin: {Owner: "ops", Admin: true},
 	}})
 	rg.srv = httptest.NewServer(h)

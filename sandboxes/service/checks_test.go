@@ -108,14 +108,16 @@ type pausingSandboxes struct {
 	calls []string
 }
 
-func (f *pausingSandboxes) Pause(_ context.Context, id string) (sandboxes.Sandbox, error) {
+func (f *pausingSandboxes) Pause(_ context.Context, id string) (*sandboxes.Sandbox, error) {
 	f.calls = append(f.calls, "pause "+id)
-	return f.sbs[id], nil
+	sb := f.sbs[id]
+	return &sb, nil
 }
 
-func (f *pausingSandboxes) Resume(_ context.Context, id string) (sandboxes.Sandbox, error) {
+func (f *pausingSandboxes) Resume(_ context.Context, id string) (*sandboxes.Sandbox, error) {
 	f.calls = append(f.calls, "resume "+id)
-	return f.sbs[id], nil
+	sb := f.sbs[id]
+	return &sb, nil
 }
 
 // TestPauseResumeChecks: Pause and Resume say first that a gateway cannot pause, then refuse another's or an

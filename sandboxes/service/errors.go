@@ -41,6 +41,18 @@ const (
 	CodeStorageFull = sandboxes.CodeStorageFull
 )
 
+// ErrorCodes returns every code an *Error of the service can carry, the core's included (AsError gives an error
+// of the core or the agent one of these). Each dialect's error table test walks it beside sandboxes.ErrorCodes, so
+// a new code cannot go unmapped; errors_codes_test.go keeps it equal to the Code constants above.
+func ErrorCodes() []string {
+	return []string{
+		CodeValidation, CodeCapability, CodeNotFound, CodeSandboxExpired, CodeTTLInfinite, CodeQuotaExceeded,
+		CodeSessionNotReady, CodeTimeout, CodeContainerDied, CodeInvalidPath, CodeUnauthorized, CodeForbidden,
+		CodeFileNotFound, CodeConflict, CodeInternal, CodeShipError, CodePayloadTooLarge, CodeRateLimited, CodeNoSpace,
+		CodeStorageFull,
+	}
+}
+
 // Error is a failed operation, in the words every dialect translates.
 type Error struct {
 	Code    string

@@ -86,20 +86,14 @@ func (s *Service) CreateSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 	} else {
 		req.RecordWorkspace = s.cfg.ManagedWorkspace
 	}
-	return s.cfg.Sandboxes.Create(ctx, req)
+	return deref(s.cfg.Sandboxes.Create(ctx, req))
 }
 
 // attachable is nil when p may mount workspace (cargo) id: one of p's, or any for an admin. Another owner's
 // workspace does not exist for p.
 func (s *Service) attachable(ctx context.Context, p Principal, id string) error {
-	w, err := s.cfg.Sandboxes.Workspace(ctx, id)
-	if err != nil && AsError(err).Code != CodeNotFound {
-		return err
-	}
-	if err != nil || w == nil || (!p.Admin && w.Owner != p.Owner) {
-		return Errorf(CodeNotFound, "Cargo not found: %s", id)
-	}
-	return nil
+	_, err := s.Workspace(ctx, p, id)
+	return err
 }
 
 // DeleteSandbox deletes a sandbox and its history; the Manager drops its managed cargo's record with it. It is

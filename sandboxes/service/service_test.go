@@ -42,7 +42,7 @@ func (f *fakeSandboxes) DeleteWorkspace(context.Context, string) error {
 	return errors.New("no workspace deletion in this fake")
 }
 
-func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
+func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb := sandboxes.Sandbox{ID: "sb-" + req.Owner + "-new", Owner: req.Owner, Profile: req.Profile, WorkspaceID: req.WorkspaceID,
@@ -56,26 +56,26 @@ func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (
 		}
 	}
 	f.sbs[sb.ID] = sb
-	return sb, nil
+	return &sb, nil
 }
 
-func (f *fakeSandboxes) Get(_ context.Context, id string) (sandboxes.Sandbox, error) {
+func (f *fakeSandboxes) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, ok := f.sbs[id]
 	if !ok {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
+		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
 	}
-	return sb, nil
+	return &sb, nil
 }
 
-func (f *fakeSandboxes) List(_ context.Context, o sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
+func (f *fakeSandboxes) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []sandboxes.Sandbox
+	var out []*sandboxes.Sandbox
 	for _, sb := range f.sbs {
 		if o.Owner == "" || sb.Owner == o.Owner {
-			out = append(out, sb)
+			out = append(out, &sb)
 		}
 	}
 	return out, "", nil
@@ -90,7 +90,7 @@ func (f *fakeSandboxes) Hold(_ context.Context, id string) (sandboxes.Target, er
 
 func (f *fakeSandboxes) Stop(context.Context, string) error      { return nil }
 func (f *fakeSandboxes) Keepalive(context.Context, string) error { return nil }
-func (f *fakeSandboxes) ExtendTTL(_ context.Context, id string, _ time.Duration) (sandboxes.Sandbox, error) {
+func (f *fakeSandboxes) ExtendTTL(_ context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
 	return f.Get(context.Background(), id)
 }
 
