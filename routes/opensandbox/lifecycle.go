@@ -144,7 +144,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p service.Princ
 		writeError(w, e)
 		return
 	}
-	if err := h.cfg.Service.DeleteSandbox(r.Context(), p, id); err != nil {
+	if err := h.cfg.Service.Delete(r.Context(), p, id); err != nil {
 		writeError(w, toError(err))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // runningAt is a lifecycle whose sandboxes run, with their agent at addr.
@@ -23,7 +24,7 @@ type runningAt struct {
 	addr string
 }
 
-func (r runningAt) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+func (r runningAt) Hold(_ context.Context, id string) (sandboxes.Target, error) {
 	return sandboxes.Target{SandboxID: id, Addr: r.addr, Token: "tok"}, nil
 }
 
@@ -66,9 +67,10 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 			}))
 			t.Cleanup(agent.Close)
 			for cname, hc := range clients {
-				f := newFixtureWith(t, builtAssets(), func(c *Config) {
-					c.Sandboxes = runningAt{fakeLifecycle: c.Sandboxes.(*fakeLifecycle), addr: strings.TrimPrefix(agent.URL, "http://")}
-					c.AgentClient = hc()
+				f := newFixtureWith(t, builtAssets(), func(c *Config, life *fakeLifecycle) {
+					agents := service.NewAgentClient(hc())
+					c.Service = service.New(service.Config{Sandboxes: runningAt{fakeLifecycle: life, addr: strings.TrimPrefix(agent.URL, "http://")},
+						Agent: agents, Streamer: agents})
 				})
 				session := terminalSession(t, f)
 				for _, method := range []string{http.MethodGet, http.MethodPost} {

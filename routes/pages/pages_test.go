@@ -22,6 +22,9 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
 
 // fakeLifecycle is a lifecycle for handler logic tests.
 type fakeLifecycle struct {
+	// The Manager's methods the pages never reach through the service (workspaces, keepalive) are left
+	// unimplemented: calling one panics the test.
+	service.Sandboxes
 	boxes   map[string]*sandboxes.Sandbox
 	deleted []string
 	events  chan sandboxes.Event
@@ -76,11 +79,10 @@ func (f *fakeLifecycle) Subscribe(int) (<-chan sandboxes.Event, func()) {
 	return make(chan sandboxes.Event), func() {}
 }
 func (f *fakeLifecycle) Profiles() []sandboxes.Profile { return []sandboxes.Profile{{ID: "base"}} }
-func (f *fakeLifecycle) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+func (f *fakeLifecycle) Hold(_ context.Context, id string) (sandboxes.Target, error) {
 	return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
 		Details: map[string]any{"reason": "oom"}}
 }
-func (f *fakeLifecycle) Acquire(string) (func(), error) { return func() {}, nil }
 
 type fixture struct {
 	h      *Handler
@@ -93,8 +95,9 @@ func newFixture(t *testing.T, assets map[string]string) *fixture {
 	return newFixtureWith(t, assets, nil)
 }
 
-// newFixtureWith is newFixture with edit applied to the handler's configuration before it is built.
-func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) *fixture {
+// newFixtureWith is newFixture with edit applied to the handler's configuration before it is built; the
+// configuration's service runs over life.
+func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config, life *fakeLifecycle)) *fixture {
 	t.Helper()
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret})
 	if err != nil {
@@ -112,7 +115,9 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) 
 		"sb-alice": {ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
 		"sb-bob":   {ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady},
 	}}
-	cfg := Config{Verifier: v, Sandboxes: life, Issuer: iss, Keys: keys}
+	agents := service.NewAgentClient(nil)
+	cfg := Config{Verifier: v, Issuer: iss, Keys: keys,
+		Service: service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})}
 	if assets != nil {
 		m := fstest.MapFS{}
 		for k, body := range assets {
@@ -121,7 +126,7 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) 
 		cfg.Assets = m
 	}
 	if edit != nil {
-		edit(&cfg)
+		edit(&cfg, life)
 	}
 	h, err := New(cfg)
 	if err != nil {
@@ -528,7 +533,7 @@ func TestPageTicketStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, _ := NewStaticKeys([]service.KeyConfig{{Key: "key-alice", Owner: "alice"}})
-	h, err := New(Config{Verifier: down, Sandboxes: f.life, Issuer: f.issuer, Keys: keys})
+	h, err := New(Config{Verifier: down, Service: service.New(service.Config{Sandboxes: f.life}), Issuer: f.issuer, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,15 +97,21 @@ func (s *Service) attachable(ctx context.Context, p Principal, id string) error 
 }
 
 // DeleteSandbox deletes a sandbox and its history; the Manager drops its managed cargo's record with it. It is
-// idempotent: a sandbox that is gone (or was never visible to p) is not an error.
+// idempotent (Bay's delete): a sandbox that is gone (or was never visible to p) is not an error.
 func (s *Service) DeleteSandbox(ctx context.Context, p Principal, id string) error {
-	if _, err := s.Visible(ctx, p, id); err != nil {
-		if AsError(err).Code == CodeNotFound {
-			return nil
-		}
+	if err := s.Delete(ctx, p, id); err != nil && AsError(err).Code != CodeNotFound {
 		return err
 	}
-	if err := s.cfg.Sandboxes.Delete(ctx, id); err != nil && AsError(err).Code != CodeNotFound {
+	return nil
+}
+
+// Delete is DeleteSandbox that reports a sandbox that is not there (another owner's included) as not_found, and
+// the Manager's own refusal as it is (OpenSandbox's and the console's delete).
+func (s *Service) Delete(ctx context.Context, p Principal, id string) error {
+	if _, err := s.Visible(ctx, p, id); err != nil {
+		return err
+	}
+	if err := s.cfg.Sandboxes.Delete(ctx, id); err != nil {
 		return err
 	}
 	if s.cfg.History != nil {
