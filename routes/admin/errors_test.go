@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestErrorForEveryCoreCode walks every core error code: each is answered with the edge's status (the edge's own
@@ -47,7 +48,7 @@ func TestErrorForEveryCoreCode(t *testing.T) {
 // TestRoutesWithoutManager: with no sandboxes app running every route answers 404, and a wrong method 405 before
 // the Manager is needed where the route checks it first.
 func TestRoutesWithoutManager(t *testing.T) {
-	h := &Handler{Manager: func() *sandboxes.Manager { return nil }}
+	h := &Handler{Service: func() *service.Service { return nil }}
 	for _, rt := range h.Routes() {
 		r := httptest.NewRequest(http.MethodGet, rt.Pattern, nil)
 		var ae *Error

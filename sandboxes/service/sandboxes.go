@@ -69,6 +69,7 @@ var _ interface {
 	UsageSource
 	agentLossChecker
 	leaser
+	operatorView
 } = (*sandboxes.Manager)(nil)
 
 // deref turns the Manager's pointer answers into the values the operations return.
