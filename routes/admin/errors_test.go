@@ -62,3 +62,17 @@ func TestRoutesWithoutManager(t *testing.T) {
 		t.Errorf("POST /sandbox-pools: %v", err)
 	}
 }
+
+// TestErrorForEveryServiceCode: the service's checks the operator meets (an expired sandbox, a missing snapshot)
+// carry the core's codes and are answered with the edge's status for them; the service's own codes are 500s.
+func TestErrorForEveryServiceCode(t *testing.T) {
+	for _, code := range service.ErrorCodes() {
+		want, ok := sandboxroute.StatusOf(code)
+		if !ok {
+			want = http.StatusInternalServerError
+		}
+		if got := ErrorFor(fmt.Errorf("pausing: %w", service.Errorf(code, "refused"))); got.Status != want {
+			t.Errorf("ErrorFor(service %s) = %d, want %d", code, got.Status, want)
+		}
+	}
+}

@@ -134,7 +134,10 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		// or change, but calling again only repeats the same failed start-up; the fix is the sandbox's
 		// configuration, so a client should show the message and create a new sandbox.
 		code = CodeShipError
-	default: // sandboxes.CodeEngine and anything newer
+	case sandboxes.CodeEngine, sandboxes.CodeImageNotFound:
+		// The gateway's own setup failing (its engine, a profile's image missing from it): the operator's to fix.
+		code = CodeInternal
+	default: // a code newer than this switch; the dialects' tests walking sandboxes.ErrorCodes name it
 		code = CodeInternal
 	}
 	if len(details) == 0 {
