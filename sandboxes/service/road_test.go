@@ -8,39 +8,13 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// roadSandboxes is fakeSandboxes with the Manager's optional surfaces the dialects reach through the service
-// (metadata, access keys, events); it notes the calls that reached it.
-type roadSandboxes struct {
-	*fakeSandboxes
-	events  chan sandboxes.Event
-	reached []string
-}
-
-func (f *roadSandboxes) PatchMetadata(_ context.Context, id string, _ map[string]*string) (*sandboxes.Sandbox, error) {
-	f.reached = append(f.reached, "patch "+id)
-	return f.Get(context.Background(), id)
-}
-
-func (f *roadSandboxes) AccessKey(id, purpose string) (string, error) {
-	if _, err := f.Get(context.Background(), id); err != nil {
-		return "", err
-	}
-	return "key-" + id + "-" + purpose, nil
-}
-
-func (f *roadSandboxes) Subscribe(int) (<-chan sandboxes.Event, func()) {
-	return f.events, func() { close(f.events) }
-}
-
 // TestRoadRefusesAnotherOwner performs, through every operation the dialects other than Bay now take (OpenSandbox,
 // the console, the admin endpoint), one tenant's reach for another's sandbox, workspace or history: each is
 // answered as if it did not exist, and none reaches the Manager. These operations were each dialect's own owner
 // check before.
 func TestRoadRefusesAnotherOwner(t *testing.T) {
 	ctx := context.Background()
-	base, sbs, _ := newTestService()
-	rs := &roadSandboxes{fakeSandboxes: sbs}
-	svc := New(Config{Sandboxes: rs, Agent: base.cfg.Agent})
+	svc, sbs, _ := newTestService()
 	alice := Principal{Owner: "alice"}
 	calls := map[string]func() error{
 		"patch another's metadata": func() error { _, err := svc.PatchMetadata(ctx, alice, "sb-bob", nil); return err },
@@ -64,8 +38,8 @@ func TestRoadRefusesAnotherOwner(t *testing.T) {
 			}
 		})
 	}
-	if len(rs.reached) != 0 || sbs.holds != 0 || len(sbs.sbs) != 5 {
-		t.Fatalf("a refused call reached the Manager: %v, %d holds, %d sandboxes left", rs.reached, sbs.holds, len(sbs.sbs))
+	if len(sbs.Calls()) != 0 || sbs.Holds() != 0 || sbs.Len() != 5 || !sbs.HasWorkspace("ws-bob") {
+		t.Fatalf("a refused call reached the Manager: %v, %d holds, %d sandboxes left", sbs.Calls(), sbs.Holds(), sbs.Len())
 	}
 	// The operator's view refuses a tenant.
 	if _, err := svc.Stats(alice); AsError(err).Code != CodeForbidden {
@@ -88,8 +62,7 @@ func TestRoadRefusesAnotherOwner(t *testing.T) {
 // TestAccessKeyValid: the key a caller without a principal presents (OpenSandbox's proxy URL) admits only the
 // sandbox and purpose it was made for; an empty, wrong or other sandbox's key, or a missing sandbox, is refused.
 func TestAccessKeyValid(t *testing.T) {
-	_, sbs, _ := newTestService()
-	svc := New(Config{Sandboxes: &roadSandboxes{fakeSandboxes: sbs}})
+	svc, _, _ := newTestService()
 	good, err := svc.AccessKey(context.Background(), Principal{Owner: "alice"}, "sb-alice", "proxy")
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +87,6 @@ func TestAccessKeyValid(t *testing.T) {
 // TestSubscribeSeesOwnEvents: the console's live list gets only its principal's events, never a warm-pool
 // sandbox's; an admin sees every owner's.
 func TestSubscribeSeesOwnEvents(t *testing.T) {
-	_, sbs, _ := newTestService()
 	for _, tc := range []struct {
 		p    Principal
 		want []string
@@ -122,12 +94,12 @@ func TestSubscribeSeesOwnEvents(t *testing.T) {
 		{Principal{Owner: "alice"}, []string{"sb-alice"}},
 		{Principal{Owner: "ops", Admin: true}, []string{"sb-bob", "sb-alice"}},
 	} {
-		rs := &roadSandboxes{fakeSandboxes: sbs, events: make(chan sandboxes.Event, 8)}
-		svc := New(Config{Sandboxes: rs})
+		svc, sbs, _ := newTestService()
+		sbs.Events = make(chan sandboxes.Event, 8)
 		out, cancel := svc.Subscribe(tc.p, 8)
-		rs.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
-		rs.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
-		rs.events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
+		sbs.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
+		sbs.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
+		sbs.Events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
 		cancel() // closes the Manager's channel: the filtered stream ends after what it let through
 		var got []string
 		timeout := time.After(10 * time.Second)

@@ -1,0 +1,331 @@
+// Package sandboxestest is the test double of the lifecycle core for the unit tests above it (sandboxes/service and
+// the dialects): Core, an in-memory lifecycle with the Manager's own method signatures, so a test passes it to
+// service.Config.Sandboxes exactly where the gateway passes its *sandboxes.Manager. Integration tests use the real
+// Manager on the real engine instead.
+package sandboxestest
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Core is an in-memory lifecycle: sandboxes and workspaces in maps, the Manager's typed errors, and knobs for what a
+// test makes the Manager answer. Its zero value is not usable: make one with New.
+type Core struct {
+	// NewID names a created sandbox; nil: "sb-<owner>-new".
+	NewID func(req sandboxes.CreateRequest) string
+	// CreatedStatus and CreatedCaps are a created sandbox's status (default ready) and capabilities.
+	CreatedStatus sandboxes.Status
+	CreatedCaps   []string
+	// HoldErr, when set, is what every Hold fails with; else Hold answers AgentAddr and AgentToken.
+	HoldErr              error
+	AgentAddr, AgentToken string
+	// DeleteErr, when set, is what Delete fails with.
+	DeleteErr error
+	// Events is what Subscribe streams; its cancel closes it.
+	Events chan sandboxes.Event
+
+	mu       sync.Mutex
+	profiles []sandboxes.Profile
+	boxes    map[string]*sandboxes.Sandbox
+	ws       map[string]*sandboxes.Workspace
+	holds    int
+	calls    []string
+	deleted  []string
+}
+
+// New makes a Core serving profiles and holding the sandboxes given.
+func New(profiles []sandboxes.Profile, boxes ...sandboxes.Sandbox) *Core {
+	c := &Core{profiles: profiles, boxes: map[string]*sandboxes.Sandbox{}, ws: map[string]*sandboxes.Workspace{},
+		CreatedStatus: sandboxes.StatusReady}
+	for _, sb := range boxes {
+		c.Put(sb)
+	}
+	return c
+}
+
+// Put stores (or replaces) a sandbox as it is.
+func (c *Core) Put(sb sandboxes.Sandbox) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.boxes[sb.ID] = &sb
+}
+
+// PutWorkspace stores (or replaces) a workspace as it is.
+func (c *Core) PutWorkspace(w sandboxes.Workspace) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ws[w.ID] = &w
+}
+
+// Box is a copy of a sandbox as the core holds it; false when there is none.
+func (c *Core) Box(id string) (sandboxes.Sandbox, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sb, ok := c.boxes[id]
+	if !ok {
+		return sandboxes.Sandbox{}, false
+	}
+	return *sb, true
+}
+
+// Len is how many sandboxes the core holds.
+func (c *Core) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.boxes)
+}
+
+// HasWorkspace says whether a workspace record exists.
+func (c *Core) HasWorkspace(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.ws[id]
+	return ok
+}
+
+// Holds is how many times Hold was called (a start the test may require never happened).
+func (c *Core) Holds() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holds
+}
+
+// Calls lists the state changes that reached the core ("pause <id>", "resume <id>", "patch <id>", "delete <id>").
+func (c *Core) Calls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
+}
+
+// Deleted lists the sandboxes deleted, in order.
+func (c *Core) Deleted() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.deleted)
+}
+
+func notFound(id string) error { return sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id) }
+
+// get is a copy of sandbox id; the caller holds c.mu.
+func (c *Core) get(id string) (*sandboxes.Sandbox, error) {
+	sb, ok := c.boxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	cp := *sb
+	cp.Metadata = maps.Clone(sb.Metadata)
+	return &cp, nil
+}
+
+// Create stores a sandbox of the request's owner and profile; without a workspace of the caller's, its own is
+// recorded as the request asks (RecordWorkspace), as the Manager does.
+func (c *Core) Create(_ context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := "sb-" + req.Owner + "-new"
+	if c.NewID != nil {
+		id = c.NewID(req)
+	}
+	sb := sandboxes.Sandbox{ID: id, Owner: req.Owner, Profile: req.Profile, WorkspaceID: req.WorkspaceID,
+		Status: c.CreatedStatus, Capabilities: slices.Clone(c.CreatedCaps), Metadata: maps.Clone(req.Metadata)}
+	if sb.WorkspaceID == "" {
+		sb.WorkspaceID = "ws-" + sb.ID
+		if spec := req.RecordWorkspace; spec != nil {
+			sid := sb.ID
+			c.ws[sb.WorkspaceID] = &sandboxes.Workspace{ID: sb.WorkspaceID, Owner: sb.Owner, Managed: true,
+				ManagedBySandboxID: &sid, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB}
+		}
+	}
+	c.boxes[id] = &sb
+	return c.get(id)
+}
+
+// Get describes a sandbox.
+func (c *Core) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.get(id)
+}
+
+// List answers every sandbox of opts.Owner ("": everyone's) in id order, in one page.
+func (c *Core) List(_ context.Context, opts sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*sandboxes.Sandbox
+	for _, id := range slices.Sorted(maps.Keys(c.boxes)) {
+		if sb := c.boxes[id]; opts.Owner == "" || sb.Owner == opts.Owner {
+			cp, _ := c.get(id)
+			out = append(out, cp)
+		}
+	}
+	return out, "", nil
+}
+
+// Hold counts the start and answers HoldErr, or the agent at AgentAddr.
+func (c *Core) Hold(_ context.Context, id string) (sandboxes.Target, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holds++
+	if c.HoldErr != nil {
+		return sandboxes.Target{}, c.HoldErr
+	}
+	return sandboxes.Target{SandboxID: id, Addr: c.AgentAddr, Token: c.AgentToken}, nil
+}
+
+// Stop stops nothing: the core has no compute.
+func (c *Core) Stop(context.Context, string) error { return nil }
+
+// Keepalive counts nothing.
+func (c *Core) Keepalive(context.Context, string) error { return nil }
+
+// ExtendTTL answers the sandbox as it is.
+func (c *Core) ExtendTTL(ctx context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
+	return c.Get(ctx, id)
+}
+
+// Delete fails with DeleteErr, or forgets the sandbox and the record of its managed workspace.
+func (c *Core) Delete(_ context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.DeleteErr != nil {
+		return c.DeleteErr
+	}
+	c.calls = append(c.calls, "delete "+id)
+	c.deleted = append(c.deleted, id)
+	if sb := c.boxes[id]; sb != nil {
+		if w := c.ws[sb.WorkspaceID]; w != nil && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
+			delete(c.ws, w.ID)
+		}
+	}
+	delete(c.boxes, id)
+	return nil
+}
+
+// Profiles lists the profiles New was given.
+func (c *Core) Profiles() []sandboxes.Profile { return c.profiles }
+
+// CreateWorkspace records a workspace of spec's owner.
+func (c *Core) CreateWorkspace(_ context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &sandboxes.Workspace{ID: "ws-" + spec.Owner + "-" + time.Now().Format("150405.000000000"), Owner: spec.Owner,
+		Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB}
+	c.ws[w.ID] = w
+	cp := *w
+	return &cp, nil
+}
+
+// Workspace describes a workspace; a missing one is the Manager's not_found.
+func (c *Core) Workspace(_ context.Context, id string) (*sandboxes.Workspace, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.ws[id]
+	if !ok {
+		return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "workspace %s not found", id)
+	}
+	cp := *w
+	return &cp, nil
+}
+
+// Workspaces lists owner's workspaces ("": everyone's) in id order.
+func (c *Core) Workspaces(_ context.Context, owner string) ([]*sandboxes.Workspace, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*sandboxes.Workspace
+	for _, id := range slices.Sorted(maps.Keys(c.ws)) {
+		if w := c.ws[id]; owner == "" || w.Owner == owner {
+			cp := *w
+			out = append(out, &cp)
+		}
+	}
+	return out, nil
+}
+
+// DeleteWorkspace refuses while a sandbox mounts the workspace (workspace_in_use), as the Manager does.
+func (c *Core) DeleteWorkspace(_ context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var users []string
+	for _, sb := range c.boxes {
+		if sb.WorkspaceID == id && sb.Status != sandboxes.StatusExpired {
+			users = append(users, sb.ID)
+		}
+	}
+	if len(users) > 0 {
+		slices.Sort(users)
+		return &sandboxes.Error{Code: sandboxes.CodeWorkspaceInUse, Message: "in use",
+			Details: map[string]any{"active_sandbox_ids": users, "workspace_id": id}}
+	}
+	delete(c.ws, id)
+	return nil
+}
+
+// setStatus notes the change and moves the sandbox to st.
+func (c *Core) setStatus(call, id string, st sandboxes.Status) (*sandboxes.Sandbox, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call+" "+id)
+	sb, ok := c.boxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	sb.Status = st
+	return c.get(id)
+}
+
+// Pause freezes the sandbox: it reads paused.
+func (c *Core) Pause(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	return c.setStatus("pause", id, sandboxes.StatusPaused)
+}
+
+// Resume thaws it: it reads ready.
+func (c *Core) Resume(_ context.Context, id string) (*sandboxes.Sandbox, error) {
+	return c.setStatus("resume", id, sandboxes.StatusReady)
+}
+
+// PatchMetadata merges patch into the sandbox's metadata (nil deletes a key).
+func (c *Core) PatchMetadata(_ context.Context, id string, patch map[string]*string) (*sandboxes.Sandbox, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, "patch "+id)
+	sb, ok := c.boxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	if sb.Metadata == nil {
+		sb.Metadata = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(sb.Metadata, k)
+		} else {
+			sb.Metadata[k] = *v
+		}
+	}
+	return c.get(id)
+}
+
+// AccessKey is "key-<id>-<purpose>" while the sandbox exists.
+func (c *Core) AccessKey(id, purpose string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.boxes[id]; !ok {
+		return "", notFound(id)
+	}
+	return "key-" + id + "-" + purpose, nil
+}
+
+// Subscribe streams Events (without them, a stream that stays open and quiet); its cancel closes Events once.
+func (c *Core) Subscribe(int) (<-chan sandboxes.Event, func()) {
+	if c.Events == nil {
+		return make(chan sandboxes.Event), func() {}
+	}
+	var once sync.Once
+	return c.Events, func() { once.Do(func() { close(c.Events) }) }
+}
