@@ -23,7 +23,7 @@ type Core struct {
 	CreatedStatus sandboxes.Status
 	CreatedCaps   []string
 	// HoldErr, when set, is what every Hold fails with; else Hold answers AgentAddr and AgentToken.
-	HoldErr              error
+	HoldErr               error
 	AgentAddr, AgentToken string
 	// DeleteErr, when set, is what Delete fails with.
 	DeleteErr error
@@ -110,7 +110,9 @@ func (c *Core) Deleted() []string {
 	return slices.Clone(c.deleted)
 }
 
-func notFound(id string) error { return sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id) }
+func notFound(id string) error {
+	return sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
+}
 
 // get is a copy of sandbox id; the caller holds c.mu.
 func (c *Core) get(id string) (*sandboxes.Sandbox, error) {
