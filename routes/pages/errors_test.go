@@ -23,7 +23,7 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 			if !ok {
 				t.Fatalf("core code %q has no status", code)
 			}
-			f.life.deleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
+			f.life.DeleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
 			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
 			r.AddCookie(ck)
 			r.Header.Set(CSRFHeader, csrf)
@@ -38,7 +38,7 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 		})
 	}
 	// A failure that is not the lifecycle's: the sandbox could not be reached.
-	f.life.deleteErr = errors.New("engine unreachable")
+	f.life.DeleteErr = errors.New("engine unreachable")
 	r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
@@ -59,7 +59,7 @@ func TestConsoleAnswersEveryServiceCode(t *testing.T) {
 			if !ok {
 				want = http.StatusBadGateway
 			}
-			f.life.deleteErr = service.Errorf(code, "refused: %s", code)
+			f.life.DeleteErr = service.Errorf(code, "refused: %s", code)
 			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
 			r.AddCookie(ck)
 			r.Header.Set(CSRFHeader, csrf)
