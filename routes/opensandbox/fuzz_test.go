@@ -80,7 +80,7 @@ func FuzzCreateBody(f *testing.F) {
 		}
 		// The image that will run is the profile's own, or one its allowed_images admits in canonical form.
 		var prof sandboxes.Profile
-		for _, p := range fake.profiles {
+		for _, p := range fake.Profiles() {
 			if p.ID == creq.Profile {
 				prof = p
 			}

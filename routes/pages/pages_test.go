@@ -53,7 +53,7 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config,
 	life := sandboxestest.New([]sandboxes.Profile{{ID: "base"}},
 		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
 		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady})
-	life.NewID = func(sandboxes.CreateRequest) string { return "sb-new" }
+	life.NewID = func(int, sandboxes.CreateRequest) string { return "sb-new" }
 	life.CreatedStatus = sandboxes.StatusStarting
 	life.HoldErr = &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
 		Details: map[string]any{"reason": "oom"}}

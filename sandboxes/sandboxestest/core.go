@@ -17,8 +17,8 @@ import (
 // Core is an in-memory lifecycle: sandboxes and workspaces in maps, the Manager's typed errors, and knobs for what a
 // test makes the Manager answer. Its zero value is not usable: make one with New.
 type Core struct {
-	// NewID names a created sandbox; nil: "sb-<owner>-new".
-	NewID func(req sandboxes.CreateRequest) string
+	// NewID names the n-th created sandbox (from 1); nil: "sb-<owner>-new".
+	NewID func(n int, req sandboxes.CreateRequest) string
 	// CreatedStatus and CreatedCaps are a created sandbox's status (default ready) and capabilities.
 	CreatedStatus sandboxes.Status
 	CreatedCaps   []string
@@ -37,6 +37,7 @@ type Core struct {
 	holds    int
 	calls    []string
 	deleted  []string
+	creates  []sandboxes.CreateRequest
 }
 
 // New makes a Core serving profiles and holding the sandboxes given.
@@ -81,6 +82,15 @@ func (c *Core) Len() int {
 	return len(c.boxes)
 }
 
+// SetStatus moves a sandbox to st, as the Manager's own transitions would.
+func (c *Core) SetStatus(id string, st sandboxes.Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sb, ok := c.boxes[id]; ok {
+		sb.Status = st
+	}
+}
+
 // HasWorkspace says whether a workspace record exists.
 func (c *Core) HasWorkspace(id string) bool {
 	c.mu.Lock()
@@ -101,6 +111,13 @@ func (c *Core) Calls() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.calls)
+}
+
+// Creates lists the create requests that reached the core, in order (refused ones included).
+func (c *Core) Creates() []sandboxes.CreateRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.creates)
 }
 
 // Deleted lists the sandboxes deleted, in order.
@@ -125,17 +142,45 @@ func (c *Core) get(id string) (*sandboxes.Sandbox, error) {
 	return &cp, nil
 }
 
-// Create stores a sandbox of the request's owner and profile; without a workspace of the caller's, its own is
-// recorded as the request asks (RecordWorkspace), as the Manager does.
+// Create makes the Manager's own checks of a caller's metadata, image and limits (pure functions of the profile)
+// and stores a sandbox of the request's owner and profile, created a second after the previous one; without a
+// workspace of the caller's, its own is recorded as the request asks (RecordWorkspace), as the Manager does.
 func (c *Core) Create(_ context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := sandboxes.ValidateMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
+	var prof sandboxes.Profile
+	for _, p := range c.profiles {
+		if p.ID == req.Profile {
+			prof = p
+		}
+	}
+	if req.Image != nil {
+		derived, err := prof.WithImage(*req.Image)
+		if err != nil {
+			return nil, err
+		}
+		prof = derived
+	}
+	if req.Resources != (sandboxes.Resources{}) {
+		if _, err := prof.WithResources(req.Resources); err != nil {
+			return nil, err
+		}
+	}
+	c.creates = append(c.creates, req)
 	id := "sb-" + req.Owner + "-new"
 	if c.NewID != nil {
-		id = c.NewID(req)
+		id = c.NewID(len(c.creates), req)
 	}
 	sb := sandboxes.Sandbox{ID: id, Owner: req.Owner, Profile: req.Profile, WorkspaceID: req.WorkspaceID,
-		Status: c.CreatedStatus, Capabilities: slices.Clone(c.CreatedCaps), Metadata: maps.Clone(req.Metadata)}
+		Status: c.CreatedStatus, Capabilities: slices.Clone(c.CreatedCaps), Metadata: maps.Clone(req.Metadata),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, len(c.creates), 0, time.UTC)}
+	if req.TTL > 0 {
+		exp := time.Now().Add(req.TTL)
+		sb.ExpiresAt = &exp
+	}
 	if sb.WorkspaceID == "" {
 		sb.WorkspaceID = "ws-" + sb.ID
 		if spec := req.RecordWorkspace; spec != nil {
@@ -155,13 +200,19 @@ func (c *Core) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
 	return c.get(id)
 }
 
-// List answers every sandbox of opts.Owner ("": everyone's) in id order, in one page.
+// List answers every sandbox of opts.Owner ("": everyone's) whose metadata holds opts.Metadata, in id order, in
+// one page.
 func (c *Core) List(_ context.Context, opts sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*sandboxes.Sandbox
 	for _, id := range slices.Sorted(maps.Keys(c.boxes)) {
-		if sb := c.boxes[id]; opts.Owner == "" || sb.Owner == opts.Owner {
+		sb := c.boxes[id]
+		match := opts.Owner == "" || sb.Owner == opts.Owner
+		for k, v := range opts.Metadata {
+			match = match && sb.Metadata[k] == v
+		}
+		if match {
 			cp, _ := c.get(id)
 			out = append(out, cp)
 		}
@@ -177,7 +228,32 @@ func (c *Core) Hold(_ context.Context, id string) (sandboxes.Target, error) {
 	if c.HoldErr != nil {
 		return sandboxes.Target{}, c.HoldErr
 	}
-	return sandboxes.Target{SandboxID: id, Addr: c.AgentAddr, Token: c.AgentToken}, nil
+	return c.target(id), nil
+}
+
+func (c *Core) target(id string) sandboxes.Target {
+	tok := c.AgentToken
+	if tok == "" {
+		tok = "agent-token-" + id
+	}
+	return sandboxes.Target{SandboxID: id, Addr: c.AgentAddr, Token: tok}
+}
+
+// Acquire leases nothing: the core has no idle collector.
+func (c *Core) Acquire(string) (func(), error) { return func() {}, nil }
+
+// EnsureRunning is Hold without the lease, for a sandbox that exists.
+func (c *Core) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.boxes[id]; !ok {
+		return sandboxes.Target{}, notFound(id)
+	}
+	c.holds++
+	if c.HoldErr != nil {
+		return sandboxes.Target{}, c.HoldErr
+	}
+	return c.target(id), nil
 }
 
 // Stop stops nothing: the core has no compute.
@@ -186,9 +262,19 @@ func (c *Core) Stop(context.Context, string) error { return nil }
 // Keepalive counts nothing.
 func (c *Core) Keepalive(context.Context, string) error { return nil }
 
-// ExtendTTL answers the sandbox as it is.
-func (c *Core) ExtendTTL(ctx context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
-	return c.Get(ctx, id)
+// ExtendTTL pushes back the expiry of a sandbox that has one.
+func (c *Core) ExtendTTL(_ context.Context, id string, by time.Duration) (*sandboxes.Sandbox, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sb, ok := c.boxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	if sb.ExpiresAt != nil {
+		exp := sb.ExpiresAt.Add(by)
+		sb.ExpiresAt = &exp
+	}
+	return c.get(id)
 }
 
 // Delete fails with DeleteErr, or forgets the sandbox and the record of its managed workspace.
