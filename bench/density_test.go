@@ -279,9 +279,9 @@ func newDensityRig(b *testing.B, images []string) *densityRig {
 		b.Fatal(err)
 	}
 	agents := service.NewAgentClient(mgr.AgentHTTPClient())
-	svc := service.New(service.Config{Sandboxes: service.Manager{M: mgr}, Agent: agents, Streamer: agents, History: st,
+	svc := service.New(service.Config{Sandboxes: mgr, Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic, Logger: logger})
-	srv := httptest.NewServer(bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, Version: "bench", Logger: logger}))
+	srv := httptest.NewServer(bayapi.New(bayapi.Config{Service: svc, Keys: keys, Version: "bench", Logger: logger}))
 	d.api = sgclient.New(srv.URL, key)
 	b.Cleanup(func() {
 		// Everything this run made goes, also after a failure: no sandbox, volume or network is left behind.

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/sandgate/sandgate/routes/admin"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 func init() {
@@ -23,14 +24,24 @@ func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "admin.api.sandboxes", New: func() caddy.Module { return new(AdminAPI) }}
 }
 
-// Routes returns the admin routes; the Manager is looked up per request (runningManager, app_lookup.go).
+// Routes returns the admin routes; the Manager is looked up per request (runningManager, app_lookup.go) and
+// reached through a lifecycle-only service, the one road into the core.
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
-	h := &admin.Handler{Manager: runningManager}
+	h := &admin.Handler{Service: runningService}
 	var routes []caddy.AdminRoute
 	for _, rt := range h.Routes() {
 		routes = append(routes, caddy.AdminRoute{Pattern: rt.Pattern, Handler: adminHandler(rt.Handler)})
 	}
 	return routes
+}
+
+// runningService is the lifecycle-only service over the running Manager, nil when none runs.
+func runningService() *service.Service {
+	m := runningManager()
+	if m == nil {
+		return nil
+	}
+	return service.New(service.Config{Sandboxes: m})
 }
 
 // adminHandler answers a route's failure in Caddy's admin envelope with the status routes/admin chose.

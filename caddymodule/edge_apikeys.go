@@ -6,14 +6,15 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route: the key's owner must
 // own the sandbox (admin keys reach any), checked against the Manager, as the REST API scopes its calls.
 type apiKeyChecker struct {
 	keys liveKeys
-	m    *sandboxes.Manager
+	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
+	svc *service.Service
 }
 
 func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
@@ -21,8 +22,8 @@ func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) b
 	if !ok {
 		return false
 	}
-	sb, err := k.m.Get(ctx, sandboxID)
-	return err == nil && (p.Admin || sb.Owner == p.Owner)
+	_, err := k.svc.Visible(ctx, p, sandboxID)
+	return err == nil
 }
 
 // newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
@@ -40,5 +41,7 @@ func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string,
 	if err != nil {
 		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
 	}
-	return apiKeyChecker{keys: liveKeys{ring: ring}, m: app.Manager()}, ringKey, nil
+	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
+	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
+	return apiKeyChecker{keys: liveKeys{ring: ring}, svc: svc}, ringKey, nil
 }

@@ -49,14 +49,6 @@ func (*SandboxOpenSandbox) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.sandbox_opensandbox", New: func() caddy.Module { return new(SandboxOpenSandbox) }}
 }
 
-// osbKeys adapts the REST API's live key ring.
-type osbKeys struct{ keys liveKeys }
-
-func (k osbKeys) Lookup(key string) (opensandbox.Principal, bool) {
-	p, ok := k.keys.Lookup(key)
-	return opensandbox.Principal{Owner: p.Owner, Admin: p.Admin}, ok
-}
-
 // Provision links the dialect to the Manager and to sandbox_api's key ring.
 func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 	checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
@@ -65,7 +57,7 @@ func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 	}
 	h.storeKey = storeKey
 	h.handler = opensandbox.New(opensandbox.Config{
-		Sandboxes: checker.m, Keys: osbKeys{keys: checker.keys},
+		Service: checker.svc, Keys: checker.keys,
 		EndpointHost: caddy.NewReplacer().ReplaceKnown(h.EndpointHost, ""),
 		MaxTimeout:   time.Duration(h.MaxTimeout), StartTimeout: time.Duration(h.StartTimeout),
 		Logger: ctx.Slogger(),

@@ -97,21 +97,21 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: content_base_url: %w", err)
 	}
+	// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
+	// It follows no redirect (agentapi.NoRedirect): a replaced agent could name any host URL.
+	agents := service.NewAgentClient(&http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport,
+		CheckRedirect: agentapi.NoRedirect})
 	cfg := pages.Config{
 		URLs:                urls,
 		Verifier:            verifier,
-		Sandboxes:           mgr,
+		Service:             service.New(service.Config{Sandboxes: mgr, Agent: agents, Streamer: agents, Logger: ctx.Slogger()}),
 		Issuer:              issuer,
 		BaseDomains:         p.BaseDomains,
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
-		// The Manager's kept-alive agent connections: a page's first call after a warm claim costs one round trip.
-		// It follows no redirect (agentapi.NoRedirect): a replaced agent could name any host URL.
-		AgentClient: &http.Client{Timeout: pages.DefaultAgentTimeout, Transport: mgr.AgentHTTPClient().Transport,
-			CheckRedirect: agentapi.NoRedirect},
 	}
 	if len(p.ConsoleKeys) > 0 || p.APIKeys {
-		cfg.Usage = mgr // CPU and memory in the console's list, from the Manager's engine
+		cfg.ShowUsage = true // CPU and memory in the console's list, from the Manager's engine
 	}
 	var lookups []pages.KeyLookup
 	if len(p.ConsoleKeys) > 0 {

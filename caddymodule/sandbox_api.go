@@ -172,7 +172,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
-		Sandboxes: service.Manager{M: app.Manager()}, Agent: agents, Streamer: agents, History: st,
+		Sandboxes: app.Manager(), Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic,
 		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 	}
@@ -191,8 +191,9 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		}
 		ops.Tickets = service.NewTicketMinter(iss, urls)
 	}
+	st.SetLogger(ctx.Slogger()) // history write failures are the API's to report
 	svc := service.New(ops)
-	s.handler = bayapi.New(bayapi.Config{Service: svc, Store: st, Keys: keys, AllowAnonymous: anonymous,
+	s.handler = bayapi.New(bayapi.Config{Service: svc, Keys: keys, AllowAnonymous: anonymous,
 		Version: sandgateVersion(), Logger: ctx.Slogger()})
 	if s.MCP != "" {
 		s.mcp, err = loadMCPServer(ringKey, ctx.Slogger())

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // HandlerFunc is an admin route: it writes a success itself and returns any failure.
@@ -35,11 +36,15 @@ type Route struct {
 	Handler HandlerFunc
 }
 
-// Handler serves the routes against whatever Manager Manager returns at request time (nil: the sandboxes app is
-// not running).
+// Handler serves the routes through whatever service Service returns at request time (nil: the sandboxes app is
+// not running), as the operator (service.OperatorPrincipal): every owner's sandboxes, through the same road as
+// every dialect.
 type Handler struct {
-	Manager func() *sandboxes.Manager
+	Service func() *service.Service
 }
+
+// op is the operator's principal.
+func op() service.Principal { return service.OperatorPrincipal() }
 
 // Routes returns the admin routes.
 func (h *Handler) Routes() []Route {
@@ -52,9 +57,9 @@ func (h *Handler) Routes() []Route {
 	}
 }
 
-func (h *Handler) manager() (*sandboxes.Manager, error) {
-	if m := h.Manager(); m != nil {
-		return m, nil
+func (h *Handler) service() (*service.Service, error) {
+	if s := h.Service(); s != nil {
+		return s, nil
 	}
 	return nil, &Error{Status: http.StatusNotFound, Err: errors.New("the sandboxes app is not running")}
 }
@@ -64,11 +69,14 @@ func (h *Handler) pools(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	mgr, err := h.manager()
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
-	pools, conc := mgr.WarmPools()
+	pools, conc, err := svc.WarmPools(op())
+	if err != nil {
+		return ErrorFor(err)
+	}
 	if pools == nil {
 		pools = []sandboxes.PoolStats{}
 	}
@@ -91,22 +99,26 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	mgr, err := h.manager()
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
-	items, next, err := mgr.List(r.Context(), sandboxes.ListOptions{Owner: q.Get("owner"), Status: sandboxes.Status(q.Get("status")),
+	items, next, err := svc.ListAll(r.Context(), op(), sandboxes.ListOptions{Owner: q.Get("owner"), Status: sandboxes.Status(q.Get("status")),
 		Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		return ErrorFor(err)
 	}
-	return writeJSON(w, map[string]any{"items": items, "next_cursor": next, "stats": mgr.Stats()})
+	stats, err := svc.Stats(op())
+	if err != nil {
+		return ErrorFor(err)
+	}
+	return writeJSON(w, map[string]any{"items": items, "next_cursor": next, "stats": stats})
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := h.manager()
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
@@ -116,8 +128,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	if err := dec.Decode(&req); err != nil {
 		return &Error{Status: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", err)}
 	}
-	sb, err := mgr.Create(r.Context(), sandboxes.CreateRequest{Profile: req.Profile, Owner: req.Owner, TTL: req.TTL.Std(),
-		Env: req.Env, WorkspaceID: req.WorkspaceID})
+	// The operator creates on behalf of the owner the request names.
+	sb, err := svc.Create(r.Context(), service.Principal{Owner: req.Owner, Admin: true}, sandboxes.CreateRequest{Profile: req.Profile,
+		TTL: req.TTL.Std(), Env: req.Env, WorkspaceID: req.WorkspaceID})
 	if err != nil {
 		return ErrorFor(err)
 	}
@@ -127,7 +140,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) one(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := h.manager()
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
@@ -136,20 +149,20 @@ func (h *Handler) one(w http.ResponseWriter, r *http.Request) error {
 		return h.list(w, r)
 	}
 	if sid, ok := strings.CutSuffix(id, "/agent"); ok {
-		return h.agent(w, r, mgr, sid)
+		return h.agent(w, r, svc, sid)
 	}
 	if sid, action, ok := strings.Cut(id, "/"); ok {
-		return h.lifecycle(w, r, mgr, sid, action) // lifecycle.go
+		return h.lifecycle(w, r, svc, sid, action) // lifecycle.go
 	}
 	switch r.Method {
 	case http.MethodGet:
-		sb, err := mgr.Get(r.Context(), id)
+		sb, err := svc.Visible(r.Context(), op(), id)
 		if err != nil {
 			return ErrorFor(err)
 		}
 		return writeJSON(w, sb)
 	case http.MethodDelete:
-		if err := mgr.Delete(r.Context(), id); err != nil {
+		if err := svc.Delete(r.Context(), op(), id); err != nil {
 			return ErrorFor(err)
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -168,11 +181,14 @@ type agentAccess struct {
 // agent answers how to reach a running sandbox's agent directly, token included. The sandbox itself holds only the
 // token's digest, so this (the operator's own endpoint, which can already reconfigure everything) is the one place
 // outside the gateway's memory and store that shows it: for debugging an agent by hand, and for tests.
-func (h *Handler) agent(w http.ResponseWriter, r *http.Request, mgr *sandboxes.Manager, id string) error {
+func (h *Handler) agent(w http.ResponseWriter, r *http.Request, svc *service.Service, id string) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	t, ok := mgr.Resolve(id)
+	t, ok, err := svc.AgentAccess(op(), id)
+	if err != nil {
+		return ErrorFor(err)
+	}
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Err: fmt.Errorf("sandbox %s is not running", id)}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Error is a failed admin call: the status it is answered with and the error whose text becomes the message.
@@ -25,7 +26,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // operator, a browser and an API client see a sandbox's state alike, sandbox_expired 409 everywhere); a deadline
 // that passed as 504; anything else as 500. The message is the error's own text, in Caddy's admin envelope.
 func ErrorFor(err error) *Error {
-	if status, ok := sandboxroute.StatusOf(sandboxes.ErrorCode(err)); ok {
+	code := sandboxes.ErrorCode(err)
+	var se *service.Error
+	if code == "" && errors.As(err, &se) {
+		code = se.Code // the service's own checks (an expired sandbox) carry the core's codes
+	}
+	if status, ok := sandboxroute.StatusOf(code); ok {
 		return &Error{Status: status, Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestErrorForEveryCoreCode walks every core error code: each is answered with the edge's status (the edge's own
@@ -47,7 +48,7 @@ func TestErrorForEveryCoreCode(t *testing.T) {
 // TestRoutesWithoutManager: with no sandboxes app running every route answers 404, and a wrong method 405 before
 // the Manager is needed where the route checks it first.
 func TestRoutesWithoutManager(t *testing.T) {
-	h := &Handler{Manager: func() *sandboxes.Manager { return nil }}
+	h := &Handler{Service: func() *service.Service { return nil }}
 	for _, rt := range h.Routes() {
 		r := httptest.NewRequest(http.MethodGet, rt.Pattern, nil)
 		var ae *Error
@@ -59,5 +60,19 @@ func TestRoutesWithoutManager(t *testing.T) {
 	if err := h.pools(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/sandbox-pools", nil)); !errors.As(err, &ae) ||
 		ae.Status != http.StatusMethodNotAllowed {
 		t.Errorf("POST /sandbox-pools: %v", err)
+	}
+}
+
+// TestErrorForEveryServiceCode: the service's checks the operator meets (an expired sandbox, a missing snapshot)
+// carry the core's codes and are answered with the edge's status for them; the service's own codes are 500s.
+func TestErrorForEveryServiceCode(t *testing.T) {
+	for _, code := range service.ErrorCodes() {
+		want, ok := sandboxroute.StatusOf(code)
+		if !ok {
+			want = http.StatusInternalServerError
+		}
+		if got := ErrorFor(fmt.Errorf("pausing: %w", service.Errorf(code, "refused"))); got.Status != want {
+			t.Errorf("ErrorFor(service %s) = %d, want %d", code, got.Status, want)
+		}
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Pause, resume, fork and snapshots on the admin endpoint: the operator's own, so no owner scoping.
 
-func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandboxes.Manager, id, action string) error {
+func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, svc *service.Service, id, action string) error {
 	if r.Method != http.MethodPost {
 		return methodNotAllowed(r)
 	}
@@ -21,11 +22,11 @@ func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbox
 	)
 	switch action {
 	case "pause":
-		v, err = mgr.Pause(r.Context(), id)
+		v, err = svc.Pause(r.Context(), op(), id)
 	case "resume":
-		v, err = mgr.Resume(r.Context(), id)
+		v, err = svc.Resume(r.Context(), op(), id)
 	case "fork":
-		v, err = mgr.Fork(r.Context(), id, sandboxes.ForkRequest{})
+		v, err = svc.ForkAs(r.Context(), op(), id, sandboxes.ForkRequest{})
 	case "snapshots":
 		var req struct {
 			Name string `json:"name"`
@@ -37,7 +38,7 @@ func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbox
 				return &Error{Status: http.StatusBadRequest, Err: fmt.Errorf("decoding the request: %w", derr)}
 			}
 		}
-		v, err = mgr.CreateSnapshot(r.Context(), id, sandboxes.SnapshotRequest{Name: req.Name})
+		v, err = svc.CreateSnapshot(r.Context(), op(), id, sandboxes.SnapshotRequest{Name: req.Name})
 	default:
 		return &Error{Status: http.StatusNotFound, Err: fmt.Errorf("unknown sandbox action %q", action)}
 	}
@@ -48,26 +49,33 @@ func (h *Handler) lifecycle(w http.ResponseWriter, r *http.Request, mgr *sandbox
 }
 
 func (h *Handler) snapshots(w http.ResponseWriter, r *http.Request) error {
-	mgr, err := h.manager()
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
 	id := strings.Trim(strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/sandbox-snapshots"), "/"), "/")
 	switch {
 	case id == "" && r.Method == http.MethodGet:
-		list, err := mgr.Snapshots(r.Context(), r.URL.Query().Get("owner"))
+		all, err := svc.Snapshots(r.Context(), op(), "")
 		if err != nil {
 			return ErrorFor(err)
 		}
+		owner := r.URL.Query().Get("owner")
+		list := all[:0]
+		for _, s := range all {
+			if owner == "" || s.Owner == owner {
+				list = append(list, s)
+			}
+		}
 		return writeJSON(w, map[string]any{"items": list})
 	case id != "" && r.Method == http.MethodGet:
-		s, err := mgr.GetSnapshot(r.Context(), id)
+		s, err := svc.GetSnapshot(r.Context(), op(), id)
 		if err != nil {
 			return ErrorFor(err)
 		}
 		return writeJSON(w, s)
 	case id != "" && r.Method == http.MethodDelete:
-		if err := mgr.DeleteSnapshot(r.Context(), id); err != nil {
+		if err := svc.DeleteSnapshot(r.Context(), op(), id); err != nil {
 			return ErrorFor(err)
 		}
 		w.WriteHeader(http.StatusNoContent)

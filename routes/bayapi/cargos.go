@@ -37,7 +37,7 @@ func (h *Handler) createCargo(w http.ResponseWriter, r *http.Request, p service.
 		}
 		// The volume exists when the answer arrives (Bay's cargo manager creates it in the request), not at the
 		// first mount.
-		c, err := h.svc.Sandboxes().CreateWorkspace(r.Context(), sandboxes.WorkspaceSpec{Owner: p.Owner, SizeLimitMB: int(size), Backend: cargoBackend})
+		c, err := h.svc.CreateWorkspace(r.Context(), p, sandboxes.WorkspaceSpec{SizeLimitMB: int(size), Backend: cargoBackend})
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -55,11 +55,7 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p service.P
 	if !decodeOrFail(w, q) {
 		return
 	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
-	all, err := h.svc.Sandboxes().Workspaces(r.Context(), owner)
+	all, err := h.svc.Workspaces(r.Context(), p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -86,14 +82,9 @@ func (h *Handler) listCargos(w http.ResponseWriter, r *http.Request, p service.P
 }
 
 func (h *Handler) ownCargo(w http.ResponseWriter, r *http.Request, p service.Principal) (*sandboxes.Workspace, bool) {
-	id := r.PathValue("cid")
-	c, err := h.svc.Sandboxes().Workspace(r.Context(), id)
-	if err != nil && service.AsError(err).Code != service.CodeNotFound {
+	c, err := h.svc.Workspace(r.Context(), p, r.PathValue("cid"))
+	if err != nil {
 		writeError(w, r, err)
-		return nil, false
-	}
-	if c == nil || (!p.Admin && c.Owner != p.Owner) {
-		writeError(w, r, service.Errorf(service.CodeNotFound, "Cargo not found: %s", id))
 		return nil, false
 	}
 	return c, true
@@ -112,7 +103,7 @@ func (h *Handler) deleteCargo(w http.ResponseWriter, r *http.Request, p service.
 	if !ok {
 		return
 	}
-	err := h.svc.Sandboxes().DeleteWorkspace(r.Context(), c.ID)
+	err := h.svc.DeleteWorkspace(r.Context(), p, c.ID)
 	var inUse *sandboxes.Error
 	switch {
 	case errors.As(err, &inUse) && inUse.Code == sandboxes.CodeWorkspaceInUse:

@@ -50,3 +50,29 @@ func TestErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCodeMapped walks every code the core and the service can carry: each has a row in Bay's one table
+// (codeWire), reached through service.AsError, and only internal_error answers 500, with the core's two failures
+// of the gateway's own setup (its engine, a profile's image missing from it), which the service reports as
+// internal_error. A new code without a row fails here.
+func TestEveryCodeMapped(t *testing.T) {
+	for _, code := range service.ErrorCodes() {
+		w, ok := codeWire[code]
+		if !ok {
+			t.Errorf("service code %q has no row in codeWire", code)
+			continue
+		}
+		if w.status == 500 && code != service.CodeInternal {
+			t.Errorf("service code %q answers 500", code)
+		}
+	}
+	for _, code := range sandboxes.ErrorCodes() {
+		e := service.AsError(sandboxes.Errorf(code, "x"))
+		if _, ok := codeWire[e.Code]; !ok {
+			t.Errorf("core code %q becomes %q, which has no row in codeWire", code, e.Code)
+		}
+		if wire(e).status == 500 && code != sandboxes.CodeEngine && code != sandboxes.CodeImageNotFound {
+			t.Errorf("core code %q answers 500", code)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,224 +13,29 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// fakeManager is an in-memory lifecycle with the Manager's observable behaviour: created sandboxes become ready by
-// themselves, EnsureRunning starts idle ones, typed errors.
-type fakeManager struct {
-	mu       sync.Mutex
-	profiles []sandboxes.Profile
-	boxes    map[string]*sandboxes.Sandbox
-	order    []string
-	ensured  int
-	notReady bool
-	// startupFailure makes every start fail as the agent's start-up customisation does, with this message.
-	startupFailure string
-	now            func() time.Time
-	// store keeps the workspace records, as the Manager's one store does.
-	store *sandboxes.BoltStore
+// newFakeManager is the core's test double as Bay's tests need it: Bay's two profiles, sandboxes that start
+// "sandbox-<12 hex>" and become ready by themselves (a read after the create finds them ready), expiry on the
+// test's clock, workspace records in the API's store, every agent at agent:7777.
+func newFakeManager(now func() time.Time, st *sandboxes.BoltStore) *sandboxestest.Core {
+	m := sandboxestest.New([]sandboxes.Profile{
+		{ID: "python-default", Image: "sandgate/sandbox:base", Capabilities: []string{"filesystem", "shell", "python"},
+			Resources: sandboxes.Resources{CPUs: 1, Memory: "1g"}, IdleTimeout: sandboxes.Duration(30 * time.Minute)},
+		{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
+	})
+	m.Now, m.ReadyOnRead, m.CreatedStatus, m.Store = now, true, sandboxes.StatusStarting, st
+	m.NewID = func(int, sandboxes.CreateRequest) string { return service.NewID("sandbox-") }
+	m.NewWorkspaceID = func() string { return service.NewID("ws-") }
+	m.AgentAddr, m.AgentToken = "agent:7777", "t"
+	return m
 }
 
-func newFakeManager(now func() time.Time) *fakeManager {
-	return &fakeManager{
-		now:   now,
-		boxes: map[string]*sandboxes.Sandbox{},
-		profiles: []sandboxes.Profile{
-			{ID: "python-default", Image: "sandgate/sandbox:base", Capabilities: []string{"filesystem", "shell", "python"},
-				Resources: sandboxes.Resources{CPUs: 1, Memory: "1g"}, IdleTimeout: sandboxes.Duration(30 * time.Minute)},
-			{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
-		},
-	}
-}
-
-func (m *fakeManager) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var prof *sandboxes.Profile
-	for i := range m.profiles {
-		if m.profiles[i].ID == req.Profile {
-			prof = &m.profiles[i]
-		}
-	}
-	if prof == nil {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeUnknownProfile, "no profile %q", req.Profile)
-	}
-	id := service.NewID("sandbox-")
-	ws := req.WorkspaceID
-	if ws == "" {
-		ws = "ws-" + strings.TrimPrefix(id, "sandbox-")
-		if spec := req.RecordWorkspace; spec != nil {
-			now := m.now().UTC()
-			if err := m.store.PutCargo(&sandboxes.Workspace{ID: ws, Owner: req.Owner, Managed: true, ManagedBySandboxID: &id,
-				Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB, CreatedAt: now, LastAccessedAt: now}); err != nil {
-				return sandboxes.Sandbox{}, err
-			}
-		}
-	}
-	sb := &sandboxes.Sandbox{ID: id, Profile: prof.ID, Owner: req.Owner, Status: sandboxes.StatusStarting,
-		Capabilities: prof.Capabilities, WorkspaceID: ws, CreatedAt: m.now()}
-	if req.TTL > 0 {
-		exp := m.now().Add(req.TTL)
-		sb.ExpiresAt = &exp
-	}
-	m.boxes[id] = sb
-	m.order = append(m.order, id)
-	return *sb, nil
-}
-
-func (m *fakeManager) CreateWorkspace(_ context.Context, spec sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
-	now := m.now().UTC()
-	w := &sandboxes.Workspace{ID: service.NewID("ws-"), Owner: spec.Owner, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB,
-		CreatedAt: now, LastAccessedAt: now}
-	return w, m.store.PutCargo(w)
-}
-
-func (m *fakeManager) Workspace(_ context.Context, id string) (*sandboxes.Workspace, error) {
-	w, err := m.store.Cargo(id)
-	if err == nil && w == nil {
-		err = sandboxes.Errorf(sandboxes.CodeNotFound, "workspace %s not found", id)
-	}
-	return w, err
-}
-
-func (m *fakeManager) Workspaces(_ context.Context, owner string) ([]*sandboxes.Workspace, error) {
-	all, err := m.store.Cargos()
-	var out []*sandboxes.Workspace
-	for _, w := range all {
-		if owner == "" || w.Owner == owner {
-			out = append(out, w)
-		}
-	}
-	return out, err
-}
-
-// DeleteWorkspace refuses while a sandbox that has not expired mounts the workspace, as the Manager does.
-func (m *fakeManager) DeleteWorkspace(_ context.Context, id string) error {
-	m.mu.Lock()
-	var users []string
-	for _, sb := range m.boxes {
-		if sb.WorkspaceID == id && sb.Status != sandboxes.StatusExpired {
-			users = append(users, sb.ID)
-		}
-	}
-	m.mu.Unlock()
-	if len(users) > 0 {
-		return &sandboxes.Error{Code: sandboxes.CodeWorkspaceInUse, Message: "in use",
-			Details: map[string]any{"active_sandbox_ids": users, "workspace_id": id}}
-	}
-	return m.store.DeleteCargo(id)
-}
-
-// Get reports a starting sandbox as ready on the next read: it warms up by itself.
-func (m *fakeManager) Get(_ context.Context, id string) (sandboxes.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sb, ok := m.boxes[id]
-	if !ok {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
-	}
-	out := *sb
-	if sb.Status == sandboxes.StatusStarting {
-		sb.Status = sandboxes.StatusReady
-	}
-	if sb.ExpiresAt != nil && m.now().After(*sb.ExpiresAt) {
-		sb.Status = sandboxes.StatusExpired
-		out.Status = sandboxes.StatusExpired
-	}
-	return out, nil
-}
-
-func (m *fakeManager) List(_ context.Context, o sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ids := slices.Clone(m.order)
-	sort.Strings(ids)
-	var out []sandboxes.Sandbox
-	for _, id := range ids {
-		sb := m.boxes[id]
-		if (o.Owner != "" && sb.Owner != o.Owner) || (o.Status != "" && sb.Status != o.Status) || (o.Cursor != "" && id <= o.Cursor) {
-			continue
-		}
-		if o.Limit > 0 && len(out) == o.Limit {
-			return out, out[len(out)-1].ID, nil
-		}
-		out = append(out, *sb)
-	}
-	return out, "", nil
-}
-
-func (m *fakeManager) Hold(_ context.Context, id string) (sandboxes.Target, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sb, ok := m.boxes[id]
-	if !ok {
-		return sandboxes.Target{}, sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
-	}
-	if m.notReady {
-		return sandboxes.Target{}, sandboxes.Errorf(sandboxes.CodeNotReady, "sandbox %s is starting", id)
-	}
-	if m.startupFailure != "" {
-		sb.Status = sandboxes.StatusFailed
-		sb.LastError = sandboxes.CodeStartupFailed + ": sandbox start-up failed: " + m.startupFailure
-		return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeStartupFailed,
-			Message: "sandbox " + id + " could not be started: " + sb.LastError, Details: map[string]any{"last_error": sb.LastError}}
-	}
-	m.ensured++
-	sb.Status = sandboxes.StatusReady
-	idle := m.now().Add(30 * time.Minute)
-	sb.IdleExpiresAt = &idle
-	return sandboxes.Target{SandboxID: id, Addr: "agent:7777", Token: "t"}, nil
-}
-
-func (m *fakeManager) Stop(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if sb, ok := m.boxes[id]; ok {
-		sb.Status = sandboxes.StatusIdle
-		sb.IdleExpiresAt = nil
-		return nil
-	}
-	return sandboxes.Errorf(sandboxes.CodeNotFound, "sandbox %s not found", id)
-}
-
-func (m *fakeManager) Keepalive(_ context.Context, id string) error {
-	if _, err := m.Get(context.Background(), id); err != nil {
-		return err
-	}
-	return nil
-}
-
-func (m *fakeManager) ExtendTTL(_ context.Context, id string, by time.Duration) (sandboxes.Sandbox, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sb := m.boxes[id]
-	base := *sb.ExpiresAt
-	if m.now().After(base) {
-		base = m.now()
-	}
-	exp := base.Add(by)
-	sb.ExpiresAt = &exp
-	return *sb, nil
-}
-
-// Delete drops the record of the sandbox's managed workspace with it, as the Manager does however a sandbox goes.
-func (m *fakeManager) Delete(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if sb := m.boxes[id]; sb != nil {
-		if w, err := m.store.Cargo(sb.WorkspaceID); err == nil && w != nil && w.Managed && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
-			if err := m.store.DeleteCargo(w.ID); err != nil {
-				return err
-			}
-		}
-	}
-	delete(m.boxes, id)
-	m.order = slices.DeleteFunc(m.order, func(x string) bool { return x == id })
-	return nil
-}
-
-func (m *fakeManager) Profiles() []sandboxes.Profile { return m.profiles }
+// lifecycleOnly is a Manager without pause, snapshots or the other optional surfaces: the backend Bay's unit
+// tests run on (TestLifecycleOpsWithoutBackend pins its answers).
+type lifecycleOnly struct{ service.Sandboxes }
 
 // fakeAgent keeps a workspace in memory and runs a few shell commands.
 type fakeAgent struct {

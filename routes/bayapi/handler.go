@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -15,7 +14,6 @@ import (
 type Config struct {
 	// Service runs the operations; the handler translates Bay's requests and answers around it.
 	Service *service.Service
-	Store   *sandboxes.BoltStore
 	Keys    *service.KeyRing
 	// AllowAnonymous lets calls without a token through, owned by X-Owner or "default" (Bay's allow_anonymous).
 	AllowAnonymous bool
@@ -57,9 +55,6 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Keys == nil {
 		cfg.Keys, _ = service.NewKeyRing(nil)
-	}
-	if cfg.Store != nil {
-		cfg.Store.SetLogger(cfg.Logger)
 	}
 	h := &Handler{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), idem: newIdempotencyCache(time.Hour, cfg.Now),
 		spool: newSpoolSlots(cfg.MaxSpooledUploads, cfg.MaxSpooledUploadsPerOwner)}

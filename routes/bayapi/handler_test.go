@@ -18,6 +18,7 @@ import (
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -30,7 +31,7 @@ const (
 type testAPI struct {
 	srv   *httptest.Server
 	h     *Handler
-	mgr   *fakeManager
+	mgr   *sandboxestest.Core
 	agent *fakeAgent
 	clock *fakeClock
 }
@@ -75,11 +76,10 @@ func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testA
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, agent := newFakeManager(clock.Now), newFakeAgent()
-	mgr.store = st
+	mgr, agent := newFakeManager(clock.Now, st), newFakeAgent()
 	cfg := testConfig{
-		Config: Config{Store: st, Keys: keys, Version: "test", Now: clock.Now},
-		svc: service.Config{Sandboxes: mgr, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
+		Config: Config{Keys: keys, Version: "test", Now: clock.Now},
+		svc: service.Config{Sandboxes: lifecycleOnly{mgr}, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
 			Exports: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
 	}
 	for _, m := range mutate {
@@ -180,8 +180,8 @@ func TestAstrBotSequence(t *testing.T) {
 	if err != nil || sb.Status != "ready" || len(sb.Containers) != 1 {
 		t.Fatalf("wait ready: %+v %v", sb, err)
 	}
-	if a.mgr.ensured != 0 {
-		t.Errorf("readiness needed %d exec-triggered starts; the sandbox must become ready by itself", a.mgr.ensured)
+	if a.mgr.Holds() != 0 {
+		t.Errorf("readiness needed %d exec-triggered starts; the sandbox must become ready by itself", a.mgr.Holds())
 	}
 
 	if res, err := c.Shell(ctx, id, "echo mkdir -p skills", 30); err != nil || !res.Success || res.ExitCode != 0 ||
@@ -276,8 +276,8 @@ func TestIdleSandboxStartsWithinTheCall(t *testing.T) {
 		t.Fatalf("after stop: %d %v", st, out)
 	}
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/shell/exec", keyAlice, map[string]any{"command": "true"})
-	if st != 200 || out["success"] != true || a.mgr.ensured != 1 {
-		t.Fatalf("exec on idle: %d %v ensured=%d", st, out, a.mgr.ensured)
+	if st != 200 || out["success"] != true || a.mgr.Holds() != 1 {
+		t.Fatalf("exec on idle: %d %v ensured=%d", st, out, a.mgr.Holds())
 	}
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "ready" {
 		t.Errorf("after exec: %v", out)
@@ -405,13 +405,13 @@ func TestShellTimeoutAndCwd(t *testing.T) {
 func TestSessionNotReadyAndExpired(t *testing.T) {
 	a := newTestAPI(t)
 	id := a.create(t, keyAlice, map[string]any{"ttl": 60})
-	a.mgr.notReady = true
+	a.mgr.HoldErr = sandboxes.Errorf(sandboxes.CodeNotReady, "sandbox %s is starting", id)
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/python/exec", keyAlice, map[string]any{"code": "1"})
 	d, _ := out["error"].(map[string]any)["details"].(map[string]any)
 	if st != 503 || errCode(out) != "session_not_ready" || d["sandbox_id"] != id || d["retry_after_ms"] == nil {
 		t.Fatalf("not ready: %d %v", st, out)
 	}
-	a.mgr.notReady = false
+	a.mgr.HoldErr = nil
 	a.clock.Advance(2 * time.Minute)
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "expired" {
 		t.Fatalf("status after ttl: %v", out)
@@ -432,7 +432,7 @@ func TestStartupFailure(t *testing.T) {
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["last_error"] != nil || !hasKey(out, "last_error") {
 		t.Errorf("a healthy sandbox's last_error: %v", out)
 	}
-	a.mgr.startupFailure = "ERROR: No matching distribution found for nope==1"
+	a.mgr.StartupFailure = "ERROR: No matching distribution found for nope==1"
 	for _, path := range []string{"/shell/exec", "/python/exec"} {
 		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+path, keyAlice, map[string]any{"command": "true", "code": "1"})
 		d, _ := out["error"].(map[string]any)["details"].(map[string]any)

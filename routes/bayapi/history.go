@@ -28,10 +28,6 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
 	var want []string
 	for _, t := range strings.Split(tags, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -50,7 +46,7 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 		return true
 	}
 	// Only the page is held in memory; total counts every match.
-	page, total, err := h.cfg.Store.HistoryPage(id, keep, int(offset), int(limit))
+	page, total, err := h.svc.History(r.Context(), p, id, keep, int(offset), int(limit))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -81,11 +77,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.
 	if !decodeOrFail(w, q) {
 		return
 	}
-	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	all, _, err := h.cfg.Store.HistoryPage(id, func(e *sandboxes.HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
+	all, _, err := h.svc.History(r.Context(), p, id, func(e *sandboxes.HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -105,11 +97,7 @@ func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.
 
 func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id, eid := r.PathValue("id"), r.PathValue("eid")
-	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	found, _, err := h.cfg.Store.HistoryPage(id, func(e *sandboxes.HistoryEntry) bool { return e.ID == eid }, 0, 1)
+	found, _, err := h.svc.History(r.Context(), p, id, func(e *sandboxes.HistoryEntry) bool { return e.ID == eid }, 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -130,11 +118,7 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p service
 	if !decodeOrFail(w, f) {
 		return
 	}
-	if _, err := h.svc.Visible(r.Context(), p, id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	e, ok, err := h.cfg.Store.UpdateHistory(id, eid, func(e *sandboxes.HistoryEntry) {
+	e, err := h.svc.UpdateHistory(r.Context(), p, id, eid, func(e *sandboxes.HistoryEntry) {
 		if desc != nil {
 			e.Description = desc
 		}
@@ -147,10 +131,6 @@ func (h *Handler) patchHistory(w http.ResponseWriter, r *http.Request, p service
 	})
 	if err != nil {
 		writeError(w, r, err)
-		return
-	}
-	if !ok {
-		writeError(w, r, service.Errorf(service.CodeNotFound, "Execution not found: %s", eid))
 		return
 	}
 	writeJSON(w, http.StatusOK, e)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // Reserved metadata keys: what the dialect must remember of a create (its image and entrypoint, answered on every
@@ -48,7 +49,7 @@ func decodeJSON(r *http.Request, limit int64, v any) *Error {
 	return nil
 }
 
-func (h *Handler) create(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	var req CreateRequest
 	if e := decodeJSON(r, maxCreateBody, &req); e != nil {
 		writeError(w, e)
@@ -59,13 +60,13 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, e)
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Create(r.Context(), creq)
+	sb, err := h.cfg.Service.Create(r.Context(), p, creq)
 	if err != nil {
 		writeError(w, toError(err))
 		return
 	}
 	h.cfg.Logger.Info("opensandbox create", "sandbox", sb.ID, "owner", p.Owner, "profile", sb.Profile, "image", image)
-	out := present(sb)
+	out := present(&sb)
 	out.Image = nil // OpenSandbox's create answer carries no image
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
 	writeJSON(w, http.StatusAccepted, out)
@@ -73,7 +74,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // translateCreate checks an OpenSandbox create body and turns it into the core's request. Whatever sandgate cannot
 // honour is refused with a typed error naming the field, never dropped.
-func (h *Handler) translateCreate(req CreateRequest, p Principal) (sandboxes.CreateRequest, string, *Error) {
+func (h *Handler) translateCreate(req CreateRequest, p service.Principal) (sandboxes.CreateRequest, string, *Error) {
 	bad := func(code, format string, args ...any) (sandboxes.CreateRequest, string, *Error) {
 		return sandboxes.CreateRequest{}, "", errorf(http.StatusBadRequest, code, format, args...)
 	}
@@ -202,7 +203,7 @@ func (h *Handler) profileFor(uri, named string) (prof sandboxes.Profile, anyImag
 		return sandboxes.Profile{}, false, errorf(http.StatusBadRequest, CodeImageNotSupported, "image.uri: %v", err)
 	}
 	var candidates []sandboxes.Profile
-	for _, p := range h.cfg.Sandboxes.Profiles() {
+	for _, p := range h.cfg.Service.Profiles() {
 		if named == "" || p.ID == named {
 			candidates = append(candidates, p)
 		}

@@ -22,7 +22,7 @@ func TestCreateAnyImage(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("create: %d %v", resp.StatusCode, m)
 	}
-	c := rg.f.creates[0]
+	c := rg.f.Creates()[0]
 	if c.Profile != "anyimage" || c.Image == nil || c.Image.Image != "fastgpt-agent-sandbox:v4.14" ||
 		!slices.Equal(c.Image.Entrypoint, []string{"/home/sandbox/entrypoint.sh"}) {
 		t.Fatalf("core request %+v image %+v", c, c.Image)
@@ -39,7 +39,7 @@ func TestCreateAnyImage(t *testing.T) {
 	}
 	// Our own image with limits: the same limits, and the entrypoint stays a service of our agent.
 	rg.create(keyAlice, strings.Replace(fastGPTBody, `"cpu":"2","memory":"4096Mi"`, `"cpu":"500m","memory":"512Mi"`, 1))
-	if c := rg.f.creates[1]; c.Image != nil || c.Resources.CPUs != 0.5 || c.Resources.Memory != "536870912" || c.Env[sandboxes.EnvServices] == "" {
+	if c := rg.f.Creates()[1]; c.Image != nil || c.Resources.CPUs != 0.5 || c.Resources.Memory != "536870912" || c.Env[sandboxes.EnvServices] == "" {
 		t.Errorf("own image: %+v", c)
 	}
 }
@@ -74,8 +74,8 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("image %q: %d %v", uri, resp.StatusCode, m)
 		}
 	}
-	if len(rg.f.creates) != 0 {
-		t.Fatalf("refused images reached the core: %+v", rg.f.creates)
+	if len(rg.f.Creates()) != 0 {
+		t.Fatalf("refused images reached the core: %+v", rg.f.Creates())
 	}
 	// Spellings of allowed images are one image each, and the core is given the canonical one.
 	for uri, want := range map[string]string{
@@ -89,11 +89,11 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("allowed %q: %d %v", uri, resp.StatusCode, m)
 			continue
 		}
-		c := rg.f.creates[len(rg.f.creates)-1]
+		c := rg.f.Creates()[len(rg.f.Creates())-1]
 		if c.Image == nil || c.Profile != "anyimage" {
 			t.Errorf("allowed %q: %+v", uri, c)
 		}
-		if p, err := rg.f.profiles[4].WithImage(*c.Image); err != nil || p.Image != want {
+		if p, err := rg.f.Profiles()[4].WithImage(*c.Image); err != nil || p.Image != want {
 			t.Errorf("allowed %q runs %q (%v), want %q", uri, p.Image, err, want)
 		}
 	}
@@ -106,7 +106,7 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 		`"cpu":"2","memory":"4Gi"`:   {}, // the profile's own, so a warm member can still be claimed
 	} {
 		rg.create(keyAlice, strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1))
-		if got := rg.f.creates[len(rg.f.creates)-1].Resources; got != want {
+		if got := rg.f.Creates()[len(rg.f.Creates())-1].Resources; got != want {
 			t.Errorf("limits %s: core asked for %+v, want %+v", limits, got, want)
 		}
 	}

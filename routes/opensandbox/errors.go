@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // OpenSandbox's error codes (server/opensandbox_server/services/constants.py and middleware/auth.py), plus a few of
@@ -35,6 +36,10 @@ const (
 	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"
 	CodeProxyUnavailable       = "SANDBOX::PROXY_UNAVAILABLE"
 	CodeStorageFull            = "SANDBOX::STORAGE_FULL"
+	CodeConflict               = "SANDBOX::CONFLICT"
+	CodeTooLarge               = "SANDBOX::PAYLOAD_TOO_LARGE"
+	CodeForbidden              = "SANDBOX::FORBIDDEN"
+	CodeRateLimited            = "SANDBOX::RATE_LIMITED"
 	codeSandboxNotFoundMessage = "sandbox %s not found"
 )
 
@@ -76,10 +81,32 @@ var lifecycleErrors = map[string]struct {
 	sandboxes.CodeInvalidState:     {http.StatusConflict, CodeSandboxNotRunning},
 	sandboxes.CodeStartupFailed:    {http.StatusInternalServerError, CodeStartFailed},
 	sandboxes.CodeStorageFull:      {http.StatusInsufficientStorage, CodeStorageFull},
+	sandboxes.CodeSnapshotNotFound: {http.StatusNotFound, CodeNotFound},
+	sandboxes.CodeSnapshotTooLarge: {http.StatusRequestEntityTooLarge, CodeTooLarge},
+	sandboxes.CodeWorkspaceInUse:   {http.StatusConflict, CodeConflict},
 }
 
-// toError maps any error onto the wire: our own *Error as it is, a lifecycle error through the table, anything
-// else as an internal error whose text stays in the log.
+// serviceErrors maps the service's own codes (service.ErrorCodes that are not the core's: a service error with a
+// core code goes through lifecycleErrors) onto OpenSandbox's statuses and codes.
+var serviceErrors = map[string]struct {
+	status int
+	code   string
+}{
+	service.CodeInvalidPath:     {http.StatusBadRequest, CodeInvalidRequest},
+	service.CodeUnauthorized:    {http.StatusUnauthorized, CodeInvalidAPIKey},
+	service.CodeForbidden:       {http.StatusForbidden, CodeForbidden},
+	service.CodeFileNotFound:    {http.StatusNotFound, CodeNotFound},
+	service.CodeConflict:        {http.StatusConflict, CodeConflict},
+	service.CodeInternal:        {http.StatusInternalServerError, CodeInternal},
+	service.CodeShipError:       {http.StatusBadGateway, CodeProxyUnavailable},
+	service.CodePayloadTooLarge: {http.StatusRequestEntityTooLarge, CodeTooLarge},
+	service.CodeRateLimited:     {http.StatusTooManyRequests, CodeRateLimited},
+	service.CodeNoSpace:         {http.StatusInsufficientStorage, CodeStorageFull},
+}
+
+// toError maps any error onto the wire: our own *Error as it is, a lifecycle error through the table, a service
+// error through the same table by its code (the service's own codes through serviceErrors), anything else as an
+// internal error whose text stays in the log.
 func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -93,6 +120,16 @@ func toError(err error) *Error {
 				msg += " (" + se.Hint + ")"
 			}
 			return &Error{Status: m.status, Code: m.code, Message: msg}
+		}
+	}
+	var sv *service.Error
+	if errors.As(err, &sv) {
+		m, ok := lifecycleErrors[sv.Code]
+		if !ok {
+			m, ok = serviceErrors[sv.Code]
+		}
+		if ok && sv.Code != service.CodeInternal {
+			return &Error{Status: m.status, Code: m.code, Message: sv.Message}
 		}
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}

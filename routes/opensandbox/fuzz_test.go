@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // FuzzProxyPath: whatever a tenant puts in a proxy path, an admitted rest never resolves outside the route.
@@ -61,13 +62,13 @@ func FuzzCreateBody(f *testing.F) {
 	f.Add(`{"image":{"uri":"registry.example/team/../x:1"},"entrypoint":["sh"],"resourceLimits":{"cpu":"0.001","memory":"99999Ti"}}`)
 	f.Add(`{"image":{"uri":"fastgpt-agent-sandbox"},"entrypoint":["tail","-f","/dev/null"],"extensions":{"sandgate.profile":"base"}}`)
 	fake := newFake("127.0.0.1:1")
-	h := New(Config{Sandboxes: fake})
+	h := New(Config{Service: service.New(service.Config{Sandboxes: fake})})
 	f.Fuzz(func(t *testing.T, body string) {
 		var req CreateRequest
 		if err := jsonUnmarshal(body, &req); err != nil {
 			return
 		}
-		creq, _, e := h.translateCreate(req, Principal{Owner: "o"})
+		creq, _, e := h.translateCreate(req, service.Principal{Owner: "o"})
 		if e != nil {
 			if e.Code == "" || e.Status == 0 {
 				t.Fatalf("untyped refusal %+v", e)
@@ -79,7 +80,7 @@ func FuzzCreateBody(f *testing.F) {
 		}
 		// The image that will run is the profile's own, or one its allowed_images admits in canonical form.
 		var prof sandboxes.Profile
-		for _, p := range fake.profiles {
+		for _, p := range fake.Profiles() {
 			if p.ID == creq.Profile {
 				prof = p
 			}

@@ -10,33 +10,12 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// Sandboxes is what the dialect needs of the lifecycle Manager (*sandboxes.Manager implements it).
-type Sandboxes interface {
-	Create(ctx context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error)
-	Get(ctx context.Context, id string) (*sandboxes.Sandbox, error)
-	List(ctx context.Context, opts sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error)
-	Delete(ctx context.Context, id string) error
-	PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*sandboxes.Sandbox, error)
-	Pause(ctx context.Context, id string) (*sandboxes.Sandbox, error)
-	Resume(ctx context.Context, id string) (*sandboxes.Sandbox, error)
-	ExtendTTL(ctx context.Context, id string, by time.Duration) (*sandboxes.Sandbox, error)
-	EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error)
-	Acquire(id string) (func(), error)
-	AccessKey(id, purpose string) (string, error)
-	Profiles() []sandboxes.Profile
-}
-
-// Principal is who is calling: the owner a key belongs to, and whether it is an admin key (sees every owner).
-type Principal struct {
-	Owner string
-	Admin bool
-}
-
-// Keys resolves an API key to its principal: the REST API's keys, so one key works on both APIs.
+// Keys resolves an API key to its principal: the REST API's keys, so one key works on both APIs (*service.KeyRing).
 type Keys interface {
-	Lookup(key string) (Principal, bool)
+	Lookup(key string) (service.Principal, bool)
 }
 
 // Forwarder sends an admitted proxy request, already pointed at the agent's path, to the sandbox's agent at t with
@@ -47,8 +26,9 @@ type Forwarder interface {
 
 // Config wires the handler.
 type Config struct {
-	Sandboxes Sandboxes
-	Keys      Keys
+	// Service is the one road into the core: every lifecycle call and owner check goes through it.
+	Service *service.Service
+	Keys    Keys
 	// EndpointHost is the host[:port][/prefix] endpoints name (no scheme); empty uses the request's Host.
 	EndpointHost string
 	// MaxTimeout caps a create's timeout; 0: no cap beyond the Manager's.
@@ -68,7 +48,7 @@ type Handler struct {
 
 type route struct {
 	method, path string
-	h            func(http.ResponseWriter, *http.Request, Principal)
+	h            func(http.ResponseWriter, *http.Request, service.Principal)
 }
 
 // New builds the handler.
@@ -159,31 +139,32 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, fwd Forwarder) {
 // APIKeyHeader carries the API key, as OpenSandbox's SDKs send it.
 const APIKeyHeader = "OPEN-SANDBOX-API-KEY"
 
-func (h *Handler) authenticate(r *http.Request) (Principal, *Error) {
+func (h *Handler) authenticate(r *http.Request) (service.Principal, *Error) {
 	key := strings.TrimSpace(r.Header.Get(APIKeyHeader))
 	if key == "" {
-		return Principal{}, errorf(http.StatusUnauthorized, CodeMissingAPIKey, "the %s header is required", APIKeyHeader)
+		return service.Principal{}, errorf(http.StatusUnauthorized, CodeMissingAPIKey, "the %s header is required", APIKeyHeader)
 	}
 	if h.cfg.Keys == nil {
-		return Principal{}, errorf(http.StatusUnauthorized, CodeInvalidAPIKey, "invalid API key")
+		return service.Principal{}, errorf(http.StatusUnauthorized, CodeInvalidAPIKey, "invalid API key")
 	}
 	p, ok := h.cfg.Keys.Lookup(key)
 	if !ok {
-		return Principal{}, errorf(http.StatusUnauthorized, CodeInvalidAPIKey, "invalid API key")
+		return service.Principal{}, errorf(http.StatusUnauthorized, CodeInvalidAPIKey, "invalid API key")
 	}
 	return p, nil
 }
 
-// visible finds a sandbox the principal may see: another owner's sandbox answers exactly as a missing one.
-func (h *Handler) visible(ctx context.Context, p Principal, id string) (*sandboxes.Sandbox, *Error) {
-	sb, err := h.cfg.Sandboxes.Get(ctx, id)
+// visible finds a sandbox the principal may see (service.Visible): another owner's sandbox answers exactly as a
+// missing one.
+func (h *Handler) visible(ctx context.Context, p service.Principal, id string) (*sandboxes.Sandbox, *Error) {
+	sb, err := h.cfg.Service.Visible(ctx, p, id)
 	if err != nil {
+		if service.AsError(err).Code == service.CodeNotFound {
+			return nil, notFound(id)
+		}
 		return nil, toError(err)
 	}
-	if !p.Admin && sb.Owner != p.Owner {
-		return nil, notFound(id)
-	}
-	return sb, nil
+	return &sb, nil
 }
 
 func newRequestID() string {
@@ -194,10 +175,10 @@ func newRequestID() string {
 
 // metricsEvent accepts the SDKs' create-latency reports (POST /metrics/events) and drops them: the gateway
 // measures creates itself (lifecycle events), so a client's figures add nothing.
-func (h *Handler) metricsEvent(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) metricsEvent(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Handler) snapshotsUnsupported(w http.ResponseWriter, _ *http.Request, _ Principal) {
+func (h *Handler) snapshotsUnsupported(w http.ResponseWriter, _ *http.Request, _ service.Principal) {
 	writeError(w, errorf(http.StatusNotImplemented, CodeAPINotSupported, "OpenSandbox snapshots are not supported by this gateway"))
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 const (
@@ -20,7 +22,7 @@ const (
 
 type rig struct {
 	t      *testing.T
-	f      *fakeSandboxes
+	f      *sandboxestest.Core
 	srv    *httptest.Server
 	agent  *httptest.Server
 	agentC chan *http.Request
@@ -45,7 +47,7 @@ func newRig(t *testing.T) *rig {
 	}))
 	t.Cleanup(rg.agent.Close)
 	rg.f = newFake(strings.TrimPrefix(rg.agent.URL, "http://"))
-	h := New(Config{Sandboxes: rg.f, Keys: fakeKeys{
+	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.f}), Keys: fakeKeys{
 		keyAlice: {Owner: "alice"}, keyBob: {Owner: "bob"}, keyAdmin: {Owner: "ops", Admin: true},
 	}})
 	rg.srv = httptest.NewServer(h)
@@ -120,7 +122,7 @@ func TestCreateWithFastGPTsBody(t *testing.T) {
 	if m["expiresAt"] == nil || m["createdAt"] == nil {
 		t.Errorf("times missing: %v", m)
 	}
-	c := rg.f.creates[0]
+	c := rg.f.Creates()[0]
 	if c.Profile != "base" || c.Owner != "alice" || c.TTL != time.Hour || c.Env["FASTGPT_SESSION_ID"] != "s1" {
 		t.Errorf("core request %+v", c)
 	}
@@ -131,7 +133,7 @@ func TestCreateWithFastGPTsBody(t *testing.T) {
 	}
 	// The SDK's default entrypoint only keeps PID 1 alive: no service, so a warm member can be claimed.
 	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["tail","-f","/dev/null"],"timeout":600}`)
-	if env := rg.f.creates[1].Env; env != nil {
+	if env := rg.f.Creates()[1].Env; env != nil {
 		t.Errorf("keep-alive entrypoint made env %v", env)
 	}
 }
@@ -169,8 +171,8 @@ func TestCreateRefusesWhatItCannotHonour(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s", tc.name, resp.StatusCode, m, tc.status, tc.code)
 		}
 	}
-	if len(rg.f.creates) != 0 {
-		t.Fatalf("refused creates reached the core: %v", rg.f.creates)
+	if len(rg.f.Creates()) != 0 {
+		t.Fatalf("refused creates reached the core: %v", rg.f.Creates())
 	}
 	if resp, m := rg.do("POST", "/sandboxes", keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"egress":[{"action":"allow","target":"10.1.2.3"}]}}`); resp.StatusCode != 400 || m["code"] != CodePolicyNotEnforceable {
 		t.Errorf("a proxied profile opening a private address: %d %v", resp.StatusCode, m)
@@ -247,7 +249,7 @@ func TestListFiltersAndPages(t *testing.T) {
 		}
 	}
 	rg.create(keyBob, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["sh"],"metadata":{"sessionId":"s1"}}`)
-	rg.f.set(s1[0], sandboxes.StatusReady)
+	rg.f.SetStatus(s1[0], sandboxes.StatusReady)
 	resp, m := rg.do("GET", "/v1/sandboxes?metadata=sessionId%3Ds1%26n%3Dx&pageSize=2", keyAlice, "")
 	pg := m["pagination"].(map[string]any)
 	if resp.StatusCode != 200 || len(m["items"].([]any)) != 2 || pg["totalItems"] != 3.0 || pg["totalPages"] != 2.0 || pg["hasNextPage"] != true {
@@ -283,7 +285,7 @@ func TestPatchPauseResumeRenew(t *testing.T) {
 	if resp, m := rg.do("POST", S+"/pause", keyAlice, ""); resp.StatusCode != 409 || m["code"] != CodeSandboxNotRunning {
 		t.Fatalf("pause while starting: %d %v", resp.StatusCode, m)
 	}
-	rg.f.set(id, sandboxes.StatusReady)
+	rg.f.SetStatus(id, sandboxes.StatusReady)
 	if resp, m := rg.do("POST", S+"/resume", keyAlice, ""); resp.StatusCode != 409 || m["code"] != CodeSandboxNotPaused {
 		t.Fatalf("resume while running: %d %v", resp.StatusCode, m)
 	}
@@ -328,7 +330,7 @@ func TestNetworkPolicyOnAProxiedProfile(t *testing.T) {
 	rg := newRig(t)
 	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*.example.com"},{"action":"deny","target":"bad.example.com"}]}}`)
 	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"allow","egress":[{"action":"deny","target":"evil.org"},{"action":"deny","target":"localhost"},{"action":"deny","target":"10.0.0.0/8"}]}}`)
-	deny, allow := rg.f.creates[0].Egress, rg.f.creates[1].Egress
+	deny, allow := rg.f.Creates()[0].Egress, rg.f.Creates()[1].Egress
 	if deny == nil || deny.AllowAnyName || strings.Join(deny.Allow, ",") != "pypi.org,*.example.com" || strings.Join(deny.Deny, ",") != "bad.example.com" {
 		t.Errorf("default deny: %+v", deny)
 	}
@@ -340,7 +342,7 @@ func TestNetworkPolicyOnAProxiedProfile(t *testing.T) {
 	}
 	// FastGPT's policy on a profile without the proxy needs nothing per sandbox.
 	rg.create(keyAlice, fastGPTBody)
-	if rg.f.creates[2].Egress != nil {
-		t.Errorf("address-policy-only create got %+v", rg.f.creates[2].Egress)
+	if rg.f.Creates()[2].Egress != nil {
+		t.Errorf("address-policy-only create got %+v", rg.f.Creates()[2].Egress)
 	}
 }

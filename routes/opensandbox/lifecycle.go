@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // present turns a core sandbox into OpenSandbox's shape; the reserved keys become image and entrypoint.
@@ -35,7 +36,7 @@ func present(sb *sandboxes.Sandbox) Sandbox {
 	return out
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	sb, e := h.visible(r.Context(), p, r.PathValue("id"))
 	if e != nil {
 		writeError(w, e)
@@ -49,7 +50,7 @@ const maxPageSize = 200
 
 // list answers GET /sandboxes: state (repeatable, case-insensitive), metadata=k=v&k2=v2 (every pair must match),
 // page (from 1) and pageSize (default 20). Filtering is one pass over the caller's sandboxes in the Manager.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "the query is not validly escaped"))
@@ -82,18 +83,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	opts := sandboxes.ListOptions{Metadata: want, Limit: 1000}
-	if !p.Admin {
-		opts.Owner = p.Owner
-	}
 	var matched []Sandbox
 	for {
-		items, next, err := h.cfg.Sandboxes.List(r.Context(), opts)
+		items, next, err := h.cfg.Service.ListSandboxes(r.Context(), p, opts)
 		if err != nil {
 			writeError(w, toError(err))
 			return
 		}
-		for _, sb := range items {
-			s := present(sb)
+		for i := range items {
+			s := present(&items[i])
 			if len(states) > 0 && !slices.Contains(states, strings.ToLower(s.Status.State)) {
 				continue
 			}
@@ -140,13 +138,13 @@ func metadataFilter(values []string) (map[string]string, *Error) {
 	return want, nil
 }
 
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	if _, e := h.visible(r.Context(), p, id); e != nil {
 		writeError(w, e)
 		return
 	}
-	if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil {
+	if err := h.cfg.Service.Delete(r.Context(), p, id); err != nil {
 		writeError(w, toError(err))
 		return
 	}
@@ -155,7 +153,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 // patchMetadata is a JSON merge patch of the tenant's metadata (null deletes a key).
-func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	if _, e := h.visible(r.Context(), p, id); e != nil {
 		writeError(w, e)
@@ -172,7 +170,7 @@ func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, p Princi
 			return
 		}
 	}
-	sb, err := h.cfg.Sandboxes.PatchMetadata(r.Context(), id, patch)
+	sb, err := h.cfg.Service.PatchMetadata(r.Context(), p, id, patch)
 	if err != nil {
 		e := toError(err)
 		if e.Code == CodeInvalidRequest {
@@ -181,12 +179,12 @@ func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, p Princi
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, present(sb))
+	writeJSON(w, http.StatusOK, present(&sb))
 }
 
 // pause freezes a running sandbox. A paused or idle one is already not running: pausing it again does nothing.
-func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.transition(w, r, p, h.cfg.Sandboxes.Pause, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.transition(w, r, p, h.cfg.Service.Pause, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
 		switch sb.Status {
 		case sandboxes.StatusPaused, sandboxes.StatusIdle:
 			return true, nil
@@ -199,8 +197,8 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // resume thaws a paused sandbox, or starts an idle one; a running one answers DOCKER::SANDBOX_NOT_PAUSED (FastGPT
 // connects instead on that code).
-func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.transition(w, r, p, h.cfg.Sandboxes.Resume, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.transition(w, r, p, h.cfg.Service.Resume, func(id string, sb *sandboxes.Sandbox) (bool, *Error) {
 		if sb.Status != sandboxes.StatusPaused && sb.Status != sandboxes.StatusIdle {
 			return false, errorf(http.StatusConflict, CodeSandboxNotPaused, "sandbox %s is %s, not Paused", id, stateOf(sb).State)
 		}
@@ -210,8 +208,8 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // transition answers pause and resume alike: 202 once the sandbox the caller sees is moved by change, or at once
 // when check finds it already where it was asked to go; check's error refuses a sandbox in a state it cannot leave.
-func (h *Handler) transition(w http.ResponseWriter, r *http.Request, p Principal,
-	change func(ctx context.Context, id string) (*sandboxes.Sandbox, error), check func(id string, sb *sandboxes.Sandbox) (bool, *Error)) {
+func (h *Handler) transition(w http.ResponseWriter, r *http.Request, p service.Principal,
+	change func(ctx context.Context, p service.Principal, id string) (sandboxes.Sandbox, error), check func(id string, sb *sandboxes.Sandbox) (bool, *Error)) {
 	id := r.PathValue("id")
 	sb, e := h.visible(r.Context(), p, id)
 	if e != nil {
@@ -224,7 +222,7 @@ func (h *Handler) transition(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	if !done {
-		if _, err := change(r.Context(), id); err != nil {
+		if _, err := change(r.Context(), p, id); err != nil {
 			writeError(w, toError(err))
 			return
 		}
@@ -233,7 +231,7 @@ func (h *Handler) transition(w http.ResponseWriter, r *http.Request, p Principal
 }
 
 // renew moves the expiry to the asked time, which must be in the future and after the current expiry.
-func (h *Handler) renew(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) renew(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	sb, e := h.visible(r.Context(), p, id)
 	if e != nil {
@@ -269,7 +267,7 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidExpiration, "expiresAt is more than this gateway's maximum of %.0fs away", h.cfg.MaxTimeout.Seconds()))
 		return
 	}
-	got, err := h.cfg.Sandboxes.ExtendTTL(r.Context(), id, at.Sub(*sb.ExpiresAt))
+	got, err := h.cfg.Service.ExtendTTL(r.Context(), p, id, at.Sub(*sb.ExpiresAt))
 	if err != nil {
 		writeError(w, toError(err))
 		return
@@ -281,7 +279,7 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, p Principal) {
 // a container directly, so use_server_proxy changes nothing), with the sandbox's proxy key in the path so that a
 // client that keeps only the URL (FastGPT's relay) is admitted too. The key is repeated in headers for clients that
 // send endpoint headers.
-func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	if _, e := h.visible(r.Context(), p, id); e != nil {
 		writeError(w, e)
@@ -296,7 +294,7 @@ func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, p Principal) 
 		writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, "expires and use_server_proxy cannot be combined"))
 		return
 	}
-	key, err := h.cfg.Sandboxes.AccessKey(id, proxyKeyPurpose)
+	key, err := h.cfg.Service.AccessKey(r.Context(), p, id, proxyKeyPurpose)
 	if err != nil {
 		writeError(w, toError(err))
 		return

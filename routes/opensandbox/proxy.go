@@ -2,7 +2,6 @@ package opensandbox
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -91,8 +90,7 @@ func (h *Handler) admitProxy(ctx context.Context, r *http.Request, pa proxyPath)
 		key = strings.TrimSpace(r.Header.Get(ProxyKeyHeader))
 	}
 	if key != "" {
-		want, err := h.cfg.Sandboxes.AccessKey(pa.ID, proxyKeyPurpose)
-		if err != nil || subtle.ConstantTimeCompare([]byte(key), []byte(want)) != 1 {
+		if !h.cfg.Service.AccessKeyValid(pa.ID, proxyKeyPurpose, key) {
 			return notFound(pa.ID)
 		}
 		return nil
@@ -135,15 +133,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pa proxyPath, fw
 	}
 	// The lease comes first, as in sandboxroute.Route.Prepare: the idle collector then never stops the container
 	// this request is about to use.
-	release, err := h.cfg.Sandboxes.Acquire(pa.ID)
-	if err != nil {
-		writeError(w, toError(err))
-		return
-	}
-	defer release()
-	startCtx, cancel := context.WithTimeout(r.Context(), h.cfg.StartTimeout)
-	target, err := h.cfg.Sandboxes.EnsureRunning(startCtx, pa.ID)
-	cancel()
+	target, err := h.holdForProxy(r.Context(), pa.ID)
 	if err != nil {
 		writeError(w, toError(err))
 		return
@@ -201,4 +191,14 @@ func (DirectForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandbox
 		rp.Transport = client.Transport
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// holdForProxy leases the sandbox for the whole proxied request and starts it within StartTimeout. The caller
+// was admitted already (admitProxy): by the sandbox's own key, or by a key of its owner.
+func (h *Handler) holdForProxy(ctx context.Context, id string) (sandboxes.Target, error) {
+	ss, err := h.cfg.Service.HoldGranted(ctx, id, h.cfg.StartTimeout)
+	if err != nil {
+		return sandboxes.Target{}, err
+	}
+	return ss.Target(), nil
 }

@@ -1,7 +1,6 @@
 package pages
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -14,18 +13,9 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/tickets"
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
-
-// runningAt is a lifecycle whose sandboxes run, with their agent at addr.
-type runningAt struct {
-	*fakeLifecycle
-	addr string
-}
-
-func (r runningAt) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
-	return sandboxes.Target{SandboxID: id, Addr: r.addr, Token: "tok"}, nil
-}
 
 // TestTerminalSessionRefusesAgentRedirect: the terminal page's agent calls (list and create PTY sessions) on a
 // replaced agent that redirects to a host socket or a loopback listener answer 502 bad_reply, and the listener
@@ -66,9 +56,11 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 			}))
 			t.Cleanup(agent.Close)
 			for cname, hc := range clients {
-				f := newFixtureWith(t, builtAssets(), func(c *Config) {
-					c.Sandboxes = runningAt{fakeLifecycle: c.Sandboxes.(*fakeLifecycle), addr: strings.TrimPrefix(agent.URL, "http://")}
-					c.AgentClient = hc()
+				f := newFixtureWith(t, builtAssets(), func(c *Config, life *sandboxestest.Core) {
+					// Its sandboxes run, with their agent at the redirecting server.
+					life.HoldErr, life.AgentAddr, life.AgentToken = nil, strings.TrimPrefix(agent.URL, "http://"), "tok"
+					agents := service.NewAgentClient(hc())
+					c.Service = service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})
 				})
 				session := terminalSession(t, f)
 				for _, method := range []string{http.MethodGet, http.MethodPost} {

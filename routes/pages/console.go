@@ -272,16 +272,8 @@ type sandboxView struct {
 	Usage *sandboxes.Usage `json:"usage,omitempty"`
 }
 
-func (h *Handler) visible(cs *consoleSession, sb *sandboxes.Sandbox) bool {
-	return cs.principal.Admin || sb.Owner == cs.principal.Owner
-}
-
 func (h *Handler) consoleList(w http.ResponseWriter, r *http.Request, cs *consoleSession) {
-	opts := sandboxes.ListOptions{Limit: 500}
-	if !cs.principal.Admin {
-		opts.Owner = cs.principal.Owner
-	}
-	list, _, err := h.cfg.Sandboxes.List(r.Context(), opts)
+	list, _, err := h.cfg.Service.ListSandboxes(r.Context(), cs.principal, sandboxes.ListOptions{Limit: 500})
 	if err != nil {
 		writeLifecycleError(w, err)
 		return
@@ -289,18 +281,16 @@ func (h *Handler) consoleList(w http.ResponseWriter, r *http.Request, cs *consol
 	sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
 	views := make([]sandboxView, 0, len(list))
 	var ids []string
-	for _, sb := range list {
-		if !h.visible(cs, sb) {
-			continue
-		}
+	for i := range list {
+		sb := &list[i]
 		views = append(views, sandboxView{Sandbox: sb})
 		if sb.Status == sandboxes.StatusReady {
 			ids = append(ids, sb.ID)
 		}
 	}
-	if h.cfg.Usage != nil && len(ids) > 0 {
+	if h.cfg.ShowUsage && len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		use := h.cfg.Usage.Usage(ctx, ids)
+		use := h.cfg.Service.Usage(ctx, ids)
 		cancel()
 		for i := range views {
 			if u, ok := use[views[i].ID]; ok {
@@ -320,7 +310,7 @@ type profileView struct {
 }
 
 func (h *Handler) consoleProfiles(w http.ResponseWriter, _ *http.Request) {
-	ps := h.cfg.Sandboxes.Profiles()
+	ps := h.cfg.Service.Profiles()
 	out := make([]profileView, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, profileView{ID: p.ID, Description: p.Description, Capabilities: p.Capabilities, AppPort: p.AppPort})
@@ -352,13 +342,13 @@ func (h *Handler) consoleCreate(w http.ResponseWriter, r *http.Request, cs *cons
 		writeCoreError(w, sandboxes.CodeInvalid, "choose a profile; ttl_seconds must not be negative")
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Create(r.Context(), sandboxes.CreateRequest{Profile: req.Profile,
-		Owner: cs.principal.Owner, TTL: time.Duration(req.TTLSeconds) * time.Second})
+	sb, err := h.cfg.Service.Create(r.Context(), cs.principal, sandboxes.CreateRequest{Profile: req.Profile,
+		TTL: time.Duration(req.TTLSeconds) * time.Second})
 	if err != nil {
 		writeLifecycleError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, sandboxView{Sandbox: sb})
+	writeJSON(w, http.StatusCreated, sandboxView{Sandbox: &sb})
 }
 
 // consoleAction runs stop, pause, resume, extend, open and delete on one sandbox the session may see.
@@ -367,27 +357,27 @@ func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *cons
 		writeCoreError(w, sandboxes.CodeNotFound, "no such sandbox")
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err != nil || !h.visible(cs, sb) {
+	sb, err := h.cfg.Service.Visible(r.Context(), cs.principal, id)
+	if err != nil {
 		// Someone else's sandbox is reported exactly like a missing one.
 		writeCoreError(w, sandboxes.CodeNotFound, "no such sandbox")
 		return
 	}
 	switch {
 	case action == "" && r.Method == http.MethodDelete:
-		if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil {
+		if err := h.cfg.Service.Delete(r.Context(), cs.principal, id); err != nil {
 			writeLifecycleError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case action == "stop" && r.Method == http.MethodPost:
-		if err := h.cfg.Sandboxes.Stop(r.Context(), id); err != nil {
+		if err := h.cfg.Service.StopSandbox(r.Context(), cs.principal, id); err != nil {
 			writeLifecycleError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case (action == "pause" || action == "resume") && r.Method == http.MethodPost:
-		h.consolePause(w, r, id, action == "pause") // console_pause.go
+		h.consolePause(w, r, cs, id, action == "pause") // console_pause.go
 	case action == "extend" && r.Method == http.MethodPost:
 		var req struct {
 			Seconds int `json:"seconds"`
@@ -396,14 +386,14 @@ func (h *Handler) consoleAction(w http.ResponseWriter, r *http.Request, cs *cons
 			writeCoreError(w, sandboxes.CodeInvalid, "body must be {\"seconds\": N} with N > 0")
 			return
 		}
-		sb, err := h.cfg.Sandboxes.ExtendTTL(r.Context(), id, time.Duration(req.Seconds)*time.Second)
+		sb, err := h.cfg.Service.ExtendTTL(r.Context(), cs.principal, id, time.Duration(req.Seconds)*time.Second)
 		if err != nil {
 			writeLifecycleError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, sandboxView{Sandbox: sb})
+		writeJSON(w, http.StatusOK, sandboxView{Sandbox: &sb})
 	case action == "open" && r.Method == http.MethodPost:
-		h.consoleOpen(w, r, cs, sb)
+		h.consoleOpen(w, r, cs, &sb)
 	default:
 		writeCoreError(w, sandboxes.CodeNotFound, "no such action")
 	}
@@ -462,7 +452,7 @@ func (h *Handler) consoleOpen(w http.ResponseWriter, r *http.Request, cs *consol
 // client leaves, the login expires or the handler is closed (config unload), so it never holds a reload.
 func (h *Handler) consoleEvents(w http.ResponseWriter, r *http.Request, cs *consoleSession) {
 	rc := http.NewResponseController(w)
-	events, cancel := h.cfg.Sandboxes.Subscribe(64)
+	events, cancel := h.cfg.Service.Subscribe(cs.principal, 64) // only what the session may see
 	defer cancel()
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
@@ -492,9 +482,6 @@ func (h *Handler) consoleEvents(w http.ResponseWriter, r *http.Request, cs *cons
 		case ev, ok := <-events:
 			if !ok {
 				return
-			}
-			if ev.Warm || (!cs.principal.Admin && ev.Owner != cs.principal.Owner) {
-				continue
 			}
 			data, err := json.Marshal(ev)
 			if err != nil {

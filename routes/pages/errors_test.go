@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // TestConsoleAnswersEveryCoreCode makes the console's delete fail with each core error code in turn and checks the
@@ -22,7 +23,7 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 			if !ok {
 				t.Fatalf("core code %q has no status", code)
 			}
-			f.life.deleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
+			f.life.DeleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
 			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
 			r.AddCookie(ck)
 			r.Header.Set(CSRFHeader, csrf)
@@ -37,11 +38,34 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 		})
 	}
 	// A failure that is not the lifecycle's: the sandbox could not be reached.
-	f.life.deleteErr = errors.New("engine unreachable")
+	f.life.DeleteErr = errors.New("engine unreachable")
 	r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
 	if w := f.do(t, r); w.Code != http.StatusBadGateway {
 		t.Fatalf("untyped failure: %d %s", w.Code, w.Body.String())
+	}
+}
+
+// TestConsoleAnswersEveryServiceCode: the service's checks answer the console's delete with their own codes; those
+// that are the core's get the edge's status for them, the service's own (a failure of the sandbox's runtime, a
+// refused path) are a failure to reach the sandbox, 502. Every code of service.ErrorCodes is walked.
+func TestConsoleAnswersEveryServiceCode(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, csrf := f.login(t, "key-alice")
+	for _, code := range service.ErrorCodes() {
+		t.Run(code, func(t *testing.T) {
+			want, ok := sandboxroute.StatusOf(code)
+			if !ok {
+				want = http.StatusBadGateway
+			}
+			f.life.DeleteErr = service.Errorf(code, "refused: %s", code)
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			r.AddCookie(ck)
+			r.Header.Set(CSRFHeader, csrf)
+			if w := f.do(t, r); w.Code != want {
+				t.Fatalf("delete failing with service code %s answered %d %s, want %d", code, w.Code, w.Body.String(), want)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package pages
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -11,27 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
-
-// Lifecycle is what the pages need from the sandboxes.Manager.
-type Lifecycle interface {
-	List(ctx context.Context, opts sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error)
-	Get(ctx context.Context, id string) (*sandboxes.Sandbox, error)
-	Create(ctx context.Context, req sandboxes.CreateRequest) (*sandboxes.Sandbox, error)
-	Stop(ctx context.Context, id string) error
-	ExtendTTL(ctx context.Context, id string, by time.Duration) (*sandboxes.Sandbox, error)
-	Delete(ctx context.Context, id string) error
-	Subscribe(buffer int) (<-chan sandboxes.Event, func())
-	Profiles() []sandboxes.Profile
-	// EnsureRunning and Acquire reach a sandbox's agent (the terminal page creates PTY sessions through it).
-	EnsureRunning(ctx context.Context, id string) (sandboxes.Target, error)
-	Acquire(id string) (release func(), err error)
-}
 
 // TicketIssuer mints the tickets the console's open buttons put in URLs (*tickets.Issuer).
 type TicketIssuer interface {
@@ -43,25 +25,19 @@ type KeyLookup interface {
 	Lookup(key string) (service.Principal, bool)
 }
 
-// UsageSource reports resource use of sandboxes by id (the Manager, from its engine); ids it knows nothing about are
-// absent from the result.
-type UsageSource interface {
-	Usage(ctx context.Context, ids []string) map[string]sandboxes.Usage
-}
-
 // Config is what a Handler is built from.
 type Config struct {
 	// Verifier checks the tickets and session cookies of the terminal and desktop pages (the edge's verifier, so
 	// the session cookie a page sets also admits its WebSockets at sandbox_ticket).
 	Verifier *tickets.Verifier
-	// Sandboxes is the lifecycle; required.
-	Sandboxes Lifecycle
+	// Service is the one road into the core (lifecycle, owner checks, the terminal's PTY sessions); required.
+	Service *service.Service
 	// Issuer mints tickets for the console's open buttons; nil hides them.
 	Issuer TicketIssuer
 	// Keys turns on the console; nil answers it with 404.
 	Keys KeyLookup
-	// Usage adds CPU and memory to the console's list; optional.
-	Usage UsageSource
+	// ShowUsage adds CPU and memory to the console's list (the service's Usage, from the Manager's engine).
+	ShowUsage bool
 	// URLs say where the console's open buttons go: apps to the content origin when URLs.Content is set.
 	URLs tickets.URLs
 	// BaseDomains are the edge's subdomain bases (so a page request under them is not mistaken for a path route).
@@ -72,8 +48,6 @@ type Config struct {
 	ConsoleSessionTTL time.Duration
 	// TicketLifetime of the tickets the console mints; 0 means the issuer's default.
 	TicketLifetime time.Duration
-	// AgentClient talks to agents; nil means a client with DefaultAgentTimeout.
-	AgentClient *http.Client
 	// Assets overrides the embedded files (tests); nil means the embedded ones.
 	Assets fs.FS
 	Now    func() time.Time
@@ -85,7 +59,8 @@ const (
 	ConsolePrefix = "/console/"
 )
 
-// DefaultAgentTimeout bounds one call to an agent from a page endpoint.
+// DefaultAgentTimeout bounds one call to an agent from a page endpoint (the Caddy glue gives the service's agent
+// client this timeout).
 const DefaultAgentTimeout = 30 * time.Second
 
 // Handler serves the pages. It is safe for concurrent use.
@@ -101,8 +76,8 @@ type Handler struct {
 
 // New checks cfg and builds the handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Sandboxes == nil {
-		return nil, errors.New("pages: the sandboxes lifecycle is required")
+	if cfg.Service == nil {
+		return nil, errors.New("pages: the sandboxes service is required")
 	}
 	if cfg.Verifier == nil {
 		return nil, errors.New("pages: a ticket verifier is required (set the ticket secret)")
@@ -115,9 +90,6 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.ConsoleSessionTTL <= 0 {
 		cfg.ConsoleSessionTTL = DefaultConsoleSessionTTL
-	}
-	if cfg.AgentClient == nil {
-		cfg.AgentClient = &http.Client{Timeout: DefaultAgentTimeout, CheckRedirect: agentapi.NoRedirect}
 	}
 	assets, err := NewAssets(cfg.Assets)
 	if err != nil {

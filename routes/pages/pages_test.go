@@ -15,76 +15,15 @@ import (
 
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
 
-// fakeLifecycle is a lifecycle for handler logic tests.
-type fakeLifecycle struct {
-	boxes   map[string]*sandboxes.Sandbox
-	deleted []string
-	events  chan sandboxes.Event
-	// deleteErr, when set, is what Delete fails with.
-	deleteErr error
-}
-
-func (f *fakeLifecycle) List(_ context.Context, o sandboxes.ListOptions) ([]*sandboxes.Sandbox, string, error) {
-	var out []*sandboxes.Sandbox
-	for _, b := range f.boxes {
-		if o.Owner == "" || b.Owner == o.Owner {
-			out = append(out, b)
-		}
-	}
-	return out, "", nil
-}
-func (f *fakeLifecycle) Get(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	if b, ok := f.boxes[id]; ok {
-		return b, nil
-	}
-	return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
-}
-func (f *fakeLifecycle) Create(_ context.Context, r sandboxes.CreateRequest) (*sandboxes.Sandbox, error) {
-	b := &sandboxes.Sandbox{ID: "sb-new", Profile: r.Profile, Owner: r.Owner, Status: sandboxes.StatusStarting}
-	f.boxes[b.ID] = b
-	return b, nil
-}
-func (f *fakeLifecycle) Stop(context.Context, string) error { return nil }
-func (f *fakeLifecycle) Pause(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	f.boxes[id].Status = sandboxes.StatusPaused
-	return f.boxes[id], nil
-}
-func (f *fakeLifecycle) Resume(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	f.boxes[id].Status = sandboxes.StatusReady
-	return f.boxes[id], nil
-}
-func (f *fakeLifecycle) ExtendTTL(_ context.Context, id string, _ time.Duration) (*sandboxes.Sandbox, error) {
-	return f.boxes[id], nil
-}
-func (f *fakeLifecycle) Delete(_ context.Context, id string) error {
-	if f.deleteErr != nil {
-		return f.deleteErr
-	}
-	f.deleted = append(f.deleted, id)
-	delete(f.boxes, id)
-	return nil
-}
-func (f *fakeLifecycle) Subscribe(int) (<-chan sandboxes.Event, func()) {
-	if f.events != nil {
-		return f.events, func() {}
-	}
-	return make(chan sandboxes.Event), func() {}
-}
-func (f *fakeLifecycle) Profiles() []sandboxes.Profile { return []sandboxes.Profile{{ID: "base"}} }
-func (f *fakeLifecycle) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
-	return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
-		Details: map[string]any{"reason": "oom"}}
-}
-func (f *fakeLifecycle) Acquire(string) (func(), error) { return func() {}, nil }
-
 type fixture struct {
 	h      *Handler
-	life   *fakeLifecycle
+	life   *sandboxestest.Core
 	issuer *tickets.Issuer
 }
 
@@ -93,8 +32,9 @@ func newFixture(t *testing.T, assets map[string]string) *fixture {
 	return newFixtureWith(t, assets, nil)
 }
 
-// newFixtureWith is newFixture with edit applied to the handler's configuration before it is built.
-func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) *fixture {
+// newFixtureWith is newFixture with edit applied to the handler's configuration before it is built; the
+// configuration's service runs over life.
+func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config, life *sandboxestest.Core)) *fixture {
 	t.Helper()
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret})
 	if err != nil {
@@ -108,11 +48,18 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	life := &fakeLifecycle{boxes: map[string]*sandboxes.Sandbox{
-		"sb-alice": {ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
-		"sb-bob":   {ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady},
-	}}
-	cfg := Config{Verifier: v, Sandboxes: life, Issuer: iss, Keys: keys}
+	// The core's test double: a created sandbox is "sb-new", starting; every start fails as an OOM-killed
+	// container's does.
+	life := sandboxestest.New([]sandboxes.Profile{{ID: "base"}},
+		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
+		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady})
+	life.NewID = func(int, sandboxes.CreateRequest) string { return "sb-new" }
+	life.CreatedStatus = sandboxes.StatusStarting
+	life.HoldErr = &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
+		Details: map[string]any{"reason": "oom"}}
+	agents := service.NewAgentClient(nil)
+	cfg := Config{Verifier: v, Issuer: iss, Keys: keys,
+		Service: service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})}
 	if assets != nil {
 		m := fstest.MapFS{}
 		for k, body := range assets {
@@ -121,7 +68,7 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(*Config)) 
 		cfg.Assets = m
 	}
 	if edit != nil {
-		edit(&cfg)
+		edit(&cfg, life)
 	}
 	h, err := New(cfg)
 	if err != nil {
@@ -268,7 +215,7 @@ func TestConsoleCSRFRefusal(t *testing.T) {
 			if w.Code != c.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, c.wantStatus, w.Body)
 			}
-			if got := len(f.life.deleted) > 0; got != c.wantDeleted {
+			if got := len(f.life.Deleted()) > 0; got != c.wantDeleted {
 				t.Fatalf("deleted=%v, want %v", got, c.wantDeleted)
 			}
 		})
@@ -316,8 +263,8 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 	r = httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-bob", nil)
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
-	if w := f.do(t, r); w.Code != http.StatusNotFound || len(f.life.deleted) != 0 {
-		t.Fatalf("deleting bob's sandbox as alice: %d, deleted %v", w.Code, f.life.deleted)
+	if w := f.do(t, r); w.Code != http.StatusNotFound || len(f.life.Deleted()) != 0 {
+		t.Fatalf("deleting bob's sandbox as alice: %d, deleted %v", w.Code, f.life.Deleted())
 	}
 	// Pause and resume: one's own sandbox only.
 	for _, tc := range []struct {
@@ -335,8 +282,8 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 		if w := f.do(t, r); w.Code != tc.code {
 			t.Fatalf("%s %s: %d %s", tc.action, tc.id, w.Code, w.Body)
 		}
-		if got := f.life.boxes[tc.id].Status; tc.code == http.StatusOK && got != tc.status {
-			t.Fatalf("%s %s: status %s", tc.action, tc.id, got)
+		if got, _ := f.life.Box(tc.id); tc.code == http.StatusOK && got.Status != tc.status {
+			t.Fatalf("%s %s: status %s", tc.action, tc.id, got.Status)
 		}
 	}
 	// Open mints a ticket URL for the page.
@@ -466,7 +413,7 @@ func TestHandlesOnlyPages(t *testing.T) {
 
 func TestConsoleEventsFilteredByOwner(t *testing.T) {
 	f := newFixture(t, nil)
-	f.life.events = make(chan sandboxes.Event, 8)
+	f.life.Events = make(chan sandboxes.Event, 8)
 	ck, _ := f.login(t, "key-alice")
 	srv := httptest.NewServer(http.HandlerFunc(f.h.ServeHTTP))
 	defer srv.Close()
@@ -480,9 +427,9 @@ func TestConsoleEventsFilteredByOwner(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
-	f.life.events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
-	f.life.events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
+	f.life.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
+	f.life.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
+	f.life.Events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
 	sc := bufio.NewScanner(resp.Body)
 	var got []string
 	for sc.Scan() {
@@ -528,7 +475,7 @@ func TestPageTicketStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, _ := NewStaticKeys([]service.KeyConfig{{Key: "key-alice", Owner: "alice"}})
-	h, err := New(Config{Verifier: down, Sandboxes: f.life, Issuer: f.issuer, Keys: keys})
+	h, err := New(Config{Verifier: down, Service: service.New(service.Config{Sandboxes: f.life}), Issuer: f.issuer, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // serveSandboxPage admits a terminal or desktop request with its ticket or session cookie and serves it.
@@ -145,19 +146,13 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 	id := pg.addr.SandboxID
 	ctx, cancel := context.WithTimeout(r.Context(), sandboxroute.DefaultStartTimeout)
 	defer cancel()
-	// Lease first, then start: the idle collector never stops a container this request holds.
-	release, err := h.cfg.Sandboxes.Acquire(id)
+	// The ticket is the authority here: the service leases the sandbox for this request, starts it, and makes the
+	// agent calls (the idle collector never stops a container this request holds).
+	agent, err := h.cfg.Service.HoldGranted(ctx, id, 0)
 	if err != nil {
 		writeLifecycleError(w, err)
 		return
 	}
-	defer release()
-	target, err := h.cfg.Sandboxes.EnsureRunning(ctx, id)
-	if err != nil {
-		writeLifecycleError(w, err)
-		return
-	}
-	agent := agentapi.NewClientFor(target.Addr, target.Token, h.cfg.AgentClient)
 	ws := pg.addr.Prefix + "/ws?pty="
 
 	if r.Method == http.MethodGet {
@@ -168,7 +163,7 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 		}
 		list, err := agent.PTYSessions(ctx)
 		if err != nil {
-			h.agentFailed(ctx, w, id, fmt.Errorf("listing PTY sessions: %w", err))
+			h.agentFailed(ctx, w, agent, fmt.Errorf("listing PTY sessions: %w", err))
 			return
 		}
 		for _, s := range list {
@@ -190,10 +185,10 @@ func (h *Handler) serveTerminalSession(w http.ResponseWriter, r *http.Request, p
 		writeCoreError(w, sandboxes.CodeInvalid, "cols and rows must be at most 1000")
 		return
 	}
-	s, err := agent.CreatePTY(ctx, agentapi.PTYCreateRequest{Cols: req.Cols, Rows: req.Rows,
+	s, err := agent.OpenPTY(ctx, agentapi.PTYCreateRequest{Cols: req.Cols, Rows: req.Rows,
 		Env: map[string]string{"TERM": "xterm-256color"}})
 	if err != nil {
-		h.agentFailed(ctx, w, id, fmt.Errorf("creating a PTY session: %w", err))
+		h.agentFailed(ctx, w, agent, fmt.Errorf("creating a PTY session: %w", err))
 		return
 	}
 	writeJSON(w, http.StatusCreated, replyOf(s, ws))
@@ -206,13 +201,13 @@ func replyOf(s agentapi.PTYSession, ws string) sessionReply {
 
 // agentFailed answers an agent call that failed: with the agent's own typed error when it sent one, with the
 // lifecycle's view (container_died and its reason) when the sandbox is no longer running, else 502.
-func (h *Handler) agentFailed(ctx context.Context, w http.ResponseWriter, id string, err error) {
+func (h *Handler) agentFailed(ctx context.Context, w http.ResponseWriter, held *service.Session, err error) {
 	var ae *agentapi.Error
 	if errors.As(err, &ae) {
 		writeError(w, ae.Status(), ae.Code, ae.Message)
 		return
 	}
-	if sb, gerr := h.cfg.Sandboxes.Get(ctx, id); gerr == nil && sb.Died != nil {
+	if sb, gerr := held.Sandbox(ctx); gerr == nil && sb.Died != nil {
 		if sb.Status == sandboxes.StatusFailed {
 			// Past its crash limit: it stays dead.
 			writeLifecycleError(w, &sandboxes.Error{Code: sandboxes.CodeContainerDied,

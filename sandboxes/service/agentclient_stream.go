@@ -76,3 +76,14 @@ func (a *AgentClient) CreatePTY(ctx context.Context, t sandboxes.Target, req PTY
 	}
 	return json.Marshal(s)
 }
+
+// PTYSessions lists a sandbox's PTY sessions; the agent's errors (and transport failures) are returned unwrapped,
+// for a page that answers them itself.
+func (a *AgentClient) PTYSessions(ctx context.Context, t sandboxes.Target) ([]agentapi.PTYSession, error) {
+	return a.client(t).PTYSessions(ctx)
+}
+
+// OpenPTY starts a PTY session as the agent describes it; errors as PTYSessions.
+func (a *AgentClient) OpenPTY(ctx context.Context, t sandboxes.Target, req agentapi.PTYCreateRequest) (agentapi.PTYSession, error) {
+	return a.client(t).CreatePTY(ctx, req)
+}

@@ -15,19 +15,8 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 )
-
-// agentAt is the lifecycle of one running sandbox whose agent is at addr.
-type agentAt struct {
-	*fakeSandboxes
-	addr string
-}
-
-func (f *agentAt) Hold(ctx context.Context, id string) (sandboxes.Target, error) {
-	t, err := f.fakeSandboxes.Hold(ctx, id)
-	t.Addr, t.Token = f.addr, "tok"
-	return t, err
-}
 
 // countingListener is a host service a replaced agent wants the gateway to reach: a loopback port, or a UNIX
 // socket of the host (the Docker socket, spelt as the agent transport spells sockets).
@@ -111,10 +100,10 @@ func TestAgentRedirectIsRefused(t *testing.T) {
 		for _, overSocket := range []bool{true, false} {
 			for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
 				to, hits := countingListener(t, network)
-				sbs := &agentAt{fakeSandboxes: &fakeSandboxes{sbs: map[string]sandboxes.Sandbox{
-					"sb-x": {ID: "sb-x", Owner: "alice", Status: sandboxes.StatusReady,
-						Capabilities: []string{sandboxes.CapShell, sandboxes.CapFilesystem}},
-				}}, addr: redirectAgent(t, overSocket, status, to)}
+				sbs := sandboxestest.New(nil, sandboxes.Sandbox{ID: "sb-x", Owner: "alice", Status: sandboxes.StatusReady,
+					Capabilities: []string{sandboxes.CapShell, sandboxes.CapFilesystem}})
+				sbs.AgentAddr, sbs.AgentToken = redirectAgent(t, overSocket, status, to), "tok"
+
 				// The Manager's transport, under a client with Go's default redirect policy: the fix must not
 				// depend on every caller remembering NoRedirect.
 				tr := agentapi.NewSocketTransport(&http.Transport{})

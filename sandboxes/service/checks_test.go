@@ -92,8 +92,8 @@ func TestFileToolChecks(t *testing.T) {
 			for _, g := range tools.greps {
 				reached = append(reached, g.Path)
 			}
-			if tc.code != "" && (len(reached) != 0 || sbs.holds != 0) {
-				t.Errorf("a refused call reached the agent (%v) or started %d sandboxes", reached, sbs.holds)
+			if tc.code != "" && (len(reached) != 0 || sbs.Holds() != 0) {
+				t.Errorf("a refused call reached the agent (%v) or started %d sandboxes", reached, sbs.Holds())
 			}
 			if tc.code == "" && (len(reached) != 1 || reached[0] != tc.wantPath) {
 				t.Errorf("the agent got paths %v, want %q", reached, tc.wantPath)
@@ -102,21 +102,8 @@ func TestFileToolChecks(t *testing.T) {
 	}
 }
 
-// pausingSandboxes is fakeSandboxes whose Manager can pause; it notes the calls that reached it.
-type pausingSandboxes struct {
-	*fakeSandboxes
-	calls []string
-}
-
-func (f *pausingSandboxes) Pause(_ context.Context, id string) (sandboxes.Sandbox, error) {
-	f.calls = append(f.calls, "pause "+id)
-	return f.sbs[id], nil
-}
-
-func (f *pausingSandboxes) Resume(_ context.Context, id string) (sandboxes.Sandbox, error) {
-	f.calls = append(f.calls, "resume "+id)
-	return f.sbs[id], nil
-}
+// withoutPause hides the core's Pause and Resume: a Manager that cannot pause.
+type withoutPause struct{ Sandboxes }
 
 // TestPauseResumeChecks: Pause and Resume say first that a gateway cannot pause, then refuse another's or an
 // expired sandbox, and only then reach the Manager.
@@ -142,11 +129,10 @@ func TestPauseResumeChecks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, sbs, _ := newTestService()
-			mgr := &pausingSandboxes{fakeSandboxes: sbs}
+			svc, mgr, _ := newTestService()
 			cfg := svc.cfg
-			if !tc.noPause {
-				cfg.Sandboxes = mgr
+			if tc.noPause {
+				cfg.Sandboxes = withoutPause{mgr}
 			}
 			svc = New(cfg)
 			op := svc.Pause
@@ -155,11 +141,11 @@ func TestPauseResumeChecks(t *testing.T) {
 			}
 			sb, err := op(ctx, alice, tc.id)
 			mustCode(t, err, tc.code)
-			if tc.code != "" && len(mgr.calls) != 0 {
-				t.Errorf("a refused call reached the Manager: %v", mgr.calls)
+			if tc.code != "" && len(mgr.Calls()) != 0 {
+				t.Errorf("a refused call reached the Manager: %v", mgr.Calls())
 			}
-			if tc.code == "" && (len(mgr.calls) != 1 || mgr.calls[0] != tc.wantCall || sb.ID != tc.id) {
-				t.Errorf("the Manager got %v and answered %+v, want %q", mgr.calls, sb, tc.wantCall)
+			if tc.code == "" && (len(mgr.Calls()) != 1 || mgr.Calls()[0] != tc.wantCall || sb.ID != tc.id) {
+				t.Errorf("the Manager got %v and answered %+v, want %q", mgr.Calls(), sb, tc.wantCall)
 			}
 		})
 	}
@@ -193,8 +179,8 @@ func TestBrowserSession(t *testing.T) {
 	ctx := context.Background()
 	alice := Principal{Owner: "alice"}
 	svc, sbs, agent := newTestService()
-	sbs.sbs["sb-web"] = sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}}
-	sbs.sbs["sb-bobweb"] = sandboxes.Sandbox{ID: "sb-bobweb", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}}
+	sbs.Put(sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}})
+	sbs.Put(sandboxes.Sandbox{ID: "sb-bobweb", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}})
 	ba := &browserAgent{fakeAgent: agent, written: map[string]string{}}
 	cfg := svc.cfg
 	cfg.Agent = ba
@@ -207,8 +193,8 @@ func TestBrowserSession(t *testing.T) {
 	if _, err := svc.Browse(ctx, alice, "sb-bobweb", BrowserRequest{Action: "url"}); AsError(err).Code != CodeNotFound || len(ba.actions) != 0 {
 		t.Errorf("browsing another's sandbox: %v, actions %v", err, ba.actions)
 	}
-	if sbs.holds != 0 {
-		t.Fatalf("refused opens started %d sandboxes", sbs.holds)
+	if sbs.Holds() != 0 {
+		t.Fatalf("refused opens started %d sandboxes", sbs.Holds())
 	}
 	b, err := svc.OpenBrowser(ctx, alice, "sb-web")
 	if err != nil {
@@ -225,7 +211,7 @@ func TestBrowserSession(t *testing.T) {
 	if err := b.Save(ctx, "../../etc/passwd", []byte("x")); AsError(err).Code != CodeInvalidPath || len(ba.written) != 1 {
 		t.Errorf("saving outside the workspace: %v, written %v", err, ba.written)
 	}
-	if sbs.holds != 1 || len(ba.actions) != 2 {
-		t.Errorf("one session of two actions held the sandbox %d times and ran %v", sbs.holds, ba.actions)
+	if sbs.Holds() != 1 || len(ba.actions) != 2 {
+		t.Errorf("one session of two actions held the sandbox %d times and ran %v", sbs.Holds(), ba.actions)
 	}
 }

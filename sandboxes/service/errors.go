@@ -41,6 +41,18 @@ const (
 	CodeStorageFull = sandboxes.CodeStorageFull
 )
 
+// ErrorCodes returns every code an *Error of the service can carry, the core's included (AsError gives an error
+// of the core or the agent one of these). Each dialect's error table test walks it beside sandboxes.ErrorCodes, so
+// a new code cannot go unmapped; errors_codes_test.go keeps it equal to the Code constants above.
+func ErrorCodes() []string {
+	return []string{
+		CodeValidation, CodeCapability, CodeNotFound, CodeSandboxExpired, CodeTTLInfinite, CodeQuotaExceeded,
+		CodeSessionNotReady, CodeTimeout, CodeContainerDied, CodeInvalidPath, CodeUnauthorized, CodeForbidden,
+		CodeFileNotFound, CodeConflict, CodeInternal, CodeShipError, CodePayloadTooLarge, CodeRateLimited, CodeNoSpace,
+		CodeStorageFull,
+	}
+}
+
 // Error is a failed operation, in the words every dialect translates.
 type Error struct {
 	Code    string
@@ -122,7 +134,10 @@ func fromLifecycle(se *sandboxes.Error) *Error {
 		// or change, but calling again only repeats the same failed start-up; the fix is the sandbox's
 		// configuration, so a client should show the message and create a new sandbox.
 		code = CodeShipError
-	default: // sandboxes.CodeEngine and anything newer
+	case sandboxes.CodeEngine, sandboxes.CodeImageNotFound:
+		// The gateway's own setup failing (its engine, a profile's image missing from it): the operator's to fix.
+		code = CodeInternal
+	default: // a code newer than this switch; the dialects' tests walking sandboxes.ErrorCodes name it
 		code = CodeInternal
 	}
 	if len(details) == 0 {

@@ -14,6 +14,44 @@ type HistoryStore interface {
 	AddHistory(e *sandboxes.HistoryEntry) error
 	// DropHistory forgets a deleted sandbox's executions.
 	DropHistory(sandboxID string) error
+	// HistoryPage returns the page [offset, offset+limit) of a sandbox's entries that keep accepts, newest first,
+	// and how many it accepts in all.
+	HistoryPage(sandboxID string, keep func(*sandboxes.HistoryEntry) bool, offset, limit int) ([]*sandboxes.HistoryEntry, int, error)
+	// UpdateHistory edits one entry; false when there is none.
+	UpdateHistory(sandboxID, id string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, bool, error)
+}
+
+// History returns one page of the executions of a sandbox p may see that keep accepts (nil: all), newest first,
+// and how many it accepts in all.
+func (s *Service) History(ctx context.Context, p Principal, id string, keep func(*sandboxes.HistoryEntry) bool, offset, limit int) ([]*sandboxes.HistoryEntry, int, error) {
+	if _, err := s.Visible(ctx, p, id); err != nil {
+		return nil, 0, err
+	}
+	if s.cfg.History == nil {
+		return []*sandboxes.HistoryEntry{}, 0, nil
+	}
+	if keep == nil {
+		keep = func(*sandboxes.HistoryEntry) bool { return true }
+	}
+	return s.cfg.History.HistoryPage(id, keep, offset, limit)
+}
+
+// UpdateHistory edits an execution of a sandbox p may see; an entry that is not there is not_found.
+func (s *Service) UpdateHistory(ctx context.Context, p Principal, id, entry string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, error) {
+	if _, err := s.Visible(ctx, p, id); err != nil {
+		return nil, err
+	}
+	if s.cfg.History == nil {
+		return nil, Errorf(CodeNotFound, "Execution not found: %s", entry)
+	}
+	e, ok, err := s.cfg.History.UpdateHistory(id, entry, fn)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, Errorf(CodeNotFound, "Execution not found: %s", entry)
+	}
+	return e, nil
 }
 
 // kernelRun runs code in one of the sandbox's persistent kernels.

@@ -26,6 +26,18 @@ type Principal struct {
 	Admin bool
 }
 
+// Sees is THE owner rule, written once: p may see and act on what owner owns. Another owner's sandbox, workspace,
+// snapshot or event does not exist for p.
+func (p Principal) Sees(owner string) bool { return p.Admin || owner == p.Owner }
+
+// listOwner is the owner filter of p's lists: "" (everyone's) for an admin.
+func (p Principal) listOwner() string {
+	if p.Admin {
+		return ""
+	}
+	return p.Owner
+}
+
 // KeyConfig is one configured API key.
 type KeyConfig struct {
 	Key   string `json:"key"`

@@ -86,32 +86,32 @@ func (s *Service) CreateSandboxEnv(ctx context.Context, p Principal, cp CreatePa
 	} else {
 		req.RecordWorkspace = s.cfg.ManagedWorkspace
 	}
-	return s.cfg.Sandboxes.Create(ctx, req)
+	return deref(s.cfg.Sandboxes.Create(ctx, req))
 }
 
 // attachable is nil when p may mount workspace (cargo) id: one of p's, or any for an admin. Another owner's
 // workspace does not exist for p.
 func (s *Service) attachable(ctx context.Context, p Principal, id string) error {
-	w, err := s.cfg.Sandboxes.Workspace(ctx, id)
-	if err != nil && AsError(err).Code != CodeNotFound {
+	_, err := s.Workspace(ctx, p, id)
+	return err
+}
+
+// DeleteSandbox deletes a sandbox and its history; the Manager drops its managed cargo's record with it. It is
+// idempotent (Bay's delete): a sandbox that is gone (or was never visible to p) is not an error.
+func (s *Service) DeleteSandbox(ctx context.Context, p Principal, id string) error {
+	if err := s.Delete(ctx, p, id); err != nil && AsError(err).Code != CodeNotFound {
 		return err
-	}
-	if err != nil || w == nil || (!p.Admin && w.Owner != p.Owner) {
-		return Errorf(CodeNotFound, "Cargo not found: %s", id)
 	}
 	return nil
 }
 
-// DeleteSandbox deletes a sandbox and its history; the Manager drops its managed cargo's record with it. It is
-// idempotent: a sandbox that is gone (or was never visible to p) is not an error.
-func (s *Service) DeleteSandbox(ctx context.Context, p Principal, id string) error {
+// Delete is DeleteSandbox that reports a sandbox that is not there (another owner's included) as not_found, and
+// the Manager's own refusal as it is (OpenSandbox's and the console's delete).
+func (s *Service) Delete(ctx context.Context, p Principal, id string) error {
 	if _, err := s.Visible(ctx, p, id); err != nil {
-		if AsError(err).Code == CodeNotFound {
-			return nil
-		}
 		return err
 	}
-	if err := s.cfg.Sandboxes.Delete(ctx, id); err != nil && AsError(err).Code != CodeNotFound {
+	if err := s.cfg.Sandboxes.Delete(ctx, id); err != nil {
 		return err
 	}
 	if s.cfg.History != nil {

@@ -55,9 +55,6 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg}
 }
 
-// Sandboxes is the lifecycle Manager the operations use (for a dialect's own pass-throughs: pause, snapshots).
-func (s *Service) Sandboxes() Sandboxes { return s.cfg.Sandboxes }
-
 // Tickets is the ticket issuer, nil when the gateway mints none.
 func (s *Service) Tickets() TicketIssuer { return s.cfg.Tickets }
 
@@ -66,11 +63,11 @@ func (s *Service) Profiles() []sandboxes.Profile { return s.cfg.Sandboxes.Profil
 
 // Visible fetches a sandbox the caller may see; another owner's sandbox does not exist for it (Bay scopes queries).
 func (s *Service) Visible(ctx context.Context, p Principal, id string) (sandboxes.Sandbox, error) {
-	sb, err := s.cfg.Sandboxes.Get(ctx, id)
+	sb, err := deref(s.cfg.Sandboxes.Get(ctx, id))
 	if err != nil {
 		return sb, err
 	}
-	if !p.Admin && sb.Owner != p.Owner {
+	if !p.Sees(sb.Owner) {
 		return sandboxes.Sandbox{}, Errorf(CodeNotFound, "Sandbox not found: %s", id)
 	}
 	return sb, nil
@@ -139,11 +136,16 @@ func (s *Service) ListSandboxes(ctx context.Context, p Principal, opts sandboxes
 	case sandboxes.StatusStarting:
 		return []sandboxes.Sandbox{}, "", nil // a client never sees starting
 	}
-	opts.Owner = ""
-	if !p.Admin {
-		opts.Owner = p.Owner
+	opts.Owner = p.listOwner()
+	list, next, err := s.cfg.Sandboxes.List(ctx, opts)
+	if err != nil {
+		return nil, "", err
 	}
-	return s.cfg.Sandboxes.List(ctx, opts)
+	out := make([]sandboxes.Sandbox, 0, len(list))
+	for _, sb := range list {
+		out = append(out, *sb)
+	}
+	return out, next, nil
 }
 
 // Keepalive counts as activity on a sandbox p may see, so the idle collector leaves it running.
@@ -163,5 +165,5 @@ func (s *Service) ExtendTTL(ctx context.Context, p Principal, id string, by time
 	if sb.ExpiresAt == nil {
 		return sandboxes.Sandbox{}, Errorf(CodeTTLInfinite, "Sandbox has no TTL to extend: %s", id)
 	}
-	return s.cfg.Sandboxes.ExtendTTL(ctx, id, by)
+	return deref(s.cfg.Sandboxes.ExtendTTL(ctx, id, by))
 }

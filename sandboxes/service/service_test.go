@@ -2,111 +2,15 @@ package service
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 )
-
-// fakeSandboxes is an in-memory Manager for the ownership rules; Hold counts the starts it was asked for. Like the
-// Manager, it lists a new sandbox's own workspace when asked (CreateRequest.RecordWorkspace) and drops that record
-// when the sandbox goes.
-type fakeSandboxes struct {
-	mu    sync.Mutex
-	sbs   map[string]sandboxes.Sandbox
-	ws    map[string]*sandboxes.Workspace
-	holds int
-}
-
-// Only attaching reads workspaces here: the Manager's workspace tests cover the rest.
-func (f *fakeSandboxes) CreateWorkspace(context.Context, sandboxes.WorkspaceSpec) (*sandboxes.Workspace, error) {
-	return nil, errors.New("no workspace creation in this fake")
-}
-func (f *fakeSandboxes) Workspace(_ context.Context, id string) (*sandboxes.Workspace, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if w, ok := f.ws[id]; ok {
-		return w, nil
-	}
-	return nil, sandboxes.Errorf(sandboxes.CodeNotFound, "no workspace %s", id)
-}
-func (f *fakeSandboxes) Workspaces(context.Context, string) ([]*sandboxes.Workspace, error) {
-	return nil, errors.New("no workspace listing in this fake")
-}
-func (f *fakeSandboxes) DeleteWorkspace(context.Context, string) error {
-	return errors.New("no workspace deletion in this fake")
-}
-
-func (f *fakeSandboxes) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Sandbox, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sb := sandboxes.Sandbox{ID: "sb-" + req.Owner + "-new", Owner: req.Owner, Profile: req.Profile, WorkspaceID: req.WorkspaceID,
-		Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}}
-	if sb.WorkspaceID == "" {
-		sb.WorkspaceID = "ws-" + sb.ID
-		if req.RecordWorkspace != nil {
-			sid := sb.ID
-			f.ws[sb.WorkspaceID] = &sandboxes.Workspace{ID: sb.WorkspaceID, Owner: sb.Owner, Managed: true, ManagedBySandboxID: &sid,
-				Backend: req.RecordWorkspace.Backend, SizeLimitMB: req.RecordWorkspace.SizeLimitMB}
-		}
-	}
-	f.sbs[sb.ID] = sb
-	return sb, nil
-}
-
-func (f *fakeSandboxes) Get(_ context.Context, id string) (sandboxes.Sandbox, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sb, ok := f.sbs[id]
-	if !ok {
-		return sandboxes.Sandbox{}, sandboxes.Errorf(sandboxes.CodeNotFound, "no sandbox %s", id)
-	}
-	return sb, nil
-}
-
-func (f *fakeSandboxes) List(_ context.Context, o sandboxes.ListOptions) ([]sandboxes.Sandbox, string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []sandboxes.Sandbox
-	for _, sb := range f.sbs {
-		if o.Owner == "" || sb.Owner == o.Owner {
-			out = append(out, sb)
-		}
-	}
-	return out, "", nil
-}
-
-func (f *fakeSandboxes) Hold(_ context.Context, id string) (sandboxes.Target, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.holds++
-	return sandboxes.Target{SandboxID: id}, nil
-}
-
-func (f *fakeSandboxes) Stop(context.Context, string) error      { return nil }
-func (f *fakeSandboxes) Keepalive(context.Context, string) error { return nil }
-func (f *fakeSandboxes) ExtendTTL(_ context.Context, id string, _ time.Duration) (sandboxes.Sandbox, error) {
-	return f.Get(context.Background(), id)
-}
-
-func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if w := f.ws[f.sbs[id].WorkspaceID]; w != nil && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
-		delete(f.ws, w.ID)
-	}
-	delete(f.sbs, id)
-	return nil
-}
-
-func (f *fakeSandboxes) Profiles() []sandboxes.Profile {
-	return []sandboxes.Profile{{ID: DefaultProfile}}
-}
 
 // fakeAgent serves files from memory; it must never be reached by a refused call.
 type fakeAgent struct {
@@ -157,15 +61,18 @@ func (e fakeExports) Export(id, p string) (*sandboxes.Export, error) {
 	return nil, nil
 }
 
-func newTestService() (*Service, *fakeSandboxes, *fakeAgent) {
-	sbs := &fakeSandboxes{sbs: map[string]sandboxes.Sandbox{
-		"sb-alice": {ID: "sb-alice", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
-		"sb-alice2": {ID: "sb-alice2", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem},
+// newTestService is the service over the core's test double (sandboxestest.Core) holding alice's and bob's
+// sandboxes and bob's workspace; a created sandbox is ready with the filesystem capability.
+func newTestService() (*Service, *sandboxestest.Core, *fakeAgent) {
+	sbs := sandboxestest.New([]sandboxes.Profile{{ID: DefaultProfile}},
+		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
+		sandboxes.Sandbox{ID: "sb-alice2", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem},
 			WorkspaceID: "ws-alice2"},
-		"sb-bob":     {ID: "sb-bob", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
-		"sb-old":     {ID: "sb-old", Owner: "alice", Status: sandboxes.StatusExpired, Capabilities: []string{sandboxes.CapFilesystem}},
-		"sb-nofiles": {ID: "sb-nofiles", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}},
-	}, ws: map[string]*sandboxes.Workspace{"ws-bob": {ID: "ws-bob", Owner: "bob"}}}
+		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
+		sandboxes.Sandbox{ID: "sb-old", Owner: "alice", Status: sandboxes.StatusExpired, Capabilities: []string{sandboxes.CapFilesystem}},
+		sandboxes.Sandbox{ID: "sb-nofiles", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}})
+	sbs.CreatedCaps = []string{sandboxes.CapFilesystem}
+	sbs.PutWorkspace(sandboxes.Workspace{ID: "ws-bob", Owner: "bob"})
 	agent := &fakeAgent{files: map[string]string{"sb-bob/secret.txt": "bob's", "sb-alice/notes.txt": "alice's"}}
 	svc := New(Config{Sandboxes: sbs, Agent: agent, ManagedWorkspace: &sandboxes.WorkspaceSpec{Backend: "docker_volume", SizeLimitMB: 1024}, Exports: fakeExports{},
 		Fetch: func(context.Context, *url.URL) (io.ReadCloser, error) {
@@ -225,8 +132,8 @@ func TestOwnership(t *testing.T) {
 			if got := AsError(err).Code; got != tc.code {
 				t.Fatalf("%v: code %s, want %s", err, got, tc.code)
 			}
-			if tc.code != CodeCapability && tc.code != CodeInvalidPath && sbs.holds != 0 {
-				t.Errorf("a refused call started %d sandboxes", sbs.holds)
+			if tc.code != CodeCapability && tc.code != CodeInvalidPath && sbs.Holds() != 0 {
+				t.Errorf("a refused call started %d sandboxes", sbs.Holds())
 			}
 			if agent.files["sb-bob/x"] != "" || agent.files["sb-bob/secret.txt"] != "bob's" {
 				t.Errorf("bob's workspace changed: %v", agent.files)
@@ -290,7 +197,7 @@ func TestCreateRecordsManagedCargo(t *testing.T) {
 	if err != nil || sb.Profile != DefaultProfile {
 		t.Fatalf("create: %+v %v", sb, err)
 	}
-	if w := sbs.ws[sb.WorkspaceID]; w == nil || w.Owner != "carol" || !w.Managed || w.SizeLimitMB != 1024 {
+	if w, _ := sbs.Workspace(ctx, sb.WorkspaceID); w == nil || w.Owner != "carol" || !w.Managed || w.SizeLimitMB != 1024 {
 		t.Fatalf("the managed cargo of %s: %+v", sb.ID, w)
 	}
 	// Attaching it as a cargo is the owner's alone.
@@ -303,7 +210,7 @@ func TestCreateRecordsManagedCargo(t *testing.T) {
 	if err := svc.DeleteSandbox(ctx, Principal{Owner: "carol"}, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := sbs.ws[sb.WorkspaceID]; ok {
+	if sbs.HasWorkspace(sb.WorkspaceID) {
 		t.Errorf("the managed cargo outlived its sandbox")
 	}
 }

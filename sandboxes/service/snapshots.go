@@ -12,19 +12,19 @@ import (
 
 // Pauser is implemented by a Manager that can freeze and thaw sandboxes.
 type Pauser interface {
-	Pause(ctx context.Context, id string) (sandboxes.Sandbox, error)
-	Resume(ctx context.Context, id string) (sandboxes.Sandbox, error)
+	Pause(ctx context.Context, id string) (*sandboxes.Sandbox, error)
+	Resume(ctx context.Context, id string) (*sandboxes.Sandbox, error)
 }
 
 // Snapshotter is implemented by a Manager that keeps workspace snapshots.
 type Snapshotter interface {
-	CreateSnapshot(ctx context.Context, id string, req sandboxes.SnapshotRequest) (sandboxes.Snapshot, error)
+	CreateSnapshot(ctx context.Context, id string, req sandboxes.SnapshotRequest) (*sandboxes.Snapshot, error)
 	// Snapshots lists owner's snapshots ("" lists every owner's), newest first.
 	Snapshots(ctx context.Context, owner string) ([]sandboxes.Snapshot, error)
-	GetSnapshot(ctx context.Context, id string) (sandboxes.Snapshot, error)
+	GetSnapshot(ctx context.Context, id string) (*sandboxes.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
-	CreateFromSnapshot(ctx context.Context, req sandboxes.CreateRequest, snapshotID string) (sandboxes.Sandbox, sandboxes.CopyStats, error)
-	Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (sandboxes.Sandbox, sandboxes.CopyStats, error)
+	CreateFromSnapshot(ctx context.Context, req sandboxes.CreateRequest, snapshotID string) (*sandboxes.Sandbox, sandboxes.CopyStats, error)
+	Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (*sandboxes.ForkResult, error)
 }
 
 // CanPause is nil when the Manager pauses sandboxes, else capability_not_supported (a dialect checks before it
@@ -62,7 +62,7 @@ func (s *Service) Pause(ctx context.Context, p Principal, id string) (sandboxes.
 	if err != nil {
 		return sandboxes.Sandbox{}, err
 	}
-	return pr.Pause(ctx, id)
+	return deref(pr.Pause(ctx, id))
 }
 
 // Resume thaws a paused sandbox p owns.
@@ -71,7 +71,7 @@ func (s *Service) Resume(ctx context.Context, p Principal, id string) (sandboxes
 	if err != nil {
 		return sandboxes.Sandbox{}, err
 	}
-	return pr.Resume(ctx, id)
+	return deref(pr.Resume(ctx, id))
 }
 
 // pauserOf is the check Pause and Resume share: the Manager pauses sandboxes (asked first, so a gateway without
@@ -96,7 +96,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, p Principal, id string, re
 	if _, err := s.Unexpired(ctx, p, id); err != nil {
 		return sandboxes.Snapshot{}, err
 	}
-	return sn.CreateSnapshot(ctx, id, req)
+	return deref(sn.CreateSnapshot(ctx, id, req))
 }
 
 // Snapshots lists the snapshots p may see (an admin sees every owner's), newest first; source "" lists them all,
@@ -106,11 +106,7 @@ func (s *Service) Snapshots(ctx context.Context, p Principal, source string) ([]
 	if err != nil {
 		return nil, err
 	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
-	list, err := sn.Snapshots(ctx, owner)
+	list, err := sn.Snapshots(ctx, p.listOwner())
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +125,11 @@ func (s *Service) GetSnapshot(ctx context.Context, p Principal, id string) (sand
 	if err != nil {
 		return sandboxes.Snapshot{}, err
 	}
-	snap, err := sn.GetSnapshot(ctx, id)
+	snap, err := deref(sn.GetSnapshot(ctx, id))
 	if err != nil {
 		return snap, err
 	}
-	if !p.Admin && snap.Owner != p.Owner {
+	if !p.Sees(snap.Owner) {
 		return sandboxes.Snapshot{}, Errorf(CodeNotFound, "Snapshot not found: %s", id)
 	}
 	return snap, nil
@@ -160,7 +156,11 @@ func (s *Service) Fork(ctx context.Context, p Principal, id string, ttl time.Dur
 	if ttl <= 0 {
 		ttl = -1
 	}
-	return sn.Fork(ctx, id, sandboxes.ForkRequest{TTL: ttl, RecordWorkspace: s.cfg.ManagedWorkspace})
+	res, err := sn.Fork(ctx, id, sandboxes.ForkRequest{TTL: ttl, RecordWorkspace: s.cfg.ManagedWorkspace})
+	if err != nil {
+		return sandboxes.Sandbox{}, sandboxes.CopyStats{}, err
+	}
+	return *res.Sandbox, res.Copy, nil
 }
 
 // CreateFromSnapshot creates a sandbox of p's whose workspace starts as a copy of a snapshot p may use; profile ""
@@ -175,5 +175,5 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, p Principal, snapshotI
 		req.TTL = ttl
 	}
 	sb, _, err := sn.CreateFromSnapshot(ctx, req, snapshotID)
-	return sb, err
+	return deref(sb, err)
 }
