@@ -1,0 +1,110 @@
+package docker_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// What profile validation refuses under gVisor (sandboxes.Profile.refusedUnderRuntime, docs/security.md "Refused
+// under gVisor") is refused because of what these tests show runsc doing on the real engine. If a future runsc
+// behaves otherwise, they fail and the refusal can go.
+
+// dockerCLI runs docker with args and fails t with its output if it fails.
+func dockerCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestGVisorKeepsUnixSocketsInside: a Unix socket bound under runsc in a host directory mounted into the sandbox
+// (as the agent of a network none sandbox binds its socket) is not one the host can connect to; under runc it is.
+// So network none is refused under runsc.
+func TestGVisorKeepsUnixSocketsInside(t *testing.T) {
+	testenv.Runsc(t)
+	image := testenv.Image(t, "base")
+	const bind = `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind("/s/agent.sock")
+s.listen(1)
+print("bound", flush=True)
+sys.stdin.read()`
+	for _, rt := range testRuntimes {
+		t.Run(rt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			name := testenv.Unique("sg-uds")
+			t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+			args := []string{"run", "-d", "-i", "--name", name, "--network", "none", "-v", dir + ":/s", "--entrypoint", "python3"}
+			if rt.runtime != "" {
+				args = append(args, "--runtime", rt.runtime)
+			}
+			dockerCLI(t, append(args, image, "-c", bind)...)
+			testenv.WaitUntil(t, "the sandbox to bind its socket", func() bool {
+				out, _ := exec.Command("docker", "logs", name).CombinedOutput()
+				return strings.Contains(string(out), "bound")
+			})
+			c, err := net.Dial("unix", filepath.Join(dir, "agent.sock"))
+			if rt.runtime == "" {
+				if err != nil {
+					t.Fatalf("under runc the host cannot connect to the sandbox's socket: %v", err)
+				}
+				c.Close()
+				return
+			}
+			if err == nil {
+				c.Close()
+				t.Fatal("under runsc the host connected to a socket bound in the sandbox: network none could work, lift its refusal")
+			}
+			t.Logf("under runsc the host's connect fails: %v", err)
+		})
+	}
+}
+
+// TestGVisorStripsAJoinedNamespace: a runsc sandbox joining another container's network namespace (as a sandbox
+// joins a network spare's holder) takes the namespace's address off its interface, and it stays off after the
+// sandbox ends, so a restart in that namespace would have no network. So network_spares is refused under runsc.
+func TestGVisorStripsAJoinedNamespace(t *testing.T) {
+	testenv.Runsc(t)
+	image := testenv.Image(t, "base")
+	holder := testenv.Unique("sg-holder")
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", holder).Run() })
+	dockerCLI(t, "run", "-d", "--name", holder, "--network", "bridge", "--entrypoint", "sleep", image, "infinity")
+	addr := dockerCLI(t, "inspect", "-f", "{{.NetworkSettings.IPAddress}}", holder)
+	if net.ParseIP(addr) == nil {
+		t.Fatalf("holder address %q", addr)
+	}
+	// /proc/net/fib_trie lists the namespace's local addresses (the holder runs under runc: the host's view).
+	local := func() bool {
+		return strings.Contains(dockerCLI(t, "exec", holder, "cat", "/proc/net/fib_trie"), addr)
+	}
+	if !local() {
+		t.Fatalf("the holder's namespace lacks its own address %s before any sandbox joined", addr)
+	}
+	for _, rt := range testRuntimes {
+		args := []string{"run", "--rm", "--network", "container:" + holder, "--entrypoint", "python3"}
+		if rt.runtime != "" {
+			args = append(args, "--runtime", rt.runtime)
+		}
+		dockerCLI(t, append(args, image, "-c", "print('joined')")...)
+		has := local()
+		t.Logf("after a %s sandbox ran in the holder's namespace, its address is there: %v", rt.name, has)
+		switch {
+		case rt.runtime == "" && !has:
+			t.Fatalf("a runc sandbox took the holder's address %s away", addr)
+		case rt.runtime == sandboxes.RuntimeGVisor && has:
+			t.Fatal("the holder keeps its address after a runsc sandbox ran in its namespace: network_spares could work, lift its refusal")
+		}
+	}
+}
