@@ -75,7 +75,9 @@ func (f *fakeLifecycle) Subscribe(int) (<-chan sandboxes.Event, func()) {
 	}
 	return make(chan sandboxes.Event), func() {}
 }
-func (f *fakeLifecycle) Profiles() []sandboxes.Profile { return []sandboxes.Profile{{ID: "base"}} }
+func (f *fakeLifecycle) Profiles() []sandboxes.Profile {
+	return []sandboxes.Profile{{ID: "base"}, {ID: "isolated", Runtime: sandboxes.RuntimeGVisor}}
+}
 func (f *fakeLifecycle) EnsureRunning(_ context.Context, id string) (sandboxes.Target, error) {
 	return sandboxes.Target{}, &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
 		Details: map[string]any{"reason": "oom"}}
@@ -540,5 +542,28 @@ func TestPageTicketStoreDown(t *testing.T) {
 	}
 	if w.Header().Get("Content-Security-Policy") == "" {
 		t.Fatal("the 503 page lacks the pages' security headers")
+	}
+}
+
+// TestConsoleProfilesShowTheRuntime: the console's profile list says which runtime each profile's sandboxes run
+// under, the engine's default named as runc, so the isolated profile can be told apart and chosen.
+func TestConsoleProfilesShowTheRuntime(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, _ := f.login(t, "key-alice")
+	r := httptest.NewRequest("GET", "https://gw.test/console/api/profiles", nil)
+	r.AddCookie(ck)
+	w := f.do(t, r)
+	var list struct {
+		Profiles []profileView `json:"profiles"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("profiles: %d %s %v", w.Code, w.Body, err)
+	}
+	got := map[string]string{}
+	for _, p := range list.Profiles {
+		got[p.ID] = p.Runtime
+	}
+	if len(got) != 2 || got["base"] != "runc" || got["isolated"] != "runsc" {
+		t.Fatalf("runtimes %v, want base runc and isolated runsc", got)
 	}
 }
