@@ -289,14 +289,14 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	_, res, _ := strings.Cut(out, "RESULT ")
 	res, _, _ = strings.Cut(res, "\n")
 	var r struct {
-		Terminal   struct{ First, Second string }
-		Isolated   struct {
+		Terminal struct{ First, Second string }
+		Isolated struct {
 			Release string // uname -r typed in the isolated sandbox's terminal
 			Option  string // the console's profile list entry for python-isolated
 			Runtime string // and its data-runtime
 			Created string // the sandbox the console created from it
 		}
-		Created string
+		Created    string
 		ConsoleApp struct {
 			URL string
 			Res map[string]string
