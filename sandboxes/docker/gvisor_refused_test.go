@@ -108,3 +108,40 @@ func TestGVisorStripsAJoinedNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestGVisorMissesTheEmbeddedResolver: on a user-defined network (the gateway's bridge, an operator's named one)
+// Docker's resolv.conf names its embedded resolver, 127.0.0.11, which listens in the container's namespace on the
+// host's side. A runsc sandbox's 127.0.0.11 is gVisor's own loopback, so its lookups reach no resolver: a test
+// resolver set as the network's upstream (--dns) hears the runc container's query and never the runsc one's.
+// Names do not resolve in runsc sandboxes on bridge or named networks (docs/security.md "gVisor"); addresses and
+// the egress proxy (which resolves for internal profiles) work.
+func TestGVisorMissesTheEmbeddedResolver(t *testing.T) {
+	testenv.Runsc(t)
+	image := testenv.Image(t, "base")
+	network := testenv.Unique("sg-gvdns")
+	dockerCLI(t, "network", "create", network)
+	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", network).Run() })
+	gw := dockerCLI(t, "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", network)
+	label := strings.ReplaceAll(testenv.Unique("gvdns"), "-", "")
+	seen, ok := dnsListener(t, gw+":53", label)
+	if !ok {
+		t.Fatalf("cannot run the test's resolver on %s", gw)
+	}
+	lookup := func(runtime, name string) string {
+		args := []string{"run", "--rm", "--network", network, "--dns", gw, "--entrypoint", "python3"}
+		if runtime != "" {
+			args = append(args, "--runtime", runtime)
+		}
+		return dockerCLI(t, append(args, image, "-c",
+			"import socket,sys\ntry: print(socket.getaddrinfo(sys.argv[1], 80))\nexcept Exception as e: print('FAILED', e)", name)...)
+	}
+	// gVisor first: its lookup has failed by the time docker run returns, and a query the embedded resolver
+	// forwarded would have reached the test's resolver before that failure.
+	out := lookup(sandboxes.RuntimeGVisor, label+"gvisor.example")
+	if n := seen(); n != 0 || !strings.Contains(out, "FAILED") {
+		t.Fatalf("a runsc sandbox's lookup reached the network's upstream (%d queries): %s; names could resolve, update docs/security.md", n, out)
+	}
+	// The control: runc's lookup does reach it, so the test would see one.
+	lookup("", label+"runc.example")
+	testenv.WaitUntil(t, "the runc container's query at the test's resolver", func() bool { return seen() > 0 })
+}
