@@ -142,6 +142,10 @@ func (m *Manager) Instance() string {
 // the shape they were created with; warm members of a changed profile are replaced.
 func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
+		var typed *Error // a setting the runtime cannot serve keeps its capability_not_supported (runtime.go)
+		if errors.As(err, &typed) {
+			return typed
+		}
 		return Errorf(CodeInvalid, "%v", err)
 	}
 	cfg.setDefaults()

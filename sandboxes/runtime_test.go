@@ -122,6 +122,15 @@ func TestRefusedUnderRuntime(t *testing.T) {
 				e.Details["runtime"] != p.Runtime || e.Details["profile"] != "p" {
 				t.Fatalf("want capability_not_supported for %s, got %#v", tc.capability, err)
 			}
+			// The Manager's Apply (a gateway's start or reload) refuses it with the same code.
+			m, err := NewManager(ManagerConfig{Namespace: "unit"}, newFakeDriver(t), NewBoltStore(t.TempDir()+"/store.db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if err := m.Apply(context.Background(), Config{Profiles: []Profile{p}}); !errors.As(err, &e) || e.Code != CodeCapabilityAbsent {
+				t.Fatalf("Apply: want capability_not_supported, got %v", err)
+			}
 		})
 	}
 }
