@@ -91,6 +91,9 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	if cfg.AgentPort == 0 {
 		cfg.AgentPort = 7777
 	}
+	if cfg.HostResolvConf == "" {
+		cfg.HostResolvConf = "/etc/resolv.conf"
+	}
 	if cfg.SocketDir == "" {
 		cfg.SocketDir = "/run/sandgate/" + cfg.Namespace
 	}

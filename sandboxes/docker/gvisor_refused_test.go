@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"bufio"
 	"net"
 	"os"
 	"os/exec"
@@ -144,4 +145,63 @@ func TestGVisorMissesTheEmbeddedResolver(t *testing.T) {
 	// The control: runc's lookup does reach it, so the test would see one.
 	lookup("", label+"runc.example")
 	testenv.WaitUntil(t, "the runc container's query at the test's resolver", func() bool { return seen() > 0 })
+}
+
+// dnsResponder answers every A query on addr:53 with 10.9.8.7 (and every other type with no records); it prints
+// "ready" once bound.
+const dnsResponder = `import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 53))
+print("ready", flush=True)
+while True:
+    q, peer = s.recvfrom(512)
+    i = 12
+    while i < len(q) and q[i] != 0:
+        i += q[i] + 1
+    if i + 5 > len(q):
+        continue
+    a = q[i+1:i+3] == b"\x00\x01"
+    head = q[:2] + b"\x81\x80" + q[4:6] + (b"\x00\x01" if a else b"\x00\x00") + b"\x00\x00\x00\x00"
+    answer = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + bytes([10, 9, 8, 7]) if a else b""
+    s.sendto(head + q[12:i+5] + answer, peer)`
+
+// TestGVisorBridgeSandboxResolves: a runsc sandbox on the gateway's bridge network resolves names through the host's
+// resolvers, which the gateway writes into a resolv.conf of its own for it (sandboxes/resolvconf.go), since
+// Docker's embedded resolver is out of gVisor's reach (TestGVisorMissesTheEmbeddedResolver). The host's resolver
+// here is the test's own, in a network namespace reachable like any outside address; the host's resolv.conf the
+// Manager reads names systemd-resolved's loopback stub first, which a sandbox cannot use and which is skipped.
+func TestGVisorBridgeSandboxResolves(t *testing.T) {
+	testenv.Runsc(t)
+	sweepPolicyAfter(t)
+	n := testenv.NewNetNS(t, "sgdns", "10.216")
+	n.IP("-n", n.Name, "route", "add", "default", "via", n.Subnet+".1")
+	resolver := n.Subnet + ".2"
+	cmd := exec.Command("ip", "netns", "exec", n.Name, "/usr/bin/python3", "-c", dnsResponder, resolver)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the test's resolver: %q %v", line, err)
+	}
+	hostConf := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(hostConf, []byte("nameserver 127.0.0.53\nnameserver "+resolver+"\noptions edns0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := runtimeProfile("open", sandboxes.RuntimeGVisor)
+	p.Network = sandboxes.NetworkBridge
+	h := newHarnessResolving(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}}, testenv.Image(t, "base"), "", hostConf)
+	sb := h.create("open")
+	h.ready(sb.ID)
+	out, err := h.exec(sb.ID, "python3", "-c", "import socket; print(socket.getaddrinfo('anything.example', 80, socket.AF_INET)[0][4][0])")
+	if err != nil || strings.TrimSpace(out) != "10.9.8.7" {
+		t.Fatalf("a runsc sandbox on bridge resolving a name: %q %v", out, err)
+	}
+	if conf, _ := h.exec(sb.ID, "cat", "/etc/resolv.conf"); strings.Contains(conf, "127.0.0.") {
+		t.Errorf("the sandbox's resolv.conf names a loopback resolver:\n%s", conf)
+	}
 }
