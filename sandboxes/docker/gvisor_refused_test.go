@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -194,13 +195,29 @@ func TestGVisorBridgeSandboxResolves(t *testing.T) {
 	}
 	p := runtimeProfile("open", sandboxes.RuntimeGVisor)
 	p.Network = sandboxes.NetworkBridge
+	p.Image = testenv.Image(t, "base")
 	h := newHarnessResolving(t, sandboxes.Config{Profiles: []sandboxes.Profile{p}}, testenv.Image(t, "base"), "", hostConf)
 	sb := h.create("open")
-	h.ready(sb.ID)
-	out, err := h.exec(sb.ID, "python3", "-c", "import socket; print(socket.getaddrinfo('anything.example', 80, socket.AF_INET)[0][4][0])")
-	if err != nil || strings.TrimSpace(out) != "10.9.8.7" {
-		t.Fatalf("a runsc sandbox on bridge resolving a name: %q %v", out, err)
+	resolve := func(stage string) {
+		t.Helper()
+		h.ready(sb.ID)
+		out, err := h.exec(sb.ID, "python3", "-c", "import socket; print(socket.getaddrinfo('anything.example', 80, socket.AF_INET)[0][4][0])")
+		if err != nil || strings.TrimSpace(out) != "10.9.8.7" {
+			t.Fatalf("%s: a runsc sandbox on bridge resolving a name: %q %v", stage, out, err)
+		}
 	}
+	resolve("created")
+	// A reboot empties /run, where the file lives; every launch writes it again (resolvConfFor), before the
+	// stopped sandbox's container, which mounts it, starts again.
+	if err := h.mgr.Stop(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.mgr.Close()
+	if err := os.Remove(filepath.Join("/run/sandgate", h.ns, "resolv.conf")); err != nil {
+		t.Fatalf("the gateway's resolv.conf: %v", err)
+	}
+	h.start(sandboxes.Config{Profiles: []sandboxes.Profile{p}})
+	resolve("after a gateway restart with /run emptied")
 	if conf, _ := h.exec(sb.ID, "cat", "/etc/resolv.conf"); strings.Contains(conf, "127.0.0.") {
 		t.Errorf("the sandbox's resolv.conf names a loopback resolver:\n%s", conf)
 	}
