@@ -14,9 +14,11 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// What profile validation refuses under gVisor (sandboxes.Profile.refusedUnderRuntime, docs/security.md "Refused
-// under gVisor") is refused because of what these tests show runsc doing on the real engine. If a future runsc
-// behaves otherwise, they fail and the refusal can go.
+// What gVisor cannot do that runc can, on the real engine. Profile validation refuses network none and
+// network_spares under runsc (sandboxes.Profile.refusedUnderRuntime, docs/security.md "Refused under gVisor")
+// because of what the first two tests show; if a future runsc behaves otherwise, they fail and the refusal can go.
+// The DNS tests show Docker's embedded resolver out of gVisor's reach and the gateway's own resolv.conf making
+// names resolve in runsc sandboxes with direct egress (sandboxes/resolvconf.go).
 
 // dockerCLI runs docker with args and fails t with its output if it fails.
 func dockerCLI(t *testing.T, args ...string) string {
