@@ -56,10 +56,10 @@ run: build images
 test: test-go fuzz-short
 
 # runsc: gVisor, built once from the Go module proxy and registered with the engine (the runsc conformance run and
-# Caddyfile.example's python-isolated profile need it).
+# Caddyfile.example's python-isolated profile need it); SANDGATE_REQUIRE_RUNSC=1 makes a test needing runsc fail, not skip.
 test-go: images assets
 	scripts/prereqs.sh chromium pebble redis runsc localhost-names
-	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	SANDGATE_REQUIRE_RUNSC=1 $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside
 # `make test` and are stopped when it ends, passed, failed or interrupted. The tests wait for states, not times, so

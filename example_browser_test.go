@@ -127,7 +127,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	bay := client.New(fmt.Sprintf("http://127.0.0.1:%d", bayPort), creds.APIKey)
 
 	// The README's curl tour, its own commands; only Bay's port and the data dir (through HOME) differ.
-	tour := runReadmeTour(t, ctx, g, bayPort)
+	tour := runReadmeTour(t, ctx, g, bayPort, "python-default")
 	t.Logf("README tour:\n%s", tour)
 	m := regexp.MustCompile(`(?m)^SANDBOX=(\S+)$`).FindStringSubmatch(tour)
 	if m == nil {
@@ -151,6 +151,28 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	tourApp := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(appPrefix(id)) + `\S+$`).FindString(tour)
 	if tourApp == "" {
 		t.Fatalf("the tour printed no app URL on the content origin %s:\n%s", appPrefix(id), tour)
+	}
+
+	// The README's "same calls with python-isolated": the tour again on the gVisor profile; uname -a reads gVisor's
+	// kernel, the Python cell answers, and its terminal URL opens in the browser below.
+	isoTour := runReadmeTour(t, ctx, g, bayPort, "python-isolated")
+	t.Logf("README tour on python-isolated:\n%s", isoTour)
+	m = regexp.MustCompile(`(?m)^SANDBOX=(\S+)$`).FindStringSubmatch(isoTour)
+	if m == nil {
+		t.Fatalf("the isolated tour made no sandbox:\n%s", isoTour)
+	}
+	isoID := m[1]
+	for _, want := range []string{"gvisor", "42"} {
+		if !strings.Contains(isoTour, want) {
+			t.Errorf("the isolated tour's output lacks %q", want)
+		}
+	}
+	if sb, err := bay.GetSandbox(ctx, isoID); err != nil || sb.Profile != "python-isolated" {
+		t.Fatalf("the isolated tour's sandbox: %v %+v", err, sb)
+	}
+	isoTermURL := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(base) + `/sandboxes/` + isoID + `/terminal/\?ticket=\S+$`).FindString(isoTour)
+	if isoTermURL == "" {
+		t.Fatalf("the isolated tour printed no terminal URL on %s:\n%s", base, isoTour)
 	}
 
 	// A browser sandbox for the desktop and CDP (the README's other profile).
@@ -223,6 +245,12 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 		}
 	}
 	waitApp(tourID, tourApp, "Directory listing")
+	// The isolated tour's app: python's http.server behind gVisor's network stack, on the content origin.
+	isoApp := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(appPrefix(isoID)) + `\S+$`).FindString(isoTour)
+	if isoApp == "" {
+		t.Fatalf("the isolated tour printed no app URL on the content origin %s:\n%s", appPrefix(isoID), isoTour)
+	}
+	waitApp(isoID, isoApp, "Directory listing")
 	waitApp(id, ticket(id, "app", "read"), "sandbox app")
 	// A workspace file through a files ticket on the console's origin is a download, never a page.
 	filesURL := ticket(id, "files", "read") + "&path=" + url.QueryEscape("/workspace/app/attack.html")
@@ -244,8 +272,9 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	out, err := testenv.RunNode(t, filepath.Join(testenv.RepoRoot(), "testdata", "example_browser.cjs"),
 		"BASE="+base, "KEY="+creds.APIKey, "SCREENSHOTS="+shots,
 		"TERMINAL_URL="+termURL,
+		"ISOLATED_TERMINAL_URL="+isoTermURL,
 		"APP_SANDBOX="+id,
-		"KNOWN="+strings.Join([]string{tourID, id, desk.ID}, ","),
+		"KNOWN="+strings.Join([]string{tourID, isoID, id, desk.ID}, ","),
 		"APP_URL="+ticket(id, "app", "read"),
 		"FILES_URL="+ticket(id, "files", "read")+"&path="+url.QueryEscape("/workspace/app/attack.html"),
 		"DESKTOP_URL="+ticket(desk.ID, "vnc", "write"),
@@ -260,7 +289,13 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 	_, res, _ := strings.Cut(out, "RESULT ")
 	res, _, _ = strings.Cut(res, "\n")
 	var r struct {
-		Terminal   struct{ First, Second string }
+		Terminal struct{ First, Second string }
+		Isolated struct {
+			Release string // uname -r typed in the isolated sandbox's terminal
+			Option  string // the console's profile list entry for python-isolated
+			Runtime string // and its data-runtime
+			Created string // the sandbox the console created from it
+		}
 		Created    string
 		ConsoleApp struct {
 			URL string
@@ -293,6 +328,22 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 		sb, err := bay.GetSandbox(ctx, r.Created)
 		if err != nil || sb.Profile != "python-default" {
 			t.Errorf("the console's sandbox %q: %v %+v", r.Created, err, sb)
+		}
+	})
+	t.Run("isolated", func(t *testing.T) {
+		t.Logf("isolated: %+v", r.Isolated)
+		if !strings.Contains(r.Isolated.Release, "gvisor") {
+			t.Errorf("uname -r in the isolated sandbox's terminal: %q", r.Isolated.Release)
+		}
+		if r.Isolated.Runtime != "runsc" || !strings.Contains(r.Isolated.Option, "gVisor") {
+			t.Errorf("the console's python-isolated entry: %q (runtime %q)", r.Isolated.Option, r.Isolated.Runtime)
+		}
+		sb, err := bay.GetSandbox(ctx, r.Isolated.Created)
+		if err != nil || sb.Profile != "python-isolated" || sb.Status != "ready" {
+			t.Errorf("the console's isolated sandbox %q: %v %+v", r.Isolated.Created, err, sb)
+		}
+		if res, err := bay.Shell(ctx, r.Isolated.Created, "uname -r", 30); err != nil || !strings.Contains(res.Output, "gvisor") {
+			t.Errorf("uname -r in the console's isolated sandbox: %v %+v", err, res)
 		}
 	})
 	wantApp := map[string]string{"http": "from-the-sandbox", "ws": "ping-from-the-sandbox",
@@ -346,7 +397,7 @@ func TestCaddyfileExampleInBrowser(t *testing.T) {
 
 // runReadmeTour runs the shell blocks of the README's "A first sandbox" as written, with Bay's port moved and HOME
 // pointing at a home whose ~/.local/share is the gateway's XDG data home; it prints the sandbox id at the end.
-func runReadmeTour(t *testing.T, ctx context.Context, g *testenv.Gateway, bayPort int) string {
+func runReadmeTour(t *testing.T, ctx context.Context, g *testenv.Gateway, bayPort int, profile string) string {
 	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -371,6 +422,14 @@ func runReadmeTour(t *testing.T, ctx context.Context, g *testenv.Gateway, bayPor
 	}
 	script.WriteString("echo SANDBOX=$id\n")
 	cmdText := strings.ReplaceAll(script.String(), "127.0.0.1:8114", fmt.Sprintf("127.0.0.1:%d", bayPort))
+	// The README's "the same calls with" another profile: its create names python-default.
+	const written = `"profile":"python-default"`
+	if profile != "python-default" {
+		if !strings.Contains(cmdText, written) {
+			t.Fatalf("the README's create does not name %s:\n%s", written, cmdText)
+		}
+		cmdText = strings.ReplaceAll(cmdText, written, `"profile":"`+profile+`"`)
+	}
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".local"), 0o755); err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}
 
 	// OpenSandbox's lifecycle API on its port, with the same key.
-	exampleOpenSandbox(t, ctx, fmt.Sprintf("http://127.0.0.1:%d", osbPort), creds.APIKey)
+	exampleOpenSandbox(t, ctx, fmt.Sprintf("http://127.0.0.1:%d", osbPort), creds.APIKey, bay)
 
 	// The console takes the same key (sandbox_pages api_keys): a wrong one is refused, the right one logs in.
 	login := func(key string) *http.Response {
@@ -135,8 +135,10 @@ func TestCaddyfileExampleServes(t *testing.T) {
 }
 
 // exampleOpenSandbox drives the example's OpenSandbox site: a wrong key, create from the example's image with
-// metadata, list by it, an endpoint through the gateway, delete.
-func exampleOpenSandbox(t *testing.T, ctx context.Context, base, key string) {
+// metadata, list by it, an endpoint through the gateway, delete; then the isolated profile chosen by the
+// sandgate.profile extension (the image is python-default's too), whose sandbox runs under gVisor (read through
+// Bay's API with the same key: one core, one owner).
+func exampleOpenSandbox(t *testing.T, ctx context.Context, base, key string, bay *client.Client) {
 	t.Helper()
 	call := func(method, path, key, body string) (int, map[string]any) {
 		t.Helper()
@@ -172,5 +174,20 @@ func exampleOpenSandbox(t *testing.T, ctx context.Context, base, key string) {
 	}
 	if code, m := call("DELETE", "/v1/sandboxes/"+id, key, ""); code != http.StatusNoContent {
 		t.Errorf("opensandbox delete: %d %v", code, m)
+	}
+
+	code, m = call("POST", "/v1/sandboxes", key, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["tail","-f","/dev/null"],"timeout":600,"extensions":{"sandgate.profile":"python-isolated"}}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("opensandbox create of python-isolated: %d %v", code, m)
+	}
+	iso, _ := m["id"].(string)
+	if sb, err := bay.WaitReady(ctx, iso, 200*time.Millisecond); err != nil || sb.Profile != "python-isolated" {
+		t.Fatalf("the OpenSandbox create naming python-isolated: %v %+v", err, sb)
+	}
+	if res, err := bay.Shell(ctx, iso, "uname -r", 30); err != nil || !strings.Contains(res.Output, "gvisor") {
+		t.Fatalf("uname -r in the OpenSandbox python-isolated sandbox: %v %+v", err, res)
+	}
+	if code, m := call("DELETE", "/v1/sandboxes/"+iso, key, ""); code != http.StatusNoContent {
+		t.Errorf("opensandbox delete of python-isolated: %d %v", code, m)
 	}
 }

@@ -54,9 +54,14 @@ func rExec(t *testing.T, sb *testenv.Sandbox, code string) agentapi.KernelExecRe
 }
 
 // TestRKernelKeepsStateAndPlots: the r image's persistent R session keeps a variable across calls, returns a plot
-// as PNG, and reports an R error with its message.
+// as PNG, and reports an R error with its message. Under runc and under gVisor (runsc), whose sandbox must read
+// gVisor's kernel from R too.
 func TestRKernelKeepsStateAndPlots(t *testing.T) {
-	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "r"})
+	eachRuntime(t, rKernelKeepsStateAndPlots)
+}
+
+func rKernelKeepsStateAndPlots(t *testing.T, runtime string) {
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "r", Runtime: runtime})
 	if res := rExec(t, sb, "x <- 21\ncat('set\\n')"); !res.Success || res.Stdout != "set\n" || res.ExecutionCount != 1 {
 		t.Fatalf("first call: %+v %+v", res, res.Error)
 	}
@@ -77,5 +82,10 @@ func TestRKernelKeepsStateAndPlots(t *testing.T) {
 	}
 	if res := rExec(t, sb, "x"); !res.Success || !strings.Contains(res.Stdout, "[1] 21") || len(res.Images) != 0 {
 		t.Fatalf("state after an error: %+v %+v", res, res.Error)
+	}
+	if runtime != "" {
+		if res := rExec(t, sb, "cat(Sys.info()[['release']])"); !res.Success || !strings.Contains(res.Stdout, "gvisor") {
+			t.Fatalf("R under %s reads release %+v %+v, want gVisor's", runtime, res, res.Error)
+		}
 	}
 }

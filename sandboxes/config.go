@@ -20,6 +20,9 @@ type ManagerConfig struct {
 	// SocketDir holds, per sandbox with network none, the host directory bind-mounted at /run/sandgate in which
 	// the agent creates its UNIX socket: the gateway's only way in. Default /run/sandgate/<namespace>.
 	SocketDir string
+	// HostResolvConf is the host's resolv.conf, read for the resolvers of gVisor sandboxes with direct egress
+	// (resolvconf.go). Default /etc/resolv.conf.
+	HostResolvConf string
 	// Clock is the warm pool's notion of now (when creates arrived, when their demand leaves the window); nil is
 	// time.Now. Tests move it forward instead of waiting out a window.
 	Clock func() time.Time

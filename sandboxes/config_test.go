@@ -27,7 +27,7 @@ func TestConfigValidate(t *testing.T) {
 		{"network spares on bridge", base(func(p *Profile) { p.NetworkSpares, p.Network = MaxNetworkSpares, NetworkBridge }), false, ""},
 		{"network spares on none", base(func(p *Profile) { p.NetworkSpares, p.Network = 1, NetworkNone }), false, "network_spares needs"},
 		{"network spares on a named network", base(func(p *Profile) { p.NetworkSpares, p.Network = 1, "corp" }), false, "network_spares needs"},
-		{"network spares under gVisor", base(func(p *Profile) { p.NetworkSpares, p.Runtime = 1, RuntimeGVisor }), false, "network_spares works only"},
+		{"network spares under gVisor", base(func(p *Profile) { p.NetworkSpares, p.Runtime = 1, RuntimeGVisor }), false, "network_spares does not work under runtime runsc"},
 		{"network spares under runc named", base(func(p *Profile) { p.NetworkSpares, p.Runtime = 1, "runc" }), false, ""},
 		{"network spares with host_port", base(func(p *Profile) { p.NetworkSpares, p.Network, p.ConnectMode = 1, NetworkBridge, ConnectHostPort }), false, "network_spares needs"},
 		{"too many network spares", base(func(p *Profile) { p.NetworkSpares = MaxNetworkSpares + 1 }), false, "between 0 and"},

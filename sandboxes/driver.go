@@ -90,6 +90,9 @@ type ContainerSpec struct {
 	// AgentSocketDir, set for network none, is the gateway-owned host directory mounted at SocketMountPoint in
 	// which the agent creates its socket; Start then answers the socket's address.
 	AgentSocketDir string
+	// ResolvConf, set for gVisor sandboxes with direct egress, is a gateway-owned host file to mount read-only at
+	// /etc/resolv.conf in place of the engine's (resolvconf.go).
+	ResolvConf string
 	// AgentImage, set when the profile injects the agent (profile_image.go), is the image the agent binary is
 	// copied from into a read-only volume named AgentVolumePrefix + that image's id, mounted at AgentMountPoint;
 	// the container's command becomes the agent supervising the image's own entrypoint and cmd.

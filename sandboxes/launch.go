@@ -484,6 +484,7 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	spec := ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
+		ResolvConf: m.resolvConfFor(p),
 		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
 		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}

@@ -91,6 +91,9 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	if cfg.AgentPort == 0 {
 		cfg.AgentPort = 7777
 	}
+	if cfg.HostResolvConf == "" {
+		cfg.HostResolvConf = "/etc/resolv.conf"
+	}
 	if cfg.SocketDir == "" {
 		cfg.SocketDir = "/run/sandgate/" + cfg.Namespace
 	}
@@ -142,6 +145,10 @@ func (m *Manager) Instance() string {
 // the shape they were created with; warm members of a changed profile are replaced.
 func (m *Manager) Apply(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
+		var typed *Error // a setting the runtime cannot serve keeps its capability_not_supported (runtime.go)
+		if errors.As(err, &typed) {
+			return typed
+		}
 		return Errorf(CodeInvalid, "%v", err)
 	}
 	cfg.setDefaults()

@@ -199,11 +199,8 @@ func (p *Profile) Validate() error {
 	if p.NetworkSpares > 0 && (p.ConnectMode == ConnectHostPort || !(p.Network == "" || p.Network == NetworkInternal || p.Network == NetworkBridge)) {
 		return fmt.Errorf("profile %q: network_spares needs the gateway's own network (internal or bridge) and connect_mode %s", p.ID, ConnectContainerNetwork)
 	}
-	if p.NetworkSpares > 0 && p.Runtime != "" && p.Runtime != "runc" {
-		// A spare is a namespace made ahead by a runc holder; the Docker driver joins one only under runc (its
-		// network is set up by the engine before the sandbox starts, gVisor sets up its own network stack from
-		// the namespace it starts in, and that combination is untested), so the setting would do nothing.
-		return fmt.Errorf("profile %q: network_spares works only under the engine's default runtime (runc), not runtime %s", p.ID, p.Runtime)
+	if err := p.refusedUnderRuntime(); err != nil { // runtime.go
+		return err
 	}
 	switch p.ConnectMode {
 	case "", ConnectContainerNetwork, ConnectHostPort:

@@ -58,3 +58,36 @@ func checkRuntimes(ctx context.Context, d Driver, profiles []Profile) error {
 	}
 	return CheckRuntimes(profiles, have)
 }
+
+// refusedUnderRuntime refuses, with a capability_not_supported Error naming the capability, the profile settings
+// that cannot work under the profile's runtime. Each was checked on the real engine (docs/security.md, "Refused
+// under gVisor"); refusing at configuration beats sandboxes that never become ready or lose their network later.
+func (p *Profile) refusedUnderRuntime() error {
+	refuse := func(capability, why string) error {
+		return &Error{Code: CodeCapabilityAbsent,
+			Message: fmt.Sprintf("profile %q: %s does not work under runtime %s: %s", p.ID, capability, p.Runtime, why),
+			Hint:    "remove `runtime` from the profile (runc), or the setting",
+			Details: map[string]any{"capability": capability, "profile": p.ID, "runtime": p.Runtime}}
+	}
+	if p.Runtime == "" || p.Runtime == "runc" {
+		return nil
+	}
+	if p.NetworkSpares > 0 {
+		if p.Runtime == RuntimeGVisor {
+			// TestGVisorStripsAJoinedNamespace: runsc moves the addresses of the namespace it joins into its own
+			// network stack and deletes them from the interface, so a holder's namespace has none left after the
+			// sandbox's first stop, and the sandbox would start again with no network.
+			return refuse("network_spares", "gVisor takes the addresses of the network namespace it joins off its "+
+				"interface, so a sandbox restarted in its held namespace would have no network")
+		}
+		return refuse("network_spares", "a spare is a namespace held for runc sandboxes; other runtimes are untested with it")
+	}
+	if p.Network == NetworkNone && p.Runtime == RuntimeGVisor {
+		// TestGVisorKeepsUnixSocketsInside: a Unix socket bound in the sandbox, on the host directory mounted for
+		// it, lives only in gVisor's kernel; the host cannot connect to it (runsc's --host-uds is off, and turning
+		// it on would let every sandbox make host sockets in its mounts). network none's agent listens only there.
+		return refuse("network none", "the agent of a network none sandbox listens on a Unix socket in a host "+
+			"directory, and gVisor keeps sockets bound in a sandbox inside its own kernel, where the gateway cannot connect")
+	}
+	return nil
+}

@@ -89,3 +89,48 @@ func TestStartRefusesAMissingRuntime(t *testing.T) {
 		t.Fatalf("Apply once runsc is registered: %v", err)
 	}
 }
+
+// TestRefusedUnderRuntime: what profile validation refuses under gVisor, as a typed capability_not_supported Error
+// naming the capability, and what it admits.
+func TestRefusedUnderRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mut        func(p *Profile)
+		capability string // "" admitted
+	}{
+		{"gVisor on the internal network", func(p *Profile) { p.Runtime = RuntimeGVisor }, ""},
+		{"gVisor on bridge with a warm pool", func(p *Profile) { p.Runtime, p.Network, p.WarmPoolSize = RuntimeGVisor, NetworkBridge, 2 }, ""},
+		{"gVisor with network spares", func(p *Profile) { p.Runtime, p.NetworkSpares = RuntimeGVisor, 2 }, "network_spares"},
+		{"gVisor on bridge with network spares", func(p *Profile) { p.Runtime, p.Network, p.NetworkSpares = RuntimeGVisor, NetworkBridge, 1 }, "network_spares"},
+		{"another runtime with network spares", func(p *Profile) { p.Runtime, p.NetworkSpares = "kata-runtime", 1 }, "network_spares"},
+		{"gVisor with network none", func(p *Profile) { p.Runtime, p.Network = RuntimeGVisor, NetworkNone }, "network none"},
+		{"runc with network none", func(p *Profile) { p.Network = NetworkNone }, ""},
+		{"runc named with network spares", func(p *Profile) { p.Runtime, p.NetworkSpares = "runc", 1 }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testProfile("p")
+			tc.mut(&p)
+			err := p.Validate()
+			if tc.capability == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeCapabilityAbsent || e.Details["capability"] != tc.capability ||
+				e.Details["runtime"] != p.Runtime || e.Details["profile"] != "p" {
+				t.Fatalf("want capability_not_supported for %s, got %#v", tc.capability, err)
+			}
+			// The Manager's Apply (a gateway's start or reload) refuses it with the same code.
+			m, err := NewManager(ManagerConfig{Namespace: "unit"}, newFakeDriver(t), NewBoltStore(t.TempDir()+"/store.db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if err := m.Apply(context.Background(), Config{Profiles: []Profile{p}}); !errors.As(err, &e) || e.Code != CodeCapabilityAbsent {
+				t.Fatalf("Apply: want capability_not_supported, got %v", err)
+			}
+		})
+	}
+}

@@ -143,6 +143,21 @@ async function terminal(context) {
   return { first, second };
 }
 
+// The README's python-isolated: its terminal (the isolated tour's ticket URL) reads gVisor's kernel.
+async function isolatedTerminal(context) {
+  const term = await context.newPage();
+  await gotoTicket(term, env.ISOLATED_TERMINAL_URL);
+  await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 120000 });
+  await term.locator('#terminal').click();
+  await typeLine(term, 'uname -r');
+  const release = (await waitScreen(term, /^\S*gvisor\S*$/m, "gVisor's kernel release"))[0];
+  await typeLine(term, 'echo isolated-$((6*7))');
+  await waitScreen(term, /^isolated-42$/m, 'isolated-42');
+  await term.screenshot({ path: path.join(shots, 'example-terminal-isolated.png') });
+  await term.close();
+  return release;
+}
+
 // The console: log in with the key from credentials.json, create a python-default sandbox and see it ready.
 async function consoleCreate(page) {
   // Logged in again when Chromium drops the form post on a network change (ERR_NETWORK_CHANGED).
@@ -162,8 +177,13 @@ async function consoleCreate(page) {
   // The list shows the sandboxes made through the API before the new one is told apart from them.
   const known = env.KNOWN.split(',');
   await page.waitForFunction((ids) => ids.every((id) => document.querySelector(`tr[data-id="${id}"]`)), known, { timeout: 60000 });
+  return consoleCreateFrom(page, 'python-default', 'example-console.png');
+}
+
+// consoleCreateFrom creates a sandbox of profile from the logged-in console and waits for its row to read ready.
+async function consoleCreateFrom(page, profile, shot) {
   const before = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
-  await page.getByLabel('Profile').selectOption('python-default');
+  await page.getByLabel('Profile').selectOption(profile);
   await page.getByRole('button', { name: 'Create' }).click();
   let id = null;
   let clicks = 1;
@@ -184,8 +204,17 @@ async function consoleCreate(page) {
     }
   }
   await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: 180000 });
-  await page.screenshot({ path: path.join(shots, 'example-console.png') });
+  await page.screenshot({ path: path.join(shots, shot) });
   return id;
+}
+
+// The console's profile list says which profile runs under gVisor; creating from python-isolated works.
+async function consoleIsolated(page) {
+  const option = page.locator('#profile option[value="python-isolated"]');
+  const text = await option.textContent();
+  const runtime = await option.getAttribute('data-runtime');
+  const created = await consoleCreateFrom(page, 'python-isolated', 'example-console-isolated.png');
+  return { option: text, runtime, created };
 }
 
 // An app page: it fetched data.txt over HTTP and got its WebSocket message echoed.
@@ -312,9 +341,13 @@ async function shared(context) {
     }
     log('terminal from the API ticket URL');
     out.terminal = await terminal(context);
+    log('terminal of the python-isolated sandbox');
+    out.isolated = { release: await isolatedTerminal(context) };
     const page = await context.newPage();
     log('console: log in and create');
     out.created = await consoleCreate(page);
+    log('console: the python-isolated profile');
+    Object.assign(out.isolated, await consoleIsolated(page));
     log('console: open the app');
     out.consoleApp = await consoleApp(context, page);
     log('app ticket URL and the attack page');

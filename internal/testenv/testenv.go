@@ -46,12 +46,27 @@ func Integration(t testing.TB) {
 
 // Runsc makes sure gVisor's runsc is the engine's runtime "runsc" (scripts/prereqs.sh runsc builds and registers
 // it where it can: Debian as root; `make test` runs it first) and skips the test, saying why, where it cannot.
+// Where runsc is required (RunscRequired: `make test`, CI) a missing runsc fails the test instead: the runc/runsc
+// double runs must never pass there by skipping their gVisor half.
 func Runsc(t testing.TB) {
 	t.Helper()
 	Integration(t)
 	if err := runscReady(); err != nil {
+		if RunscRequired() {
+			t.Fatalf("gVisor's runsc is required here (SANDGATE_REQUIRE_RUNSC or CI is set) but is not registered with the engine and cannot be installed (run scripts/prereqs.sh runsc): %v", err)
+		}
 		t.Skipf("gVisor's runsc is not registered with the engine and cannot be installed here (run scripts/prereqs.sh runsc): %v", err)
 	}
+}
+
+// RunscRequired says a test needing runsc must fail, not skip, without it: SANDGATE_REQUIRE_RUNSC is set to
+// anything but "0", or CI is set to anything but "" or "false" (GitHub Actions and most CI systems set CI=true).
+func RunscRequired() bool {
+	if v := os.Getenv("SANDGATE_REQUIRE_RUNSC"); v != "" {
+		return v != "0"
+	}
+	ci := os.Getenv("CI")
+	return ci != "" && ci != "false" && ci != "0"
 }
 
 var (

@@ -307,13 +307,21 @@ type profileView struct {
 	Capabilities []string `json:"capabilities"`
 	// AppPort says the profile serves an app (the console offers to open it).
 	AppPort int `json:"app_port,omitempty"`
+	// Runtime is the OCI runtime its sandboxes run under: "runc" (the engine's default, a container on the host's
+	// kernel) or "runsc" (gVisor's own kernel, docs/security.md "gVisor"), so an operator choosing for untrusted
+	// code sees which profile isolates it.
+	Runtime string `json:"runtime"`
 }
 
 func (h *Handler) consoleProfiles(w http.ResponseWriter, _ *http.Request) {
 	ps := h.cfg.Service.Profiles()
 	out := make([]profileView, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, profileView{ID: p.ID, Description: p.Description, Capabilities: p.Capabilities, AppPort: p.AppPort})
+		rt := p.Runtime
+		if rt == "" {
+			rt = "runc"
+		}
+		out = append(out, profileView{ID: p.ID, Description: p.Description, Capabilities: p.Capabilities, AppPort: p.AppPort, Runtime: rt})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, map[string]any{"profiles": out})

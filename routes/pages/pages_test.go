@@ -50,7 +50,7 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config,
 	}
 	// The core's test double: a created sandbox is "sb-new", starting; every start fails as an OOM-killed
 	// container's does.
-	life := sandboxestest.New([]sandboxes.Profile{{ID: "base"}},
+	life := sandboxestest.New([]sandboxes.Profile{{ID: "base"}, {ID: "isolated", Runtime: sandboxes.RuntimeGVisor}},
 		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
 		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady})
 	life.NewID = func(int, sandboxes.CreateRequest) string { return "sb-new" }
@@ -487,5 +487,28 @@ func TestPageTicketStoreDown(t *testing.T) {
 	}
 	if w.Header().Get("Content-Security-Policy") == "" {
 		t.Fatal("the 503 page lacks the pages' security headers")
+	}
+}
+
+// TestConsoleProfilesShowTheRuntime: the console's profile list says which runtime each profile's sandboxes run
+// under, the engine's default named as runc, so the isolated profile can be told apart and chosen.
+func TestConsoleProfilesShowTheRuntime(t *testing.T) {
+	f := newFixture(t, nil)
+	ck, _ := f.login(t, "key-alice")
+	r := httptest.NewRequest("GET", "https://gw.test/console/api/profiles", nil)
+	r.AddCookie(ck)
+	w := f.do(t, r)
+	var list struct {
+		Profiles []profileView `json:"profiles"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("profiles: %d %s %v", w.Code, w.Body, err)
+	}
+	got := map[string]string{}
+	for _, p := range list.Profiles {
+		got[p.ID] = p.Runtime
+	}
+	if len(got) != 2 || got["base"] != "runc" || got["isolated"] != "runsc" {
+		t.Fatalf("runtimes %v, want base runc and isolated runsc", got)
 	}
 }

@@ -96,10 +96,16 @@ func (h *harness) waitFor(what string, cond func() (bool, string)) {
 // TestAnyImageFastGPTEntrypoint runs an image that is not ours, shaped like FastGPT's, with our agent injected:
 // the sandbox becomes ready, exec and files work through our agent, what the image's entrypoint wrote is visible,
 // the entrypoint stays alive as the agent's child with the sandbox's env and its output in the container log, and
-// the container is hardened as every sandbox is. A writable root is the profile's explicit relaxation.
+// the container is hardened as every sandbox is. A writable root is the profile's explicit relaxation. Under runc
+// and under gVisor: the injected agent and a foreign image's own entrypoint under it, in gVisor's kernel.
 func TestAnyImageFastGPTEntrypoint(t *testing.T) {
+	eachRuntime(t, anyImageFastGPTEntrypoint)
+}
+
+func anyImageFastGPTEntrypoint(t *testing.T, runtime string) {
 	agentImg, img := anyImages(t)
 	strict := smallProfile("fastgpt", img)
+	strict.Runtime = runtime
 	strict.Capabilities = []string{sandboxes.CapShell, sandboxes.CapFilesystem}
 	strict.InjectAgent = true
 	strict.Env = map[string]string{"FASTGPT_TEST_MARK": "yes"}
@@ -170,6 +176,9 @@ func TestAnyImageFastGPTEntrypoint(t *testing.T) {
 	if ci.Config.User != docker.SandboxUser || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !hc.ReadonlyRootfs || hc.Privileged ||
 		hc.Init == nil || !*hc.Init || !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || hc.MemorySwap != hc.Memory {
 		t.Fatalf("hardening: user=%q %+v", ci.Config.User, hc)
+	}
+	if hc.Runtime != runtime && (runtime != "" || hc.Runtime != "runc") {
+		t.Fatalf("the sandbox runs under runtime %q, want %q", hc.Runtime, runtime)
 	}
 	if want := []string{"/opt/sandgate/sandgate-agent", "supervise", "--", "/home/sandbox/entrypoint.sh"}; !slices.Equal(ci.Config.Entrypoint, want) || len(ci.Config.Cmd) != 0 {
 		t.Fatalf("entrypoint %q cmd %q, want %q", ci.Config.Entrypoint, ci.Config.Cmd, want)

@@ -317,6 +317,9 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		// The gateway's own directory, not a user bind: allow_host_binds does not govern it.
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: spec.AgentSocketDir, Target: sandboxes.SocketMountPoint})
 	}
+	if spec.ResolvConf != "" { // gVisor cannot reach the engine's embedded resolver (sandboxes/resolvconf.go)
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: spec.ResolvConf, Target: "/etc/resolv.conf", ReadOnly: true})
+	}
 	if p.ConnectMode == sandboxes.ConnectHostPort {
 		hc.PortBindings = nat.PortMap{agentPort(spec): {{HostIP: "127.0.0.1", HostPort: ""}}}
 	}

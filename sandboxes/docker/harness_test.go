@@ -30,6 +30,8 @@ type harness struct {
 	store string
 	image string
 	host  string // the engine endpoint the Manager's driver uses ("": DOCKER_HOST or the default socket)
+	// hostResolvConf, when set, is the Manager's HostResolvConf (the host's resolvers as gVisor sandboxes see them).
+	hostResolvConf string
 }
 
 func smallProfile(id, image string) sandboxes.Profile {
@@ -53,11 +55,18 @@ func newHarnessImage(t *testing.T, cfg sandboxes.Config, image string) *harness 
 // still use the default engine).
 func newHarnessOn(t *testing.T, cfg sandboxes.Config, image, host string) *harness {
 	t.Helper()
+	return newHarnessResolving(t, cfg, image, host, "")
+}
+
+// newHarnessResolving is newHarnessOn with the Manager reading the host's resolvers from hostResolvConf.
+func newHarnessResolving(t *testing.T, cfg sandboxes.Config, image, host, hostResolvConf string) *harness {
+	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ns: testenv.Unique("sgl"), cli: cli, store: filepath.Join(t.TempDir(), "store.db"), image: image, host: host}
+	h := &harness{t: t, ns: testenv.Unique("sgl"), cli: cli, store: filepath.Join(t.TempDir(), "store.db"), image: image, host: host,
+		hostResolvConf: hostResolvConf}
 	for i := range cfg.Profiles {
 		if cfg.Profiles[i].Image == "" {
 			cfg.Profiles[i].Image = image
@@ -77,7 +86,7 @@ func (h *harness) start(cfg sandboxes.Config) {
 		h.t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: h.ns}, drv, sandboxes.NewBoltStore(h.store), logger)
+	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: h.ns, HostResolvConf: h.hostResolvConf}, drv, sandboxes.NewBoltStore(h.store), logger)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -16,9 +16,14 @@ import (
 // TestUsageStatsFromTheEngine reads a running sandbox's usage through the Manager on the real engine: from the
 // container's cgroups (the gateway runs on the engine host as root), memory at once, within the profile's limit and
 // within a few MiB of the engine's own figure, CPU once two samples exist; a stopped sandbox and a removed one report
-// none.
+// none. Under runc and under gVisor (the console's CPU and memory columns for an isolated profile): gVisor's kernel
+// and its tasks are charged to the container's cgroup like runc's processes.
 func TestUsageStatsFromTheEngine(t *testing.T) {
-	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{smallProfile("small", "")}})
+	eachRuntime(t, usageStatsFromTheEngine)
+}
+
+func usageStatsFromTheEngine(t *testing.T, runtime string) {
+	h := newHarness(t, sandboxes.Config{Profiles: []sandboxes.Profile{runtimeProfile("small", runtime)}})
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitLimit)
 	defer cancel()
 	sb := h.create("small")

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
@@ -30,6 +31,12 @@ func testWarmClaim(t *testing.T, env Env) {
 	}
 	if got := g.output(tg, "echo claimed > /workspace/file.txt && cat /workspace/file.txt"); got != "claimed" {
 		t.Fatalf("exec in the claimed sandbox: %q", got)
+	}
+	// The member was made ahead under the profile's runtime: under gVisor the claimed sandbox reads its kernel.
+	if env.Runtime == sandboxes.RuntimeGVisor {
+		if got := g.output(tg, "uname -r"); !strings.Contains(got, "gvisor") {
+			t.Fatalf("a warm member claimed under runtime %s reads kernel release %q, want gVisor's", env.Runtime, got)
+		}
 	}
 	claimed := g.runningContainer(sb.ID)
 	if vs := g.volumes(sb.WorkspaceID); len(vs) != 1 {

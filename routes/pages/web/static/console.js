@@ -217,6 +217,14 @@ function refresh() {
   return loading;
 }
 
+// runtimeLabel says how a profile's sandboxes are isolated: gVisor's own kernel (runsc) or a container on the
+// host's kernel (runc); another runtime is named as it is.
+function runtimeLabel(rt) {
+  if (rt === 'runsc') return 'isolated: gVisor (runsc)';
+  if (!rt || rt === 'runc') return 'container (runc)';
+  return 'runtime ' + rt;
+}
+
 // loadProfiles fills the create form's profile list and tries again until it has it.
 async function loadProfiles(failures = 0) {
   let r;
@@ -233,7 +241,9 @@ async function loadProfiles(failures = 0) {
     profiles[p.id] = p;
     const o = document.createElement('option');
     o.value = p.id;
-    o.textContent = p.id + (p.description ? ' — ' + p.description : '') + ' [' + (p.capabilities || []).join(', ') + ']';
+    o.textContent = p.id + (p.description ? ' — ' + p.description : '') + ' [' + (p.capabilities || []).join(', ') + ']' +
+      ' · ' + runtimeLabel(p.runtime);
+    o.dataset.runtime = p.runtime || 'runc';
     profileSelect.appendChild(o);
   }
   render(); // a profile's app port adds the App button
