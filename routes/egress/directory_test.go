@@ -1,4 +1,4 @@
-package caddymodule
+package egress
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 // TestSandboxPolicyNarrowsTheProfiles: a sandbox's own policy never reaches past its profile's allow-list.
 func TestSandboxPolicyNarrowsTheProfiles(t *testing.T) {
 	p := sandboxes.Profile{ID: "p", Egress: &sandboxes.Egress{Proxy: "http://10.0.0.1:3128", Allow: []string{"pypi.org", "*.example.com"}}}
-	plain := sandboxPolicy(p, &sandboxes.Sandbox{ID: "a"})
-	own := sandboxPolicy(p, &sandboxes.Sandbox{ID: "b", Egress: &sandboxes.SandboxEgress{Deny: []string{"bad.example.com"}, AllowAnyName: true}})
+	plain := SandboxPolicy(p, &sandboxes.Sandbox{ID: "a"})
+	own := SandboxPolicy(p, &sandboxes.Sandbox{ID: "b", Egress: &sandboxes.SandboxEgress{Deny: []string{"bad.example.com"}, AllowAnyName: true}})
 	for _, tc := range []struct {
 		host       string
 		plain, own bool
