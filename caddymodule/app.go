@@ -372,23 +372,14 @@ var (
 	_ caddy.Destructor   = (*managerHolder)(nil)
 )
 
-// applyBayEnv gives the app what a Bay deployment expects, so AstrBot's auto-start mode can run our image in place
-// of Bay's: BAY_PROFILES replace or add profiles (environment over configuration, as in Bay), and a gateway with no
-// profile at all gets Bay's python-default.
+// applyBayEnv reads the BAY_* environment and gives the app the profiles a Bay deployment expects
+// (bayapi.BayEnv.ProfilesFor).
 func (a *App) applyBayEnv() error {
 	env, err := bayapi.ReadBayEnv(os.Environ())
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
 	a.bayEnv = env
-	a.Profiles = bayapi.MergeProfiles(a.Profiles, env.Profiles)
-	if len(a.Profiles) == 0 {
-		idle, _ := sandboxes.ParseDuration("1800") // a constant that parses
-		a.Profiles = []sandboxes.Profile{{
-			ID: bayapi.DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: bayapi.SandgateBaseImage,
-			Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
-			Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}, IdleTimeout: idle,
-		}}
-	}
+	a.Profiles = env.ProfilesFor(a.Profiles)
 	return nil
 }
