@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestSiblingOriginCannotUseSessionInBrowser: the gateway (gw.sb.localhost) and the apps' content origin

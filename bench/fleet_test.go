@@ -10,7 +10,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 var fleetOnce sync.Once

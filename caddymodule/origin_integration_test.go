@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestConsoleAndAppsOnOneSiteRefusedAtLoad: the real binary refuses, at `caddy run`, a site that serves the console

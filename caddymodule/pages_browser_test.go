@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 const pagesConsoleKey = "pages-console-key-for-tests"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TicketParam is the query parameter carrying a ticket.
