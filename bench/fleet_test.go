@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/redisstore"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/tickets"
 )
 
