@@ -74,7 +74,7 @@ func TestLayerImports(t *testing.T) {
 			name:    "the core imports no dialect and no Caddy wiring",
 			governs: func(p string) bool { return under(p, "sandboxes") },
 			forbidden: func(_, imp string) bool {
-				return under(imp, "caddymodule") || (under(imp, "routes") && imp != "routes/tickets")
+				return under(imp, "caddymodule") || under(imp, "routes")
 			},
 		},
 		{
@@ -90,12 +90,28 @@ func TestLayerImports(t *testing.T) {
 			forbidden: func(_, imp string) bool { return under(imp, "caddymodule") },
 		},
 		{
-			// internal/testenv is the test harness: it inspects what tests made, as an operator's docker CLI would.
+			// internal/testing/testenv is the test harness: it inspects what tests made, as an operator's docker CLI would.
 			name:    "only the Docker driver talks to the engine",
-			governs: func(p string) bool { return !under(p, "sandboxes/docker") && !under(p, "internal/testenv") },
+			governs: func(p string) bool { return !under(p, "sandboxes/docker") && !under(p, "internal/testing/testenv") },
 			forbidden: func(_, imp string) bool {
 				return strings.HasPrefix(imp, "github.com/docker/docker/client")
 			},
+		},
+		{
+			// tickets is the token library the core (service) and the edge share: it stands on nothing of ours.
+			name:    "tickets imports nothing of the gateway",
+			governs: func(p string) bool { return under(p, "tickets") },
+			forbidden: func(_, imp string) bool {
+				return imp == "" || under(imp, "sandboxes") || under(imp, "routes") || under(imp, "caddymodule") ||
+					under(imp, "internal") || under(imp, "agentimage") || under(imp, "client") || under(imp, "cmd")
+			},
+		},
+		{
+			// The test harness (docs/architecture.md): what tests share to drive real engines and gateways. The
+			// product never leans on it; only tests and the conformance suite do.
+			name:      "product code never imports the test harness",
+			governs:   func(p string) bool { return !isHarness(p) },
+			forbidden: func(_, imp string) bool { return isHarness(imp) },
 		},
 		{
 			name:    "the agent depends on nothing of the gateway",
@@ -125,6 +141,12 @@ func TestLayerImports(t *testing.T) {
 			}
 		})
 	}
+}
+
+// isHarness: pkg is test support, never shipped in the binary: the harness under internal/testing/, the
+// Kubernetes harness, and the driver conformance suite (which drives a driver through the harness).
+func isHarness(pkg string) bool {
+	return under(pkg, "internal/testing") || under(pkg, "internal/k8senv") || under(pkg, "sandboxes/drivertest")
 }
 
 func isDialect(pkg string) bool {

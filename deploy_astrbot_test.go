@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestAstrBotDeployCaddyfile runs deploy/astrbot/Caddyfile as it ships, with the environment its compose.yaml gives

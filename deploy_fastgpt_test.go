@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestFastGPTComposeFile runs deploy/fastgpt/compose.yaml as it ships: its sandgate service (FastGPT's own service

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // The app the test serves inside a sandbox: a page that fetches a file over HTTP and has a WebSocket message

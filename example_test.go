@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestCaddyfileExampleServes runs the real gateway binary on Caddyfile.example, as `make run` does: the HTTPS site

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestSharedOriginAppIsSandboxedInBrowser: where the operator opts in to serve apps on the console's own site

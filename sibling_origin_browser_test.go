@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestSiblingOriginCannotUseSessionInBrowser: the gateway (gw.sb.localhost) and the apps' content origin

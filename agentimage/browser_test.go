@@ -18,7 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestBrowserCDPAndVNC runs one browser sandbox (Xvfb, x11vnc and Chromium supervised by the agent, hardened

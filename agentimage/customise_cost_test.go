@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestCustomiseCreateCost measures what each customisation adds to the time from `docker run` to a 200 from

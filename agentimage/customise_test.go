@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 func nodeExec(t *testing.T, sb *testenv.Sandbox, code string, timeoutMS int64) agentapi.NodeExecResult {

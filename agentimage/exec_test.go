@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestExec drives exec and processes against the agent in a hardened container.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // execdCall is one request to the agent's execd API with the sandbox's token.

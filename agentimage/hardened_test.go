@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestImageRunsHardened starts our base image through the Docker Engine API with the hardened defaults of

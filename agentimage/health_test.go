@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestAgentHealthAndAuth runs the agent in a hardened container: /health answers without a token, everything else

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // eachRuntime runs run once under the engine's default runtime and once under gVisor ("runsc"), whose subtest

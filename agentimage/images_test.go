@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // toolsScript is what an agent used to Bay's Ship image runs first: python (not only python3), a venv with pip,

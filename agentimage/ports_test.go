@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestAgentListsListeningPorts: GET /v1/ports reports what sandbox code listens on, read from the sandbox's own

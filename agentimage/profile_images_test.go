@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestProfileImagesBakeRPackages: make profile-images maps dependencies.r to Debian's r-cran-* packages (R6 ->

@@ -17,7 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // callJSON sends in as JSON to the agent and decodes a 2xx answer into out; any other answer is returned as the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // initStep returns the init log's step called name (failing the test when there is none).

@@ -17,7 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 var agentOnce sync.Once

@@ -17,7 +17,7 @@ import (
 	docker "github.com/docker/docker/client"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 const apiBenchKey = "sk-bay-bench"

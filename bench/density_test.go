@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	sgclient "github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/docker"

@@ -17,7 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 const fastgptSecret = "bench-secret-bench-secret-bench-secret-0123"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/redisstore"
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 var fleetOnce sync.Once

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // BenchmarkOpenSandboxFirstCommand: create-to-first-command through OpenSandbox's npm SDK against the gateway

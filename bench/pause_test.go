@@ -10,7 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/volume"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	docker "github.com/docker/docker/client"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // soakSample is what the soak prints at the start, every SOAK_EVERY and at the end: the gateway process's own

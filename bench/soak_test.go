@@ -18,8 +18,8 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // Soak settings (make soak sets them): SOAK_TIME is how long traffic runs, SOAK_EVERY how often a sample is

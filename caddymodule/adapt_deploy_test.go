@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestKubernetesDeployCaddyfileAdapts adapts deploy/kubernetes/Caddyfile as it ships, in the environment its

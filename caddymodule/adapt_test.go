@@ -10,7 +10,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/sandgate/sandgate/caddymodule"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestCaddyfileAdapt checks every testdata/*.caddyfiletest: a Caddyfile, a line of dashes, and the JSON it must

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // fakeAgentScript replaces a network none sandbox's agent, as tenant code can: it binds a socket of its own and

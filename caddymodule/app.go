@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/metrics"
 )
 
 func init() {
@@ -111,7 +112,7 @@ type StoreDriver interface {
 type managerHolder struct {
 	mgr     *sandboxes.Manager
 	store   *sandboxes.BoltStore
-	metrics *metrics
+	metrics *metrics.Metrics
 	stop    func()
 	// stopReaper ends the loop that removes deleted sandboxes' execution history from the store.
 	stopReaper func()
@@ -190,9 +191,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		_, _, warn := a.StoreConfig.settings()
 		disks := sandboxes.NewDiskWatch(warn)
-		h := &managerHolder{mgr: mgr, store: store, metrics: newMetrics(mgr)}
-		h.metrics.collectors = append(h.metrics.collectors, newDiskCollector(disks))
-		h.stop = h.metrics.follow(mgr)
+		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
+		h.stop = h.metrics.Follow()
 		h.stopReaper = reapHistory(store, mgr, slogger)
 		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
 		h.stopStore = runStoreLoops(store, drv, a.StoreConfig, disks, slogger)
@@ -204,7 +204,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// Only a config that holds a reference releases one in Cleanup.
 	a.key = key
 	a.holder = val.(*managerHolder)
-	if err := a.holder.metrics.register(ctx.GetMetricsRegistry()); err != nil {
+	if err := a.holder.metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering sandbox metrics: %w", err)
 	}
 	return nil
@@ -326,7 +326,7 @@ func (a *App) Stop() error {
 // Cleanup releases this config's reference to the pooled Manager; the last release stops its loops.
 func (a *App) Cleanup() error {
 	if a.holder != nil && a.holder.metrics != nil {
-		a.holder.metrics.unregister(a.ctx.GetMetricsRegistry())
+		a.holder.metrics.Unregister(a.ctx.GetMetricsRegistry())
 	}
 	if a.key == "" {
 		return nil
@@ -372,23 +372,14 @@ var (
 	_ caddy.Destructor   = (*managerHolder)(nil)
 )
 
-// applyBayEnv gives the app what a Bay deployment expects, so AstrBot's auto-start mode can run our image in place
-// of Bay's: BAY_PROFILES replace or add profiles (environment over configuration, as in Bay), and a gateway with no
-// profile at all gets Bay's python-default.
+// applyBayEnv reads the BAY_* environment and gives the app the profiles a Bay deployment expects
+// (bayapi.BayEnv.ProfilesFor).
 func (a *App) applyBayEnv() error {
 	env, err := bayapi.ReadBayEnv(os.Environ())
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
 	a.bayEnv = env
-	a.Profiles = bayapi.MergeProfiles(a.Profiles, env.Profiles)
-	if len(a.Profiles) == 0 {
-		idle, _ := sandboxes.ParseDuration("1800") // a constant that parses
-		a.Profiles = []sandboxes.Profile{{
-			ID: bayapi.DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: bayapi.SandgateBaseImage,
-			Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
-			Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}, IdleTimeout: idle,
-		}}
-	}
+	a.Profiles = env.ProfilesFor(a.Profiles)
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {

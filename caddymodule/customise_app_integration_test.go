@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestServiceBehindAppRoute: a profile's service (no app_port) is what /sandboxes/{id}/app/ reaches through the real

@@ -14,8 +14,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // requireAgentRoute skips the test when the agent does not serve path yet (it answers its typed "no route" 404).

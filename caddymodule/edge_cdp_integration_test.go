@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // playwrightScript connects over CDP to CDP_URL, drives a page and closes the connection (which sends

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // hostileApp is a server a tenant runs in its sandbox (or a replaced agent's answer): every answer, a WebSocket's

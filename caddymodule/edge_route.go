@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {

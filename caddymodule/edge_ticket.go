@@ -16,7 +16,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {

@@ -12,8 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // oneSandbox is a Manager holding one live, idle sandbox of a profile with app port 3000.

@@ -16,8 +16,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // agentOf returns a running sandbox's agent URL and token: the address from its container, the token from the

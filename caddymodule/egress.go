@@ -1,12 +1,9 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/sandgate/sandgate/routes/egress"
-	"github.com/sandgate/sandgate/sandboxes"
 )
 
 func init() {
@@ -53,9 +49,8 @@ func (h *SandboxEgress) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_egress: %w", err)
 	}
-	mgr := app.Manager()
 	h.proxy = &egress.Proxy{
-		Directory:   managerDirectory{mgr: mgr},
+		Directory:   egress.SandboxDirectory(app.Manager()),
 		Logger:      slog.New(zapslog.NewHandler(ctx.Logger().Core())),
 		DialTimeout: time.Duration(h.DialTimeout),
 		MaxTunnels:  h.MaxTunnels,
@@ -67,52 +62,6 @@ func (h *SandboxEgress) Provision(ctx caddy.Context) error {
 func (h *SandboxEgress) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.proxy.ServeHTTP(w, r)
 	return nil
-}
-
-// managerDirectory finds a sandbox by the address its agent has on the sandbox network.
-type managerDirectory struct{ mgr *sandboxes.Manager }
-
-func (d managerDirectory) BySourceIP(ip netip.Addr) (egress.Client, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cursor := ""
-	for {
-		list, next, err := d.mgr.List(ctx, sandboxes.ListOptions{Limit: 500, Cursor: cursor})
-		if err != nil {
-			return egress.Client{}, false
-		}
-		for _, sb := range list {
-			t, ok := d.mgr.Resolve(sb.ID)
-			if !ok {
-				continue
-			}
-			host, _, err := net.SplitHostPort(t.Addr)
-			if err != nil {
-				continue
-			}
-			if a, err := netip.ParseAddr(host); err != nil || a.Unmap() != ip {
-				continue
-			}
-			p, _ := d.mgr.Profile(sb.Profile)
-			return egress.Client{SandboxID: sb.ID, Policy: sandboxPolicy(p, sb)}, true
-		}
-		if next == "" {
-			return egress.Client{}, false
-		}
-		cursor = next
-	}
-}
-
-// sandboxPolicy is the profile's allow-list, narrowed by the sandbox's own policy when it has one.
-func sandboxPolicy(p sandboxes.Profile, sb *sandboxes.Sandbox) egress.Policy {
-	var pol egress.Policy
-	if p.Egress != nil {
-		pol.Allow = p.Egress.Allow
-	}
-	if sb.Egress == nil {
-		return pol
-	}
-	return egress.Policy{Allow: sb.Egress.Allow, Deny: sb.Egress.Deny, AllowAnyName: sb.Egress.AllowAnyName, Within: &pol}
 }
 
 // parseSandboxEgress reads

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // netnsServers puts two HTTP servers in a network namespace the test creates (ip netns + a veth pair), on two

@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/sandgate/sandgate/caddymodule"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestFastGPTDeployCaddyfileGolden keeps deploy/fastgpt/Caddyfile (the gateway image's config) in the golden set.

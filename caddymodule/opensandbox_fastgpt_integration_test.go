@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // osbFastGPTReport is what testdata/opensandbox_fastgpt.cjs prints.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // osbReport is what testdata/opensandbox_sdk.cjs prints.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/pages"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {

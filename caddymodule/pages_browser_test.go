@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 const pagesConsoleKey = "pages-console-key-for-tests"

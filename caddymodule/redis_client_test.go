@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestRedisConfigTLS: `tls { ca_file }` reaches a TLS-only redis-server and verifies its certificate: without the

@@ -16,9 +16,9 @@ import (
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {
@@ -125,21 +125,49 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	st := app.Store()
-	// An install upgraded from the two-store layout has the API's state in <data dir>/bayapi.db: taken over once.
-	legacy := filepath.Join(dataDir, sandboxes.LegacyAPIStoreFile)
-	if imported, err := st.ImportAPIStore(legacy); err != nil {
+	if err := importLegacyAPIStore(ctx, app.Store(), dataDir); err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
-	} else if imported {
-		ctx.Logger().Info("imported the API's old store into the sandbox store", zap.String("from", legacy),
-			zap.String("into", st.Path()), zap.String("set_aside_as", legacy+".migrated"))
 	}
-	ring, ringKey, err := loadAPIKeyRing(dataDir)
+	keys, anonymous, err := s.loadKeys(ctx, app.Store(), env, dataDir)
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	s.ringKey = ringKey
+	minter, err := s.ticketMinter()
+	if err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	svc := s.service(ctx, app, minter)
+	s.handler = bayapi.New(bayapi.Config{Service: svc, Keys: keys, AllowAnonymous: anonymous,
+		Version: sandgateVersion(), Logger: ctx.Slogger()})
+	if err := s.serveMCP(ctx, svc, keys); err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
+	}
+	return nil
+}
 
+// importLegacyAPIStore takes over, once, the API's state of an install upgraded from the two-store layout
+// (<data dir>/bayapi.db) into the Manager's one store.
+func importLegacyAPIStore(ctx caddy.Context, st *sandboxes.BoltStore, dataDir string) error {
+	legacy := filepath.Join(dataDir, sandboxes.LegacyAPIStoreFile)
+	imported, err := st.ImportAPIStore(legacy)
+	if err != nil {
+		return err
+	}
+	if imported {
+		ctx.Logger().Info("imported the API's old store into the sandbox store", zap.String("from", legacy),
+			zap.String("into", st.Path()), zap.String("set_aside_as", legacy+".migrated"))
+	}
+	return nil
+}
+
+// loadKeys loads the API keys into the data dir's shared ring (generating Bay's credentials.json on first start)
+// and says whether calls without a token are accepted (BAY_SECURITY__ALLOW_ANONYMOUS over allow_anonymous).
+func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env bayapi.BayEnv, dataDir string) (*service.KeyRing, bool, error) {
+	ring, ringKey, err := loadAPIKeyRing(dataDir)
+	if err != nil {
+		return nil, false, err
+	}
+	s.ringKey = ringKey
 	endpoint := s.Endpoint
 	if endpoint == "" {
 		endpoint = env.Endpoint()
@@ -155,7 +183,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
 	})
 	if err != nil {
-		return fmt.Errorf("sandbox_api: %w", err)
+		return nil, false, err
 	}
 	anonymous := s.AllowAnonymous
 	if env.AllowAnonymous != nil {
@@ -169,39 +197,55 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
 			zap.String("path", filepath.Join(dataDir, service.CredentialsFile)))
 	}
+	return keys, anonymous, nil
+}
 
+// ticketMinter mints the tickets of POST /v1/sandboxes/{id}/tickets; nil (the route disabled) with no secret.
+func (s *SandboxAPI) ticketMinter() (service.TicketIssuer, error) {
+	repl := caddy.NewReplacer()
+	rawSecret := s.TicketSecret
+	if rawSecret == "" {
+		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
+	}
+	secret := repl.ReplaceKnown(rawSecret, "")
+	if secret == "" {
+		return nil, nil
+	}
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
+	if err != nil {
+		return nil, fmt.Errorf("ticket_secret: %w", err)
+	}
+	urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
+	if err != nil {
+		return nil, fmt.Errorf("ticket URLs: %w", err)
+	}
+	return service.NewTicketMinter(iss, urls), nil
+}
+
+// service builds the operations the REST API and the MCP server share, over the app's Manager and store.
+func (s *SandboxAPI) service(ctx caddy.Context, app *App, minter service.TicketIssuer) *service.Service {
+	st := app.Store()
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
 		Sandboxes: app.Manager(), Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic,
 		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
-	}
-	rawSecret := s.TicketSecret
-	if rawSecret == "" {
-		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
-	}
-	if secret := repl.ReplaceKnown(rawSecret, ""); secret != "" {
-		iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
-		if err != nil {
-			return fmt.Errorf("sandbox_api: ticket_secret: %w", err)
-		}
-		urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
-		if err != nil {
-			return fmt.Errorf("sandbox_api: ticket URLs: %w", err)
-		}
-		ops.Tickets = service.NewTicketMinter(iss, urls)
+		Tickets: minter,
 	}
 	st.SetLogger(ctx.Slogger()) // history write failures are the API's to report
-	svc := service.New(ops)
-	s.handler = bayapi.New(bayapi.Config{Service: svc, Keys: keys, AllowAnonymous: anonymous,
-		Version: sandgateVersion(), Logger: ctx.Slogger()})
-	if s.MCP != "" {
-		s.mcp, err = loadMCPServer(ringKey, ctx.Slogger())
-		if err != nil {
-			return fmt.Errorf("sandbox_api: %w", err)
-		}
-		s.mcp.SetOps(svc, keys)
+	return service.New(ops)
+}
+
+// serveMCP links the MCP server of this API's data dir to the service, when mcp is configured.
+func (s *SandboxAPI) serveMCP(ctx caddy.Context, svc *service.Service, keys *service.KeyRing) error {
+	if s.MCP == "" {
+		return nil
 	}
+	var err error
+	if s.mcp, err = loadMCPServer(s.ringKey, ctx.Slogger()); err != nil {
+		return err
+	}
+	s.mcp.SetOps(svc, keys)
 	return nil
 }
 

@@ -15,14 +15,10 @@ func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) 
 	for {
 		now := time.Now()
 		m.mu.Lock()
-		e := m.entries[id]
-		if e == nil || e.rec.Warm || e.deleted {
+		e, err := m.liveLocked(id, now)
+		if err != nil {
 			m.mu.Unlock()
-			return Target{}, notFound(id)
-		}
-		if expired(e, now) {
-			m.mu.Unlock()
-			return Target{}, expiredError(id)
+			return Target{}, err
 		}
 		if m.closed || !m.started {
 			m.mu.Unlock()
@@ -129,7 +125,7 @@ func (m *Manager) Resolve(id string) (Target, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted || e.rec.Phase != PhaseRunning || e.rec.Died != nil || expired(e, time.Now()) {
+	if e == nil || !m.resolvableLocked(e, time.Now()) {
 		return Target{}, false
 	}
 	return m.targetLocked(e), true
@@ -139,22 +135,18 @@ func (m *Manager) Resolve(id string) (Target, bool) {
 func (m *Manager) Exists(id string) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e := m.entries[id]
-	return e != nil && !e.rec.Warm && !e.deleted && !expired(e, time.Now())
+	_, err := m.liveLocked(id, time.Now())
+	return err == nil
 }
 
 // Keepalive extends the idle deadline of a running sandbox. It never starts compute.
 func (m *Manager) Keepalive(ctx context.Context, id string) error {
 	now := time.Now()
 	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
+	e, err := m.liveLocked(id, now)
+	if err != nil {
 		m.mu.Unlock()
-		return notFound(id)
-	}
-	if expired(e, now) {
-		m.mu.Unlock()
-		return expiredError(id)
+		return err
 	}
 	m.touchLocked(e, now)
 	m.mu.Unlock()
@@ -169,10 +161,10 @@ func (m *Manager) ExtendTTL(ctx context.Context, id string, by time.Duration) (*
 	}
 	now := time.Now()
 	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
+	e, err := m.visibleLocked(id)
+	if err != nil {
 		m.mu.Unlock()
-		return nil, notFound(id)
+		return nil, err
 	}
 	if e.rec.ExpiresAt == nil {
 		m.mu.Unlock()
@@ -200,12 +192,9 @@ func (m *Manager) Acquire(id string) (func(), error) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
-		return nil, notFound(id)
-	}
-	if expired(e, now) {
-		return nil, expiredError(id)
+	e, err := m.liveLocked(id, now)
+	if err != nil {
+		return nil, err
 	}
 	e.leases++
 	m.touchLocked(e, now)
@@ -235,27 +224,6 @@ func (m *Manager) Hold(ctx context.Context, id string) (Target, error) {
 	}
 	context.AfterFunc(ctx, release)
 	return t, nil
-}
-
-// Touch records activity on a sandbox (resets its idle timer).
-func (m *Manager) Touch(id string) {
-	now := time.Now()
-	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
-		m.mu.Unlock()
-		return
-	}
-	m.touchLocked(e, now)
-	due := now.Sub(e.lastPersist) > 5*time.Second
-	if due {
-		e.lastPersist = now
-	}
-	m.mu.Unlock()
-	if due {
-		// Idle deadlines are persisted at most every few seconds; the collector and Close write the rest.
-		go m.persist(e)
-	}
 }
 
 // launchFailure is what a request that started sandbox id gets when the launch failed: the launch's own code where it

@@ -90,9 +90,6 @@ func (w *DiskWatch) measureLocked() []DiskReading {
 	return out
 }
 
-// Ratio is the used fraction at which the watch warns.
-func (w *DiskWatch) Ratio() float64 { return w.ratio }
-
 // EngineDataRoot is a Driver that can say where its engine keeps layers and volumes on this host (the docker
 // driver: docker info's DockerRootDir, for an engine on a local socket).
 type EngineDataRoot interface {

@@ -62,6 +62,35 @@ type entry struct {
 
 // The helpers below read or change entries; callers hold m.mu.
 
+// visible: e is a sandbox callers may see. Warm-pool members are the pool's, and a deleted entry is on its way out.
+func visible(e *entry) bool { return e != nil && !e.rec.Warm && !e.deleted }
+
+// visibleLocked is the sandbox id names, or not_found.
+func (m *Manager) visibleLocked(id string) (*entry, error) {
+	e := m.entries[id]
+	if !visible(e) {
+		return nil, notFound(id)
+	}
+	return e, nil
+}
+
+// liveLocked is the sandbox id names that callers may act on: not_found, or expired past its TTL.
+func (m *Manager) liveLocked(id string, now time.Time) (*entry, error) {
+	e, err := m.visibleLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	if expired(e, now) {
+		return nil, expiredError(id)
+	}
+	return e, nil
+}
+
+// resolvableLocked: e is a live sandbox whose agent answers now (running, not dead, not expired).
+func (m *Manager) resolvableLocked(e *entry, now time.Time) bool {
+	return visible(e) && e.rec.Phase == PhaseRunning && e.rec.Died == nil && !expired(e, now)
+}
+
 func statusOf(e *entry, now time.Time) Status {
 	switch {
 	case expired(e, now):
@@ -131,7 +160,7 @@ func setIdleDeadline(e *entry, now time.Time) {
 func (m *Manager) ownerCountLocked(owner string, now time.Time) int {
 	n := 0
 	for _, e := range m.entries {
-		if !e.rec.Warm && !e.deleted && e.rec.Owner == owner && !expired(e, now) {
+		if visible(e) && e.rec.Owner == owner && !expired(e, now) {
 			n++
 		}
 	}

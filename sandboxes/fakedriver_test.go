@@ -266,7 +266,7 @@ func startTestManager(t *testing.T, d *fakeDriver, path string, cfg Config) *Man
 }
 
 // startManagerOn starts a Manager of namespace "unit" on d and st with cfg, closed when t ends.
-func startManagerOn(t *testing.T, d *fakeDriver, st Store, cfg Config) *Manager {
+func startManagerOn(t *testing.T, d Driver, st Store, cfg Config) *Manager {
 	t.Helper()
 	m, err := NewManager(ManagerConfig{Namespace: "unit"}, d, st, nil)
 	if err != nil {

@@ -244,7 +244,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 	}
 	tr.step("start")
 	m.mu.Lock()
-	e.rec.Addr = addr
+	m.setAddrLocked(e, addr)
 	m.mu.Unlock()
 	release()
 	released = true
@@ -306,7 +306,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		ev = Event{Type: EventFailed, SandboxID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Warm: e.rec.Warm, Reason: err.Error()}
 	default:
 		e.rec.Phase = PhaseRunning
-		e.rec.Addr = addr
+		m.setAddrLocked(e, addr)
 		if !recovered {
 			// A rebuilt sandbox keeps its death's reason in last_error.
 			e.rec.LastError = ""

@@ -13,9 +13,9 @@ import (
 func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
-		return nil, notFound(id)
+	e, err := m.visibleLocked(id)
+	if err != nil {
+		return nil, err
 	}
 	return m.snapshotLocked(e, time.Now()), nil
 }
@@ -45,7 +45,7 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 	defer m.mu.RUnlock()
 	page := make([]*entry, 0, min(limit+1, len(m.entries))) // newest first; one more than the limit says there is a next page
 	for _, e := range m.entries {
-		if e.rec.Warm || e.deleted || (opts.Owner != "" && e.rec.Owner != opts.Owner) || !matchesMetadata(e.rec.Metadata, opts.Metadata) {
+		if !visible(e) || (opts.Owner != "" && e.rec.Owner != opts.Owner) || !matchesMetadata(e.rec.Metadata, opts.Metadata) {
 			continue
 		}
 		if st := statusOf(e, now); (opts.Status != "" || len(opts.Statuses) > 0) && st != opts.Status && !slices.Contains(opts.Statuses, st) {

@@ -33,6 +33,7 @@ type Manager struct {
 	applied  bool
 	profiles map[string]Profile
 	entries  map[string]*entry
+	sources  sourceIndex         // agent address -> entries (sources.go)
 	warm     map[string][]string // profile hash -> ready warm members, oldest first
 	pools    map[string]*poolState
 	tuner    *concurrencyTuner
@@ -117,7 +118,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	hc.CheckRedirect = agentapi.NoRedirect
 	m := &Manager{
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
-		profiles: map[string]Profile{}, entries: map[string]*entry{}, warm: map[string][]string{}, pools: map[string]*poolState{},
+		profiles: map[string]Profile{}, entries: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
 		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}

@@ -66,14 +66,10 @@ func matchesMetadata(md, want map[string]string) bool {
 func (m *Manager) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*Sandbox, error) {
 	now := time.Now()
 	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
+	e, err := m.liveLocked(id, now)
+	if err != nil {
 		m.mu.Unlock()
-		return nil, notFound(id)
-	}
-	if expired(e, now) {
-		m.mu.Unlock()
-		return nil, expiredError(id)
+		return nil, err
 	}
 	next := maps.Clone(e.rec.Metadata)
 	if next == nil {
@@ -106,9 +102,9 @@ func (m *Manager) PatchMetadata(ctx context.Context, id string, patch map[string
 func (m *Manager) AccessKey(id, purpose string) (string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
-		return "", notFound(id)
+	e, err := m.visibleLocked(id)
+	if err != nil {
+		return "", err
 	}
 	mac := hmac.New(sha256.New, []byte(e.rec.Token))
 	fmt.Fprintf(mac, "%s\x00%s", purpose, id)

@@ -105,14 +105,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 func (m *Manager) liveEntry(id string) (*entry, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
-		return nil, notFound(id)
-	}
-	if expired(e, time.Now()) {
-		return nil, expiredError(id)
-	}
-	return e, nil
+	return m.liveLocked(id, time.Now())
 }
 
 // pause freezes e. idle is set when the collector pauses an idle sandbox: it gets the profile's second deadline,
@@ -195,7 +188,7 @@ func (m *Manager) resume(ctx context.Context, e *entry, reason string) error {
 			m.mu.Lock()
 			e.rec.Phase = PhaseStopped
 			e.rec.IdleExpiresAt = nil
-			e.rec.Addr = ""
+			m.setAddrLocked(e, "")
 			m.mu.Unlock()
 			m.persist(e)
 			return nil

@@ -159,9 +159,9 @@ func (p *Profile) AppTarget() int {
 	return 0
 }
 
-// RequestDependencies reads a create request's dependencies from its environment (EnvDependencies as JSON, the
+// requestDependencies reads a create request's dependencies from its environment (EnvDependencies as JSON, the
 // way the API passes them to the Manager); nil when absent.
-func RequestDependencies(requestEnv map[string]string) (*agentapi.Dependencies, error) {
+func requestDependencies(requestEnv map[string]string) (*agentapi.Dependencies, error) {
 	raw, ok := requestEnv[agentapi.EnvDependencies]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
@@ -188,7 +188,7 @@ func (p *Profile) CustomiseEnv(requestEnv map[string]string) map[string]string {
 	}
 	// A request's malformed dependencies are left as they are: the agent refuses them and the sandbox fails with
 	// that message, instead of the packages being dropped silently.
-	extra, depsErr := RequestDependencies(requestEnv)
+	extra, depsErr := requestDependencies(requestEnv)
 	defer func() {
 		for k := range requestEnv {
 			if k != agentapi.EnvDependencies || depsErr != nil {

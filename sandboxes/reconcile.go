@@ -44,6 +44,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			found = false
 		}
 		m.entries[rec.ID] = e
+		m.indexLocked(e)
 		switch {
 		case rec.Warm && (!found || !c.Running || rec.Phase == PhaseFailed):
 			m.detachLocked(e)

@@ -102,6 +102,7 @@ func (m *Manager) applyRemote(ch RecordChange) {
 		m.setProfileLocked(e)
 		m.markRemoteLocked(e)
 		m.entries[rec.ID] = e
+		m.indexLocked(e)
 		m.mu.Unlock()
 		return
 	}
@@ -127,7 +128,7 @@ func (m *Manager) applyRemote(ch RecordChange) {
 		rec.IdleExpiresAt = &t
 	}
 	wasWarm := e.rec.Warm
-	e.rec = rec
+	m.setRecordLocked(e, rec)
 	e.stored = b
 	m.setProfileLocked(e)
 	if wasWarm && !rec.Warm {
@@ -154,6 +155,7 @@ func (m *Manager) forgetRemote(id string) {
 		e.cancelLaunch()
 	}
 	delete(m.entries, id)
+	m.unindexLocked(e)
 	if ids := m.warm[e.rec.ProfileHash]; len(ids) > 0 {
 		m.warm[e.rec.ProfileHash] = slices.DeleteFunc(ids, func(x string) bool { return x == id })
 	}

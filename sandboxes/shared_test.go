@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,7 @@ func TestApplyRemote(t *testing.T) {
 				if err != nil || len(list) != 1 || list[0].ID != id {
 					t.Fatalf("list: %v %v", list, err)
 				}
+				wantSource(t, m, netip.MustParseAddr("10.0.0.9"), id) // the egress proxy finds it too
 			},
 		},
 		{
@@ -118,6 +120,7 @@ func TestApplyRemote(t *testing.T) {
 				if _, ok := m.Resolve(id); ok {
 					t.Fatal("a sandbox stopped elsewhere still resolves")
 				}
+				wantSource(t, m, netip.MustParseAddr("10.0.0.9"), "")
 				if sb, err := m.Get(context.Background(), id); err != nil || sb.Status != StatusIdle {
 					t.Fatalf("get: %+v %v", sb, err)
 				}
@@ -132,6 +135,7 @@ func TestApplyRemote(t *testing.T) {
 				if m.Exists(id) {
 					t.Fatal("a sandbox deleted elsewhere still exists here")
 				}
+				wantSource(t, m, netip.MustParseAddr("10.0.0.9"), "")
 				if c, v := d.count(); c != 0 || v != 0 {
 					t.Fatalf("engine objects: %d containers %d volumes", c, v)
 				}
@@ -222,6 +226,7 @@ func TestApplyRemote(t *testing.T) {
 				st.send(t, c)
 			}
 			tc.check(t, m, d, id)
+			checkSourceIndex(t, m)
 		})
 	}
 }

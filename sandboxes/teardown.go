@@ -28,10 +28,10 @@ func (m *Manager) DestroyAll(ctx context.Context) error {
 // Stop stops a sandbox's compute and keeps its workspace. Stopping a stopped sandbox does nothing.
 func (m *Manager) Stop(ctx context.Context, id string) error {
 	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil || e.rec.Warm || e.deleted {
+	e, err := m.visibleLocked(id)
+	if err != nil {
 		m.mu.Unlock()
-		return notFound(id)
+		return err
 	}
 	if e.rec.Phase == PhaseStopped || (e.rec.Phase == PhaseFailed && e.rec.Died != nil) {
 		// A crash-looped sandbox stays failed: stopping it must not make it restartable.
@@ -94,7 +94,7 @@ func (m *Manager) stopIf(ctx context.Context, e *entry, reason string, still fun
 	if err == nil {
 		e.rec.Phase = PhaseStopped
 		e.rec.IdleExpiresAt = nil
-		e.rec.Addr = ""
+		m.setAddrLocked(e, "")
 		e.rec.Died = nil // a stopped dead sandbox starts afresh; its death stays in Crashes and LastError
 	}
 	m.mu.Unlock()
@@ -140,6 +140,7 @@ func (m *Manager) detachLocked(e *entry) {
 		e.cancelLaunch()
 	}
 	delete(m.entries, e.rec.ID)
+	m.unindexLocked(e)
 	m.holds.drop(e.rec.ID)
 	if ids := m.warm[e.rec.ProfileHash]; len(ids) > 0 {
 		m.warm[e.rec.ProfileHash] = slices.DeleteFunc(ids, func(x string) bool { return x == e.rec.ID })

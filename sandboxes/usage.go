@@ -27,7 +27,7 @@ func (m *Manager) Usage(ctx context.Context, ids []string) map[string]Usage {
 			break
 		}
 		e := m.entries[id]
-		if seen[id] || e == nil || e.rec.Warm || e.deleted || e.rec.ContainerID == "" ||
+		if seen[id] || !visible(e) || e.rec.ContainerID == "" ||
 			(e.rec.Phase != PhaseRunning && e.rec.Phase != PhasePaused) {
 			continue
 		}

@@ -14,12 +14,6 @@ func (c *Client) PythonExec(ctx context.Context, r KernelExecRequest) (KernelExe
 	return res, c.doJSON(ctx, http.MethodPost, "/v1/python/exec", r, &res)
 }
 
-// PythonRestart replaces the Python kernel with a fresh one (POST /v1/python/restart).
-func (c *Client) PythonRestart(ctx context.Context) (PythonRestartResult, error) {
-	var res PythonRestartResult
-	return res, c.doJSON(ctx, http.MethodPost, "/v1/python/restart", nil, &res)
-}
-
 // RExec runs code in the sandbox's persistent R session (POST /v1/r/exec).
 func (c *Client) RExec(ctx context.Context, r KernelExecRequest) (KernelExecResult, error) {
 	var res KernelExecResult

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // gatewayACL is the least-privilege Redis user docs/kubernetes.md recommends: its keys only, and only the commands

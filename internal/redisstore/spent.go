@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // DefaultRetainExtra is how long past exp + leeway a spent nonce is kept. Redis drops nonces by its own clock, the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestStorageFiles walks certmagic's file semantics: Store/Load, Exists and Stat of files and directories, List one

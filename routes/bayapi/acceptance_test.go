@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )

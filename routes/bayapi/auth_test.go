@@ -115,7 +115,7 @@ func TestReadBayEnv(t *testing.T) {
 	if _, err := ReadBayEnv([]string{"BAY_SERVER__PORT=http"}); err == nil {
 		t.Errorf("bad port accepted")
 	}
-	merged := MergeProfiles(env.Profiles[:1], env.Profiles[1:])
+	merged := mergeProfiles(env.Profiles[:1], env.Profiles[1:])
 	if len(merged) != 2 {
 		t.Errorf("merge: %+v", merged)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -279,9 +280,31 @@ func ParseBayProfiles(raw []byte) ([]sandboxes.Profile, error) {
 	return out, nil
 }
 
-// MergeProfiles returns base with env's profiles added; a profile of env replaces one of base with the same id
+// ProfilesFor is what a gateway configured with the profiles configured runs under this Bay environment, so
+// AstrBot's auto-start mode can run our image in place of Bay's: BAY_PROFILES replace or add profiles (environment
+// over configuration, as in Bay), and a gateway with no profile at all gets Bay's python-default.
+func (e BayEnv) ProfilesFor(configured []sandboxes.Profile) []sandboxes.Profile {
+	out := mergeProfiles(configured, e.Profiles)
+	if len(out) == 0 {
+		out = []sandboxes.Profile{PythonDefault()}
+	}
+	return out
+}
+
+// PythonDefault is Bay's default profile as sandgate runs it: Python with a shell and files on our base image,
+// stopped after 30 idle minutes (Bay's idle_timeout 1800).
+func PythonDefault() sandboxes.Profile {
+	return sandboxes.Profile{
+		ID: DefaultProfile, Description: "Bay's default: Python with a shell and files", Image: SandgateBaseImage,
+		Resources:    sandboxes.Resources{CPUs: 1, Memory: "1g"},
+		Capabilities: []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython},
+		IdleTimeout:  sandboxes.Duration(1800 * time.Second),
+	}
+}
+
+// mergeProfiles returns base with env's profiles added; a profile of env replaces one of base with the same id
 // (environment overrides configuration, as in Bay).
-func MergeProfiles(base, env []sandboxes.Profile) []sandboxes.Profile {
+func mergeProfiles(base, env []sandboxes.Profile) []sandboxes.Profile {
 	out := slices.Clone(base)
 	for _, p := range env {
 		if i := slices.IndexFunc(out, func(q sandboxes.Profile) bool { return q.ID == p.ID }); i >= 0 {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestCreateWithDependenciesAgainstGateway: dependencies given at create through the real API reach the agent

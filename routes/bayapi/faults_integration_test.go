@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // Fault tests of issue 34 that need a real gateway process and the real engine: the gateway killed with kill -9 in

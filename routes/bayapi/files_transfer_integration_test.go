@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestFilesTransferAgainstGateway: a file written in a Python sandbox, exported, is imported byte for byte into a

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/client"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 const (
@@ -812,7 +812,7 @@ func TestCleanWorkspacePath(t *testing.T) {
 	}
 }
 
-// realIssuer mints with routes/tickets, as the Caddy glue does.
+// realIssuer mints with tickets, as the Caddy glue does.
 type realIssuer struct{ iss *tickets.Issuer }
 
 func (r realIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandgate/sandgate/client"
 	"github.com/sandgate/sandgate/internal/buildversion"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // parityGateway runs the API with python-default (crash_limit 1: one death is rebuilt, the second within the window

@@ -16,7 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // agentSandbox is a real sandbox container from our image with the IDE agent on, and the password FastGPT would

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // TestGatewayImage builds the top-level Dockerfile (the drop-in for ghcr.io/labring/fastgpt-agent-sandbox-proxy)

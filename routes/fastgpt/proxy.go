@@ -130,13 +130,6 @@ func (p *Proxy) untrack(rl *relay) {
 	}
 }
 
-// OpenRelays is the number of WebSocket relays in progress.
-func (p *Proxy) OpenRelays() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.relays)
-}
-
 // Close ends every open relay with a 1001 close frame to both sides, as Caddy's reverse_proxy closes its hijacked
 // WebSockets on Cleanup, and waits until they are gone or ctx ends. New connections are refused afterwards.
 func (p *Proxy) Close(ctx context.Context) error {

@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// IsLoopbackName reports whether host is one of the names the rewrite replaces: "localhost" (any case),
+// isLoopbackName reports whether host is one of the names the rewrite replaces: "localhost" (any case),
 // "127.0.0.1" or "::1" (with or without brackets). Other loopback addresses are left alone, as FastGPT does.
-func IsLoopbackName(host string) bool {
+func isLoopbackName(host string) bool {
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	return strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1"
 }
@@ -26,12 +26,12 @@ func Addr(addr, replacement string) string {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		if IsLoopbackName(addr) {
+		if isLoopbackName(addr) {
 			return bareHost(replacement)
 		}
 		return addr
 	}
-	if !IsLoopbackName(host) {
+	if !isLoopbackName(host) {
 		return addr
 	}
 	return net.JoinHostPort(bareHost(replacement), port)
@@ -52,7 +52,7 @@ func URL(raw, replacement string) (string, error) {
 		return "", fmt.Errorf("upstream URL %q has no host", raw)
 	}
 	replacement = strings.TrimSpace(replacement)
-	if replacement == "" || !IsLoopbackName(u.Hostname()) {
+	if replacement == "" || !isLoopbackName(u.Hostname()) {
 		return u.String(), nil
 	}
 	if port := u.Port(); port != "" {

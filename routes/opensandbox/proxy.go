@@ -11,8 +11,8 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // The proxy: ANY and WebSocket /sandboxes/{id}/proxy/{port}[/path] (and under /v1). OpenSandbox leaves these paths

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestTerminalSessionRefusesAgentRedirect: the terminal page's agent calls (list and create PTY sessions) on a

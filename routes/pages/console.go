@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // DefaultConsoleSessionTTL is how long a console login lasts. Short: the console can delete sandboxes.

@@ -2,16 +2,11 @@ package pages
 
 import (
 	"net/http"
-
-	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// consolePause pauses or resumes a sandbox the session may see (consoleAction checked that).
+// consolePause pauses or resumes a sandbox the session may see (consoleAction checked that); a gateway that cannot
+// pause answers the service's capability_not_supported.
 func (h *Handler) consolePause(w http.ResponseWriter, r *http.Request, cs *consoleSession, id string, pause bool) {
-	if err := h.cfg.Service.CanPause(); err != nil {
-		writeCoreError(w, sandboxes.CodeCapabilityAbsent, "this gateway cannot pause sandboxes")
-		return
-	}
 	op := h.cfg.Service.Resume
 	if pause {
 		op = h.cfg.Service.Pause

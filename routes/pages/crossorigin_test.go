@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // A page on an app subdomain of the same site as the gateway receives the console's and the pages' SameSite=Strict

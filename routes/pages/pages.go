@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TicketIssuer mints the tickets the console's open buttons put in URLs (*tickets.Issuer).

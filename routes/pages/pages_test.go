@@ -13,10 +13,10 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test")

@@ -12,9 +12,9 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // serveSandboxPage admits a terminal or desktop request with its ticket or session cookie and serves it.

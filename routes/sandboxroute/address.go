@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // PathPrefix starts every path-form sandbox route (defined with the ticket URLs that point at them).
@@ -125,9 +125,9 @@ func ParseHost(host string, baseDomains []string) (Address, bool) {
 	return Address{}, false
 }
 
-// FromRequest reads the address of a request: the subdomain form when the host is under a base domain, the path
+// fromRequest reads the address of a request: the subdomain form when the host is under a base domain, the path
 // form otherwise. In subdomain form Rest is the whole escaped path.
-func FromRequest(host, escapedPath string, baseDomains []string) (Address, error) {
+func fromRequest(host, escapedPath string, baseDomains []string) (Address, error) {
 	if a, ok := ParseHost(host, baseDomains); ok {
 		a.Rest = escapedPath
 		return a, nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // FuzzParsePath: whatever path a browser or tenant page requests, the parse never panics, and an accepted address

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func TestFromOwnOrigin(t *testing.T) {
@@ -149,7 +149,9 @@ func TestGuardAnswer(t *testing.T) {
 			}
 			defer conn.Close()
 			_ = brw.Flush()
-			_, _ = io.Copy(conn, conn) // echo until the client leaves
+			// Echo until the client leaves, reading through brw: bytes the server's background read took before
+			// the hijack (the client writes as soon as it sees the 101) are in its buffer, not on conn.
+			_, _ = io.Copy(conn, brw)
 			return
 		}
 		_, _ = io.WriteString(w, "<html>")

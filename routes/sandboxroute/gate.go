@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TicketParam is the query parameter carrying a ticket.
@@ -54,7 +54,7 @@ type Grant struct {
 // and the client's X-Sandgate-* headers, and sets the session cookie on w when sessions are on. A refusal is a
 // *tickets.Error (for logs; answer with WriteUnauthorized) or ErrNotSandboxRoute.
 func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request) (Grant, error) {
-	addr, err := FromRequest(r.Host, r.URL.EscapedPath(), g.BaseDomains)
+	addr, err := fromRequest(r.Host, r.URL.EscapedPath(), g.BaseDomains)
 	if err != nil {
 		return Grant{}, err
 	}

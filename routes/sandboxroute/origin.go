@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"path"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // SandboxCSP is the policy every app response gets in path form. The path form serves every sandbox on the

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // Starter is what a route needs from the lifecycle: a running sandbox and a lease that keeps it from being

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 func TestParsePath(t *testing.T) {

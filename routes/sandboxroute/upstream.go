@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // RequiredPermission is the permission a request needs on its route. Safe methods need read, anything else write.
@@ -20,7 +20,7 @@ func RequiredPermission(kind tickets.Kind, r *http.Request) tickets.Permission {
 	if kind == tickets.KindMCP {
 		return tickets.PermWrite // every MCP request, even the GET of its event stream, belongs to a session that drives the sandbox
 	}
-	if IsWebSocket(r) {
+	if isWebSocket(r) {
 		switch kind {
 		case tickets.KindTerminal, tickets.KindPTY, tickets.KindCDP:
 			return tickets.PermWrite
@@ -72,9 +72,9 @@ func cdpReadOnly(escapedRest string) bool {
 	return strings.HasPrefix(clean, "/devtools/") && !strings.Contains(strings.ToLower(clean), "json")
 }
 
-// IsWebSocket reports whether r opens a WebSocket: an HTTP/1.1 GET with Upgrade, or an extended CONNECT with
+// isWebSocket reports whether r opens a WebSocket: an HTTP/1.1 GET with Upgrade, or an extended CONNECT with
 // :protocol websocket (HTTP/2 carries it as a header, HTTP/3 in r.Proto), as Caddy's reverse_proxy recognises them.
-func IsWebSocket(r *http.Request) bool {
+func isWebSocket(r *http.Request) bool {
 	if r.Method == http.MethodConnect {
 		return r.ProtoMajor == 2 && r.Header.Get(":protocol") == "websocket" || r.ProtoMajor == 3 && r.Proto == "websocket"
 	}

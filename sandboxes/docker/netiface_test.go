@@ -6,7 +6,7 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 func TestInterfaceExists(t *testing.T) {

@@ -311,17 +311,3 @@ func taggedInterface(line string) (string, bool) {
 	}
 	return iface, true
 }
-
-// SweepNetworkPolicy removes the packet-filter rules of networks that no longer exist.
-func (d *Driver) SweepNetworkPolicy(ctx context.Context) error { return d.filter.Sweep(ctx) }
-
-// RemoveNetworkPolicy removes the packet-filter rules of a network (before or after it is removed: the rules name
-// its interface, which the network's name determines for the gateway's own networks).
-func (d *Driver) RemoveNetworkPolicy(ctx context.Context, name string) error {
-	iface, err := d.networkInterface(ctx, name)
-	if err != nil {
-		iface = bridgeName(name)
-	}
-	d.forgetInterface(name)
-	return d.filter.Remove(ctx, iface)
-}

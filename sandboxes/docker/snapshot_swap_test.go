@@ -15,7 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 

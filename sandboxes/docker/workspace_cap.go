@@ -47,14 +47,6 @@ type capDirs struct {
 	mu     sync.Mutex
 }
 
-// SetWorkspaceDirs moves the capped workspaces' images and links (tests; an operator's workspace_dir). Call before
-// any volume is made.
-func (d *Driver) SetWorkspaceDirs(images, links string) {
-	d.caps.mu.Lock()
-	defer d.caps.mu.Unlock()
-	d.caps.images, d.caps.links = images, links
-}
-
 func (d *Driver) capPaths() (images, links string) {
 	d.caps.mu.Lock()
 	defer d.caps.mu.Unlock()
@@ -361,10 +353,4 @@ func attachedTo(dev string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// CappedSize is the size limit of volume name, 0 when it has none (tests, reports).
-func (d *Driver) CappedSize(name string) int64 {
-	size, _ := d.capped(name)
-	return size
 }

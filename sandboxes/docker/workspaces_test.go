@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 

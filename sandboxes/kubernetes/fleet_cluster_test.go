@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )

@@ -4,5 +4,5 @@
 //
 // Dialects (routes/bayapi, routes/mcpapi, routes/pages, routes/opensandbox) parse their wire format, call into this
 // package and translate its answers and errors back; caddymodule only builds the values here from configuration.
-// Among sandgate's packages it imports sandboxes, agentimage/agentapi and routes/tickets only.
+// Among sandgate's packages it imports sandboxes, agentimage/agentapi and tickets only.
 package service

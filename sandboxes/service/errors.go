@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/routes/tickets"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // The codes of Error. They are Bay's names (doc/bay_error_codes.md), the vocabulary the first dialect spoke; the

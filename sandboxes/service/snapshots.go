@@ -27,14 +27,8 @@ type Snapshotter interface {
 	Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (*sandboxes.ForkResult, error)
 }
 
-// CanPause is nil when the Manager pauses sandboxes, else capability_not_supported (a dialect checks before it
+// CanSnapshot is nil when the Manager keeps snapshots, else capability_not_supported (a dialect checks before it
 // reads a request body, so a gateway without the capability says so first).
-func (s *Service) CanPause() error {
-	_, err := s.pauser()
-	return err
-}
-
-// CanSnapshot is nil when the Manager keeps snapshots, else capability_not_supported.
 func (s *Service) CanSnapshot() error {
 	_, err := s.snapshotter()
 	return err

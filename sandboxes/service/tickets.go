@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // Ticket is a short-lived, one-time credential for a browser URL of one sandbox.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/routes/tickets"
+	"github.com/sandgate/sandgate/tickets"
 )
 
 // TestTicketMinter checks that a ticket from the API opens exactly the route the edge's verifier expects.

@@ -128,8 +128,8 @@ func New(cfg Config) *Browser {
 // Enabled reports whether Chromium is configured.
 func (b *Browser) Enabled() bool { return b.chromium != nil }
 
-// VNCEnabled reports whether a VNC server is configured.
-func (b *Browser) VNCEnabled() bool { return b.vnc != nil }
+// vncEnabled reports whether a VNC server is configured.
+func (b *Browser) vncEnabled() bool { return b.vnc != nil }
 
 // Start launches the supervised processes in the background.
 func (b *Browser) Start() {

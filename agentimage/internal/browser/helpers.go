@@ -336,6 +336,6 @@ func (b *Browser) serveInfo(w http.ResponseWriter, r *http.Request) {
 	pageID := b.page.id
 	b.page.mu.Unlock()
 	agentapi.WriteJSON(w, http.StatusOK, agentapi.BrowserInfo{
-		CDPURL: ext.httpURL(), WebSocketURL: ws, Version: version, Targets: targets, PageTargetID: pageID, VNC: b.VNCEnabled(),
+		CDPURL: ext.httpURL(), WebSocketURL: ws, Version: version, Targets: targets, PageTargetID: pageID, VNC: b.vncEnabled(),
 	})
 }

@@ -17,7 +17,7 @@ import (
 // serveVNC bridges a noVNC WebSocket (binary frames, subprotocol "binary") to the VNC server's TCP port, so no
 // websockify process is needed.
 func (b *Browser) serveVNC(w http.ResponseWriter, r *http.Request) {
-	if !b.VNCEnabled() {
+	if !b.vncEnabled() {
 		agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeNotSupported, "this sandbox has no VNC server (capability %q or %q not set)", "vnc", "browser"))
 		return
 	}

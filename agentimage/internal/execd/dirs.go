@@ -11,8 +11,8 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
-// ParseDepth reads the depth of a listing: 1 (direct entries) when absent, 0 lists nothing.
-func ParseDepth(s string) (int, error) {
+// parseDepth reads the depth of a listing: 1 (direct entries) when absent, 0 lists nothing.
+func parseDepth(s string) (int, error) {
 	if s == "" {
 		return 1, nil
 	}
@@ -29,7 +29,7 @@ func (a *API) listDirectory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var depth int
 	p, abs, err := a.queryPath(q, a.resolveEntry, func() (err error) {
-		depth, err = ParseDepth(q.Get("depth"))
+		depth, err = parseDepth(q.Get("depth"))
 		return err
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func (s *Server) NewHTTPServer(addr string) *http.Server {
 func (s *Server) authenticate(h http.Handler) http.Handler {
 	check := s.cfg.Token
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !check.Match(RequestToken(r)) {
+		if !check.Match(requestToken(r)) {
 			agentapi.WriteError(w, agentapi.Errorf(agentapi.CodeUnauthorized, "missing or wrong agent token"))
 			return
 		}
@@ -90,9 +90,9 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 	})
 }
 
-// RequestToken finds the token in a request: the X-Sandgate-Token header, an Authorization bearer, or (for browser
+// requestToken finds the token in a request: the X-Sandgate-Token header, an Authorization bearer, or (for browser
 // WebSockets, which cannot set headers) the access_token query parameter.
-func RequestToken(r *http.Request) string {
+func requestToken(r *http.Request) string {
 	if t := r.Header.Get(agentapi.TokenHeader); t != "" {
 		return t
 	}

@@ -40,14 +40,14 @@ func (s *Writer) Send(event, id string, data any) error {
 // SendBare writes data as bare JSON followed by a blank line, with no SSE field names: the framing of OpenSandbox's
 // execd, whose clients read one JSON object per line. JSON never holds a raw newline, so one event is one line.
 func (s *Writer) SendBare(data any) error {
-	if err := s.QueueBare(data); err != nil {
+	if err := s.queueBare(data); err != nil {
 		return err
 	}
 	return s.Flush()
 }
 
-// QueueBare is SendBare without the flush: a burst of events (one per output line) goes out with one Flush.
-func (s *Writer) QueueBare(data any) error {
+// queueBare is SendBare without the flush: a burst of events (one per output line) goes out with one Flush.
+func (s *Writer) queueBare(data any) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("encoding event: %w", err)

@@ -125,12 +125,11 @@ type Startup struct {
 	paths  Paths
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	status  string
-	err     string
-	steps   []agentapi.InitStep
-	mirrors mirrors.Report
-	sup     *services.Supervisor
+	mu     sync.Mutex
+	status string
+	err    string
+	steps  []agentapi.InitStep
+	sup    *services.Supervisor
 }
 
 // New returns a Startup in state starting; a configuration error makes it failed from the start.
@@ -153,9 +152,6 @@ func (s *Startup) Run(ctx context.Context) {
 	}
 	began := time.Now()
 	rep := mirrors.Apply(s.cfg.Home, s.cfg.Mirrors, mirrors.Options{})
-	s.mu.Lock()
-	s.mirrors = rep
-	s.mu.Unlock()
 	if s.cfg.Mirrors != (agentapi.Mirrors{}) {
 		out := fmt.Sprintf("files: %s\napt: %s\n", strings.Join(rep.Files, " "), rep.Apt)
 		for _, e := range rep.Errors {
@@ -334,13 +330,6 @@ func (s *Startup) Log() agentapi.InitLog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return agentapi.InitLog{Status: s.status, Error: s.err, Steps: append([]agentapi.InitStep{}, s.steps...)}
-}
-
-// MirrorReport is what the mirror step wrote.
-func (s *Startup) MirrorReport() mirrors.Report {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mirrors
 }
 
 // Services lists the supervised services (empty before they start).

@@ -113,7 +113,7 @@ func ShippedImage(t testing.TB, target string) string {
 // RepoRoot is the directory holding go.mod.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 func runScript(name string, args ...string) error {

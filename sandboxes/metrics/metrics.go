@@ -1,4 +1,8 @@
-package caddymodule
+// Package metrics reports a Manager to Prometheus: sandboxes by status, creates and their launch types, warm
+// pools, deaths and recoveries (counted from the Manager's events), and the disks the gateway depends on. The
+// collectors live as long as the Manager, so counters survive Caddy's reloads; each config registers them in its
+// own registry (caddymodule/app.go).
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,8 +10,8 @@ import (
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
-// metrics live with the pooled Manager, so counters survive reloads; each config registers them in its registry.
-type metrics struct {
+// Metrics are one Manager's collectors.
+type Metrics struct {
 	byStatus   *prometheus.GaugeVec
 	creates    *prometheus.CounterVec
 	claim      prometheus.Histogram
@@ -22,7 +26,7 @@ type metrics struct {
 	mgr        *sandboxes.Manager
 }
 
-type statusCollector struct{ m *metrics }
+type statusCollector struct{ m *Metrics }
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) { c.m.byStatus.Describe(ch) }
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -75,9 +79,10 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.concurr, prometheus.GaugeValue, float64(conc))
 }
 
-func newMetrics(mgr *sandboxes.Manager) *metrics {
+// New builds the collectors of mgr and of the disks it watches (nil: none).
+func New(mgr *sandboxes.Manager, disks *sandboxes.DiskWatch) *Metrics {
 	const ns, sub = "sandgate", "sandboxes"
-	m := &metrics{mgr: mgr,
+	m := &Metrics{mgr: mgr,
 		byStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "count",
 			Help: "Sandboxes by status (warm: unclaimed warm-pool members)."}, []string{"status"}),
 		creates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "creates_total",
@@ -101,12 +106,15 @@ func newMetrics(mgr *sandboxes.Manager) *metrics {
 	}
 	m.collectors = []prometheus.Collector{statusCollector{m}, m.creates, m.claim, m.coldStart, m.gc, m.deaths, m.recoveries, m.crashLoops,
 		m.refill, m.backoffs, newPoolCollector(mgr, ns, sub)}
+	if disks != nil {
+		m.collectors = append(m.collectors, newDiskCollector(disks))
+	}
 	return m
 }
 
-// follow updates the counters from the Manager's events until the returned function is called.
-func (m *metrics) follow(mgr *sandboxes.Manager) func() {
-	ch, unsubscribe := mgr.Subscribe(1024)
+// Follow updates the counters from the Manager's events until the returned function is called.
+func (m *Metrics) Follow() func() {
+	ch, unsubscribe := m.mgr.Subscribe(1024)
 	go func() {
 		for ev := range ch {
 			switch ev.Type {
@@ -139,7 +147,8 @@ func (m *metrics) follow(mgr *sandboxes.Manager) func() {
 	return unsubscribe
 }
 
-func (m *metrics) register(reg prometheus.Registerer) error {
+// Register adds the collectors to reg (nil: nothing); ones registered already are kept.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
@@ -153,7 +162,8 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *metrics) unregister(reg prometheus.Registerer) {
+// Unregister takes the collectors out of reg (nil: nothing).
+func (m *Metrics) Unregister(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
