@@ -103,6 +103,7 @@ type e2bControlReport struct {
 	ResumedState     string   `json:"resumedState"`
 	EnvdNoToken      int      `json:"envdNoToken"`
 	EnvdBadToken     int      `json:"envdBadToken"`
+	HeaderRouted     int      `json:"headerRoutedNoToken"`
 	SignedURLRefused bool     `json:"signedURLRefused"`
 	ForgedSignature  int      `json:"forgedSignature"`
 	BHasTrafficToken bool     `json:"bHasTrafficToken"`
@@ -165,9 +166,10 @@ func TestE2BSDKControlPlane(t *testing.T) {
 	if !rep.Paused || rep.PausedState != "paused" || rep.PausedAgain || rep.ResumedState != "running" {
 		t.Errorf("pause %v state %q, pause again %v, after connect %q", rep.Paused, rep.PausedState, rep.PausedAgain, rep.ResumedState)
 	}
-	if rep.EnvdNoToken != 401 || rep.EnvdBadToken != 401 || rep.ATokenOnB != 401 || rep.ForgedSignature != 401 || rep.SignedURLRefused {
-		t.Errorf("envd: no token %d, bad token %d, A's token on B %d, forged signature %d (want 401s); signed URL refused %v",
-			rep.EnvdNoToken, rep.EnvdBadToken, rep.ATokenOnB, rep.ForgedSignature, rep.SignedURLRefused)
+	if rep.EnvdNoToken != 401 || rep.EnvdBadToken != 401 || rep.ATokenOnB != 401 || rep.ForgedSignature != 401 || rep.SignedURLRefused ||
+		rep.HeaderRouted != 401 {
+		t.Errorf("envd: no token %d, bad token %d, A's token on B %d, forged signature %d, header-routed %d (want 401s); signed URL refused %v",
+			rep.EnvdNoToken, rep.EnvdBadToken, rep.ATokenOnB, rep.ForgedSignature, rep.HeaderRouted, rep.SignedURLRefused)
 	}
 	if !rep.BHasTrafficToken || rep.BPortNoToken != 403 || rep.BPortAToken != 403 || rep.BCodeNoToken != 403 {
 		t.Errorf("B's private ports: token %v, no token %d, A's token %d, code interpreter %d (want 403s)",

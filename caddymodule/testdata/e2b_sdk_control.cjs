@@ -52,6 +52,9 @@ async function main() {
   const host = `https://${sbx.getHost(49983)}`
   report.envdNoToken = await status(`${host}/files?path=/etc/hostname`)
   report.envdBadToken = await status(`${host}/files?path=/etc/hostname`, { 'X-Access-Token': 'x'.repeat(32) })
+  // E2B's header routing on the domain itself (E2B_SANDBOX_URL): the same refusal.
+  report.headerRoutedNoToken = await status(`https://${process.env.E2B_DOMAIN}/files?path=/etc/hostname`,
+    { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' })
   const signed = await sbx.downloadUrl('/etc/hostname')
   report.signedURLRefused = (await status(signed)) === 401
   report.forgedSignature = await status(signed.replace(/signature=v1_[^&]+/, 'signature=v1_AAAA'))
