@@ -18,7 +18,7 @@ func TestUnguessableID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`^` + UnguessableIDPrefix + `[0-9a-f]{32}$`).MatchString(sb.ID) || sb.LaunchType != LaunchCold {
+	if !regexp.MustCompile(`^`+UnguessableIDPrefix+`[0-9a-f]{32}$`).MatchString(sb.ID) || sb.LaunchType != LaunchCold {
 		t.Fatalf("id %q launch %q, want %s + 32 hex digits, cold", sb.ID, sb.LaunchType, UnguessableIDPrefix)
 	}
 	plain, err := m.Create(ctx, CreateRequest{Profile: "a"})
@@ -81,7 +81,7 @@ func TestForkKeepsEgress(t *testing.T) {
 	if f.Egress == nil || len(f.Egress.Allow) != 1 || f.Egress.Allow[0] != "pypi.org" || f.Egress.AllowAnyName {
 		t.Errorf("the fork's egress is %+v, want its source's", f.Egress)
 	}
-	if f.Metadata["k"] != "v" || !regexp.MustCompile(`^` + UnguessableIDPrefix).MatchString(f.ID) {
+	if f.Metadata["k"] != "v" || !regexp.MustCompile(`^`+UnguessableIDPrefix).MatchString(f.ID) {
 		t.Errorf("the fork's metadata %v id %q", f.Metadata, f.ID)
 	}
 }
