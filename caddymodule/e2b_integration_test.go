@@ -116,31 +116,31 @@ type e2bControlReport struct {
 		TemplateID string `json:"templateId"`
 		Run        string `json:"run"`
 	} `json:"forkInfo"`
-	EnvdNoToken      int      `json:"envdNoToken"`
-	EnvdBadToken     int      `json:"envdBadToken"`
-	HeaderRouted     int      `json:"headerRoutedNoToken"`
-	SignedURLRefused bool     `json:"signedURLRefused"`
-	ForgedSignature  int      `json:"forgedSignature"`
-	BHasTrafficToken bool     `json:"bHasTrafficToken"`
-	AGetsB           string   `json:"aGetsB"`
-	ASetsTimeoutOfB  string   `json:"aSetsTimeoutOfB"`
-	AKillsB          bool     `json:"aKillsB"`
-	AListsB          bool     `json:"aListsB"`
-	ATokenOnB        int      `json:"aTokenOnB"`
-	BPortNoToken     int      `json:"bPortNoToken"`
-	BPortAToken      int      `json:"bPortAToken"`
-	BCodeNoToken     int      `json:"bCodeNoToken"`
-	BStillThere      string   `json:"bStillThere"`
-	BKilled          bool     `json:"bKilled"`
-	WrongKey         string   `json:"wrongKey"`
-	WrongKeyIsAuth   bool     `json:"wrongKeyIsAuth"`
-	UnknownTemplate  string   `json:"unknownTemplate"`
-	AutoPause        string   `json:"autoPause"`
-	Killed           bool     `json:"killed"`
-	KilledAgain      bool     `json:"killedAgain"`
-	GoneInfo         bool     `json:"goneInfo"`
-	GoneEnvd         int      `json:"goneEnvd"`
-	Fatal            string   `json:"fatal"`
+	EnvdNoToken      int    `json:"envdNoToken"`
+	EnvdBadToken     int    `json:"envdBadToken"`
+	HeaderRouted     int    `json:"headerRoutedNoToken"`
+	SignedURLRefused bool   `json:"signedURLRefused"`
+	ForgedSignature  int    `json:"forgedSignature"`
+	BHasTrafficToken bool   `json:"bHasTrafficToken"`
+	AGetsB           string `json:"aGetsB"`
+	ASetsTimeoutOfB  string `json:"aSetsTimeoutOfB"`
+	AKillsB          bool   `json:"aKillsB"`
+	AListsB          bool   `json:"aListsB"`
+	ATokenOnB        int    `json:"aTokenOnB"`
+	BPortNoToken     int    `json:"bPortNoToken"`
+	BPortAToken      int    `json:"bPortAToken"`
+	BCodeNoToken     int    `json:"bCodeNoToken"`
+	BStillThere      string `json:"bStillThere"`
+	BKilled          bool   `json:"bKilled"`
+	WrongKey         string `json:"wrongKey"`
+	WrongKeyIsAuth   bool   `json:"wrongKeyIsAuth"`
+	UnknownTemplate  string `json:"unknownTemplate"`
+	AutoPause        string `json:"autoPause"`
+	Killed           bool   `json:"killed"`
+	KilledAgain      bool   `json:"killedAgain"`
+	GoneInfo         bool   `json:"goneInfo"`
+	GoneEnvd         int    `json:"goneEnvd"`
+	Fatal            string `json:"fatal"`
 }
 
 // TestE2BSDKControlPlane drives the real npm e2b SDK, unmodified, against Caddyfile.example with E2B_API_URL and
