@@ -107,12 +107,17 @@ type e2bControlReport struct {
 	PausedState      string   `json:"pausedState"`
 	PausedAgain      bool     `json:"pausedAgain"`
 	ResumedState     string   `json:"resumedState"`
-	SnapshotListed   bool     `json:"snapshotListed"`
-	FromSnapshot     bool     `json:"fromSnapshot"`
-	SnapshotDeleted  bool     `json:"snapshotDeleted"`
-	SnapshotAgain    bool     `json:"snapshotDeletedAgain"`
-	Fork             string   `json:"fork"`
-	ForkInfo         struct {
+	Metrics          []struct {
+		MemTotal int64 `json:"memTotal"`
+		CPUCount int   `json:"cpuCount"`
+		At       bool  `json:"at"`
+	} `json:"metrics"`
+	SnapshotListed  bool   `json:"snapshotListed"`
+	FromSnapshot    bool   `json:"fromSnapshot"`
+	SnapshotDeleted bool   `json:"snapshotDeleted"`
+	SnapshotAgain   bool   `json:"snapshotDeletedAgain"`
+	Fork            string `json:"fork"`
+	ForkInfo        struct {
 		TemplateID string `json:"templateId"`
 		Run        string `json:"run"`
 	} `json:"forkInfo"`
@@ -182,6 +187,9 @@ func TestE2BSDKControlPlane(t *testing.T) {
 	}
 	if !rep.Paused || rep.PausedState != "paused" || rep.PausedAgain || rep.ResumedState != "running" {
 		t.Errorf("pause %v state %q, pause again %v, after connect %q", rep.Paused, rep.PausedState, rep.PausedAgain, rep.ResumedState)
+	}
+	if len(rep.Metrics) != 1 || rep.Metrics[0].MemTotal != 1<<30 || rep.Metrics[0].CPUCount != 1 || !rep.Metrics[0].At {
+		t.Errorf("getMetrics: %+v, want one current sample of python-default (1 CPU, 1 GiB)", rep.Metrics)
 	}
 	if !rep.SnapshotListed || !rep.FromSnapshot || !rep.SnapshotDeleted || rep.SnapshotAgain {
 		t.Errorf("snapshots: listed %v, create from it %v, deleted %v, deleted again %v", rep.SnapshotListed, rep.FromSnapshot, rep.SnapshotDeleted, rep.SnapshotAgain)
