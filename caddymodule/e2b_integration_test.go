@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,7 +157,7 @@ type e2bControlReport struct {
 // forwarded; B's private ports refuse a request without B's traffic token. A wrong key is AuthenticationError, an
 // unknown template E2B's 404 that leaves no sandbox behind.
 func TestE2BSDKControlPlane(t *testing.T) {
-	g, env, ns, ports := e2bExample(t)
+	g, env, _, ports := e2bExample(t)
 	domain := strings.TrimPrefix(env[1], "E2B_DOMAIN=")
 	out, err := testenv.RunNode(t, filepath.Join("testdata", "e2b_sdk_control.cjs"), append(env, "OTHER_KEY="+e2bKeyBob)...)
 	line := strings.TrimSpace(out)
@@ -221,18 +220,22 @@ func TestE2BSDKControlPlane(t *testing.T) {
 		t.Errorf("kill %v, kill again %v, getInfo after kill is SandboxNotFoundError %v, envd after kill %d (want 502)",
 			rep.Killed, rep.KilledAgain, rep.GoneInfo, rep.GoneEnvd)
 	}
-	// Nothing is left behind: the refused creates (unknown template, autoPause) made no container, and both
-	// sandboxes are gone. The warm member of python-default has an ordinary id and is not counted.
-	ps, err := exec.Command("docker", "ps", "-a", "--format", "{{.Label \""+ns+".id\"}}", "--filter", "label="+ns+".id").Output()
+	// Nothing is left behind: the refused creates (unknown template, autoPause) made no sandbox, and every sandbox
+	// the script made is gone (the admin endpoint lists them all; warm members are not sandboxes yet).
+	resp, err := http.Get("http://" + g.AdminAddr + "/sandboxes?limit=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range strings.Fields(string(ps)) {
-		if strings.HasPrefix(id, sandboxes.UnguessableIDPrefix) {
-			t.Errorf("an E2B sandbox's container is left: %s", id)
-		}
+	var left struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
 	}
-
+	err = json.NewDecoder(resp.Body).Decode(&left)
+	resp.Body.Close()
+	if err != nil || len(left.Items) != 0 {
+		t.Errorf("sandboxes left after the script: %+v %v", left.Items, err)
+	}
 	e2bPortsPhase(t, g, ports)
 }
 
