@@ -228,13 +228,9 @@ func (m *Manager) checkImage(ctx context.Context, req CreateRequest) error {
 
 var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
 
-// newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
-func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
-	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil, false)
-}
-
-// newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
-// whose place it takes under max_sandboxes is gone).
+// newEntryLockedAfter records a new sandbox (before any engine call) and starts its launch in the background; the
+// launch makes no engine call before after is closed (the sandbox whose place it takes under max_sandboxes is
+// gone; nil: at once). unguessable gives it an id of UnguessableIDPrefix and 128 random bits.
 func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}, unguessable bool) *entry {
 	newID := func() string { return "sandbox-" + randomHex(6) }
 	if unguessable {
