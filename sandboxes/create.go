@@ -74,6 +74,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	now := time.Now()
 	m.noteDemandLocked(p.ID) // warm.go
+	if ps := m.poolLocked(p.ID); req.UnguessableID && !ps.unguessable {
+		// The first such create of this profile: its pool refills with unguessable ids from now on, and the members
+		// it holds with ordinary ids are replaced (they could serve only ordinary creates).
+		ps.unguessable = true
+		for _, o := range m.entries {
+			if o.rec.Warm && !o.deleted && o.rec.Profile == p.ID && !strings.HasPrefix(o.rec.ID, UnguessableIDPrefix) {
+				m.detachLocked(o)
+				go m.destroyDetached(o, "warm member with an ordinary id")
+			}
+		}
+		kick(m.warmKick)
+	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = m.cfg.DefaultTTL
@@ -93,9 +105,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && p.Resources == m.profiles[req.Profile].Resources {
 		// Pool first: a ready member, else the one that has been starting longest (warm.go).
 		launch := LaunchWarm
-		e := m.claimLocked(p, now)
+		e := m.claimLocked(p, now, req.UnguessableID)
 		if e == nil {
-			if e = m.claimStartingLocked(p); e != nil {
+			if e = m.claimStartingLocked(p, req.UnguessableID); e != nil {
 				launch = LaunchPrestarted
 			}
 		}
@@ -152,7 +164,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		m.freeing = m.freeing[:len(m.freeing)-1]
 	}
 	m.noteCreateLocked(p.ID, LaunchCold)
-	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after)
+	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after, req.UnguessableID)
 	e.rec.LaunchType = LaunchCold
 	e.rec.Metadata = maps.Clone(req.Metadata)
 	e.rec.Egress = cloneEgress(req.Egress)
@@ -216,17 +228,17 @@ func (m *Manager) checkImage(ctx context.Context, req CreateRequest) error {
 
 var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
 
-// newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
-func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
-	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil)
-}
-
-// newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
-// whose place it takes under max_sandboxes is gone).
-func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}) *entry {
-	id := "sandbox-" + randomHex(6)
+// newEntryLockedAfter records a new sandbox (before any engine call) and starts its launch in the background; the
+// launch makes no engine call before after is closed (the sandbox whose place it takes under max_sandboxes is
+// gone; nil: at once). unguessable gives it an id of UnguessableIDPrefix and 128 random bits.
+func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}, unguessable bool) *entry {
+	newID := func() string { return "sandbox-" + randomHex(6) }
+	if unguessable {
+		newID = func() string { return UnguessableIDPrefix + randomHex(16) }
+	}
+	id := newID()
 	for m.entries[id] != nil {
-		id = "sandbox-" + randomHex(6)
+		id = newID()
 	}
 	managed := workspace == ""
 	if managed {
