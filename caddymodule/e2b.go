@@ -66,7 +66,7 @@ func e2bService(ctx caddy.Context) (*service.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return service.New(service.Config{Sandboxes: service.Manager{M: app.Manager()}, Logger: ctx.Slogger()}), nil
+	return service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()}), nil
 }
 
 // Provision links the dialect to the Manager and to sandbox_api's key ring.

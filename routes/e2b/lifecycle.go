@@ -276,7 +276,7 @@ func (h *Handler) metricsMany(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *Handler) sample(ctx context.Context, p service.Principal, sb sandboxes.Sandbox, now time.Time) (SandboxMetric, bool, error) {
-	u, ok, err := h.svc.Usage(ctx, p, sb.ID)
+	u, ok, err := h.svc.UsageOf(ctx, p, sb.ID)
 	if err != nil || !ok {
 		return SandboxMetric{}, false, err
 	}

@@ -43,9 +43,9 @@ func (s *Service) CreateLabelled(ctx context.Context, p Principal, c LabelledCre
 		}
 		sn, _ := s.snapshotter() // GetSnapshot checked it
 		sb, _, err := sn.CreateFromSnapshot(ctx, req, c.Snapshot)
-		return sb, err
+		return deref(sb, err)
 	}
-	return s.cfg.Sandboxes.Create(ctx, req)
+	return deref(s.cfg.Sandboxes.Create(ctx, req))
 }
 
 // ForkLabelled forks a sandbox p owns as Fork does, the new one labelled with metadata and, when asked, an
@@ -61,14 +61,17 @@ func (s *Service) ForkLabelled(ctx context.Context, p Principal, id string, ttl 
 	if ttl <= 0 {
 		ttl = -1
 	}
-	sb, _, err := sn.Fork(ctx, id, sandboxes.ForkRequest{TTL: ttl, RecordWorkspace: s.cfg.ManagedWorkspace,
+	res, err := sn.Fork(ctx, id, sandboxes.ForkRequest{TTL: ttl, RecordWorkspace: s.cfg.ManagedWorkspace,
 		Metadata: metadata, UnguessableID: unguessable})
-	return sb, err
+	if err != nil {
+		return sandboxes.Sandbox{}, err
+	}
+	return *res.Sandbox, nil
 }
 
 // TTLSetter is implemented by a Manager that sets a sandbox's expiry outright.
 type TTLSetter interface {
-	SetTTL(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, error)
+	SetTTL(ctx context.Context, id string, ttl time.Duration) (*sandboxes.Sandbox, error)
 }
 
 // SetTTL makes a sandbox p owns expire ttl from now (earlier or later than before).
@@ -80,68 +83,28 @@ func (s *Service) SetTTL(ctx context.Context, p Principal, id string, ttl time.D
 	if _, err := s.Unexpired(ctx, p, id); err != nil {
 		return sandboxes.Sandbox{}, err
 	}
-	return ts.SetTTL(ctx, id, ttl)
+	return deref(ts.SetTTL(ctx, id, ttl))
 }
 
-// UsageReader is implemented by a Manager that reports running sandboxes' resource use.
-type UsageReader interface {
-	Usage(ctx context.Context, ids []string) map[string]sandboxes.Usage
-}
-
-// Usage reports the resource use of a sandbox p may see; ok is false when it is not running or the engine
+// UsageOf reports the resource use of a sandbox p may see; ok is false when it is not running or the engine
 // reports none.
-func (s *Service) Usage(ctx context.Context, p Principal, id string) (sandboxes.Usage, bool, error) {
+func (s *Service) UsageOf(ctx context.Context, p Principal, id string) (sandboxes.Usage, bool, error) {
 	if _, err := s.Visible(ctx, p, id); err != nil {
 		return sandboxes.Usage{}, false, err
 	}
-	ur, ok := s.cfg.Sandboxes.(UsageReader)
-	if !ok {
-		return sandboxes.Usage{}, false, nil
-	}
-	u, ok := ur.Usage(ctx, []string{id})[id]
+	u, ok := s.Usage(ctx, []string{id})[id]
 	return u, ok, nil
 }
 
-// AccessKeyer is implemented by a Manager that derives per-sandbox keys (an HMAC of the id under the sandbox's
-// own secret): valid while the sandbox exists, nothing stored.
-type AccessKeyer interface {
-	AccessKey(id, purpose string) (string, error)
-}
-
-// AccessKey derives the key of purpose for a sandbox p may see; a dialect hands it to p and checks it at its edge
-// with SandboxAccessKey.
-func (s *Service) AccessKey(ctx context.Context, p Principal, id, purpose string) (string, error) {
-	if _, err := s.Visible(ctx, p, id); err != nil {
-		return "", err
-	}
-	return s.SandboxAccessKey(id, purpose)
-}
-
-// SandboxAccessKey derives a sandbox's key of purpose with no caller: for an edge that admits a request by that
-// key alone, comparing in constant time.
+// SandboxAccessKey derives a sandbox's key of purpose with no caller: for a dialect that hands the key out at
+// create (E2B's envd and traffic tokens) and for an edge that compares it itself. AccessKeyValid is the check for
+// an edge that only needs a yes or no.
 func (s *Service) SandboxAccessKey(id, purpose string) (string, error) {
-	ak, ok := s.cfg.Sandboxes.(AccessKeyer)
-	if !ok {
-		return "", Errorf(CodeCapability, "per-sandbox access keys are not available on this gateway")
+	ak, err := s.accessKeyer()
+	if err != nil {
+		return "", err
 	}
 	return ak.AccessKey(id, purpose)
 }
 
-// SetTTL sets a sandbox's expiry from now.
-func (b Manager) SetTTL(ctx context.Context, id string, ttl time.Duration) (sandboxes.Sandbox, error) {
-	return deref(b.M.SetTTL(ctx, id, ttl))
-}
-
-// Usage reads running sandboxes' resource use.
-func (b Manager) Usage(ctx context.Context, ids []string) map[string]sandboxes.Usage {
-	return b.M.Usage(ctx, ids)
-}
-
-// AccessKey derives a per-sandbox key.
-func (b Manager) AccessKey(id, purpose string) (string, error) { return b.M.AccessKey(id, purpose) }
-
-var (
-	_ TTLSetter   = Manager{}
-	_ UsageReader = Manager{}
-	_ AccessKeyer = Manager{}
-)
+var _ TTLSetter = (*sandboxes.Manager)(nil)

@@ -27,6 +27,13 @@ type Snapshotter interface {
 	Fork(ctx context.Context, id string, req sandboxes.ForkRequest) (*sandboxes.ForkResult, error)
 }
 
+// CanPause is nil when the Manager pauses sandboxes, else capability_not_supported (a dialect that starts the
+// sandbox before it pauses, as E2B's does, asks first so a gateway without the capability starts nothing).
+func (s *Service) CanPause() error {
+	_, err := s.pauser()
+	return err
+}
+
 // CanSnapshot is nil when the Manager keeps snapshots, else capability_not_supported (a dialect checks before it
 // reads a request body, so a gateway without the capability says so first).
 func (s *Service) CanSnapshot() error {
