@@ -172,8 +172,9 @@ func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[p
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found (it has ended)", e.p.PID))
 	}
 	if sig == syscall.SIGKILL {
-		e.p.Kill() // marks it killed; the group gets SIGKILL now rather than after the grace period
+		// SIGKILL the group now (not after Kill's grace period), then let Kill record it as killed.
 		_ = syscall.Kill(-e.p.PID, syscall.SIGKILL)
+		e.p.Kill()
 		t := time.NewTimer(killWait)
 		defer t.Stop()
 		select {
