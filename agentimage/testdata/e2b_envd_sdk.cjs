@@ -1,6 +1,6 @@
 // Drives envd through the unmodified npm `e2b` SDK: commands (blocking, streamed, non-zero exit, root refused, 2 MB,
 // background with list/sendStdin/connect/kill), files (text, 3 MB binary, several at once, list, exists, getInfo,
-// rename, remove, makeDir, watchDir) and a PTY (input, resize, kill). Where envd is (E2B_SANDBOX_URL, or E2B_API_URL
+// rename, remove, makeDir, metadata, watchDir with entries) and a PTY (input, resize, kill). Where envd is (E2B_SANDBOX_URL, or E2B_API_URL
 // and E2B_DOMAIN for a real gateway) is the caller's business. Prints "E2B SDK OK" at the end; any failure throws.
 const { Sandbox, CommandExitError } = require('e2b');
 const assert = require('node:assert/strict');
@@ -75,14 +75,18 @@ async function main() {
   assert.deepEqual(ls.map((e) => e.name), ['c.txt']);
   assert.equal(await sbx.files.makeDir(dir), false);
   assert.equal(await sbx.files.makeDir(dir + '/sub/dir'), true);
+  const meta = await sbx.files.write(dir + '/meta.txt', 'm', { metadata: { Owner: 'alice' } });
+  assert.deepEqual(meta.metadata, { owner: 'alice' });
+  assert.deepEqual((await sbx.files.getInfo(dir + '/meta.txt')).metadata, { owner: 'alice' });
+  await sbx.files.remove(dir + '/meta.txt');
   await assert.rejects(sbx.files.read('/etc/passwd'));
   await assert.rejects(sbx.files.read(dir + '/none'), (e) => e.name === 'FileNotFoundError' || e.name === 'NotFoundError');
 
   step('watchDir');
   const events = [];
-  const wh = await sbx.files.watchDir(dir, (e) => events.push(e), { recursive: true });
+  const wh = await sbx.files.watchDir(dir, (e) => events.push(e), { recursive: true, includeEntry: true });
   await sbx.files.write(dir + '/sub/w.txt', 'x');
-  await waitFor('a watch event for sub/w.txt', () => events.some((e) => e.name === 'sub/w.txt'));
+  await waitFor('a watch event for sub/w.txt', () => events.some((e) => e.name === 'sub/w.txt' && e.entry && e.entry.path === dir + '/sub/w.txt'));
   await wh.stop();
 
   step('pty');

@@ -203,6 +203,9 @@ func (s *Service) entryInfo(real string) (*pb.EntryInfo, error) {
 	case fi.Mode().IsRegular():
 		e.Type = pb.FileType_FILE_TYPE_FILE
 	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		e.Metadata = readMetadata(real)
+	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		e.Owner = ownerName(st.Uid)
 		e.Group = groupName(st.Gid)

@@ -136,9 +136,10 @@ func (s *Service) getFile(w http.ResponseWriter, r *http.Request) {
 
 // uploaded is one entry of POST /files' answer.
 type uploaded struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
+	Name     string            `json:"name"`
+	Path     string            `json:"path"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // postFiles writes files: multipart (parts named "file", each filename the destination; ?path= wins for a single
@@ -148,14 +149,18 @@ func (s *Service) postFiles(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	md, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []uploaded
-	var err error
 	switch ct {
 	case "multipart/form-data":
-		out, err = s.uploadMultipart(r)
+		out, err = s.uploadMultipart(r, md)
 	case "application/octet-stream":
-		out, err = s.uploadOctet(r)
+		out, err = s.uploadOctet(r, md)
 	default:
 		err = httpErrorf(http.StatusBadRequest, "unsupported content type %q: use multipart/form-data or application/octet-stream", ct)
 	}
@@ -167,7 +172,7 @@ func (s *Service) postFiles(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-func (s *Service) uploadOctet(r *http.Request) ([]uploaded, error) {
+func (s *Service) uploadOctet(r *http.Request, md map[string]string) ([]uploaded, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		return nil, httpErrorf(http.StatusBadRequest, "query parameter 'path' is required for an octet-stream upload")
@@ -185,14 +190,14 @@ func (s *Service) uploadOctet(r *http.Request) ([]uploaded, error) {
 	default:
 		return nil, httpErrorf(http.StatusBadRequest, "unsupported Content-Encoding %q", enc)
 	}
-	u, err := s.writeFile(p, body)
+	u, err := s.writeFile(p, body, md)
 	if err != nil {
 		return nil, err
 	}
 	return []uploaded{u}, nil
 }
 
-func (s *Service) uploadMultipart(r *http.Request) ([]uploaded, error) {
+func (s *Service) uploadMultipart(r *http.Request, md map[string]string) ([]uploaded, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, httpErrorf(http.StatusBadRequest, "the multipart body cannot be read: %v", err)
@@ -216,7 +221,7 @@ func (s *Service) uploadMultipart(r *http.Request) ([]uploaded, error) {
 			return httpErrorf(http.StatusBadRequest, "path '%s' is given twice", dest)
 		}
 		seen[key] = true
-		u, err := s.writeFile(dest, body)
+		u, err := s.writeFile(dest, body, md)
 		if err != nil {
 			return err
 		}
@@ -233,8 +238,8 @@ func (s *Service) uploadMultipart(r *http.Request) ([]uploaded, error) {
 }
 
 // writeFile writes body to the E2B path p through a temporary file beside it, so a failed upload leaves the old
-// file, capped at MaxFileBytes.
-func (s *Service) writeFile(p string, body io.Reader) (uploaded, error) {
+// file, capped at MaxFileBytes. md (the upload's metadata) becomes the new file's user.e2b.* attributes.
+func (s *Service) writeFile(p string, body io.Reader, md map[string]string) (uploaded, error) {
 	real, err := s.paths.resolve(p)
 	if err != nil {
 		return uploaded{}, err
@@ -271,8 +276,11 @@ func (s *Service) writeFile(p string, body io.Reader) (uploaded, error) {
 		mode = fi.Mode().Perm()
 	}
 	_ = os.Chmod(tmp.Name(), mode)
+	if err := setMetadata(tmp.Name(), md); err != nil {
+		return uploaded{}, err
+	}
 	if err := os.Rename(tmp.Name(), real); err != nil {
 		return uploaded{}, fmt.Errorf("writing '%s': %w", p, err)
 	}
-	return uploaded{Name: filepath.Base(real), Path: s.paths.external(real), Type: "file"}, nil
+	return uploaded{Name: filepath.Base(real), Path: s.paths.external(real), Type: "file", Metadata: md}, nil
 }
