@@ -182,3 +182,38 @@ func TestKeepalive(t *testing.T) {
 	}
 	until(t, ch, "end", func(ev *pb.ProcessEvent) bool { return ev.GetEnd() != nil })
 }
+
+// TestStreamInput writes a client stream of inputs (start{process}, then data) to a process, in order.
+func TestStreamInput(t *testing.T) {
+	te := newTestEnvd(t)
+	stdin := true
+	st, err := te.proc.Start(ctxFor(t), connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "cat"}, Stdin: &stdin}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := events(t, st.Receive, func() *pb.ProcessEvent { return st.Msg().GetEvent() })
+	sel := &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: until(t, ch, "start", func(*pb.ProcessEvent) bool { return true }).GetStart().GetPid()}}
+	in := te.proc.StreamInput(ctxFor(t))
+	msgs := []*pb.StreamInputRequest{
+		{Event: &pb.StreamInputRequest_Start{Start: &pb.StreamInputRequest_StartEvent{Process: sel}}},
+		{Event: &pb.StreamInputRequest_Data{Data: &pb.StreamInputRequest_DataEvent{Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("one ")}}}}},
+		{Event: &pb.StreamInputRequest_Keepalive{Keepalive: &pb.StreamInputRequest_KeepAlive{}}},
+		{Event: &pb.StreamInputRequest_Data{Data: &pb.StreamInputRequest_DataEvent{Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+	}
+	for _, m := range msgs {
+		if err := in.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.CloseAndReceive(); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	until(t, ch, "the streamed input echoed", func(ev *pb.ProcessEvent) bool {
+		got.Write(ev.GetData().GetStdout())
+		return got.String() == "one two\n"
+	})
+	if _, err := te.proc.SendSignal(ctxFor(t), connect.NewRequest(&pb.SendSignalRequest{Process: sel, Signal: pb.Signal_SIGNAL_SIGKILL})); err != nil {
+		t.Fatal(err)
+	}
+}
