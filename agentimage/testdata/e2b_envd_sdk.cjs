@@ -99,6 +99,7 @@ async function main() {
   assert.equal(await sbx.pty.kill(pty.pid), true);
   await pty.wait().catch(() => {});
 
+  await sbx.kill();
   console.log('E2B SDK OK');
 }
 
