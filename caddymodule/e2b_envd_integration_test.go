@@ -1,9 +1,17 @@
 package caddymodule_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/testenv"
 )
@@ -19,5 +27,69 @@ func TestE2BSDKEnvd(t *testing.T) {
 	out, err := testenv.RunNode(t, script, env...)
 	if err != nil || !strings.Contains(out, "E2B SDK OK") {
 		t.Fatalf("the E2B SDK script failed: %v\n%s", err, out)
+	}
+}
+
+// TestE2BEnvdStreamsOverHTTP1 runs Connect server streams (process.Process/Start) through the edge over HTTP/1.1,
+// as clients without h2 do (E2B's Python SDK, or any plain-HTTP E2B_SANDBOX_URL). A stream's answer starts before
+// the proxy has read the request body to its end; a Go HTTP/1 server then consumes that body itself unless full
+// duplex is on, and the proxy's upstream connection breaks mid-stream ("terminated").
+func TestE2BEnvdStreamsOverHTTP1(t *testing.T) {
+	g, env, _ := e2bExample(t)
+	base := strings.TrimPrefix(env[0], "E2B_API_URL=")
+	domain := strings.TrimPrefix(env[1], "E2B_DOMAIN=")
+	_, port, _ := net.SplitHostPort(domain)
+	ctx := t.Context()
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: g.RootCAs(t, ctx), NextProtos: []string{"http/1.1"}},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+port)
+		},
+	}
+	hc := &http.Client{Transport: tr, Timeout: time.Minute}
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","envVars":{"V":"x"}}`))
+	req.Header.Set("X-API-Key", e2bKeyAlice)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct{ SandboxID, EnvdAccessToken string }
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || created.SandboxID == "" {
+		t.Fatalf("create: %d %+v", resp.StatusCode, created)
+	}
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, base+"/sandboxes/"+created.SandboxID, nil)
+		req.Header.Set("X-API-Key", e2bKeyAlice)
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+
+	envdURL := "https://49983-" + created.SandboxID + "." + domain
+	msg := `{"process":{"cmd":"/bin/bash","args":["-c","echo $V"]},"stdin":false}`
+	for i := range 30 {
+		// one Connect envelope, sent chunked as streaming clients send it
+		body := io.MultiReader(bytes.NewReader([]byte{0, 0, 0, 0, byte(len(msg))}), strings.NewReader(msg))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, envdURL+"/process.Process/Start", io.NopCloser(body))
+		req.Header.Set("Content-Type", "application/connect+json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		req.Header.Set("X-Access-Token", created.EnvdAccessToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d over HTTP/1.1: status %d, reading the body: %v (%d bytes)", i, resp.StatusCode, err, len(raw))
+		}
+		// the answer ends with the end event and then the end-of-stream envelope (flag 2, "{}")
+		if !bytes.Contains(raw, []byte(`"stdout":"eAo="`)) || !bytes.Contains(raw, []byte(`"end":{`)) || !bytes.HasSuffix(raw, []byte{2, 0, 0, 0, 2, '{', '}'}) {
+			t.Fatalf("stream %d over HTTP/1.1: %q", i, raw)
+		}
 	}
 }
