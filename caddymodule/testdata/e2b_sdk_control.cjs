@@ -48,10 +48,30 @@ async function main() {
   await sbx.connect({ timeoutMs: 300_000 })
   report.resumedState = (await sbx.getInfo()).state
 
+  // Snapshots and fork, onto sandgate's: a snapshot's id is a template a create can name.
+  const snap = await sbx.createSnapshot({ name: `snap-${run}` })
+  report.snapshotListed = (await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId).includes(snap.snapshotId)
+  const fromSnap = await Sandbox.create(snap.snapshotId, { metadata: { run: run + 'snap' } })
+  report.fromSnapshot = (await fromSnap.getInfo()).templateId === snap.snapshotId
+  await fromSnap.kill()
+  report.snapshotDeleted = await Sandbox.deleteSnapshot(snap.snapshotId)
+  report.snapshotDeletedAgain = await Sandbox.deleteSnapshot(snap.snapshotId)
+  const forks = await sbx.fork()
+  const fork = forks[0]
+  report.fork = fork instanceof Error ? `${fork.constructor.name}: ${fork.message}` : fork.sandboxId
+  if (!(fork instanceof Error)) {
+    const fi = await fork.getInfo()
+    report.forkInfo = { templateId: fi.templateId, run: fi.metadata.run, private: !!fork.trafficAccessToken }
+    await fork.kill()
+  }
+
   // The edge: envd needs the sandbox's own token, before anything is forwarded.
   const host = `https://${sbx.getHost(49983)}`
   report.envdNoToken = await status(`${host}/files?path=/etc/hostname`)
   report.envdBadToken = await status(`${host}/files?path=/etc/hostname`, { 'X-Access-Token': 'x'.repeat(32) })
+  // E2B's header routing on the domain itself (E2B_SANDBOX_URL): the same refusal.
+  report.headerRoutedNoToken = await status(`https://${process.env.E2B_DOMAIN}/files?path=/etc/hostname`,
+    { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' })
   const signed = await sbx.downloadUrl('/etc/hostname')
   report.signedURLRefused = (await status(signed)) === 401
   report.forgedSignature = await status(signed.replace(/signature=v1_[^&]+/, 'signature=v1_AAAA'))

@@ -18,7 +18,9 @@ import (
 )
 
 // The E2B edge, on the content origin: {port}-{id}.{domain}, or the routing headers E2b-Sandbox-Id and
-// E2b-Sandbox-Port when Host is {domain} itself, localhost or an address (E2B_SANDBOX_URL). Only sandboxes made
+// E2b-Sandbox-Port when Host is {domain} itself (E2B_SANDBOX_URL=https://{domain}). Unlike E2B's proxy, Host
+// localhost or an address does not take the headers: on a gateway those are the API's own origin, whose cookies
+// (the console's session) must never reach a sandbox. Only sandboxes made
 // through this dialect are served; any other request is not the edge's (Serve answers false) and goes on to the
 // content origin's own routes unchanged.
 //
@@ -81,14 +83,14 @@ type Target struct {
 }
 
 // ParseTarget reads the sandbox and port of a request from its Host ({port}-{id}.{domain}) or, when Host is a
-// domain itself, localhost or an address, from the routing headers. ok is false when the request names none in
+// domain itself, from the routing headers. ok is false when the request names none in
 // E2B's form: an id with '-' is never E2B's (its proxy splits the label on '-').
 func ParseTarget(host string, header http.Header, domains []string) (Target, bool) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	headerRouted := host == "localhost" || net.ParseIP(strings.Trim(host, "[]")) != nil
+	headerRouted := false
 	for _, d := range domains {
 		if host == d {
 			headerRouted = true

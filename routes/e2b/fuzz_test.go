@@ -57,7 +57,7 @@ func FuzzStates(f *testing.F) {
 
 // FuzzTarget: whatever Host and routing headers a client sends, a target is a port and an id with no '-' that is
 // a valid sandbox id, named by the Host's first label under a configured domain or by the headers on the domain
-// itself, localhost or an address.
+// itself.
 func FuzzTarget(f *testing.F) {
 	for _, s := range [][3]string{{"49983-sbxabc.sandbox.localhost:8443", "", ""}, {"sandbox.localhost", "sbx1", "49999"},
 		{"8080-sandbox-abc.sandbox.localhost", "", ""}, {"localhost:8443", "a-b", "1"}, {"[::1]:1", "x", "65536"},

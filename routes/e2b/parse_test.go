@@ -36,8 +36,8 @@ func TestMetadataFilter(t *testing.T) {
 	}
 }
 
-// TestParseTarget: the Host names port and id; the routing headers count only on the domain itself, localhost or
-// an address; an id with '-' (every other dialect's) is never the E2B edge's.
+// TestParseTarget: the Host names port and id; the routing headers count only on the domain itself (not on
+// localhost or an address, the gateway's own origin); an id with '-' (every other dialect's) is never the E2B edge's.
 func TestParseTarget(t *testing.T) {
 	domains := []string{"sandbox.localhost"}
 	h := http.Header{}
@@ -57,8 +57,8 @@ func TestParseTarget(t *testing.T) {
 		{"65536-sbxabc.sandbox.localhost", nil, Target{}, false},
 		{"49983-a.b.sandbox.localhost", nil, Target{}, false},
 		{"sandbox.localhost:8443", h, Target{"sbxabc", 49983}, true},
-		{"localhost", h, Target{"sbxabc", 49983}, true},
-		{"127.0.0.1:8443", h, Target{"sbxabc", 49983}, true},
+		{"localhost", h, Target{}, false},
+		{"127.0.0.1:8443", h, Target{}, false},
 		{"other.example", h, Target{}, false},
 		{"49983-sbxabc.other.example", h, Target{}, false},
 	} {
