@@ -22,7 +22,7 @@ import (
 // remove, makeDir, metadata, watchDir with entries) and a PTY (input, resize, kill), all through E2B's edge at
 // 49983-{id}.{domain} with the sandbox's access token.
 func TestE2BSDKEnvd(t *testing.T) {
-	_, env, _ := e2bExample(t)
+	_, env, _, _ := e2bExample(t)
 	script := filepath.Join(testenv.RepoRoot(), "agentimage", "testdata", "e2b_envd_sdk.cjs")
 	out, err := testenv.RunNode(t, script, env...)
 	if err != nil || !strings.Contains(out, "E2B SDK OK") {
@@ -35,7 +35,7 @@ func TestE2BSDKEnvd(t *testing.T) {
 // the proxy has read the request body to its end; a Go HTTP/1 server then consumes that body itself unless full
 // duplex is on, and the proxy's upstream connection breaks mid-stream ("terminated").
 func TestE2BEnvdStreamsOverHTTP1(t *testing.T) {
-	g, env, _ := e2bExample(t)
+	g, env, _, _ := e2bExample(t)
 	base := strings.TrimPrefix(env[0], "E2B_API_URL=")
 	domain := strings.TrimPrefix(env[1], "E2B_DOMAIN=")
 	_, port, _ := net.SplitHostPort(domain)
