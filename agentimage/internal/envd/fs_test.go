@@ -82,7 +82,17 @@ func TestFilesystemConfinement(t *testing.T) {
 		_, err = te.fs.Move(ctx, connect.NewRequest(&pb.MoveRequest{Source: p, Destination: "/home/user/stolen"}))
 		wantCode(t, err, connect.CodePermissionDenied)
 	}
-	_, err := te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: "/home/user"}))
+	writeFile(t, te.dir+"/mine.txt", "x")
+	_, err := te.fs.Move(ctx, connect.NewRequest(&pb.MoveRequest{Source: "/home/user/mine.txt", Destination: "/home/user/escape/planted"}))
+	wantCode(t, err, connect.CodePermissionDenied)
+	_, err = te.fs.MakeDir(ctx, connect.NewRequest(&pb.MakeDirRequest{Path: "/home/user/escape/newdir"}))
+	wantCode(t, err, connect.CodePermissionDenied)
+	_, err = te.fs.WatchDir(ctx, connect.NewRequest(&pb.WatchDirRequest{Path: "/home/user/escape"}))
+	if err == nil {
+		_, err = te.fs.CreateWatcher(ctx, connect.NewRequest(&pb.CreateWatcherRequest{Path: "/home/user/escape"}))
+	}
+	wantCode(t, err, connect.CodePermissionDenied)
+	_, err = te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: "/home/user"}))
 	wantCode(t, err, connect.CodePermissionDenied)
 	_, err = te.fs.Stat(ctx, asUser(connect.NewRequest(&pb.StatRequest{Path: "/home/user"}), "root"))
 	wantCode(t, err, connect.CodePermissionDenied)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -202,4 +203,25 @@ func parseEnvelopes(b []byte) ([]envelope, error) {
 		b = b[5+n:]
 	}
 	return out, nil
+}
+
+// TestHomeAlias: when the image links /home/user to the workspace (HomeAlias), processes see the workspace by that
+// name: HOME, the default cwd and relative cwds, while paths stay confined through the real directory.
+func TestHomeAlias(t *testing.T) {
+	te := newTestEnvd(t)
+	alias := t.TempDir() + "/home-user"
+	if err := os.Symlink(te.dir, alias); err != nil {
+		t.Fatal(err)
+	}
+	te.svc.d.HomeAlias = alias
+	writeFile(t, te.dir+"/sub/f", "")
+	for _, tc := range []struct{ cwd, want string }{{"", alias + "|" + alias}, {"sub", alias + "|" + alias + "/sub"}, {"/home/user/sub", alias + "|" + alias + "/sub"}} {
+		cfg := bash(`echo "$HOME|$(pwd)"`)
+		if tc.cwd != "" {
+			cfg.Cwd = &tc.cwd
+		}
+		if c := run(t, te, connect.NewRequest(&pb.StartRequest{Process: cfg})); c.stdout != tc.want+"\n" {
+			t.Fatalf("cwd %q: %q, want %q", tc.cwd, c.stdout, tc.want)
+		}
+	}
 }

@@ -107,6 +107,13 @@ func must(r *http.Request, err error) *http.Request {
 
 func TestFilesErrors(t *testing.T) {
 	te := newTestEnvd(t)
+	if err := os.Symlink(t.TempDir(), te.dir+"/escape"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, te.dir+"/../outside-secret", "secret")
+	if err := os.Symlink(te.dir+"/../outside-secret", te.dir+"/secret-link"); err != nil {
+		t.Fatal(err)
+	}
 	big := strings.Repeat("x", 1<<20+1)
 	dupCT, dupBody := func() (string, *bytes.Buffer) {
 		var buf bytes.Buffer
@@ -135,6 +142,9 @@ func TestFilesErrors(t *testing.T) {
 		{"other content type", "POST", "/files?path=x", "text/plain", strings.NewReader("x"), 400},
 		{"same path twice", "POST", "/files", dupCT, dupBody, 400},
 		{"upload outside", "POST", "/files?path=/etc/evil", "application/octet-stream", strings.NewReader("x"), 403},
+		{"upload through a symlink out", "POST", "/files?path=/home/user/escape/evil", "application/octet-stream", strings.NewReader("x"), 403},
+		{"download through a symlink out", "GET", "/files?path=/home/user/secret-link", "", nil, 403},
+		{"download with ..", "GET", "/files?path=/home/user/../outside-secret", "", nil, 403},
 		{"unknown route", "GET", "/nope", "", nil, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
