@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -87,9 +88,31 @@ func TestE2BEnvdStreamsOverHTTP1(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("stream %d over HTTP/1.1: status %d, reading the body: %v (%d bytes)", i, resp.StatusCode, err, len(raw))
 		}
-		// the answer ends with the end event and then the end-of-stream envelope (flag 2, "{}")
-		if !bytes.Contains(raw, []byte(`"stdout":"eAo="`)) || !bytes.Contains(raw, []byte(`"end":{`)) || !bytes.HasSuffix(raw, []byte{2, 0, 0, 0, 2, '{', '}'}) {
-			t.Fatalf("stream %d over HTTP/1.1: %q", i, raw)
+		// start, the output ("x\n" in base64), the end event, then the end-of-stream envelope (flag 2, "{}")
+		var kinds []string
+		for rest := raw; len(rest) >= 5; {
+			n := int(rest[1])<<24 | int(rest[2])<<16 | int(rest[3])<<8 | int(rest[4])
+			if len(rest) < 5+n {
+				t.Fatalf("stream %d over HTTP/1.1: a cut envelope: %q", i, raw)
+			}
+			if rest[0] == 2 {
+				kinds = append(kinds, "eos:"+string(rest[5:5+n]))
+			} else {
+				var m struct {
+					Event map[string]map[string]any `json:"event"`
+				}
+				_ = json.Unmarshal(rest[5:5+n], &m)
+				for k, v := range m.Event {
+					if k == "data" {
+						k += ":" + fmt.Sprint(v["stdout"])
+					}
+					kinds = append(kinds, k)
+				}
+			}
+			rest = rest[5+n:]
+		}
+		if got := strings.Join(kinds, " "); got != "start data:eAo= end eos:{}" {
+			t.Fatalf("stream %d over HTTP/1.1: %s (%q)", i, got, raw)
 		}
 	}
 }
