@@ -29,6 +29,11 @@ func TestE2BSDKEnvd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "E2B SDK OK") {
 		t.Fatalf("the E2B SDK script failed: %v\n%s", err, out)
 	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "figure:") {
+			t.Log(line)
+		}
+	}
 }
 
 // TestE2BEnvdStreamsOverHTTP1 runs Connect server streams (process.Process/Start) through the edge over HTTP/1.1,

@@ -33,6 +33,16 @@ async function main() {
   r = await sbx.commands.run("head -c 2000000 /dev/zero | tr '\\0' a");
   assert.equal(r.stdout.length, 2000000);
 
+  // a figure, not a check: the round trip of a trivial command through envd
+  const times = [];
+  for (let i = 0; i < 15; i++) {
+    const t0 = process.hrtime.bigint();
+    await sbx.commands.run('true');
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  console.log(`figure: commands.run('true') p50 ${times[7].toFixed(1)} ms, max ${times[14].toFixed(1)} ms`);
+
   step('background');
   const bg = await sbx.commands.run('cat', { background: true, stdin: true });
   assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid), 'background process listed');
