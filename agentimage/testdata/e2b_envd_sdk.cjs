@@ -1,4 +1,4 @@
-// Drives envd through the unmodified npm `e2b` SDK: commands (blocking, streamed, non-zero exit, root refused, 2 MB,
+// Drives envd through the unmodified npm `e2b` SDK (gzip and streamed uploads too): commands (blocking, streamed, non-zero exit, root refused, 2 MB,
 // background with list/sendStdin/connect/kill), files (text, 3 MB binary, several at once, list, exists, getInfo,
 // rename, remove, makeDir, metadata, watchDir with entries) and a PTY (input, resize, kill). Where envd is (E2B_SANDBOX_URL, or E2B_API_URL
 // and E2B_DOMAIN for a real gateway) is the caller's business. Prints "E2B SDK OK" at the end; any failure throws.
@@ -85,6 +85,11 @@ async function main() {
   assert.deepEqual(ls.map((e) => e.name), ['c.txt']);
   assert.equal(await sbx.files.makeDir(dir), false);
   assert.equal(await sbx.files.makeDir(dir + '/sub/dir'), true);
+  await sbx.files.write(dir + '/up/gz.txt', 'zipped', { gzip: true });
+  assert.equal(await sbx.files.read(dir + '/up/gz.txt'), 'zipped');
+  const parts = ['str', 'eamed'].map((s) => new TextEncoder().encode(s));
+  await sbx.files.write(dir + '/up/stream.txt', new ReadableStream({ start(c) { parts.forEach((p) => c.enqueue(p)); c.close(); } }));
+  assert.equal(await sbx.files.read(dir + '/up/stream.txt'), 'streamed');
   const meta = await sbx.files.write(dir + '/meta.txt', 'm', { metadata: { Owner: 'alice' } });
   assert.deepEqual(meta.metadata, { owner: 'alice' });
   assert.deepEqual((await sbx.files.getInfo(dir + '/meta.txt')).metadata, { owner: 'alice' });
