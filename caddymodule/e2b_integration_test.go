@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,12 +106,17 @@ type e2bControlReport struct {
 	PausedState      string   `json:"pausedState"`
 	PausedAgain      bool     `json:"pausedAgain"`
 	ResumedState     string   `json:"resumedState"`
-	SnapshotListed   bool     `json:"snapshotListed"`
-	FromSnapshot     bool     `json:"fromSnapshot"`
-	SnapshotDeleted  bool     `json:"snapshotDeleted"`
-	SnapshotAgain    bool     `json:"snapshotDeletedAgain"`
-	Fork             string   `json:"fork"`
-	ForkInfo         struct {
+	Metrics          []struct {
+		MemTotal int64 `json:"memTotal"`
+		CPUCount int   `json:"cpuCount"`
+		At       bool  `json:"at"`
+	} `json:"metrics"`
+	SnapshotListed  bool   `json:"snapshotListed"`
+	FromSnapshot    bool   `json:"fromSnapshot"`
+	SnapshotDeleted bool   `json:"snapshotDeleted"`
+	SnapshotAgain   bool   `json:"snapshotDeletedAgain"`
+	Fork            string `json:"fork"`
+	ForkInfo        struct {
 		TemplateID string `json:"templateId"`
 		Run        string `json:"run"`
 	} `json:"forkInfo"`
@@ -153,7 +157,7 @@ type e2bControlReport struct {
 // forwarded; B's private ports refuse a request without B's traffic token. A wrong key is AuthenticationError, an
 // unknown template E2B's 404 that leaves no sandbox behind.
 func TestE2BSDKControlPlane(t *testing.T) {
-	g, env, ns, ports := e2bExample(t)
+	g, env, _, ports := e2bExample(t)
 	domain := strings.TrimPrefix(env[1], "E2B_DOMAIN=")
 	out, err := testenv.RunNode(t, filepath.Join("testdata", "e2b_sdk_control.cjs"), append(env, "OTHER_KEY="+e2bKeyBob)...)
 	line := strings.TrimSpace(out)
@@ -182,6 +186,9 @@ func TestE2BSDKControlPlane(t *testing.T) {
 	}
 	if !rep.Paused || rep.PausedState != "paused" || rep.PausedAgain || rep.ResumedState != "running" {
 		t.Errorf("pause %v state %q, pause again %v, after connect %q", rep.Paused, rep.PausedState, rep.PausedAgain, rep.ResumedState)
+	}
+	if len(rep.Metrics) != 1 || rep.Metrics[0].MemTotal != 1<<30 || rep.Metrics[0].CPUCount != 1 || !rep.Metrics[0].At {
+		t.Errorf("getMetrics: %+v, want one current sample of python-default (1 CPU, 1 GiB)", rep.Metrics)
 	}
 	if !rep.SnapshotListed || !rep.FromSnapshot || !rep.SnapshotDeleted || rep.SnapshotAgain {
 		t.Errorf("snapshots: listed %v, create from it %v, deleted %v, deleted again %v", rep.SnapshotListed, rep.FromSnapshot, rep.SnapshotDeleted, rep.SnapshotAgain)
@@ -213,18 +220,22 @@ func TestE2BSDKControlPlane(t *testing.T) {
 		t.Errorf("kill %v, kill again %v, getInfo after kill is SandboxNotFoundError %v, envd after kill %d (want 502)",
 			rep.Killed, rep.KilledAgain, rep.GoneInfo, rep.GoneEnvd)
 	}
-	// Nothing is left behind: the refused creates (unknown template, autoPause) made no container, and both
-	// sandboxes are gone. The warm member of python-default has an ordinary id and is not counted.
-	ps, err := exec.Command("docker", "ps", "-a", "--format", "{{.Label \""+ns+".id\"}}", "--filter", "label="+ns+".id").Output()
+	// Nothing is left behind: the refused creates (unknown template, autoPause) made no sandbox, and every sandbox
+	// the script made is gone (the admin endpoint lists them all; warm members are not sandboxes yet).
+	resp, err := http.Get("http://" + g.AdminAddr + "/sandboxes?limit=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range strings.Fields(string(ps)) {
-		if strings.HasPrefix(id, sandboxes.UnguessableIDPrefix) {
-			t.Errorf("an E2B sandbox's container is left: %s", id)
-		}
+	var left struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
 	}
-
+	err = json.NewDecoder(resp.Body).Decode(&left)
+	resp.Body.Close()
+	if err != nil || len(left.Items) != 0 {
+		t.Errorf("sandboxes left after the script: %+v %v", left.Items, err)
+	}
 	e2bPortsPhase(t, g, ports)
 }
 

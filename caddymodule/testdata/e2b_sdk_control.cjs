@@ -48,6 +48,9 @@ async function main() {
   await sbx.connect({ timeoutMs: 300_000 })
   report.resumedState = (await sbx.getInfo()).state
 
+  const metrics = await sbx.getMetrics()
+  report.metrics = metrics.map((m) => ({ memTotal: m.memTotal, cpuCount: m.cpuCount, at: m.timestamp instanceof Date }))
+
   // Snapshots and fork, onto sandgate's: a snapshot's id is a template a create can name.
   const snap = await sbx.createSnapshot({ name: `snap-${run}` })
   report.snapshotListed = (await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId).includes(snap.snapshotId)
