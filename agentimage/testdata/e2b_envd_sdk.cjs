@@ -25,6 +25,7 @@ async function main() {
   assert.equal(r.exitCode, 0);
   r = await sbx.commands.run('echo "$HOME|$(pwd)|$SBX_VAR|$CMD_VAR"', { envs: { CMD_VAR: 'from-run' } });
   assert.equal(r.stdout, '/home/user|/home/user|from-create|from-run\n');
+  assert.equal((await sbx.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
   const chunks = [];
   await sbx.commands.run('for i in 1 2 3; do echo line$i; done', { onStdout: (d) => chunks.push(d) });
   assert.equal(chunks.join(''), 'line1\nline2\nline3\n');

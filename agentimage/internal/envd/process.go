@@ -257,17 +257,22 @@ func writeInput(ctx context.Context, p *process.Process, in *pb.ProcessInput) er
 	return nil
 }
 
-// workdir resolves a process's working directory: empty is the home, relative is joined to it. It must exist.
+// workdir resolves a process's working directory: empty is the home, relative is joined to it, and it must be an
+// existing directory. A directory in the home is named as processes see the home (HomeAlias); any other directory
+// (E2B code runs commands in /tmp) is used as it is: a process can change directory anyway, so the working
+// directory is not a confinement boundary as file paths are.
 func (s *Service) workdir(cwd string) (string, error) {
-	real, err := s.paths.resolve(cwd)
-	if err != nil {
+	dir := s.paths.clean(cwd)
+	if real, err := s.paths.resolve(cwd); err == nil {
+		dir = s.homeView(real)
+	} else if !errors.Is(err, errOutside) {
 		return "", connect.NewError(fsCode(err), err)
 	}
-	fi, err := os.Stat(real)
+	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
 		return "", invalidArg("cwd '%s' does not exist", cwd)
 	}
-	return s.homeView(real), nil
+	return dir, nil
 }
 
 // homeView names a workspace directory as processes should see it: under HomeAlias when the image provides it.

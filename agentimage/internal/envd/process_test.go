@@ -116,7 +116,7 @@ func TestStartUsersAndCwd(t *testing.T) {
 		{"root is refused", "root", "", connect.CodePermissionDenied},
 		{"unknown user", "alice", "", connect.CodeUnauthenticated},
 		{"missing cwd", "user", "/home/user/nope", connect.CodeInvalidArgument},
-		{"cwd outside the workspace", "user", "/etc", connect.CodePermissionDenied},
+		{"missing cwd outside the workspace", "user", "/nope", connect.CodeInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := bash("true")
@@ -138,6 +138,11 @@ func TestStartUsersAndCwd(t *testing.T) {
 	c := run(t, te, asUser(connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "pwd", Cwd: &cwd}}), "sandbox"))
 	if c.stdout != te.dir+"/sub\n" {
 		t.Fatalf("pwd %q", c.stdout)
+	}
+	// a process may work anywhere it could cd to (E2B code uses /tmp); file paths stay confined
+	tmp := os.TempDir()
+	if c := run(t, te, connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "pwd", Cwd: &tmp}})); c.stdout != tmp+"\n" {
+		t.Fatalf("pwd in %s: %q", tmp, c.stdout)
 	}
 }
 
