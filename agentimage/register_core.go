@@ -3,11 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strconv"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/api"
+	"github.com/sandgate/sandgate/agentimage/internal/envd"
 	"github.com/sandgate/sandgate/agentimage/internal/execd"
 	"github.com/sandgate/sandgate/agentimage/internal/files"
 	"github.com/sandgate/sandgate/agentimage/internal/mcptools"
@@ -25,12 +29,17 @@ type core struct {
 	Files *files.Service
 	// MCP is the MCP server at /mcp; other capabilities add their tools to it.
 	MCP *mcptools.Server
+	// Envd is E2B's envd under agentapi.E2BEnvdPrefix, with its own process manager (EnvdProcs).
+	Envd      *envd.Service
+	EnvdProcs *process.Manager
 }
 
 // Close kills what still runs (PTY sessions, processes).
 func (c *core) Close() {
 	c.PTYs.Close()
 	c.Procs.Close()
+	c.Envd.Close()
+	c.EnvdProcs.Close()
 }
 
 // registerCore builds the core services and routes them on srv, /mcp included. tools add MCP tools of other
@@ -55,6 +64,7 @@ func registerCore(srv *server.Server, cfg config, logger *slog.Logger, tools ...
 	c.PTYs = pty.NewManager(c.Procs)
 	api.Register(srv, api.Deps{Root: root, Procs: c.Procs, PTYs: c.PTYs, Files: c.Files, Logger: logger})
 	registerExecd(srv, root, maxFile, c.Procs, logger)
+	c.Envd, c.EnvdProcs = registerEnvd(srv, root, maxFile, logger)
 	c.MCP = mcptools.New(mcptools.Deps{Procs: c.Procs, Files: c.Files, Version: version, Logger: logger})
 	for _, add := range tools {
 		add(c.MCP.MCP())
@@ -77,4 +87,27 @@ func registerExecd(srv *server.Server, root *workspace.Root, maxFile int64, proc
 		}
 	}
 	execd.Register(srv, execd.Deps{Files: files.New(execRoot, maxFile), Procs: procs, Home: home, Logger: logger.With("component", "execd")})
+}
+
+// envdRingBytes is the output an E2B process may get ahead of its stream before bytes are lost: E2B's clients
+// cannot resume from an offset, so envd's processes keep larger rings than the agent's own (which replay).
+const envdRingBytes = 16 << 20
+
+// registerEnvd serves E2B's envd under agentapi.E2BEnvdPrefix. Its processes run in a process manager of their own
+// (E2B's List shows only them); E2B's /home/user is the workspace, and processes see it under that name when the
+// image links /home/user to the workspace (agentimage/Dockerfile).
+func registerEnvd(srv *server.Server, root *workspace.Root, maxFile int64, logger *slog.Logger) (*envd.Service, *process.Manager) {
+	log := logger.With("component", "envd")
+	procs := process.NewManager(process.Config{Logger: log, RingBytes: envdRingBytes})
+	alias := ""
+	if real, err := filepath.EvalSymlinks(envd.HomeDir); err == nil && real == root.Dir() {
+		alias = envd.HomeDir
+	}
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	svc := envd.New(envd.Deps{Root: root, Procs: procs, MaxFileBytes: maxFile, HomeAlias: alias, SandboxUser: name, Logger: log})
+	srv.Handle(agentapi.E2BEnvdPrefix+"/", http.StripPrefix(agentapi.E2BEnvdPrefix, svc.Handler()))
+	return svc, procs
 }

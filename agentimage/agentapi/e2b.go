@@ -19,7 +19,7 @@ const (
 
 	// E2BEnvdVersion is the envd version the agent implements and the control plane reports as envdVersion. The
 	// SDK gates features on it (reference/e2b.md §4.4), so it must name only what the agent really serves.
-	E2BEnvdVersion = "0.5.7"
+	E2BEnvdVersion = "0.6.4"
 
 	// E2BEnvHeader carries the sandbox-wide environment (the create's envVars, JSON object) from the gateway to the
 	// agent on every forwarded envd and code-interpreter request, so processes and kernels get it without the agent

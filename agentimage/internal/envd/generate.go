@@ -1,0 +1,3 @@
+package envd
+
+//go:generate ./generate.sh
