@@ -51,7 +51,7 @@ func under(path, dir string) bool { return path == dir || strings.HasPrefix(path
 // dialects are the wire translators under routes/: each one maps the core onto one wire format and never leans on
 // another. The other packages under routes/ are libraries the dialects share (the edge's routing, tickets, egress).
 var dialects = []string{
-	"routes/bayapi", "routes/pages", "routes/fastgpt", "routes/opensandbox", "routes/mcpapi", "routes/admin",
+	"routes/bayapi", "routes/pages", "routes/fastgpt", "routes/opensandbox", "routes/mcpapi", "routes/admin", "routes/e2b",
 }
 
 // TestLayerImports enforces docs/architecture.md: who may import whom. A rule names the packages it governs and a

@@ -194,6 +194,31 @@ func (m *Manager) ExtendTTL(ctx context.Context, id string, by time.Duration) (*
 	return sb, nil
 }
 
+// SetTTL makes a sandbox expire ttl from now, earlier or later than before (E2B's setTimeout: "the TTL counts
+// from now and may shorten"). A sandbox without a TTL gets one.
+func (m *Manager) SetTTL(ctx context.Context, id string, ttl time.Duration) (*Sandbox, error) {
+	if ttl <= 0 {
+		return nil, Errorf(CodeInvalid, "the timeout must be positive")
+	}
+	now := time.Now()
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil || e.rec.Warm || e.deleted {
+		m.mu.Unlock()
+		return nil, notFound(id)
+	}
+	if expired(e, now) {
+		m.mu.Unlock()
+		return nil, expiredError(id)
+	}
+	t := now.Add(ttl)
+	e.rec.ExpiresAt = &t
+	sb := m.snapshotLocked(e, now)
+	m.mu.Unlock()
+	m.persist(e)
+	return sb, nil
+}
+
 // Acquire holds a lease on a sandbox: while any lease is held it counts as active and the collector never stops
 // or removes it. Call release exactly once (more calls do nothing).
 func (m *Manager) Acquire(id string) (func(), error) {

@@ -82,7 +82,14 @@ type CreateRequest struct {
 	// caller's WorkspaceID) among the workspaces, owned by Owner, with this size and backend (its Owner is not
 	// read): Bay's managed cargo. The record goes with the sandbox however it goes (workspaces.go).
 	RecordWorkspace *WorkspaceSpec
+	// UnguessableID gives the sandbox an id of 128 random bits with no '-' (UnguessableIDPrefix + 32 hex digits):
+	// for dialects where the id alone opens the sandbox's ports (E2B's {port}-{id}.{domain}, whose proxy splits the
+	// label on '-'). Warm members carry ordinary ids, so such a create never claims one.
+	UnguessableID bool
 }
+
+// UnguessableIDPrefix starts the id of a sandbox created with CreateRequest.UnguessableID.
+const UnguessableIDPrefix = "sbx"
 
 // ListOptions filters List.
 type ListOptions struct {

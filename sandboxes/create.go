@@ -90,7 +90,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 				Details: map[string]any{"limit": m.cfg.MaxPerOwner, "scope": "owner"}}
 		}
 	}
-	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && p.Resources == m.profiles[req.Profile].Resources {
+	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && !req.UnguessableID && p.Resources == m.profiles[req.Profile].Resources {
 		// Pool first: a ready member, else the one that has been starting longest (warm.go).
 		launch := LaunchWarm
 		e := m.claimLocked(p, now)
@@ -152,7 +152,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		m.freeing = m.freeing[:len(m.freeing)-1]
 	}
 	m.noteCreateLocked(p.ID, LaunchCold)
-	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after)
+	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after, req.UnguessableID)
 	e.rec.LaunchType = LaunchCold
 	e.rec.Metadata = maps.Clone(req.Metadata)
 	e.rec.Egress = cloneEgress(req.Egress)
@@ -218,15 +218,19 @@ var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
 
 // newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
 func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
-	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil)
+	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil, false)
 }
 
 // newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
 // whose place it takes under max_sandboxes is gone).
-func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}) *entry {
-	id := "sandbox-" + randomHex(6)
+func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}, unguessable bool) *entry {
+	newID := func() string { return "sandbox-" + randomHex(6) }
+	if unguessable {
+		newID = func() string { return UnguessableIDPrefix + randomHex(16) }
+	}
+	id := newID()
 	for m.entries[id] != nil {
-		id = "sandbox-" + randomHex(6)
+		id = newID()
 	}
 	managed := workspace == ""
 	if managed {

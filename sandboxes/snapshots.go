@@ -120,6 +120,9 @@ type ForkRequest struct {
 	TTL time.Duration
 	// RecordWorkspace lists the fork's workspace as CreateRequest.RecordWorkspace does.
 	RecordWorkspace *WorkspaceSpec
+	// Metadata labels the fork (the source's are not copied); UnguessableID is CreateRequest's.
+	Metadata      map[string]string
+	UnguessableID bool
 }
 
 // ForkResult is a new sandbox made from another's workspace, and how the copy was made.
@@ -469,7 +472,10 @@ func (m *Manager) Fork(ctx context.Context, id string, fr ForkRequest) (*ForkRes
 		return nil, err
 	}
 	m.mu.RLock()
-	req := CreateRequest{Profile: e.rec.Profile, Owner: e.rec.Owner, TTL: fr.TTL, Env: e.rec.Env, RecordWorkspace: fr.RecordWorkspace}
+	req := CreateRequest{Profile: e.rec.Profile, Owner: e.rec.Owner, TTL: fr.TTL, Env: e.rec.Env, RecordWorkspace: fr.RecordWorkspace,
+		Metadata: fr.Metadata, UnguessableID: fr.UnguessableID,
+		// The fork keeps the source's own outbound policy: a copy must not reach more than its source.
+		Egress: cloneEgress(e.rec.Egress)}
 	src := m.VolumeName(e.rec.WorkspaceID)
 	m.mu.RUnlock()
 	if _, ok := m.Profile(req.Profile); !ok {

@@ -1,0 +1,320 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/sandgate/sandgate/routes/e2b"
+	"github.com/sandgate/sandgate/routes/sandboxroute"
+	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/service"
+)
+
+func init() {
+	caddy.RegisterModule(new(SandboxE2B))
+	caddy.RegisterModule(new(SandboxE2BEdge))
+	httpcaddyfile.RegisterHandlerDirective("sandbox_e2b", parseSandboxE2B)
+	// Before respond, and before sandbox_api (whose init runs after this file's, also before respond): the E2B
+	// API's prefix is its own.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_e2b", httpcaddyfile.Before, "respond")
+	httpcaddyfile.RegisterHandlerDirective("sandbox_e2b_edge", parseSandboxE2BEdge)
+	// Before sandbox_ticket (ordered before basic_auth): an E2B sandbox's ports open with E2B's credentials, not
+	// with a ticket. Only Caddy's own directives can anchor an order, so this is before try_files.
+	httpcaddyfile.RegisterDirectiveOrder("sandbox_e2b_edge", httpcaddyfile.Before, "try_files")
+}
+
+// SandboxE2B is the `http.handlers.sandbox_e2b` handler: E2B's control-plane API (routes/e2b) under Prefix, with
+// sandbox_api's keys and owners (sent as X-API-Key). Other paths go to the next handler.
+type SandboxE2B struct {
+	// APIDataDir is the data dir of the sandbox_api whose keys are accepted (default: sandbox_api's default).
+	APIDataDir string `json:"api_data_dir,omitempty"`
+	// Prefix is the path the API is served under (E2B_API_URL's path), e.g. /e2b; "" serves it at the root.
+	Prefix string `json:"prefix,omitempty"`
+	// Domain is the sandbox domain create answers name (E2B_DOMAIN, host[:port]).
+	Domain string `json:"domain,omitempty"`
+	// Templates maps E2B template names onto profile ids.
+	Templates map[string]string `json:"templates,omitempty"`
+	// MaxTimeout caps a sandbox's timeout; 0: no cap beyond the Manager's.
+	MaxTimeout caddy.Duration `json:"max_timeout,omitempty"`
+
+	handler  *e2b.Handler
+	prefix   string
+	storeKey string
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxE2B) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_e2b", New: func() caddy.Module { return new(SandboxE2B) }}
+}
+
+// e2bService builds the operations over the app's Manager (the lifecycle, pause, snapshots and usage this
+// dialect needs; no agent calls: the edge forwards bytes).
+func e2bService(ctx caddy.Context) (*service.Service, error) {
+	app, err := sandboxesApp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return service.New(service.Config{Sandboxes: service.Manager{M: app.Manager()}, Logger: ctx.Slogger()}), nil
+}
+
+// Provision links the dialect to the Manager and to sandbox_api's key ring.
+func (h *SandboxE2B) Provision(ctx caddy.Context) error {
+	checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
+	if err != nil {
+		return fmt.Errorf("sandbox_e2b: %w", err)
+	}
+	h.storeKey = storeKey
+	svc, err := e2bService(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox_e2b: %w", err)
+	}
+	repl := caddy.NewReplacer()
+	h.prefix = strings.TrimSuffix(h.Prefix, "/")
+	h.handler = e2b.New(e2b.Config{
+		Service: svc, Keys: checker.keys, Templates: h.Templates, Domain: repl.ReplaceKnown(h.Domain, ""),
+		Prefix: h.prefix, MaxTimeout: time.Duration(h.MaxTimeout), Logger: ctx.Slogger(),
+	})
+	return nil
+}
+
+// Cleanup releases this config's reference to the API's key ring.
+func (h *SandboxE2B) Cleanup() error {
+	if h.storeKey == "" {
+		return nil
+	}
+	_, err := apiKeyRings.Delete(h.storeKey)
+	return err
+}
+
+// Validate checks the settings.
+func (h *SandboxE2B) Validate() error {
+	if h.MaxTimeout < 0 {
+		return errors.New("sandbox_e2b: max_timeout must not be negative")
+	}
+	if h.Prefix != "" && (!strings.HasPrefix(h.Prefix, "/") || strings.ContainsAny(h.Prefix, "*?{} ")) {
+		return fmt.Errorf("sandbox_e2b: prefix %q must be a path starting with /", h.Prefix)
+	}
+	d := strings.ToLower(h.Domain)
+	if host, _, ok := strings.Cut(d, ":"); ok {
+		d = host
+	}
+	for _, reserved := range []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"} {
+		if d == reserved {
+			// The SDK sends envd traffic for these to https://sandbox.<domain> instead of {port}-{id}.<domain>.
+			return fmt.Errorf("sandbox_e2b: domain %q is one of E2B's own, which the SDKs route differently", h.Domain)
+		}
+	}
+	for name, profile := range h.Templates {
+		if name == "" || profile == "" {
+			return errors.New("sandbox_e2b: a template needs a name and a profile")
+		}
+	}
+	return nil
+}
+
+func (h *SandboxE2B) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.prefix != "" && r.URL.Path != h.prefix && !strings.HasPrefix(r.URL.Path, h.prefix+"/") {
+		return next.ServeHTTP(w, r)
+	}
+	h.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// parseSandboxE2B reads
+//
+//	sandbox_e2b {
+//	    prefix       /e2b                      # E2B_API_URL's path; default the site's root
+//	    domain       sandbox.localhost:8443    # E2B_DOMAIN, named in create answers
+//	    template     <name> <profile>          # repeatable: E2B template names onto profiles
+//	    max_timeout  <duration>                # cap on a sandbox's timeout
+//	    api_data_dir <dir>                     # the sandbox_api whose keys are accepted
+//	}
+func parseSandboxE2B(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := &SandboxE2B{Templates: map[string]string{}}
+	h.Next()
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	for h.NextBlock(0) {
+		switch key := h.Val(); key {
+		case "prefix", "domain", "api_data_dir", "max_timeout":
+			var v string
+			if !h.AllArgs(&v) {
+				return nil, h.ArgErr()
+			}
+			switch key {
+			case "prefix":
+				m.Prefix = v
+			case "domain":
+				m.Domain = v
+			case "api_data_dir":
+				m.APIDataDir = v
+			default:
+				d, err := caddy.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return nil, h.Errf("max_timeout must be a positive duration, not %q", v)
+				}
+				m.MaxTimeout = caddy.Duration(d)
+			}
+		case "template":
+			var name, profile string
+			if !h.AllArgs(&name, &profile) {
+				return nil, h.ArgErr()
+			}
+			if _, dup := m.Templates[name]; dup {
+				return nil, h.Errf("template %q is named twice", name)
+			}
+			m.Templates[name] = profile
+		default:
+			return nil, h.Errf("unknown sandbox_e2b option %q", key)
+		}
+	}
+	return m, nil
+}
+
+// SandboxE2BEdge is the `http.handlers.sandbox_e2b_edge` handler: E2B's edge on the content origin
+// (routes/e2b.Edge). An admitted request goes to the embedded reverse_proxy with the `sandbox` upstream; a request
+// that is not for an E2B sandbox goes to the next handler unchanged.
+type SandboxE2BEdge struct {
+	// Domains are the sandbox domains (hosts): {port}-{id}.{domain} is routed, {domain} takes E2B's routing headers.
+	Domains []string `json:"domains,omitempty"`
+	// ProxyRaw is the reverse_proxy that streams admitted requests to the agent.
+	ProxyRaw json.RawMessage `json:"proxy,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+
+	edge  *e2b.Edge
+	proxy caddyhttp.MiddlewareHandler
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxE2BEdge) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.sandbox_e2b_edge", New: func() caddy.Module { return new(SandboxE2BEdge) }}
+}
+
+// Provision links the edge to the Manager and loads its proxy.
+func (h *SandboxE2BEdge) Provision(ctx caddy.Context) error {
+	svc, err := e2bService(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox_e2b_edge: %w", err)
+	}
+	if h.ProxyRaw == nil {
+		h.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(new(SandboxUpstreams)), "handler", "reverse_proxy", nil)
+	}
+	mod, err := ctx.LoadModule(h, "ProxyRaw")
+	if err != nil {
+		return fmt.Errorf("sandbox_e2b_edge: loading its proxy: %w", err)
+	}
+	proxy, ok := mod.(caddyhttp.MiddlewareHandler)
+	if !ok {
+		return fmt.Errorf("sandbox_e2b_edge: its proxy is a %T, not an HTTP handler", mod)
+	}
+	h.proxy = proxy
+	repl := caddy.NewReplacer()
+	domains := make([]string, 0, len(h.Domains))
+	for _, d := range h.Domains {
+		domains = append(domains, repl.ReplaceKnown(d, ""))
+	}
+	h.edge = e2b.NewEdge(e2b.EdgeConfig{Service: svc, Domains: domains, Logger: ctx.Slogger()})
+	return nil
+}
+
+// Validate checks the settings.
+func (h *SandboxE2BEdge) Validate() error {
+	if len(h.Domains) == 0 {
+		return errors.New("sandbox_e2b_edge: name the sandbox domain (domain sandbox.localhost)")
+	}
+	return nil
+}
+
+func (h *SandboxE2BEdge) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	fwd := &e2bForwarder{proxy: h.proxy, next: next}
+	if !h.edge.Serve(w, r, fwd) {
+		return next.ServeHTTP(w, r)
+	}
+	return fwd.err
+}
+
+// e2bForwarder hands an admitted request to the edge's reverse_proxy with the sandbox upstream's variables set.
+type e2bForwarder struct {
+	proxy caddyhttp.MiddlewareHandler
+	next  caddyhttp.Handler
+	err   error
+}
+
+func (f *e2bForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
+	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
+	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
+	f.err = f.proxy.ServeHTTP(w, r, f.next)
+}
+
+// e2bEdgeProxy is the edge's reverse_proxy: the sandbox upstream, the agent token, streams flushed at once (Connect
+// server streams, NDJSON) and kept across reloads as sandbox_proxy's are. It never follows a redirect: the
+// sandbox's answer goes back as it is, its cookies and worker scopes stripped (sandboxroute.GuardAnswer).
+func e2bEdgeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler {
+	return &reverseproxy.Handler{
+		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
+		Headers: &headers.Handler{Request: &headers.HeaderOps{Set: http.Header{
+			sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
+			sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
+		}}},
+		FlushInterval:    -1,
+		StreamCloseDelay: caddy.Duration(defaultStreamCloseDelay),
+		StreamTimeout:    caddy.Duration(defaultStreamTimeout),
+	}
+}
+
+// parseSandboxE2BEdge reads
+//
+//	sandbox_e2b_edge {
+//	    domain       <domain>...   # sandbox domains (hosts), e.g. sandbox.localhost
+//	    rewrite_host <host>        # as sandbox_proxy's
+//	}
+func parseSandboxE2BEdge(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(SandboxE2BEdge)
+	upstreams := new(SandboxUpstreams)
+	h.Next()
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	for h.NextBlock(0) {
+		switch key := h.Val(); key {
+		case "domain":
+			args := h.RemainingArgs()
+			if len(args) == 0 {
+				return nil, h.ArgErr()
+			}
+			m.Domains = append(m.Domains, args...)
+		case "rewrite_host":
+			if !h.AllArgs(&upstreams.RewriteHost) {
+				return nil, h.ArgErr()
+			}
+		default:
+			return nil, h.Errf("unknown sandbox_e2b_edge option %q", key)
+		}
+	}
+	m.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(upstreams), "handler", "reverse_proxy", nil)
+	return m, nil
+}
+
+var (
+	_ caddy.Provisioner           = (*SandboxE2B)(nil)
+	_ caddy.CleanerUpper          = (*SandboxE2B)(nil)
+	_ caddy.Validator             = (*SandboxE2B)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxE2B)(nil)
+	_ caddy.Provisioner           = (*SandboxE2BEdge)(nil)
+	_ caddy.Validator             = (*SandboxE2BEdge)(nil)
+	_ caddyhttp.MiddlewareHandler = (*SandboxE2BEdge)(nil)
+	_ e2b.Forwarder               = (*e2bForwarder)(nil)
+	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
+)
