@@ -190,3 +190,27 @@ func TestE2BCodeInterpreter(t *testing.T) {
 		}
 	})
 }
+
+// TestE2BCodeInterpreterR runs an R context in the r image: state across cells (R prints its values to stdout), an
+// R error, and env for one execution.
+func TestE2BCodeInterpreterR(t *testing.T) {
+	testenv.Integration(t)
+	sb := testenv.RunSandbox(t, testenv.SandboxOptions{Target: "r", Capabilities: []string{"shell"}})
+	e2bExecute(t, sb, nil, `{"code":"x <- 41","language":"r"}`, nil)
+	_, lines := e2bExecute(t, sb, nil, `{"code":"x + 1","language":"r"}`, nil)
+	if _, stdout := ofType(lines, "stdout"); !strings.Contains(stdout, "42") {
+		t.Fatalf("state: %v", lines)
+	}
+	_, lines = e2bExecute(t, sb, nil, `{"code":"stop('bad')","language":"r"}`, nil)
+	if errs, _ := ofType(lines, "error"); len(errs) != 1 || !strings.Contains(errs[0]["value"].(string), "bad") {
+		t.Fatalf("error: %v", lines)
+	}
+	_, lines = e2bExecute(t, sb, nil, `{"code":"cat(Sys.getenv('ONE'))","language":"r","env_vars":{"ONE":"once"}}`, nil)
+	if _, stdout := ofType(lines, "stdout"); stdout != "once" {
+		t.Fatalf("env: %v", lines)
+	}
+	_, lines = e2bExecute(t, sb, nil, `{"code":"cat(Sys.getenv('ONE', 'gone'))","language":"r"}`, nil)
+	if _, stdout := ofType(lines, "stdout"); stdout != "gone" {
+		t.Fatalf("env after: %v", lines)
+	}
+}

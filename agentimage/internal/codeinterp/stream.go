@@ -1,6 +1,7 @@
 package codeinterp
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -117,6 +118,8 @@ type outbox struct {
 	wake   chan struct{}
 	// carry holds, per stream, the start of a UTF-8 character whose rest has not arrived yet.
 	carry map[string][]byte
+	// linger is how long the pump holds the start of a line for its end; default lineLinger.
+	linger time.Duration
 }
 
 type chunk struct {
@@ -125,7 +128,7 @@ type chunk struct {
 }
 
 func newOutbox() *outbox {
-	return &outbox{wake: make(chan struct{}, 1), carry: map[string][]byte{}}
+	return &outbox{wake: make(chan struct{}, 1), carry: map[string][]byte{}, linger: lineLinger}
 }
 
 // add queues p (copied) for stream; it never blocks.
@@ -174,14 +177,64 @@ func (o *outbox) take(final bool) []chunk {
 	return out
 }
 
-// pump writes queued output as lines until done closes, then writes the rest and returns.
+// lineLinger is how long the start of an output line may wait for its end before it goes out alone: Python writes
+// print's text and its newline separately, and the SDK shows each piece as an entry of logs.stdout.
+const lineLinger = 20 * time.Millisecond
+
+// maxPartial bounds the start of a line held back for its end.
+const maxPartial = 64 << 10
+
+// pump writes queued output as lines until done closes, then writes the rest and returns. Complete lines go out at
+// once; the start of a line waits up to o.linger for its end.
 func (o *outbox) pump(lw *lineWriter, done <-chan struct{}) {
+	var partial chunk
+	var timer *time.Timer
+	var linger <-chan time.Time
+	flush := func() {
+		if len(partial.data) > 0 {
+			o.write(lw, []chunk{partial})
+		}
+		partial = chunk{}
+		if timer != nil {
+			timer.Stop()
+		}
+		timer, linger = nil, nil
+	}
+	handle := func(chunks []chunk) {
+		for _, c := range chunks {
+			if len(partial.data) > 0 && partial.stream != c.stream {
+				flush() // keep the order between stdout and stderr
+			}
+			data := append(partial.data, c.data...)
+			partial.data = nil
+			cut := bytes.LastIndexByte(data, '\n') + 1
+			if len(data)-cut > maxPartial {
+				cut = len(data)
+			}
+			if cut > 0 {
+				o.write(lw, []chunk{{stream: c.stream, data: data[:cut]}})
+			}
+			if cut == len(data) {
+				flush()
+				continue
+			}
+			partial = chunk{stream: c.stream, data: append([]byte(nil), data[cut:]...)}
+			if timer == nil {
+				timer = time.NewTimer(o.linger)
+				linger = timer.C
+			}
+		}
+	}
 	for {
 		select {
 		case <-o.wake:
-			o.write(lw, o.take(false))
+			handle(o.take(false))
+		case <-linger:
+			timer, linger = nil, nil
+			flush()
 		case <-done:
-			o.write(lw, o.take(true))
+			handle(o.take(true))
+			flush()
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +66,41 @@ func TestLineWriterKeepalive(t *testing.T) {
 	// After the client left, nothing more is written and send reports it.
 	if err := lw.send(map[string]string{"type": lineEnd}); err == nil {
 		t.Fatal("send after the reader closed succeeded")
+	}
+}
+
+// TestPumpJoinsALine: a line written in pieces (Python writes print's newline apart) goes out as one stdout line;
+// stderr between keeps its place.
+func TestPumpJoinsALine(t *testing.T) {
+	pr, pw := io.Pipe()
+	lw := newLineWriter(pw)
+	o := newOutbox()
+	o.linger = time.Hour // only the end of the cell lets a line's start out alone here
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() { o.pump(lw, done); close(finished) }()
+	var got []string
+	read := func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var l textLine
+			_ = json.Unmarshal(sc.Bytes(), &l)
+			got = append(got, l.Type+":"+l.Text)
+		}
+	}
+	readDone := make(chan struct{})
+	go func() { read(); close(readDone) }()
+	o.add(lineStdout, []byte("doub"))
+	o.add(lineStdout, []byte("ling"))
+	o.add(lineStdout, []byte("\nnext"))
+	o.add(lineStderr, []byte("warn\n"))
+	o.add(lineStdout, []byte(" tail"))
+	close(done)
+	<-finished
+	pw.Close()
+	<-readDone
+	want := "stdout:doubling\n|stdout:next|stderr:warn\n|stdout: tail"
+	if j := strings.Join(got, "|"); j != want {
+		t.Fatalf("got %q, want %q", j, want)
 	}
 }
