@@ -53,7 +53,7 @@ type e2bCodeReport struct {
 // its traceback, a matplotlib PNG, env for one execution, a second context on /home/user (the workspace) with its
 // own state, listed and removed, JavaScript with state, and an unsupported language refused.
 func TestE2BSDKCodeInterpreter(t *testing.T) {
-	_, env, _ := e2bExample(t)
+	_, env, _, _ := e2bExample(t)
 	out, err := testenv.RunNode(t, filepath.Join("testdata", "e2b_sdk_code.cjs"), env...)
 	line := strings.TrimSpace(out)
 	line = line[strings.LastIndex(line, "\n")+1:]

@@ -84,7 +84,8 @@ type CreateRequest struct {
 	RecordWorkspace *WorkspaceSpec
 	// UnguessableID gives the sandbox an id of 128 random bits with no '-' (UnguessableIDPrefix + 32 hex digits):
 	// for dialects where the id alone opens the sandbox's ports (E2B's {port}-{id}.{domain}, whose proxy splits the
-	// label on '-'). Warm members carry ordinary ids, so such a create never claims one.
+	// label on '-'). Such a create claims only a warm member made with such an id: once a profile has seen one,
+	// its pool refills with them (warm.go).
 	UnguessableID bool
 }
 

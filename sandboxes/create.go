@@ -74,6 +74,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	now := time.Now()
 	m.noteDemandLocked(p.ID) // warm.go
+	if ps := m.poolLocked(p.ID); req.UnguessableID && !ps.unguessable {
+		// The first such create of this profile: its pool refills with unguessable ids from now on, and the members
+		// it holds with ordinary ids are replaced (they could serve only ordinary creates).
+		ps.unguessable = true
+		for _, o := range m.entries {
+			if o.rec.Warm && !o.deleted && o.rec.Profile == p.ID && !strings.HasPrefix(o.rec.ID, UnguessableIDPrefix) {
+				m.detachLocked(o)
+				go m.destroyDetached(o, "warm member with an ordinary id")
+			}
+		}
+		kick(m.warmKick)
+	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = m.cfg.DefaultTTL
@@ -90,12 +102,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 				Details: map[string]any{"limit": m.cfg.MaxPerOwner, "scope": "owner"}}
 		}
 	}
-	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && !req.UnguessableID && p.Resources == m.profiles[req.Profile].Resources {
+	if len(req.Env) == 0 && req.WorkspaceID == "" && req.Image == nil && p.Resources == m.profiles[req.Profile].Resources {
 		// Pool first: a ready member, else the one that has been starting longest (warm.go).
 		launch := LaunchWarm
-		e := m.claimLocked(p, now)
+		e := m.claimLocked(p, now, req.UnguessableID)
 		if e == nil {
-			if e = m.claimStartingLocked(p); e != nil {
+			if e = m.claimStartingLocked(p, req.UnguessableID); e != nil {
 				launch = LaunchPrestarted
 			}
 		}
@@ -216,13 +228,9 @@ func (m *Manager) checkImage(ctx context.Context, req CreateRequest) error {
 
 var workspacePattern = regexp.MustCompile(`^ws-[0-9a-f]{12}$`)
 
-// newEntryLocked records a new sandbox (before any engine call) and starts its launch in the background.
-func (m *Manager) newEntryLocked(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time) *entry {
-	return m.newEntryLockedAfter(p, owner, env, workspace, expires, warm, now, nil, false)
-}
-
-// newEntryLockedAfter is newEntryLocked whose launch makes no engine call before after is closed (the sandbox
-// whose place it takes under max_sandboxes is gone).
+// newEntryLockedAfter records a new sandbox (before any engine call) and starts its launch in the background; the
+// launch makes no engine call before after is closed (the sandbox whose place it takes under max_sandboxes is
+// gone; nil: at once). unguessable gives it an id of UnguessableIDPrefix and 128 random bits.
 func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]string, workspace string, expires *time.Time, warm bool, now time.Time, after <-chan struct{}, unguessable bool) *entry {
 	newID := func() string { return "sandbox-" + randomHex(6) }
 	if unguessable {

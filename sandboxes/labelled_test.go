@@ -8,22 +8,37 @@ import (
 )
 
 // TestUnguessableID: a create that asks for it gets UnguessableIDPrefix and 128 random bits with no '-' (E2B's
-// proxy splits the host label on '-', and the id alone opens ports there), never a warm member's ordinary id.
+// proxy splits the host label on '-', and the id alone opens ports there), and never a warm member's ordinary
+// id: the first such create of a profile is cold and turns its pool over to unguessable ids, which the next one
+// claims warm; an ordinary create still takes whatever the pool holds.
 func TestUnguessableID(t *testing.T) {
 	p := testProfile("a")
 	p.WarmPoolSize = 1
-	m, _, _ := newTestManager(t, Config{Profiles: []Profile{p}})
+	m, _, _ := newTestManager(t, Config{Profiles: []Profile{p}, WarmRefillPerSecond: 100, GCInterval: time.Hour})
 	ctx := context.Background()
+	unguessable := regexp.MustCompile(`^` + UnguessableIDPrefix + `[0-9a-f]{32}$`)
+	waitFor(t, func() bool { return m.WarmReady() == 1 })
 	sb, err := m.Create(ctx, CreateRequest{Profile: "a", UnguessableID: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`^` + UnguessableIDPrefix + `[0-9a-f]{32}$`).MatchString(sb.ID) || sb.LaunchType != LaunchCold {
-		t.Fatalf("id %q launch %q, want %s + 32 hex digits, cold", sb.ID, sb.LaunchType, UnguessableIDPrefix)
+	if !unguessable.MatchString(sb.ID) || sb.LaunchType != LaunchCold {
+		t.Fatalf("id %q launch %q, want %s + 32 hex digits, cold (the pool held an ordinary id)", sb.ID, sb.LaunchType, UnguessableIDPrefix)
 	}
+	waitFor(t, func() bool { return m.WarmReady() == 1 })
+	warm, err := m.Create(ctx, CreateRequest{Profile: "a", UnguessableID: true})
+	if err != nil || !unguessable.MatchString(warm.ID) || warm.LaunchType != LaunchWarm {
+		t.Fatalf("the second create: %+v %v, want a warm claim with an unguessable id", warm, err)
+	}
+	waitFor(t, func() bool { return m.WarmReady() == 1 })
 	plain, err := m.Create(ctx, CreateRequest{Profile: "a"})
-	if err != nil || !regexp.MustCompile(`^sandbox-[0-9a-f]{12}$`).MatchString(plain.ID) {
-		t.Fatalf("an ordinary create: %+v %v", plain, err)
+	if err != nil || plain.LaunchType != LaunchWarm {
+		t.Fatalf("an ordinary create: %+v %v, want a warm claim", plain, err)
+	}
+	other := testProfile("b")
+	m2, _, _ := newTestManager(t, Config{Profiles: []Profile{other}})
+	if sb, err := m2.Create(ctx, CreateRequest{Profile: "b"}); err != nil || !regexp.MustCompile(`^sandbox-[0-9a-f]{12}$`).MatchString(sb.ID) {
+		t.Fatalf("an ordinary create keeps ordinary ids: %+v %v", sb, err)
 	}
 }
 
@@ -81,7 +96,7 @@ func TestForkKeepsEgress(t *testing.T) {
 	if f.Egress == nil || len(f.Egress.Allow) != 1 || f.Egress.Allow[0] != "pypi.org" || f.Egress.AllowAnyName {
 		t.Errorf("the fork's egress is %+v, want its source's", f.Egress)
 	}
-	if f.Metadata["k"] != "v" || !regexp.MustCompile(`^` + UnguessableIDPrefix).MatchString(f.ID) {
+	if f.Metadata["k"] != "v" || !regexp.MustCompile(`^`+UnguessableIDPrefix).MatchString(f.ID) {
 		t.Errorf("the fork's metadata %v id %q", f.Metadata, f.ID)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -44,6 +45,9 @@ type poolState struct {
 	refills     uint64
 	refillFails uint64
 	failures    int // in a row
+	// unguessable is set once a create asked for an unguessable id (CreateRequest.UnguessableID): members made
+	// since carry such ids, so those creates can claim them (an ordinary create takes either kind).
+	unguessable bool
 	backoff     time.Time
 	lastError   string
 }
@@ -272,7 +276,7 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			if !l.AllowN(wall, 1) {
 				break
 			}
-			e := m.newEntryLocked(p, "", nil, "", nil, true, wall)
+			e := m.newEntryLockedAfter(p, "", nil, "", nil, true, wall, nil, ps.unguessable)
 			e.refill = true
 		}
 	}
@@ -324,11 +328,12 @@ func (m *Manager) shrinkLocked(hash string, n int) []*entry {
 // claimStartingLocked takes the warm member of hash that has been working on the engine longest, or nil: it is
 // ready sooner than a cold create started now. A member still queued for a start slot has done nothing yet, and
 // it queues behind user creates: a cold create takes its place in line instead.
-func (m *Manager) claimStartingLocked(p Profile) *entry {
+func (m *Manager) claimStartingLocked(p Profile, unguessable bool) *entry {
 	hash := p.Hash()
 	var best *entry
 	for _, e := range m.entries {
 		if e.rec.Warm && !e.deleted && e.launching && e.active && e.rec.ProfileHash == hash && e.rec.Died == nil &&
+			(!unguessable || strings.HasPrefix(e.rec.ID, UnguessableIDPrefix)) &&
 			(best == nil || e.activeAt.Before(best.activeAt)) {
 			best = e
 		}
@@ -421,12 +426,16 @@ func newAgentTransport() *agentapi.SocketTransport {
 func (m *Manager) AgentHTTPClient() *http.Client { return m.agentHTTP }
 
 // claimLocked pops the oldest ready warm member of p's current shape, or returns nil.
-func (m *Manager) claimLocked(p Profile, now time.Time) *entry {
+func (m *Manager) claimLocked(p Profile, now time.Time, unguessable bool) *entry {
 	hash := p.Hash()
-	for len(m.warm[hash]) > 0 {
-		id := m.warm[hash][0]
-		m.warm[hash] = m.warm[hash][1:]
+	for i := 0; i < len(m.warm[hash]); {
+		id := m.warm[hash][i]
 		e := m.entries[id]
+		if unguessable && e != nil && !strings.HasPrefix(id, UnguessableIDPrefix) {
+			i++ // an ordinary id: left for an ordinary create
+			continue
+		}
+		m.warm[hash] = append(m.warm[hash][:i:i], m.warm[hash][i+1:]...)
 		if e == nil || e.deleted || !e.rec.Warm || e.rec.Phase != PhaseRunning || e.rec.Died != nil || e.rec.ProfileHash != hash {
 			continue
 		}

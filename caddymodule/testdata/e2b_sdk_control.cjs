@@ -48,6 +48,26 @@ async function main() {
   await sbx.connect({ timeoutMs: 300_000 })
   report.resumedState = (await sbx.getInfo()).state
 
+  const metrics = await sbx.getMetrics()
+  report.metrics = metrics.map((m) => ({ memTotal: m.memTotal, cpuCount: m.cpuCount, at: m.timestamp instanceof Date }))
+
+  // Snapshots and fork, onto sandgate's: a snapshot's id is a template a create can name.
+  const snap = await sbx.createSnapshot({ name: `snap-${run}` })
+  report.snapshotListed = (await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId).includes(snap.snapshotId)
+  const fromSnap = await Sandbox.create(snap.snapshotId, { metadata: { run: run + 'snap' } })
+  report.fromSnapshot = (await fromSnap.getInfo()).templateId === snap.snapshotId
+  await fromSnap.kill()
+  report.snapshotDeleted = await Sandbox.deleteSnapshot(snap.snapshotId)
+  report.snapshotDeletedAgain = await Sandbox.deleteSnapshot(snap.snapshotId)
+  const forks = await sbx.fork()
+  const fork = forks[0]
+  report.fork = fork instanceof Error ? `${fork.constructor.name}: ${fork.message}` : fork.sandboxId
+  if (!(fork instanceof Error)) {
+    const fi = await fork.getInfo()
+    report.forkInfo = { templateId: fi.templateId, run: fi.metadata.run, private: !!fork.trafficAccessToken }
+    await fork.kill()
+  }
+
   // The edge: envd needs the sandbox's own token, before anything is forwarded.
   const host = `https://${sbx.getHost(49983)}`
   report.envdNoToken = await status(`${host}/files?path=/etc/hostname`)
