@@ -10,16 +10,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandgate/sandgate/agentimage/internal/browser"
+	"github.com/sandgate/sandgate/agentimage/internal/codeinterp"
 	"github.com/sandgate/sandgate/agentimage/internal/listening"
 	"github.com/sandgate/sandgate/agentimage/internal/portproxy"
 	"github.com/sandgate/sandgate/agentimage/internal/pykernel"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 )
 
-// extras are the agent's optional capabilities: the Python kernel, the browser, the port proxy and the listing of
-// listening ports.
+// extras are the agent's optional capabilities: the Python kernel, E2B's code interpreter, the browser, the port
+// proxy and the listing of listening ports.
 type extras struct {
 	kernel  *pykernel.Kernel
+	code    *codeinterp.Service
 	browser *browser.Browser
 }
 
@@ -29,9 +31,10 @@ func (e *extras) AddMCPTools(s *mcp.Server) {
 	e.browser.AddMCPTools(s)
 }
 
-// Close stops the kernel and the browser's processes.
+// Close stops the kernels and the browser's processes.
 func (e *extras) Close() {
 	e.kernel.Close()
+	e.code.Close()
 	e.browser.Stop()
 }
 
@@ -44,6 +47,10 @@ func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras
 	}
 	kernel := pykernel.New(pykernel.Config{Dir: dir, Logger: logger.With("component", "python")})
 	kernel.Register(srv)
+	// E2B's code interpreter (under agentapi.E2BCodePrefix): contexts on kernels of their own, E2B's /home/user on
+	// the workspace.
+	code := codeinterp.New(codeinterp.Config{Workspace: cfg.workspace, Logger: logger.With("component", "e2b-code")})
+	code.Register(srv)
 
 	wantBrowser := slices.Contains(cfg.capabilities, "browser")
 	wantVNC := wantBrowser || slices.Contains(cfg.capabilities, "vnc")
@@ -68,5 +75,5 @@ func registerExtras(srv *server.Server, cfg config, logger *slog.Logger) *extras
 	// approve a certificate for {port}-{id}.{base} only where the proxy would reach a listener.
 	listening.New(listening.Config{Reserved: reserved, Logger: logger.With("component", "ports")}).Register(srv)
 
-	return &extras{kernel: kernel, browser: b}
+	return &extras{kernel: kernel, code: code, browser: b}
 }

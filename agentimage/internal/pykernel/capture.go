@@ -24,6 +24,8 @@ type capture struct {
 	marker []byte
 	seen   chan struct{}
 	closed bool
+	// sink, when set, also receives the running cell's output as it is stored (ExecStream); it must not block.
+	sink func([]byte)
 }
 
 func newCapture(limit int) *capture { return &capture{limit: limit} }
@@ -70,10 +72,8 @@ func (c *capture) write(p []byte) {
 			c.seen = nil
 		}
 	}
-	if keep := len(c.marker) - 1; keep > 0 && len(data) > 0 {
-		if keep > len(data) {
-			keep = len(data)
-		}
+	// Hold back only a tail that could be the start of the marker, so output streams as printed (ExecStream).
+	if keep := markerStart(data, c.marker); keep > 0 {
 		c.store(data[:len(data)-keep])
 		c.carry = append([]byte(nil), data[len(data)-keep:]...)
 		return
@@ -92,6 +92,7 @@ func (c *capture) store(p []byte) {
 	if room := c.limit - len(c.buf); room < len(p) {
 		if room > 0 {
 			c.buf = append(c.buf, p[:room]...)
+			c.emit(p[:room])
 		}
 		if len(p) > 0 {
 			c.truncated = true
@@ -99,6 +100,21 @@ func (c *capture) store(p []byte) {
 		return
 	}
 	c.buf = append(c.buf, p...)
+	c.emit(p)
+}
+
+// emit hands stored output to the sink. Caller holds mu.
+func (c *capture) emit(p []byte) {
+	if c.sink != nil && len(p) > 0 {
+		c.sink(p)
+	}
+}
+
+// setSink sets (or, with nil, clears) the receiver of the running cell's output.
+func (c *capture) setSink(sink func([]byte)) {
+	c.mu.Lock()
+	c.sink = sink
+	c.mu.Unlock()
 }
 
 // expect arms the marker that ends the next cell's output.
@@ -138,4 +154,14 @@ func (c *capture) take(wait time.Duration) (string, bool) {
 	out, truncated := string(c.buf), c.truncated
 	c.buf, c.truncated, c.next, c.ended = c.next, false, nil, false
 	return out, truncated
+}
+
+// markerStart is the length of the longest tail of data that is a proper prefix of marker.
+func markerStart(data, marker []byte) int {
+	for k := min(len(marker)-1, len(data)); k > 0; k-- {
+		if bytes.Equal(data[len(data)-k:], marker[:k]) {
+			return k
+		}
+	}
+	return 0
 }

@@ -102,6 +102,32 @@ func (k *Kernel) release() { <-k.turn }
 // Exec runs one cell. A cell that raises is a result with Success false; an error means the cell could not run or
 // the kernel died running it (kernel_died, with whatever output it printed in Details).
 func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (*agentapi.PythonExecResult, error) {
+	res, err := k.exec(ctx, code, timeout, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.PythonExecResult, nil
+}
+
+// StreamResult is a cell's result as ExecStream returns it: the plain result, and the rich representations of the
+// cell's trailing value by MIME type (text/html from a DataFrame's _repr_html_, image/png base64, …), which the
+// JSON API leaves out.
+type StreamResult struct {
+	*agentapi.PythonExecResult
+	Formats map[string]any
+}
+
+// Output receives a running cell's output as the kernel prints it: stream is "stdout" or "stderr", and p may end in
+// the middle of a UTF-8 character. It is called with the kernel's capture locked, so it must not block.
+type Output func(stream string, p []byte)
+
+// ExecStream runs one cell as Exec does, handing its output to out as it is printed (within the same per-cell
+// limit); the result still holds the whole output.
+func (k *Kernel) ExecStream(ctx context.Context, code string, timeout time.Duration, out Output) (*StreamResult, error) {
+	return k.exec(ctx, code, timeout, out)
+}
+
+func (k *Kernel) exec(ctx context.Context, code string, timeout time.Duration, out Output) (*StreamResult, error) {
 	switch {
 	case timeout <= 0:
 		timeout = DefaultTimeout
@@ -118,7 +144,7 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 		return nil, err
 	}
 	started := time.Now()
-	res, err := p.run(ctx, code, timeout)
+	res, err := p.run(ctx, code, timeout, out)
 	if err != nil {
 		var e *agentapi.Error
 		if errors.As(err, &e) && e.Code == agentapi.CodeKernelDied {
@@ -205,6 +231,7 @@ type kernelReply struct {
 	Result         *string               `json:"result"`
 	Error          *agentapi.PythonError `json:"error"`
 	Images         []string              `json:"images"`
+	Formats        map[string]any        `json:"formats"`
 	ExecutionCount int                   `json:"execution_count"`
 }
 
@@ -300,12 +327,18 @@ func (p *process) readReplies(r io.ReadCloser) {
 	}
 }
 
-func (p *process) run(ctx context.Context, code string, timeout time.Duration) (*agentapi.PythonExecResult, error) {
+func (p *process) run(ctx context.Context, code string, timeout time.Duration, out Output) (*StreamResult, error) {
 	p.cells++ // run is only called with the kernel's turn held
 	id := p.cells
 	marker := newMarker()
 	p.stdout.expect([]byte(marker))
 	p.stderr.expect([]byte(marker))
+	if out != nil {
+		p.stdout.setSink(func(b []byte) { out("stdout", b) })
+		p.stderr.setSink(func(b []byte) { out("stderr", b) })
+		defer p.stdout.setSink(nil)
+		defer p.stderr.setSink(nil)
+	}
 	line, err := json.Marshal(kernelRequest{ID: id, Code: code, Marker: marker})
 	if err != nil {
 		return nil, fmt.Errorf("encoding cell: %w", err)
@@ -343,7 +376,7 @@ func (p *process) run(ctx context.Context, code string, timeout time.Duration) (
 	if res.Images == nil {
 		res.Images = []string{}
 	}
-	return res, nil
+	return &StreamResult{PythonExecResult: res, Formats: rep.Formats}, nil
 }
 
 // interrupt sends SIGINT (twice if needed) and waits for the cell's reply; false when the kernel had to be killed

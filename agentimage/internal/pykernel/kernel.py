@@ -72,6 +72,38 @@ def capture_figures():
     return images
 
 
+# The rich representations of a trailing value, by MIME type, as Jupyter front ends read them (the E2B code
+# interpreter answers them as a result's html, markdown, svg, png, ...). Bytes travel base64; what JSON cannot carry
+# is left out.
+RICH = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"), ("image/svg+xml", "_repr_svg_"),
+        ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"), ("text/latex", "_repr_latex_"),
+        ("application/json", "_repr_json_"), ("application/javascript", "_repr_javascript_"),
+        ("application/pdf", "_repr_pdf_"))
+
+
+def rich_formats(value):
+    out = {}
+    if isinstance(value, type):
+        return out
+    for mime, name in RICH:
+        try:
+            method = getattr(value, name, None)
+            if not callable(method):
+                continue
+            data = method()
+            if isinstance(data, tuple):
+                data = data[0]
+            if data is None:
+                continue
+            if isinstance(data, bytes):
+                data = base64.b64encode(data).decode("ascii")
+            json.dumps(data)
+        except Exception:
+            continue
+        out[mime] = data
+    return out
+
+
 def run_cell(code, filename):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     tree = ast.parse(code, filename, "exec")
@@ -83,8 +115,8 @@ def run_cell(code, filename):
         value = eval(compile(last, filename, "eval"), namespace)
         if value is not None:
             namespace["_"] = value
-            return repr(value)
-    return None
+            return repr(value), rich_formats(value)
+    return None, {}
 
 
 def flush_streams(marker):
@@ -107,7 +139,7 @@ def handle(msg):
     try:
         try:
             running[0] = True
-            out["result"] = run_cell(msg["code"], "<cell-%d>" % count)
+            out["result"], out["formats"] = run_cell(msg["code"], "<cell-%d>" % count)
         finally:
             running[0] = False
     except BaseException:  # SystemExit and KeyboardInterrupt are the cell's errors too; the kernel goes on
