@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // waitCommand runs argv in the sandbox until it exits 0 (what @e2b/desktop's waitAndVerify does), failing after

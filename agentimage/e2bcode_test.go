@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // e2bLine is one NDJSON line of the code interpreter's /execute.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
 // BenchmarkE2BCodeFirstResult: create-to-first-result through E2B's npm code-interpreter SDK against the gateway's
