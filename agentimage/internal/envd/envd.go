@@ -1,5 +1,6 @@
 // Package envd serves E2B's in-sandbox daemon ("envd") for E2B's SDKs: the Connect RPC services process.Process and
-// filesystem.Filesystem (generated from E2B's own .proto files in spec/, into envdpb/) and the REST routes /health,
+// filesystem.Filesystem (generated into envdpb/ from spec/, our .proto definition of E2B's envd wire contract,
+// checked against the npm e2b SDK's own descriptors by TestWireContractMatchesSDK) and the REST routes /health,
 // /files and /envs. The agent mounts it under agentapi.E2BEnvdPrefix behind its token; the gateway's E2B edge checks
 // E2B's X-Access-Token and forwards, adding the sandbox-wide environment in agentapi.E2BEnvHeader.
 //

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of envd's protobuf services (spec/*/*.proto, E2B's, Apache-2.0) into envdpb/: message
+# Regenerates the Go code of envd's protobuf services into envdpb/ from spec/*/*.proto, our own definition of the
+# wire contract E2B's envd speaks (checked against the npm e2b SDK's descriptors by wire_contract_test.go): message
 # types with protoc-gen-go and Connect handlers with protoc-gen-connect-go, both pinned in tools/go.mod. protoc is
 # Debian's protobuf-compiler. Run through `go generate ./agentimage/internal/envd/`.
 set -euo pipefail
