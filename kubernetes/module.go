@@ -1,4 +1,4 @@
-package caddymodule
+package kubernetes
 
 import (
 	"fmt"
@@ -8,17 +8,18 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/sandgate/sandgate/caddymodule"
+	"github.com/sandgate/sandgate/kubernetes/driver"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
 func init() {
-	caddy.RegisterModule(new(KubernetesDriver))
+	caddy.RegisterModule(new(Driver))
 }
 
-// KubernetesDriver is the `sandboxes.drivers.kubernetes` module: sandboxes are Pods in one namespace of a
+// Driver is the `sandboxes.drivers.kubernetes` module: sandboxes are Pods in one namespace of a
 // cluster, their workspaces PersistentVolumeClaims (docs/kubernetes.md).
-type KubernetesDriver struct {
+type Driver struct {
 	// Mode is what stands for a sandbox while its Pod is not running: "pods" (default; ConfigMaps, nothing to
 	// install) or "agent_sandbox" (kubernetes-sigs/agent-sandbox Sandboxes, whose controller runs the Pods).
 	Mode string `json:"mode,omitempty"`
@@ -48,11 +49,11 @@ type KubernetesDriver struct {
 	RuntimeClasses map[string]string `json:"runtime_classes,omitempty"`
 	// State, when set, keeps the sandbox records in the Kubernetes API instead of the gateway's own store, so a
 	// fleet of gateways shares them (docs/kubernetes.md, "Gateway fleet: sandbox state").
-	State *KubernetesState `json:"state,omitempty"`
+	State *State `json:"state,omitempty"`
 }
 
-// KubernetesState is `state kubernetes { ... }`: sandbox records in Secrets and a Lease for the collector.
-type KubernetesState struct {
+// State is `state kubernetes { ... }`: sandbox records in Secrets and a Lease for the collector.
+type State struct {
 	// Identity names this gateway in the fleet (the Lease holder); default: host name and a random suffix.
 	Identity string `json:"identity,omitempty"`
 	// LeaseDuration, RenewDeadline and RetryPeriod are the GC Lease's timings (default 15s, 10s, 2s).
@@ -61,39 +62,39 @@ type KubernetesState struct {
 	RetryPeriod   caddy.Duration `json:"retry_period,omitempty"`
 }
 
-func (st *KubernetesState) config(namespace, manager string) kubernetes.StateConfig {
-	return kubernetes.StateConfig{Namespace: namespace, Manager: manager, Identity: st.Identity,
+func (st *State) config(namespace, manager string) driver.StateConfig {
+	return driver.StateConfig{Namespace: namespace, Manager: manager, Identity: st.Identity,
 		LeaseDuration: time.Duration(st.LeaseDuration), RenewDeadline: time.Duration(st.RenewDeadline),
 		RetryPeriod: time.Duration(st.RetryPeriod)}
 }
 
 // NewStore is the Manager's store: the StateStore over local with state kubernetes, else local itself.
-func (d *KubernetesDriver) NewStore(drv sandboxes.Driver, manager string, local *sandboxes.BoltStore) (sandboxes.Store, error) {
+func (d *Driver) NewStore(drv sandboxes.Driver, manager string, local *sandboxes.BoltStore) (sandboxes.Store, error) {
 	if d.State == nil {
 		return local, nil
 	}
-	kd, ok := drv.(*kubernetes.Driver)
+	kd, ok := drv.(*driver.Driver)
 	if !ok {
 		return nil, fmt.Errorf("state kubernetes: the driver is %T, not the kubernetes driver", drv)
 	}
-	return kubernetes.NewStateStore(kd.Client(), d.State.config(kd.Namespace(), manager), local)
+	return driver.NewStateStore(kd.Client(), d.State.config(kd.Namespace(), manager), local)
 }
 
 // CaddyModule returns the Caddy module information.
-func (*KubernetesDriver) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "sandboxes.drivers.kubernetes", New: func() caddy.Module { return new(KubernetesDriver) }}
+func (*Driver) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "sandboxes.drivers.kubernetes", New: func() caddy.Module { return new(Driver) }}
 }
 
-func (d *KubernetesDriver) config() kubernetes.Config {
-	return kubernetes.Config{Mode: d.Mode, Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
+func (d *Driver) config() driver.Config {
+	return driver.Config{Mode: d.Mode, Kubeconfig: d.Kubeconfig, Namespace: d.Namespace, StorageClass: d.StorageClass,
 		WorkspaceSize: d.WorkspaceSize, CPURequest: d.CPURequest, ImagePullPolicy: d.ImagePullPolicy,
 		GatewayCIDRs: d.GatewayCIDRs, GatewayLabels: d.GatewayLabels, CopyImage: d.CopyImage, NoWorkspaceChown: d.NoWorkspaceChown,
 		RuntimeClasses: d.RuntimeClasses}
 }
 
 // Validate checks the settings without any I/O.
-func (d *KubernetesDriver) Validate() error {
-	if err := kubernetes.ValidateConfig(d.config()); err != nil {
+func (d *Driver) Validate() error {
+	if err := driver.ValidateConfig(d.config()); err != nil {
 		return err
 	}
 	if d.State != nil {
@@ -101,7 +102,7 @@ func (d *KubernetesDriver) Validate() error {
 			return fmt.Errorf("state kubernetes: lease durations must not be negative")
 		}
 		// The defaults and their order are checked by building the store's config once (it does no I/O).
-		if _, err := kubernetes.CheckStateConfig(d.State.config(d.Namespace, "")); err != nil {
+		if _, err := driver.CheckStateConfig(d.State.config(d.Namespace, "")); err != nil {
 			return fmt.Errorf("state kubernetes: %w", err)
 		}
 	}
@@ -109,10 +110,10 @@ func (d *KubernetesDriver) Validate() error {
 }
 
 // Endpoint names the cluster and namespace: two gateways' Managers are one only when both are the same.
-func (d *KubernetesDriver) Endpoint() string {
+func (d *Driver) Endpoint() string {
 	ns := d.Namespace
 	if ns == "" {
-		ns = kubernetes.DefaultNamespace
+		ns = driver.DefaultNamespace
 	}
 	cluster := d.Kubeconfig
 	if cluster == "" {
@@ -122,7 +123,7 @@ func (d *KubernetesDriver) Endpoint() string {
 }
 
 // NewDriver reads the kubeconfig (or the in-cluster service account) and makes the client; it opens no connection.
-func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubernetes.New(d.config()) }
+func (d *Driver) NewDriver() (sandboxes.Driver, error) { return driver.New(d.config()) }
 
 // UnmarshalCaddyfile reads
 //
@@ -146,7 +147,7 @@ func (d *KubernetesDriver) NewDriver() (sandboxes.Driver, error) { return kubern
 //	        retry_period   <duration>
 //	    }
 //	}
-func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+func (d *Driver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	disp.Next() // the driver name
 	if disp.NextArg() {
 		return disp.ArgErr()
@@ -215,13 +216,13 @@ func (d *KubernetesDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 }
 
 var (
-	_ Driver                = (*KubernetesDriver)(nil)
-	_ caddy.Validator       = (*KubernetesDriver)(nil)
-	_ caddyfile.Unmarshaler = (*KubernetesDriver)(nil)
+	_ caddymodule.Driver    = (*Driver)(nil)
+	_ caddy.Validator       = (*Driver)(nil)
+	_ caddyfile.Unmarshaler = (*Driver)(nil)
 )
 
 // unmarshalState reads `state kubernetes [{ ... }]` (or `state local`, the default: the gateway's own store).
-func (d *KubernetesDriver) unmarshalState(disp *caddyfile.Dispenser) error {
+func (d *Driver) unmarshalState(disp *caddyfile.Dispenser) error {
 	var kind string
 	if !disp.Args(&kind) {
 		return disp.ArgErr()
@@ -240,7 +241,7 @@ func (d *KubernetesDriver) unmarshalState(disp *caddyfile.Dispenser) error {
 	if disp.NextArg() {
 		return disp.ArgErr()
 	}
-	st := &KubernetesState{}
+	st := &State{}
 	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
 		opt := disp.Val()
 		if opt == "identity" {

@@ -1,4 +1,4 @@
-package caddymodule_test
+package kubernetes_test
 
 import (
 	"strings"

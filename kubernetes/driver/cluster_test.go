@@ -1,4 +1,4 @@
-package kubernetes_test
+package driver_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/kubernetes/driver"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
 // The cluster tests run against the shared test cluster (scripts/cluster.sh, docs/kubernetes.md): make test-k8s
@@ -33,7 +33,7 @@ func clusterImage() string { return testenv.Getenv("SANDGATE_K8S_IMAGE", testenv
 func clusterClient(t *testing.T) (*testenv.Kube, k8s.Interface) {
 	t.Helper()
 	kube := testenv.KubeCluster(t)
-	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
+	cs, err := driver.NewClientset(kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ type cluster struct {
 	ns    string // Kubernetes namespace
 	label string // the Manager's label namespace
 	store string
-	cfg   kubernetes.Config
+	cfg   driver.Config
 	mgr   *sandboxes.Manager
 }
 
@@ -57,14 +57,14 @@ func newCluster(t *testing.T, profiles ...sandboxes.Profile) *cluster {
 }
 
 // newClusterWith is newCluster with the driver's configuration adjusted by tune.
-func newClusterWith(t *testing.T, tune func(*kubernetes.Config), profiles ...sandboxes.Profile) *cluster {
+func newClusterWith(t *testing.T, tune func(*driver.Config), profiles ...sandboxes.Profile) *cluster {
 	t.Helper()
 	kube, cs := clusterClient(t)
 	// The namespace is made and deleted by testenv: it waits for the default ServiceAccount (the API refuses Pods
 	// until it exists) and, at the end, until the namespace is gone.
 	c := &cluster{t: t, cs: cs, ns: kube.Namespace(t, "sgk"), label: testenv.Unique("sgk"),
 		store: filepath.Join(t.TempDir(), "store.db")}
-	c.cfg = kubernetes.Config{Kubeconfig: kube.Kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
+	c.cfg = driver.Config{Kubeconfig: kube.Kubeconfig, Namespace: c.ns, ImagePullPolicy: "Never"}
 	if tune != nil {
 		tune(&c.cfg)
 	}
@@ -79,7 +79,7 @@ func newClusterWith(t *testing.T, tune func(*kubernetes.Config), profiles ...san
 
 func (c *cluster) start(cfg sandboxes.Config) {
 	c.t.Helper()
-	drv, err := kubernetes.New(c.cfg)
+	drv, err := driver.New(c.cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestClusterOOM(t *testing.T) {
 	kube, _ := clusterClient(t)
 	// The CPU request equals the limit, so the Pod is Guaranteed: every process in it starts with the kubelet's
 	// oom_score_adj of -997, and the one raised below is the kernel's clear first choice.
-	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.CPURequest = "500m" }, smallProfile("small"))
+	c := newClusterWith(t, func(cfg *driver.Config) { cfg.CPURequest = "500m" }, smallProfile("small"))
 	ctx := context.Background()
 	events, unsubscribe := c.mgr.Subscribe(64)
 	defer unsubscribe()
@@ -384,7 +384,7 @@ func TestClusterWorkspaceCopy(t *testing.T) {
 // controller runs: visible to kubectl, Ready while it runs, its Pod the controller's, Suspended (no Pod, the
 // workspace kept) while stopped, and gone after delete.
 func TestClusterAgentSandboxMode(t *testing.T) {
-	c := newClusterWith(t, func(cfg *kubernetes.Config) { cfg.Mode = kubernetes.ModeAgentSandbox }, smallProfile("small"))
+	c := newClusterWith(t, func(cfg *driver.Config) { cfg.Mode = driver.ModeAgentSandbox }, smallProfile("small"))
 	kube := testenv.KubeCluster(t)
 	ctx := context.Background()
 	kubectl := func(args ...string) string {

@@ -1,4 +1,4 @@
-package kubernetes_test
+package driver_test
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandgate/sandgate/kubernetes/driver"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/drivertest"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
 // TestConformance runs the driver conformance suite on the test cluster, in mode pods: each subtest's Manager
 // namespace is also the Kubernetes namespace its objects live in, made here and deleted after.
-func TestConformance(t *testing.T) { conformance(t, kubernetes.ModePods) }
+func TestConformance(t *testing.T) { conformance(t, driver.ModePods) }
 
 // TestConformanceAgentSandbox runs the same suite in mode agent_sandbox, against the agent-sandbox controller the
 // test cluster runs: every sandbox is a Sandbox whose Pod that controller makes.
-func TestConformanceAgentSandbox(t *testing.T) { conformance(t, kubernetes.ModeAgentSandbox) }
+func TestConformanceAgentSandbox(t *testing.T) { conformance(t, driver.ModeAgentSandbox) }
 
 func conformance(t *testing.T, mode string) {
 	kube, cs := clusterClient(t)
@@ -31,7 +31,7 @@ func conformance(t *testing.T, mode string) {
 		Image:     clusterImage(),
 		Namespace: func(t *testing.T) string { return kube.Namespace(t, "sgc") },
 		Driver: func(t *testing.T, ns string) sandboxes.Driver {
-			drv, err := kubernetes.New(kubernetes.Config{Mode: mode, Kubeconfig: kube.Kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
+			drv, err := driver.New(driver.Config{Mode: mode, Kubeconfig: kube.Kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
 			if err != nil {
 				t.Fatalf("kubernetes driver: %v", err)
 			}

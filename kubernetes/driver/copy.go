@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Workspace copies (snapshots, create from a snapshot, fork) as PVC copies: a short-lived Pod of the copy image

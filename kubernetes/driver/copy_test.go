@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"errors"

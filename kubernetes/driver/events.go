@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Events streams Docker's die, oom and destroy events, read from a watch of the Pods labelled key=value:

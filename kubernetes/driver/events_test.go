@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"slices"
@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 func eventPod(uid string, fate func(*corev1.Pod), stopping bool) *corev1.Pod {

@@ -1,4 +1,4 @@
-package kubernetes_test
+package driver_test
 
 import (
 	"context"
@@ -11,24 +11,24 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/kubernetes/driver"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes"
 )
 
 // fleetMember is one gateway's Manager of a fleet: the kubernetes driver and the StateStore on one namespace.
 type fleetMember struct {
 	name  string
 	mgr   *sandboxes.Manager
-	store *kubernetes.StateStore
+	store *driver.StateStore
 }
 
 func newFleetMember(t *testing.T, kubeconfig, ns, label, name string) *fleetMember {
 	t.Helper()
-	drv, err := kubernetes.New(kubernetes.Config{Kubeconfig: kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
+	drv, err := driver.New(driver.Config{Kubeconfig: kubeconfig, Namespace: ns, ImagePullPolicy: "Never"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := kubernetes.NewStateStore(drv.Client(), kubernetes.StateConfig{Namespace: ns, Manager: label, Identity: name,
+	st, err := driver.NewStateStore(drv.Client(), driver.StateConfig{Namespace: ns, Manager: label, Identity: name,
 		LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		sandboxes.NewBoltStore(filepath.Join(t.TempDir(), name+".db")))
 	if err != nil {

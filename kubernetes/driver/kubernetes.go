@@ -1,4 +1,4 @@
-// Package kubernetes is the sandboxes.Driver for one Kubernetes namespace, through client-go. A sandbox's
+// Package driver is the sandboxes.Driver for one Kubernetes namespace, through client-go. A sandbox's
 // container is a Pod (our agent and the profile's image, hardened as the Docker driver hardens a container), its
 // workspace a PersistentVolumeClaim, and its isolation a NetworkPolicy. Every lifecycle decision stays the
 // Manager's; this package only maps the Driver's calls onto API objects (objects.go) and reports what the
@@ -16,7 +16,7 @@
 //
 // The record is the owner of the Pod and the NetworkPolicy, so the cluster's garbage collector removes them with
 // it even when the gateway is gone.
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // Defaults for a Config's unset fields.
@@ -176,11 +176,6 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
 	}
 	return rc, nil
-}
-
-// NewWithClient makes a driver of mode pods on an existing clientset (unit tests pass client-go's fake).
-func NewWithClient(cs kubernetes.Interface, cfg Config) (*Driver, error) {
-	return NewWithClients(cs, nil, cfg)
 }
 
 // NewWithClients makes a driver on existing clients; dyn reaches the agent-sandbox resources, and only mode

@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 )
 
 // The GC Lease: a coordination.k8s.io Lease, held through client-go's leaderelection, says which gateway of a

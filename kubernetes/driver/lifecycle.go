@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // The Driver's lifecycle calls on the container record (a ConfigMap) and its Pod; see the package comment for

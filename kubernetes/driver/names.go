@@ -1,10 +1,10 @@
-package kubernetes
+package driver
 
 import (
 	"fmt"
 	"net/netip"
 
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 )
 
 // The driver's own keys and data names, beside kubenames' mapping of the Manager's names and labels.

@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // testDriver is a driver on client-go's fakes; in mode agent_sandbox, fakeSandboxController plays the

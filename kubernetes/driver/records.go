@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // A container record stands for a container while no Pod runs (the package comment has the states). Its kind is

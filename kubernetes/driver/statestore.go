@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // StateStore keeps the sandbox records of a fleet of gateways in the Kubernetes API (a sandboxes.SharedStore):

@@ -1,4 +1,4 @@
-package kubernetes
+package driver
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sandgate/sandgate/internal/testenv"
+	"github.com/sandgate/sandgate/kubernetes/driver/kubenames"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes/kubenames"
 )
 
 // allowAll answers every access review with allowed, except the resources in deny.

@@ -1,4 +1,4 @@
-package fleetk8s_test
+package fleet_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/internal/testenv"
-	"github.com/sandgate/sandgate/sandboxes/kubernetes"
+	"github.com/sandgate/sandgate/kubernetes/driver"
 )
 
 // fleetAPIKey and fleetSecret stand for the Secret `sandgate` of deploy/kubernetes (api-key, ticket-secret).
@@ -191,7 +191,7 @@ func TestFleetOnKubernetesAgentSandbox(t *testing.T) {
 
 func fleetOnKubernetes(t *testing.T, dir string) {
 	kube := testenv.KubeCluster(t)
-	cs, err := kubernetes.NewClientset(kube.Kubeconfig)
+	cs, err := driver.NewClientset(kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	redis := testenv.StartRedis(t)
-	testenv.CaddyBinary(t)
+	bin := testenv.KubeCaddyBinary(t)
 
 	// A first, then B: Caddy makes its local CA without a lock, so gateways sharing an empty storage start one at a
 	// time (docs/kubernetes.md); B then loads A's CA and certificate from Redis.
@@ -230,7 +230,7 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 	for i, name := range []string{"gw-a", "gw-b"} {
 		bay, httpsPort := testenv.FreePort(t), testenv.FreePort(t)
 		gw := &gateway{name: name, base: fmt.Sprintf("http://127.0.0.1:%d", bay), httpsPort: httpsPort, caddyfile: string(caddyfile)}
-		gw.g = testenv.StartGateway(t, gw.caddyfile, testenv.GatewayOptions{
+		gw.g = testenv.StartGateway(t, gw.caddyfile, testenv.GatewayOptions{Binary: bin,
 			Env: shippedGatewayEnv(name, kubeconfig, ns, mode, redis, testenv.FreePort(t), httpsPort, bay)})
 		testenv.WaitUntil(t, name+" to answer on its origin", func() bool { return gw.servesOrigin(ctx, nil, nil) })
 		gws[i] = gw
@@ -270,7 +270,7 @@ func fleetOnKubernetes(t *testing.T, dir string) {
 		}
 		return len(strings.Fields(string(out)))
 	}
-	if want := map[string]int{kubernetes.ModePods: 0, kubernetes.ModeAgentSandbox: 1}[mode]; agentSandboxes() != want {
+	if want := map[string]int{driver.ModePods: 0, driver.ModeAgentSandbox: 1}[mode]; agentSandboxes() != want {
 		t.Fatalf("mode %s: %d agent-sandbox Sandboxes, want %d", mode, agentSandboxes(), want)
 	}
 	if out := b.exec(t, ctx, sb.ID, "echo kept > /workspace/f; echo mark > /tmp/mark; cat /workspace/f"); out != "kept\n" {

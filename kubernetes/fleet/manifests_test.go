@@ -1,4 +1,4 @@
-package fleetk8s_test
+package fleet_test
 
 import (
 	"bytes"
