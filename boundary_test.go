@@ -144,7 +144,9 @@ func isDialect(pkg string) bool {
 // dependency at all (a single-host build never compiles client-go), and client-go is imported only by the
 // Kubernetes module (kubernetes/, github.com/sandgate/sandgate/kubernetes), which a fleet build adds with --with.
 func TestKubernetesIsItsOwnModule(t *testing.T) {
-	isK8s := func(imp string) bool { return strings.HasPrefix(imp, "k8s.io/") || strings.HasPrefix(imp, "sigs.k8s.io/") }
+	isK8s := func(imp string) bool {
+		return strings.HasPrefix(imp, "k8s.io/") || strings.HasPrefix(imp, "sigs.k8s.io/")
+	}
 	t.Run("the gateway module depends on no k8s.io package", func(t *testing.T) {
 		for _, p := range listPackages(t) {
 			for _, d := range p.Deps {
