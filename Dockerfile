@@ -3,7 +3,7 @@
 # deploy/astrbot/compose.yaml runs the same image as a sandbox manager (Bay's API): iptables is here for the
 # address policy it programs on the host's packet filter.
 #
-#   CGO_ENABLED=0 ./xcaddy.sh && docker build -t sandgate .
+#   CGO_ENABLED=0 ./xcaddy.sh && docker build -t sandgate .     (./xcaddy.sh --kubernetes: deploy/kubernetes's fleet image)
 #
 # The build context must hold a prebuilt ./caddy (see .dockerignore): no Go toolchain image is pulled, so the image
 # builds offline from any Debian-based base.

@@ -9,6 +9,12 @@ BENCHTIME ?= 3x
 # Per fuzz target: a short run in `make test`, a long one under `make fuzz`.
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 5m
+# The Go modules of this repository that vet, staticcheck and the tests cover: the gateway's and the opt-in
+# Kubernetes module's (kubernetes/, docs/kubernetes.md). tools/ only pins the linters.
+GO_MODULES := . kubernetes
+# KUBERNETES=1 builds the fleet binary: make caddy / make gateway-image with the Kubernetes module
+# (./xcaddy.sh --kubernetes), as deploy/kubernetes runs it. Without it the gateway has no client-go.
+XCADDY_K8S := $(if $(KUBERNETES),--kubernetes)
 
 .PHONY: all build caddy agent assets images gateway-image profile-images prereqs run test test-go test-stress test-unit test-k8s k8s-binaries fuzz fuzz-short bench bench-k8s soak lint vet staticcheck fmt clean
 
@@ -23,7 +29,7 @@ assets:
 	scripts/assets.sh
 
 caddy: assets
-	./xcaddy.sh --output $(CADDY)
+	./xcaddy.sh $(XCADDY_K8S) --output $(CADDY)
 
 agent:
 	CGO_ENABLED=0 $(GO) build -trimpath -o build/sandgate-agent ./agentimage
@@ -35,8 +41,9 @@ images: prereqs
 	scripts/images.sh base browser
 
 # The gateway image (a drop-in for ghcr.io/labring/fastgpt-agent-sandbox-proxy): the Dockerfile copies ./caddy.
+# deploy/kubernetes runs the fleet image: make gateway-image KUBERNETES=1.
 gateway-image: prereqs
-	CGO_ENABLED=0 ./xcaddy.sh --output ./caddy
+	CGO_ENABLED=0 ./xcaddy.sh $(XCADDY_K8S) --output ./caddy
 	docker build --build-arg BASE_IMAGE=$${BASE_IMAGE:-debian:bookworm-slim} -t $${GATEWAY_IMAGE:-sandgate:latest} .
 
 # Derived images for profiles with apt, node or R dependencies (apt cannot run in a sandbox; R packages come from
@@ -59,7 +66,7 @@ test: test-go fuzz-short
 # Caddyfile.example's python-isolated profile need it); SANDGATE_REQUIRE_RUNSC=1 makes a test needing runsc fail, not skip.
 test-go: images assets
 	scripts/prereqs.sh chromium pebble redis runsc localhost-names
-	SANDGATE_REQUIRE_RUNSC=1 $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	@for m in $(GO_MODULES); do echo "== go test in $$m"; (cd $$m && SANDGATE_REQUIRE_RUNSC=1 $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 
 # The whole suite on a busy machine: $(STRESS_CPUS) CPU hogs (stress-ng, from Debian when missing) run beside
 # `make test` and are stopped when it ends, passed, failed or interrupted. The tests wait for states, not times, so
@@ -80,8 +87,10 @@ test-stress:
 # module proxy and cached in $$SANDGATE_K8S_CACHE, comes up (scripts/cluster.sh up), the packages with cluster tests
 # run against it, and it goes down again, passed, failed or interrupted. A cluster that was already up before is
 # left running. Cluster tests skip everywhere else (they need SANDGATE_K8S_KUBECONFIG).
-# bench/ is left out: its cluster benchmark runs from bench-k8s.
-K8S_TEST_PKGS ?= $(shell grep -rl --include='*_test.go' --exclude-dir=bench -e 'testenv.KubeCluster' -e 'SANDGATE_K8S_KUBECONFIG' . | xargs -r -n1 dirname | sort -u)
+# They live in the Kubernetes module (kubernetes/: the driver's conformance and cluster tests, the fleet test on the
+# fleet binary, the checks of the cluster itself), which runs whole; K8S_TEST_PKGS are any of the gateway module's
+# own. bench/ is left out: its cluster benchmark runs from bench-k8s.
+K8S_TEST_PKGS ?= $(shell grep -rl --include='*_test.go' --exclude-dir=bench --exclude-dir=kubernetes --exclude-dir=node_modules -e 'testenv.KubeCluster' -e 'SANDGATE_K8S_KUBECONFIG' . | xargs -r -n1 dirname | sort -u)
 K8S_IMAGES ?= base browser
 K8S_TEST_TIMEOUT ?= 40m
 k8s-binaries:
@@ -102,11 +111,11 @@ define on_cluster
 endef
 
 test-k8s: images assets
-	$(call on_cluster,$(K8S_IMAGES),$(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) $(K8S_TEST_PKGS))
+	$(call on_cluster,$(K8S_IMAGES),$(if $(strip $(K8S_TEST_PKGS)),$(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) $(K8S_TEST_PKGS) &&) (cd kubernetes && $(GO) test -count=1 -p 1 -timeout $(K8S_TEST_TIMEOUT) ./...))
 
 # Unit tests only: no Docker, no browser.
 test-unit:
-	$(GO) test -short -count=1 ./...
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done
 
 # Every fuzz target of tenant-input parsers (tickets, CDP filter, RFB filter, path resolution, address policy, ...):
 # `go test` runs their seed corpora; these explore for FUZZTIME_SHORT / FUZZTIME each, with FUZZ_PARALLEL workers
@@ -145,10 +154,10 @@ lint: vet staticcheck
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@for m in $(GO_MODULES); do echo "== go vet in $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 staticcheck:
-	$(GO) tool -modfile=tools/go.mod staticcheck ./...
+	@for m in $(GO_MODULES); do echo "== staticcheck in $$m"; (cd $$m && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck ./...) || exit 1; done
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

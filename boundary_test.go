@@ -2,7 +2,11 @@ package sandgate
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -156,4 +160,51 @@ func isDialect(pkg string) bool {
 		}
 	}
 	return false
+}
+
+// TestKubernetesIsItsOwnModule enforces the module split of docs/architecture.md: the gateway's module has no k8s.io
+// dependency at all (a single-host build never compiles client-go), and client-go is imported only by the
+// Kubernetes module (kubernetes/, github.com/sandgate/sandgate/kubernetes), which a fleet build adds with --with.
+func TestKubernetesIsItsOwnModule(t *testing.T) {
+	isK8s := func(imp string) bool {
+		return strings.HasPrefix(imp, "k8s.io/") || strings.HasPrefix(imp, "sigs.k8s.io/")
+	}
+	t.Run("the gateway module depends on no k8s.io package", func(t *testing.T) {
+		for _, p := range listPackages(t) {
+			for _, d := range p.Deps {
+				if isK8s(d) {
+					t.Errorf("%s depends on %s", p.ImportPath, d)
+					break
+				}
+			}
+		}
+		// Tests too: a test importing client-go would put it back into go.mod.
+		gomod, err := os.ReadFile("go.mod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(gomod), "k8s.io/") {
+			t.Errorf("go.mod requires a k8s.io module; it belongs in kubernetes/go.mod")
+		}
+	})
+	t.Run("client-go and every k8s.io import only in the Kubernetes module", func(t *testing.T) {
+		out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go").Output()
+		if err != nil {
+			t.Fatalf("git ls-files: %v", err)
+		}
+		for _, file := range strings.Fields(string(out)) {
+			if under(file, "kubernetes") || under(file, "node_modules") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			for _, spec := range f.Imports {
+				if imp, _ := strconv.Unquote(spec.Path.Value); isK8s(imp) {
+					t.Errorf("%s imports %s: Kubernetes code lives in the Kubernetes module (kubernetes/)", file, imp)
+				}
+			}
+		}
+	})
 }

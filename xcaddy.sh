@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds ./caddy with the sandgate modules.
-#   ./xcaddy.sh [--version vX.Y.Z] [--with module[@version][=replacement]]... [--output path]
+#   ./xcaddy.sh [--kubernetes] [--version vX.Y.Z] [--with module[@version][=replacement]]... [--output path]
+# --kubernetes adds the Kubernetes module of this checkout (kubernetes/, github.com/sandgate/sandgate/kubernetes):
+# the fleet binary, with the sandboxes.drivers.kubernetes module (docs/kubernetes.md). Without it no client-go.
 # With xcaddy on PATH it runs `xcaddy build --with github.com/sandgate/sandgate=.`; otherwise it builds with plain
 # `go build`, in this module (no extra plugins, no version: `go build ./cmd/caddy`) or in a throwaway module that
 # replaces sandgate with this checkout and adds the extra plugins, as xcaddy would. Both paths give the same modules.
@@ -13,16 +15,19 @@ here=$(pwd)
 version="${CADDY_VERSION:-}"
 output=./caddy
 withs=()
+kubernetes=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--version) version=$2; shift 2 ;;
 	--with) withs+=("$2"); shift 2 ;;
 	--output) output=$2; shift 2 ;;
-	-h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+	--kubernetes) kubernetes=1; shift ;;
+	-h|--help) sed -n '2,10p' "$0"; exit 0 ;;
 	*) echo "xcaddy.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 case "$output" in /*) ;; *) output="$here/$output" ;; esac
+if [ -n "$kubernetes" ]; then withs+=("github.com/sandgate/sandgate/kubernetes=$here/kubernetes"); fi
 # /health and the Bay containers' version: a release tag, or 0.0.0-dev.<commit> (scripts/version.sh).
 ldflags="-X github.com/sandgate/sandgate/caddymodule.buildVersion=$(scripts/version.sh)"
 # xcaddy's own default flags are -trimpath and -ldflags "-w -s"; this script keeps the symbols. A caller's flags
@@ -39,6 +44,12 @@ fi
 
 if [ -z "$version" ] && [ ${#withs[@]} -eq 0 ]; then
 	echo "xcaddy.sh: xcaddy not found; building with go build ./cmd/caddy" >&2
+	exec go build "${build_flags[@]}" -ldflags "$ldflags" -o "$output" ./cmd/caddy
+fi
+# The Kubernetes module alone: its own cmd/caddy, the same imports as xcaddy's main with both modules.
+if [ -z "$version" ] && [ -n "$kubernetes" ] && [ ${#withs[@]} -eq 1 ]; then
+	echo "xcaddy.sh: xcaddy not found; building with go build ./cmd/caddy in kubernetes/" >&2
+	cd kubernetes
 	exec go build "${build_flags[@]}" -ldflags "$ldflags" -o "$output" ./cmd/caddy
 fi
 

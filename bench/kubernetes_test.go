@@ -57,7 +57,8 @@ type kbench struct {
 //   - the launch steps of the cold creates, from the gateway's debug log;
 //   - the cluster's memory (RSS of each component) idle and while the bench runs.
 //
-// "Through the gateway" is the real caddy binary (testenv.StartGateway) with `driver kubernetes` and the HTTP API.
+// "Through the gateway" is the real fleet binary (testenv.KubeCaddyBinary: the gateway built with the Kubernetes
+// module) with `driver kubernetes` and the HTTP API.
 // It skips without a cluster (SANDGATE_K8S_KUBECONFIG); `make bench-k8s` brings one up. SANDGATE_K8S_MODE chooses
 // the driver's mode (pods, the default, or agent_sandbox: the cluster's agent-sandbox controller runs the Pods).
 // Run by hand:
@@ -185,7 +186,7 @@ http://127.0.0.1:%[7]d {
 }
 `, testenv.Unique("sgkb"), k.kube.Kubeconfig, k.ns, k8sCPURequest, profile("cold", ""),
 		profile("warm", "\t\t\twarm_pool 1\n\t\t\twarm_pool_max 1\n"), port, key, k.b.TempDir(), k8sMode())
-	k.gw = testenv.StartGateway(k.b, caddyfile, testenv.GatewayOptions{})
+	k.gw = testenv.StartGateway(k.b, caddyfile, testenv.GatewayOptions{Binary: testenv.KubeCaddyBinary(k.b)})
 	k.api = client.New(fmt.Sprintf("http://127.0.0.1:%d", port), key)
 }
 

@@ -89,6 +89,9 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			name := d.Val()
+			if err := optionalDriverBuiltIn(d, name); err != nil {
+				return nil, err
+			}
 			unm, uerr := caddyfile.UnmarshalModule(d, "sandboxes.drivers."+name)
 			if uerr != nil {
 				return nil, uerr
@@ -323,5 +326,19 @@ func oneCaddyDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 		return d.Errf("%q is not a duration: %v", s, err)
 	}
 	*dst = caddy.Duration(v)
+	return nil
+}
+
+// optionalDriverBuiltIn refuses, with the build that has it, a driver that lives in a Go module of its own
+// (kubernetes: github.com/sandgate/sandgate/kubernetes, docs/kubernetes.md) when this gateway was built without it;
+// Caddy alone would only say the module is not registered.
+func optionalDriverBuiltIn(d *caddyfile.Dispenser, name string) error {
+	if name != "kubernetes" {
+		return nil
+	}
+	if _, err := caddy.GetModule("sandboxes.drivers." + name); err != nil {
+		return d.Errf("driver kubernetes is not built into this gateway: build it with " +
+			"--with github.com/sandgate/sandgate/kubernetes (./xcaddy.sh --kubernetes, make caddy KUBERNETES=1; docs/kubernetes.md)")
+	}
 	return nil
 }

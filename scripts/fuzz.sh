@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target (func FuzzXxx) of the module for a bounded time each: `scripts/fuzz.sh 10s` in
-# `make test`, longer under `make fuzz`. Targets are found, not listed, so a new FuzzXxx is picked up by itself.
-# Plain `go test` already runs each target's seed corpus; this explores beyond it. New crashers are written to the
-# package's testdata/fuzz/ by Go; commit them as regression seeds.
+# Runs every Go fuzz target (func FuzzXxx) of the repository's Go modules (the gateway's and kubernetes/) for a
+# bounded time each: `scripts/fuzz.sh 10s` in `make test`, longer under `make fuzz`. Targets are found, not listed,
+# so a new FuzzXxx is picked up by itself. Plain `go test` already runs each target's seed corpus; this explores
+# beyond it. New crashers are written to the package's testdata/fuzz/ by Go; commit them as regression seeds.
 #
 # Go before 1.27 has a race in its fuzz coordinator (golang/go#75804): when a duration -fuzztime runs out while a
 # worker is mid-call, the target fails with a bare "context deadline exceeded" although nothing was found. It shows on
@@ -31,13 +31,18 @@ corpus_of() { ls -1 "$1" 2>/dev/null || true; }
 
 status=0
 while read -r file; do
-	pkg="./$(dirname "$file")"
+	# go test runs in the Go module holding the file: this one, or a nested one such as kubernetes/.
+	mod=$(dirname "$file")
+	while [ "$mod" != . ] && [ ! -f "$mod/go.mod" ]; do mod=$(dirname "$mod"); done
+	dir=$(dirname "$file")
+	pkg="./${dir#"$mod"/}"
+	[ "$mod" != "$dir" ] || pkg=.
 	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
 		corpus="$(dirname "$file")/testdata/fuzz/$target"
 		before="$(corpus_of "$corpus")"
 		for attempt in $(seq 0 "$retries"); do
-			echo "== $pkg $target ($fuzztime)"
-			if "$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ${FUZZ_PARALLEL:+-parallel "$FUZZ_PARALLEL"} "$pkg" 2>&1 | tee "$log"; then
+			echo "== $dir $target ($fuzztime)"
+			if "$go" -C "$mod" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ${FUZZ_PARALLEL:+-parallel "$FUZZ_PARALLEL"} "$pkg" 2>&1 | tee "$log"; then
 				break
 			fi
 			if [ "$attempt" -lt "$retries" ] && is_deadline_race "$log" "$before" "$corpus"; then

@@ -28,7 +28,11 @@ func CaddyBinary(t testing.TB) string {
 	return bin
 }
 
-var caddyBinary = sync.OnceValues(func() (string, error) {
+var caddyBinary = sync.OnceValues(func() (string, error) { return buildCaddy(RepoRoot(), "test-caddy") })
+
+// buildCaddy builds ./cmd/caddy of the Go module in moduleDir (the gateway's, or the Kubernetes module's for the
+// fleet binary) into build/<name> of the repository.
+func buildCaddy(moduleDir, name string) (string, error) {
 	// The pages embed npm assets at build time; a binary built without them answers its pages with 503.
 	if err := runScript("prereqs.sh", "node"); err != nil {
 		return "", err
@@ -50,16 +54,16 @@ var caddyBinary = sync.OnceValues(func() (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, "caddy"), "./cmd/caddy")
-	cmd.Dir = RepoRoot()
+	cmd.Dir = moduleDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/caddy in %s: %v\n%s", moduleDir, err, out)
 	}
-	bin := filepath.Join(dir, "test-caddy")
+	bin := filepath.Join(dir, name)
 	if err := os.Rename(filepath.Join(tmp, "caddy"), bin); err != nil {
 		return "", fmt.Errorf("placing the test gateway binary: %w", err)
 	}
 	return bin, nil
-})
+}
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -85,6 +89,7 @@ type Gateway struct {
 	logs    *SyncBuffer
 	waitErr chan error
 	xdg     string
+	bin     string
 }
 
 // GatewayOptions tunes StartGateway.
@@ -93,6 +98,9 @@ type GatewayOptions struct {
 	Env []string
 	// DataHome reuses an XDG_DATA_HOME (a restart test keeps its store); empty makes a fresh one.
 	DataHome string
+	// Binary is the gateway binary to run; empty is CaddyBinary's. The kubernetes driver's tests pass
+	// KubeCaddyBinary's (the fleet binary, built in the Kubernetes module).
+	Binary string
 }
 
 // StartGateway runs the gateway with a Caddyfile. The Caddyfile should set `admin {$SANDGATE_ADMIN}` or no admin
@@ -100,12 +108,15 @@ type GatewayOptions struct {
 // and stops the process when the test ends, printing its log if the test failed.
 func StartGateway(t testing.TB, caddyfile string, opts GatewayOptions) *Gateway {
 	t.Helper()
-	CaddyBinary(t) // build before the clock of the start timeout runs
+	bin := opts.Binary
+	if bin == "" {
+		bin = CaddyBinary(t) // build before the clock of the start timeout runs
+	}
 	xdg := opts.DataHome
 	if xdg == "" {
 		xdg = t.TempDir()
 	}
-	g := &Gateway{t: t, AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), xdg: xdg, DataDir: filepath.Join(xdg, "caddy")}
+	g := &Gateway{t: t, AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), xdg: xdg, DataDir: filepath.Join(xdg, "caddy"), bin: bin}
 	// CADDY_ADMIN moves the admin endpoint of a Caddyfile that names none (the deploy/ files as they ship).
 	g.Env = append([]string{"SANDGATE_ADMIN=" + g.AdminAddr, "CADDY_ADMIN=" + g.AdminAddr, "XDG_DATA_HOME=" + xdg,
 		"XDG_CONFIG_HOME=" + xdg}, opts.Env...)
@@ -128,7 +139,7 @@ func (g *Gateway) start(caddyfile string) {
 	if g.logs == nil {
 		g.logs = &SyncBuffer{}
 	}
-	g.cmd = exec.Command(CaddyBinary(g.t), "run", "--config", path, "--adapter", "caddyfile")
+	g.cmd = exec.Command(g.bin, "run", "--config", path, "--adapter", "caddyfile")
 	g.cmd.Env = append(os.Environ(), g.Env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +60,22 @@ func KubeCluster(t testing.TB) *Kube {
 	}
 	return k
 }
+
+// KubeCaddyBinary builds the fleet binary (./cmd/caddy of the Kubernetes module, kubernetes/ in the repository: the
+// gateway with the kubernetes driver) once per test process and returns its path, build/test-caddy-k8s. Pass it as
+// GatewayOptions.Binary to run a gateway on the kubernetes driver.
+func KubeCaddyBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := kubeCaddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+var kubeCaddyBinary = sync.OnceValues(func() (string, error) {
+	return buildCaddy(filepath.Join(RepoRoot(), "kubernetes"), "test-caddy-k8s")
+})
 
 // kubectlPath prefers the kubectl scripts/cluster.sh built (Debian's kubernetes-client is far older than the
 // cluster): SANDGATE_K8S_KUBECTL, then the build cache, then PATH.
