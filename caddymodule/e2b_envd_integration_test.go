@@ -121,3 +121,26 @@ func TestE2BEnvdStreamsOverHTTP1(t *testing.T) {
 		}
 	}
 }
+
+// TestE2BSDKChoosesGVisor: an E2B user picks gVisor by template, `base-isolated` in Caddyfile.example (the
+// python-isolated profile, runtime runsc); commands and files work in it through envd, and its kernel is gVisor's.
+func TestE2BSDKChoosesGVisor(t *testing.T) {
+	_, env, _, _ := e2bExample(t)
+	out, err := testenv.RunNode(t, filepath.Join("testdata", "e2b_sdk_isolated.cjs"), env...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got struct{ Kernel, File, Python, Fatal string }
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got.Fatal != "" {
+		t.Fatal(got.Fatal)
+	}
+	if !strings.Contains(got.Kernel, "gvisor") && !strings.Contains(got.Kernel, "4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016") {
+		t.Errorf("kernel %q is not gVisor's", got.Kernel)
+	}
+	if got.File != "under gVisor" || got.Python != "42" {
+		t.Errorf("file %q, python %q", got.File, got.Python)
+	}
+}
