@@ -48,7 +48,20 @@ func (m *Manager) SweepOrphans(ctx context.Context) GCReport {
 	return m.collect(ctx, true)
 }
 
+// RunGC is the collection an operator asks for now (a dialect's admin GC, through sandboxes/service): the same pass
+// as the loop's, with the orphan sweep whether it is due or not. It waits for a pass in progress to end and then
+// runs its own (collections are one at a time), so concurrent calls are safe and each sees a whole pass. Orphans
+// younger than OrphanMinAge are still spared: they may belong to a create in flight.
+func (m *Manager) RunGC(ctx context.Context) (GCReport, error) {
+	if err := ctx.Err(); err != nil {
+		return GCReport{}, err
+	}
+	return m.collect(ctx, true), nil
+}
+
 func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
+	m.gcRun.Lock()
+	defer m.gcRun.Unlock()
 	var rep GCReport
 	now := time.Now()
 	type job struct {
