@@ -70,4 +70,3 @@ func TestAdminGCRoute(t *testing.T) {
 		t.Fatalf("no collector: %d %v", st, out)
 	}
 }
-
