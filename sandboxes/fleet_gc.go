@@ -24,13 +24,13 @@ func (m *Manager) sweepFleetOrphans(ctx context.Context, st SharedStore, rep *GC
 	m.mu.RUnlock()
 	containers, err := m.driver.List(ctx, match)
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanContainers, "listing containers for the orphan sweep", err)
 		m.log.Warn("listing containers for the orphan sweep", "error", err)
 		return
 	}
 	recs, err := st.Fresh(ctx)
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanContainers, "reading the shared sandbox records for the orphan sweep", err)
 		m.log.Warn("reading the shared sandbox records for the orphan sweep", "error", err)
 		return
 	}
@@ -53,7 +53,7 @@ func (m *Manager) sweepFleetOrphans(ctx context.Context, st SharedStore, rep *GC
 			continue
 		}
 		if err := m.removeForeignWarm(ctx, r); err != nil {
-			rep.Errors++
+			rep.fail(GCWarm, "recycling another gateway's warm sandbox", err)
 			m.log.Warn("recycling another gateway's warm sandbox", "sandbox", r.ID, "error", err)
 			continue
 		}

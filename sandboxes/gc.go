@@ -32,8 +32,32 @@ type GCReport struct {
 	OrphanContainers int
 	OrphanVolumes    int
 	Errors           int
+	// Failures says what each of the Errors was, by task, in the order they happened.
+	Failures []GCFailure
 	// Swept: the pass ran the orphan sweep (it is due once per OrphanMinAge).
 	Swept bool
+}
+
+// GCTask names a part of a collection, for its failures.
+type GCTask string
+
+const (
+	GCIdle             GCTask = "idle"              // stopping or pausing idle sandboxes
+	GCExpired          GCTask = "expired"           // removing expired sandboxes
+	GCWarm             GCTask = "warm"              // recycling stale, failed or old warm members
+	GCOrphanContainers GCTask = "orphan_containers" // the orphan sweep's containers
+	GCOrphanVolumes    GCTask = "orphan_volumes"    // the orphan sweep's volumes (workspaces, HOME seeds, snapshots)
+)
+
+// GCFailure is one thing a collection could not do (it retries at its next pass).
+type GCFailure struct {
+	Task GCTask
+	Err  string
+}
+
+func (r *GCReport) fail(task GCTask, what string, err error) {
+	r.Errors++
+	r.Failures = append(r.Failures, GCFailure{Task: task, Err: what + ": " + err.Error()})
 }
 
 // CollectGarbage runs one collection now: idle sandboxes are stopped; expired ones and stale or old warm members
@@ -48,7 +72,20 @@ func (m *Manager) SweepOrphans(ctx context.Context) GCReport {
 	return m.collect(ctx, true)
 }
 
+// RunGC is the collection an operator asks for now (a dialect's admin GC, through sandboxes/service): the same pass
+// as the loop's, with the orphan sweep whether it is due or not. It waits for a pass in progress to end and then
+// runs its own (collections are one at a time), so concurrent calls are safe and each sees a whole pass. Orphans
+// younger than OrphanMinAge are still spared: they may belong to a create in flight.
+func (m *Manager) RunGC(ctx context.Context) (GCReport, error) {
+	if err := ctx.Err(); err != nil {
+		return GCReport{}, err
+	}
+	return m.collect(ctx, true), nil
+}
+
 func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
+	m.gcRun.Lock()
+	defer m.gcRun.Unlock()
 	var rep GCReport
 	now := time.Now()
 	type job struct {
@@ -90,7 +127,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 		switch j.kind {
 		case "warm":
 			if err := m.destroy(ctx, j.e, "warm member recycled"); err != nil {
-				rep.Errors++
+				rep.fail(GCWarm, "recycling warm sandbox", err)
 				m.log.Warn("recycling warm sandbox", "sandbox", j.e.rec.ID, "error", err)
 				continue
 			}
@@ -98,7 +135,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Reason: "warm_recycled", Warm: true})
 		case "expired":
 			if err := m.destroy(ctx, j.e, "expired"); err != nil {
-				rep.Errors++
+				rep.fail(GCExpired, "removing expired sandbox", err)
 				m.log.Warn("removing expired sandbox", "sandbox", j.e.rec.ID, "error", err)
 				continue
 			}
@@ -107,7 +144,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 		case "idle":
 			did, err := m.collectIdle(ctx, j.e)
 			if err != nil {
-				rep.Errors++
+				rep.fail(GCIdle, "collecting idle sandbox", err)
 				m.log.Warn("collecting idle sandbox", "sandbox", j.e.rec.ID, "action", did, "error", err)
 				continue
 			}
@@ -135,7 +172,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 		}
 	}
 	m.flushAll(rep.Swept || !leader) // a fleet's other gateways never sweep: they check every record each pass
-	if rep.withoutSwept() != (GCReport{}) {
+	if rep.did() {
 		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
 			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)
 	}
@@ -143,9 +180,9 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	return rep
 }
 
-func (r GCReport) withoutSwept() GCReport {
-	r.Swept = false
-	return r
+// did says whether the pass did or failed anything.
+func (r GCReport) did() bool {
+	return r.IdleStopped+r.IdlePaused+r.Expired+r.WarmRecycled+r.OrphanContainers+r.OrphanVolumes+r.Errors > 0
 }
 
 // sweepDue reports whether this pass runs the orphan sweep, and if so marks it run. The sweep lists every container
@@ -174,7 +211,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	now := time.Now()
 	containers, err := m.driver.List(ctx, match)
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanContainers, "listing containers for the orphan sweep", err)
 		m.log.Warn("listing containers for the orphan sweep", "error", err)
 		return
 	}
@@ -183,7 +220,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	volumes, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
 		m.label(labelInstance): m.Instance(), m.label(labelManagedWorkspace): "true"})
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanVolumes, "listing volumes for the orphan sweep", err)
 		m.log.Warn("listing volumes for the orphan sweep", "error", err)
 		return
 	}
@@ -204,7 +241,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
 			// A volume still mounted by a container (ours or not) refuses removal; the next sweep retries.
-			rep.Errors++
+			rep.fail(GCOrphanVolumes, "removing orphan volume", err)
 			m.log.Warn("removing orphan volume", "volume", v.Name, "error", err)
 			continue
 		}
@@ -277,7 +314,7 @@ func (m *Manager) removeOrphanContainers(ctx context.Context, containers []Conta
 			continue
 		}
 		if err := m.driver.Remove(ctx, c.ID); err != nil {
-			rep.Errors++
+			rep.fail(GCOrphanContainers, "removing orphan container", err)
 			m.log.Warn("removing orphan container", "container", c.ID, "error", err)
 			continue
 		}
@@ -300,7 +337,7 @@ func (m *Manager) sweepHomeSeeds(ctx context.Context, containers []ContainerStat
 	vols, err := m.driver.ListVolumes(ctx, map[string]string{m.label(labelManaged): "true",
 		m.label(labelInstance): m.Instance(), m.label(labelHomeSeed): "true"})
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanVolumes, "listing HOME seed volumes for the orphan sweep", err)
 		m.log.Warn("listing HOME seed volumes for the orphan sweep", "error", err)
 		return
 	}
@@ -323,7 +360,7 @@ func (m *Manager) sweepHomeSeeds(ctx context.Context, containers []ContainerStat
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
 			// Still mounted by a container the listing missed: the engine refuses, and the next sweep looks again.
-			rep.Errors++
+			rep.fail(GCOrphanVolumes, "removing orphan HOME seed volume", err)
 			m.log.Warn("removing orphan HOME seed volume", "volume", v.Name, "error", err)
 			continue
 		}

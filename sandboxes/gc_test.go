@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -142,5 +143,52 @@ func TestStartSweepsWhatAnEarlierProcessLeft(t *testing.T) {
 	}
 	if _, err := m2.EnsureRunning(ctx, kept.ID); err != nil {
 		t.Fatalf("the recorded sandbox after the sweep: %v", err)
+	}
+}
+
+// TestRunGCConcurrentCallsCountOnce: RunGC called from many goroutines at once (Bay's admin GC raced by its clients)
+// runs whole passes one at a time: three expired sandboxes are removed and counted once across all the reports,
+// with no error from a pass removing what another already removed.
+func TestRunGCConcurrentCallsCountOnce(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour})
+	ctx := context.Background()
+	for range 3 {
+		sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustReady(t, m, sb.ID)
+		expireNow(t, m, sb.ID)
+	}
+	reps := make(chan GCReport, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := m.RunGC(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			reps <- rep
+		}()
+	}
+	wg.Wait()
+	close(reps)
+	expired, errs := 0, 0
+	for r := range reps {
+		expired += r.Expired
+		errs += r.Errors + len(r.Failures)
+	}
+	if expired != 3 || errs != 0 {
+		t.Fatalf("expired %d (want 3), %d errors", expired, errs)
+	}
+	if c, v := d.count(); c != 0 || v != 0 {
+		t.Errorf("left %d containers, %d volumes", c, v)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.RunGC(cancelled); err == nil {
+		t.Error("a cancelled call ran a pass")
 	}
 }

@@ -71,6 +71,9 @@ type Manager struct {
 	workspaces workspaceLocks
 	// spares are empty workspace volumes made ahead for copies, guarded by mu (spare_volume.go).
 	spares spareVolumes
+	// gcRun makes one collection at a time (gc.go): the loop's and one asked for now (RunGC) never interleave, so
+	// two never count or remove the same object twice.
+	gcRun sync.Mutex
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
 	// inherited names the containers (IDs) and volumes (names) of the namespace that existed when Start listed

@@ -528,7 +528,7 @@ func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
 	}
 	all, err := ss.LoadSnapshots()
 	if err != nil {
-		rep.Errors++
+		rep.fail(GCOrphanVolumes, "reading snapshots for the orphan sweep", err)
 		m.log.Warn("reading snapshots for the orphan sweep", "error", err)
 		return
 	}
@@ -545,7 +545,7 @@ func (m *Manager) sweepSnapshotOrphans(ctx context.Context, rep *GCReport) {
 			continue
 		}
 		if err := m.driver.RemoveVolume(ctx, v.Name); err != nil {
-			rep.Errors++
+			rep.fail(GCOrphanVolumes, "removing orphan snapshot volume", err)
 			m.log.Warn("removing orphan snapshot volume", "volume", v.Name, "error", err)
 			continue
 		}

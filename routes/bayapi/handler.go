@@ -105,6 +105,7 @@ func (h *Handler) table() []route {
 		{"GET", "/v1/cargos", "List cargos", false, true, h.listCargos},
 		{"GET", "/v1/cargos/{cid}", "Get a cargo", false, true, h.getCargo},
 		{"DELETE", "/v1/cargos/{cid}", "Delete a cargo (409 while in use)", false, true, h.deleteCargo},
+		{"POST", "/v1/admin/gc/run", "Run a garbage collection now and report it by task (admin keys only)", false, true, h.adminGCRun},
 		// Our additions.
 		{"POST", S + "/shell/exec/stream", "Run a shell command, streaming output as SSE", false, false, h.execStream},
 		{"GET", S + "/processes", "List processes", false, false, h.listProcesses},
@@ -134,7 +135,7 @@ var unsupported = []struct{ path, feature, why string }{
 	{"/v1/skills/{rest...}", "skills", "Bay's skill registry (payloads, candidates, evaluations, releases) is not part of sandgate"},
 	{"/v1/sandboxes/{id}/browser/skills/{rest...}", "browser_skills", "browser skill replay depends on Bay's skill registry"},
 	{"/v1/sandboxes/{id}/browser/traces/{rest...}", "browser_traces", "browser traces are not recorded (trace_ref is always null)"},
-	{"/v1/admin/{rest...}", "admin", "garbage collection runs continuously in the lifecycle manager; use Caddy's admin API (/sandboxes) to inspect it"},
+	{"/v1/admin/{rest...}", "admin", "of Bay's admin API only POST /v1/admin/gc/run is served; collection runs continuously in the lifecycle manager, and Caddy's admin API (/sandboxes) shows it"},
 }
 
 type ctxKey int

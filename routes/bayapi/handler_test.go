@@ -316,7 +316,8 @@ func TestBayErrors(t *testing.T) {
 		{"unknown cargo", "POST", "/v1/sandboxes", keyAlice, map[string]any{"cargo_id": "ws-000000000000"}, 404, "not_found"},
 		{"no streamer", "GET", S + "/processes", keyAlice, nil, 400, "capability_not_supported"},
 		{"skills", "POST", "/v1/skills/candidates", keyAlice, map[string]any{}, 400, "capability_not_supported"},
-		{"admin gc", "POST", "/v1/admin/gc/run", keyAlice, nil, 400, "capability_not_supported"},
+		{"admin gc by a tenant", "POST", "/v1/admin/gc/run", keyAlice, nil, 403, "forbidden"},
+		{"admin gc status", "GET", "/v1/admin/gc/status", keyAlice, nil, 400, "capability_not_supported"},
 		{"skills need auth", "GET", "/v1/skills/releases", "", nil, 401, "unauthorized"},
 	}
 	for _, tc := range tests {

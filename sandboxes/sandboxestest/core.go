@@ -44,8 +44,11 @@ type Core struct {
 	// Store, when set, keeps the workspace records, as the Manager keeps them in its one store (so a full disk
 	// under it refuses a create); nil keeps them in memory.
 	Store WorkspaceStore
+	// GC is what RunGC reports (the Manager's collection is tested on its own, in sandboxes and on the engine).
+	GC sandboxes.GCReport
 
 	mu       sync.Mutex
+	gcRuns   int
 	profiles []sandboxes.Profile
 	boxes    map[string]*sandboxes.Sandbox
 	ws       map[string]*sandboxes.Workspace
@@ -134,6 +137,24 @@ func (c *Core) Creates() []sandboxes.CreateRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.creates)
+}
+
+// RunGC counts a collection asked for now and reports GC, as the Manager's RunGC does.
+func (c *Core) RunGC(ctx context.Context) (sandboxes.GCReport, error) {
+	if err := ctx.Err(); err != nil {
+		return sandboxes.GCReport{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gcRuns++
+	return c.GC, nil
+}
+
+// GCRuns counts the RunGC calls.
+func (c *Core) GCRuns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gcRuns
 }
 
 // Deleted lists the sandboxes deleted, in order.

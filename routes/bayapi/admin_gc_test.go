@@ -1,0 +1,72 @@
+package bayapi
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// TestGCAnswer maps one collection's report onto Bay's per-task answer, with and without named tasks.
+func TestGCAnswer(t *testing.T) {
+	rep := sandboxes.GCReport{IdleStopped: 1, IdlePaused: 1, Expired: 3, OrphanVolumes: 4, OrphanContainers: 5, WarmRecycled: 6, Errors: 2,
+		Failures: []sandboxes.GCFailure{{Task: sandboxes.GCOrphanVolumes, Err: "removing orphan volume: in use"}, {Task: sandboxes.GCIdle, Err: "stopping: gone"}}}
+	type row struct {
+		name            string
+		cleaned, errors int
+	}
+	tests := []struct {
+		name         string
+		named        []string
+		want         []row
+		cleaned, err int
+	}{
+		{"all tasks", nil, []row{{"idle_session", 2, 1}, {"expired_sandbox", 3, 0}, {"orphan_workspace", 4, 1}, {"orphan_container", 5, 0}, {"warm_pool", 6, 0}}, 20, 2},
+		{"Bay's idle_session only", []string{"idle_session"}, []row{{"idle_session", 2, 1}}, 2, 1},
+		{"unknown names ignored", []string{"orphan_workspace", "nope"}, []row{{"orphan_workspace", 4, 1}}, 4, 1},
+		{"an empty list keeps none", []string{}, nil, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := gcAnswer(rep, tc.named, 0)
+			var got []row
+			for _, r := range out.Results {
+				if r.Errors == nil {
+					t.Errorf("%s: errors must be a list, not null", r.TaskName)
+				}
+				got = append(got, row{r.TaskName, r.CleanedCount, len(r.Errors)})
+			}
+			if !reflect.DeepEqual(got, tc.want) || out.TotalCleaned != tc.cleaned || out.TotalErrors != tc.err || out.Results == nil {
+				t.Fatalf("got %+v (cleaned %d, errors %d), want %+v (%d, %d)", got, out.TotalCleaned, out.TotalErrors, tc.want, tc.cleaned, tc.err)
+			}
+		})
+	}
+}
+
+// TestAdminGCRoute: a tenant's key is refused with Bay's 403 and runs nothing; an admin's runs one collection and
+// gets Bay's answer; a backend without the collector answers capability_not_supported; a bad body is Bay's 422.
+func TestAdminGCRoute(t *testing.T) {
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Sandboxes = c.svc.Sandboxes.(lifecycleOnly).Sandboxes })
+	a.mgr.GC = sandboxes.GCReport{IdleStopped: 1, OrphanVolumes: 2}
+	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAlice, map[string]any{}); st != 403 || errCode(out) != "forbidden" || a.mgr.GCRuns() != 0 {
+		t.Fatalf("tenant: %d %v, %d runs", st, out, a.mgr.GCRuns())
+	}
+	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": "idle_session"}); st != 422 || out["detail"] == nil || a.mgr.GCRuns() != 0 {
+		t.Fatalf("bad tasks: %d %v", st, out)
+	}
+	st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": []string{"idle_session", "orphan_workspace"}})
+	if st != 200 || a.mgr.GCRuns() != 1 || out["total_cleaned"] != 3.0 || out["total_errors"] != 0.0 || len(out["results"].([]any)) != 2 {
+		t.Fatalf("admin: %d %v, %d runs", st, out, a.mgr.GCRuns())
+	}
+	if _, ok := out["duration_ms"].(float64); !ok {
+		t.Errorf("duration_ms missing: %v", out)
+	}
+	// No body at all, as Bay's client may send: every task.
+	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, nil); st != 200 || len(out["results"].([]any)) != len(gcTasks) {
+		t.Fatalf("no body: %d %v", st, out)
+	}
+	b := newTestAPI(t) // lifecycleOnly: no collector
+	if st, out, _ := b.call(t, "POST", "/v1/admin/gc/run", keyAdmin, nil); st != 400 || errCode(out) != "capability_not_supported" {
+		t.Fatalf("no collector: %d %v", st, out)
+	}
+}
