@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi/agentapitest"
 )
 
 // victim is a listener on the host a replaced agent wants the gateway to reach (the Docker socket, Caddy's admin
@@ -33,14 +33,7 @@ func (v *victim) handler() http.Handler {
 func hostSocketVictim(t *testing.T) *victim {
 	t.Helper()
 	v := &victim{}
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: v.handler()}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	sock := agentapitest.ServeUnix(t, "docker.sock", v.handler())
 	v.url = "http://" + socketHost(sock) + "/containers/other/archive?path=/workspace"
 	return v
 }
@@ -59,24 +52,10 @@ func loopbackVictim(t *testing.T) *victim {
 // on a UNIX socket (a network none sandbox's) or on loopback TCP, and returns its agent address.
 func redirectingAgent(t *testing.T, overSocket bool, status int, to string) string {
 	t.Helper()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		http.Redirect(w, r, to, status)
-	})
 	if !overSocket {
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return strings.TrimPrefix(srv.URL, "http://")
+		return agentapitest.ServeTCP(t, agentapitest.Redirect(status, to))
 	}
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return UnixAddr(sock)
+	return UnixAddr(agentapitest.ServeUnix(t, "agent.sock", agentapitest.Redirect(status, to)))
 }
 
 // A replaced agent that answers 302 or 307 to a host socket or a loopback listener gets a bad_reply error from

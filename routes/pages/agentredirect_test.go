@@ -2,16 +2,14 @@ package pages
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/agentapi/agentapitest"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 	"github.com/sandgate/sandgate/tickets"
@@ -27,16 +25,8 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 		hits.Add(1)
 		agentapi.WriteJSON(w, http.StatusCreated, agentapi.PTYSession{ID: "p1"})
 	})
-	loop := httptest.NewServer(victim)
-	t.Cleanup(loop.Close)
-	sock := filepath.Join(t.TempDir(), "admin.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs := &http.Server{Handler: victim}
-	go vs.Serve(ln)
-	t.Cleanup(func() { vs.Close() })
+	loopURL := "http://" + agentapitest.ServeTCP(t, victim)
+	sock := agentapitest.ServeUnix(t, "admin.sock", victim)
 	sockURL, _ := agentapi.BaseURL(agentapi.UnixAddr(sock), &http.Client{Transport: &agentapi.SocketTransport{}})
 
 	clients := map[string]func() *http.Client{
@@ -47,18 +37,13 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 			return &http.Client{Transport: tr}
 		},
 	}
-	for _, to := range []string{loop.URL + "/v1/pty", sockURL + "/v1/pty"} {
+	for _, to := range []string{loopURL + "/v1/pty", sockURL + "/v1/pty"} {
 		for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
-			agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Location", to)
-				w.WriteHeader(status)
-			}))
-			t.Cleanup(agent.Close)
+			agent := agentapitest.ServeTCP(t, agentapitest.Redirect(status, to))
 			for cname, hc := range clients {
 				f := newFixtureWith(t, builtAssets(), func(c *Config, life *sandboxestest.Core) {
 					// Its sandboxes run, with their agent at the redirecting server.
-					life.HoldErr, life.AgentAddr, life.AgentToken = nil, strings.TrimPrefix(agent.URL, "http://"), "tok"
+					life.HoldErr, life.AgentAddr, life.AgentToken = nil, agent, "tok"
 					agents := service.NewAgentClient(hc())
 					c.Service = service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})
 				})

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	"github.com/sandgate/sandgate/agentimage/agentapi/agentapitest"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 )
@@ -28,18 +26,9 @@ func countingListener(t *testing.T, network string) (url string, hits *atomic.In
 		io.WriteString(w, "another tenant's files")
 	})
 	if network == "tcp" {
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL + "/containers/other/archive?path=/workspace", hits
+		return "http://" + agentapitest.ServeTCP(t, h) + "/containers/other/archive?path=/workspace", hits
 	}
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	sock := agentapitest.ServeUnix(t, "docker.sock", h)
 	// The pooled transport's own spelling of a socket: what a redirect to the Docker socket would say.
 	base, _ := agentapi.BaseURL(agentapi.UnixAddr(sock), &http.Client{Transport: &agentapi.SocketTransport{}})
 	return base + "/containers/other/archive?path=/workspace", hits
@@ -49,25 +38,10 @@ func countingListener(t *testing.T, network string) (url string, hits *atomic.In
 // everything with status to location.
 func redirectAgent(t *testing.T, overSocket bool, status int, location string) string {
 	t.Helper()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Location", location)
-		w.WriteHeader(status)
-	})
 	if !overSocket {
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return strings.TrimPrefix(srv.URL, "http://")
+		return agentapitest.ServeTCP(t, agentapitest.Redirect(status, location))
 	}
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return agentapi.UnixAddr(sock)
+	return agentapi.UnixAddr(agentapitest.ServeUnix(t, "agent.sock", agentapitest.Redirect(status, location)))
 }
 
 // TestAgentRedirectIsRefused performs issue 33's High 2 through the service, on the Manager's kind of agent
