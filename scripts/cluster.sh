@@ -229,7 +229,15 @@ start_proc() {
 	local name=$1
 	shift
 	setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
-	echo "$! $(readlink -f "$1")" >"$PIDS/$name.pid"
+	local pid=$! exe start=$SECONDS
+	exe=$(readlink -f "$1")
+	echo "$pid $exe" >"$PIDS/$name.pid"
+	# Until the child has exec'd, /proc/$pid/exe is still bash or setsid, and alive would call a starting
+	# component dead (on a busy machine that took longer than a refused curl: "exited while waiting", empty log).
+	while kill -0 "$pid" 2>/dev/null && [ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" != "$exe" ]; do
+		((SECONDS - start < 30)) || break
+		sleep 0.05
+	done
 }
 
 proc_pid() { # prints the pid of a recorded component that still runs
