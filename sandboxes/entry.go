@@ -117,7 +117,11 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
 		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
 		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
-		Egress: cloneEgress(e.rec.Egress),
+		Egress: cloneEgress(e.rec.Egress), OnExpire: e.rec.OnExpire,
+	}
+	if e.rec.ExpiredAt != nil {
+		t := *e.rec.ExpiredAt
+		sb.ExpiredAt = &t
 	}
 	if sb.Capabilities == nil {
 		sb.Capabilities = []string{}
