@@ -70,7 +70,9 @@ func ParseMetadataFilter(raw string) (map[string]string, error) {
 // ParseStates reads state=running,paused (repeatable) into the core's statuses; none means both.
 func ParseStates(values []string) ([]sandboxes.Status, error) {
 	running := []sandboxes.Status{sandboxes.StatusReady, sandboxes.StatusStarting, sandboxes.StatusIdle}
-	paused := []sandboxes.Status{sandboxes.StatusPaused}
+	// A sandbox its timeout stopped (autoPause with autoPauseMemory false) is idle to the core and paused to E2B:
+	// both lists read idle ones, and list keeps those whose E2B state was asked (present).
+	paused := []sandboxes.Status{sandboxes.StatusPaused, sandboxes.StatusIdle}
 	var out []sandboxes.Status
 	seen := map[string]bool{}
 	for _, v := range values {
@@ -138,6 +140,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 	if t := q.Get("template"); t != "" {
 		want[keyTemplate] = t
 	}
+	wantState := map[string]bool{}
+	for _, s := range states {
+		switch s {
+		case sandboxes.StatusPaused:
+			wantState["paused"] = true
+		case sandboxes.StatusReady:
+			wantState["running"] = true
+		}
+	}
 	opts := sandboxes.ListOptions{Statuses: states, Metadata: want, Limit: limit, Cursor: q.Get("nextToken")}
 	items, next := []ListedSandbox{}, ""
 	for {
@@ -149,7 +160,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		for _, sb := range page {
 			// A filter on the template key finds only E2B sandboxes; without one, the others are skipped here.
 			if st, ok := stateOf(sb); ok {
-				items = append(items, h.present(sb, st))
+				if ls := h.present(sb, st); wantState[ls.State] {
+					items = append(items, ls)
+				}
 			}
 		}
 		next = cursor
