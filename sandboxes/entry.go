@@ -108,7 +108,13 @@ func statusOf(e *entry, now time.Time) Status {
 	}
 }
 
+// expired: past its TTL, and not a sandbox whose TTL pauses or stops it (expiry.go), which stays live until the
+// collector has done that (at once: its timer fires at the TTL).
 func expired(e *entry, now time.Time) bool {
+	return pastTTL(e, now) && (e.rec.OnExpire == "" || e.rec.ExpiredAt != nil)
+}
+
+func pastTTL(e *entry, now time.Time) bool {
 	return e.rec.ExpiresAt != nil && !now.Before(*e.rec.ExpiresAt)
 }
 

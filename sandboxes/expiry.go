@@ -54,7 +54,7 @@ func keepDue(e *entry, now time.Time) bool {
 		return false
 	}
 	if e.rec.ExpiredAt == nil {
-		return expired(e, now)
+		return pastTTL(e, now)
 	}
 	return e.rec.Phase == PhaseRunning && !expired(e, now)
 }
@@ -80,7 +80,7 @@ func (m *Manager) wakeLocked(e *entry, now time.Time) {
 func (m *Manager) keep(ctx context.Context, e *entry) (string, error) {
 	now := time.Now()
 	m.mu.Lock()
-	if e.leases > 0 || !keepDue(e, now) {
+	if !keepDue(e, now) {
 		m.mu.Unlock()
 		return "", nil
 	}
@@ -111,7 +111,7 @@ func (m *Manager) keep(ctx context.Context, e *entry) (string, error) {
 			m.log.Warn("pausing a sandbox at its timeout failed; stopping it instead", "sandbox", e.rec.ID, "error", err)
 		}
 	}
-	if err = m.stopIf(ctx, e, "timeout", func(e *entry) bool { return e.leases == 0 }); err == nil {
+	if err = m.stopIf(ctx, e, "timeout", nil); err == nil {
 		return "timeout_stopped", nil
 	}
 	m.mu.Lock()
@@ -120,14 +120,11 @@ func (m *Manager) keep(ctx context.Context, e *entry) (string, error) {
 	}
 	m.mu.Unlock()
 	m.persist(e)
-	if err == errNoLongerIdle {
-		return "", nil
-	}
 	return "", fmt.Errorf("keeping sandbox %s at its timeout (%s): %w", e.rec.ID, action, err)
 }
 
 // nextKeep is the soonest future TTL of a sandbox whose TTL keeps it, for the collector's timer (zero: none). Past
-// ones are left to the collector's passes, so a leased sandbox past its TTL never spins the timer.
+// ones are left to the collector's passes, so one whose keep failed never spins the timer.
 func (m *Manager) nextKeep(now time.Time) time.Time {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -175,3 +175,25 @@ func TestOnExpireRefusals(t *testing.T) {
 		t.Fatalf("a refused create left %d sandboxes", len(sbs))
 	}
 }
+
+// E2B's timeout is hard: a request held open through the edge (a background command's stream holds a lease) does
+// not keep a sandbox from pausing at its TTL; the request waits for the resume.
+func TestTimeoutPausesLeasedSandbox(t *testing.T) {
+	ctx := context.Background()
+	d := freezerDriver{newFakeDriver(t)}
+	m := startManagerOn(t, d, NewBoltStore(t.TempDir()+"/store.db"), Config{Profiles: []Profile{testProfile("a")}})
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour, OnExpire: ExpirePause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	release, err := m.Acquire(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	expireNow(t, m, sb.ID)
+	if rep := m.CollectGarbage(ctx); rep.TimeoutKept != 1 || !d.paused(m, sb.ID) {
+		t.Fatalf("a leased sandbox at its TTL: %+v, frozen %v", rep, d.paused(m, sb.ID))
+	}
+}

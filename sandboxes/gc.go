@@ -125,12 +125,19 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			}
 			continue
 		}
-		if e.leases > 0 || !leader {
+		if !leader {
+			continue
+		}
+		if keepDue(e, now) {
+			// Its TTL pauses or stops it instead (expiry.go), leases or not: E2B's timeout is hard, and a request
+			// open through the edge (a background command's stream) just waits for the resume.
+			jobs = append(jobs, job{e, "keep"})
+			continue
+		}
+		if e.leases > 0 {
 			continue
 		}
 		switch {
-		case keepDue(e, now): // its TTL pauses or stops it instead (expiry.go)
-			jobs = append(jobs, job{e, "keep"})
 		case expired(e, now):
 			m.detachLocked(e)
 			jobs = append(jobs, job{e, "expired"})

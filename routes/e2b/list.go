@@ -70,9 +70,7 @@ func ParseMetadataFilter(raw string) (map[string]string, error) {
 // ParseStates reads state=running,paused (repeatable) into the core's statuses; none means both.
 func ParseStates(values []string) ([]sandboxes.Status, error) {
 	running := []sandboxes.Status{sandboxes.StatusReady, sandboxes.StatusStarting, sandboxes.StatusIdle}
-	// A sandbox its timeout stopped (autoPause with autoPauseMemory false) is idle to the core and paused to E2B:
-	// both lists read idle ones, and list keeps those whose E2B state was asked (present).
-	paused := []sandboxes.Status{sandboxes.StatusPaused, sandboxes.StatusIdle}
+	paused := []sandboxes.Status{sandboxes.StatusPaused}
 	var out []sandboxes.Status
 	seen := map[string]bool{}
 	for _, v := range values {
@@ -149,7 +147,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 			wantState["running"] = true
 		}
 	}
-	opts := sandboxes.ListOptions{Statuses: states, Metadata: want, Limit: limit, Cursor: q.Get("nextToken")}
+	// The core is asked for both states and each sandbox kept by its E2B state (present): one its timeout paused or
+	// stopped is paused to E2B from the moment that is recorded, while the core may still read it ready (being
+	// frozen or stopped) or idle (stopped: autoPauseMemory false).
+	all, _ := ParseStates(nil)
+	opts := sandboxes.ListOptions{Statuses: all, Metadata: want, Limit: limit, Cursor: q.Get("nextToken")}
 	items, next := []ListedSandbox{}, ""
 	for {
 		page, cursor, err := h.svc.ListSandboxes(r.Context(), p, opts)
