@@ -119,7 +119,7 @@ func TestTimeoutPauseOnTime(t *testing.T) {
 	if _, err := m.Resume(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := m.Get(ctx, sb.ID); !near(got.ExpiresAt, time.Now()) || got.ExpiresAt.Sub(time.Now()) > time.Second {
+	if got, _ := m.Get(ctx, sb.ID); !near(got.ExpiresAt, time.Now()) || time.Until(*got.ExpiresAt) > time.Second {
 		t.Fatalf("after resume the TTL is %v, want setTimeout's 300ms again", got.ExpiresAt)
 	}
 }
