@@ -2,9 +2,12 @@ package caddymodule_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
@@ -112,5 +115,68 @@ func TestE2BSDKLifecycle(t *testing.T) {
 	}
 	if rep.GoneLogs != 404 || !rep.NotFoundClass {
 		t.Errorf("after kill: logs %d, connect is SandboxNotFoundError %v", rep.GoneLogs, rep.NotFoundClass)
+	}
+}
+
+// e2bRestartReport is what testdata/e2b_sdk_restart.cjs prints.
+type e2bRestartReport struct {
+	ID                string `json:"id"`
+	Pid               int    `json:"pid"`
+	Paused            bool   `json:"paused"`
+	StateAfterRestart string `json:"stateAfterRestart"`
+	ResumedState      string `json:"resumedState"`
+	BgAlive           bool   `json:"bgAlive"`
+	File              string `json:"file"`
+	Killed            bool   `json:"killed"`
+	Fatal             string `json:"fatal"`
+}
+
+func runE2BRestartScript(t *testing.T, env []string) e2bRestartReport {
+	t.Helper()
+	out, err := testenv.RunNode(t, filepath.Join("testdata", "e2b_sdk_restart.cjs"), env...)
+	line := strings.TrimSpace(out)
+	line = line[strings.LastIndex(line, "\n")+1:]
+	var rep e2bRestartReport
+	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" {
+		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
+	}
+	t.Logf("sdk report: %s", line)
+	return rep
+}
+
+// TestE2BAutoPauseSurvivesKill: a sandbox its timeout paused (autoPause) stays paused across a gateway killed with
+// SIGKILL and started again on the same store, and connect then resumes it with its background process alive and
+// its files (the record says paused, the container is frozen: the new gateway keeps it so, it does not adopt and
+// probe a frozen agent).
+func TestE2BAutoPauseSurvivesKill(t *testing.T) {
+	g, env, _, ports := e2bExample(t)
+	rep := runE2BRestartScript(t, append(env, "MODE=before"))
+	if !rep.Paused || rep.Pid == 0 {
+		t.Fatalf("before the crash: %+v", rep)
+	}
+	example, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Caddyfile.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Kill()
+	g.Restart(string(example))
+	https := g.HTTPSClient(t, t.Context(), 5*time.Second)
+	deadline := time.Now().Add(testenv.WaitLimit)
+	for {
+		resp, err := https.Get(fmt.Sprintf("https://localhost:%d/e2b/health", ports.https))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the E2B API never answered after the restart: %v\n%s", err, g.Logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rep = runE2BRestartScript(t, append(env, "MODE=after", "ID="+rep.ID, fmt.Sprintf("PID=%d", rep.Pid)))
+	if rep.StateAfterRestart != "paused" || rep.ResumedState != "running" || !rep.BgAlive || rep.File != "written before the crash" || !rep.Killed {
+		t.Errorf("after a SIGKILL and a restart: %+v (want still paused, then running with its process and file)", rep)
 	}
 }
