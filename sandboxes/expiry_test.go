@@ -197,3 +197,23 @@ func TestTimeoutPausesLeasedSandbox(t *testing.T) {
 		t.Fatalf("a leased sandbox at its TTL: %+v, frozen %v", rep, d.paused(m, sb.ID))
 	}
 }
+
+// A fork keeps what its source's timeout does, where the fork has a timeout.
+func TestForkKeepsOnExpire(t *testing.T) {
+	ctx := context.Background()
+	d := &copyingDriver{fakeDriver: newFakeDriver(t)}
+	m := startManagerOn(t, d, NewBoltStore(t.TempDir()+"/store.db"), Config{Profiles: []Profile{testProfile("a")}})
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a", TTL: time.Hour, OnExpire: ExpirePause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	res, err := m.Fork(ctx, sb.ID, ForkRequest{TTL: time.Minute})
+	if err != nil || res.Sandbox.OnExpire != ExpirePause {
+		t.Fatalf("fork: %+v %v", res, err)
+	}
+	res, err = m.Fork(ctx, sb.ID, ForkRequest{TTL: -1})
+	if err != nil || res.Sandbox.OnExpire != "" {
+		t.Fatalf("a fork that never expires: %+v %v", res, err)
+	}
+}
