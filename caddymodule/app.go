@@ -43,6 +43,9 @@ type App struct {
 	MaxPerOwner int `json:"max_per_owner,omitempty"`
 	// GCInterval is how often idle, expired and orphaned sandboxes are collected (default 1m).
 	GCInterval caddy.Duration `json:"gc_interval,omitempty"`
+	// ExpiryRetention is how long a sandbox its TTL paused or stopped (E2B's autoPause) is kept before it is
+	// deleted (default 24h; sandboxes/expiry.go).
+	ExpiryRetention caddy.Duration `json:"expiry_retention,omitempty"`
 	// DefaultTTL is the lifetime of a sandbox created without a ttl; 0 means it never expires.
 	DefaultTTL caddy.Duration `json:"default_ttl,omitempty"`
 	// StartTimeout bounds the wait for an agent's readiness (default 60s).
@@ -213,7 +216,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) managerConfig() sandboxes.Config {
 	return sandboxes.Config{
 		Profiles: sandboxes.WithEgressDefault(a.Profiles, a.Egress), MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
-		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval),
+		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval), ExpiryRetention: time.Duration(a.ExpiryRetention),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
 		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
@@ -229,7 +232,7 @@ func (a *App) Validate() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if a.GCInterval < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 ||
+	if a.GCInterval < 0 || a.ExpiryRetention < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 ||
 		a.WarmDemandWindow < 0 || a.WarmRetryBackoff < 0 {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}

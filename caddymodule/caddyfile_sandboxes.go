@@ -24,6 +24,7 @@ func init() {
 //	    max_sandboxes 50
 //	    max_per_owner 10
 //	    gc_interval   1m
+//	    expiry_retention 24h  (a sandbox its TTL paused or stopped, E2B's autoPause, is deleted this long after)
 //	    default_ttl   1h
 //	    start_timeout 60s
 //	    warm_max_age  30m
@@ -105,6 +106,8 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			err = oneInt(d, &app.MaxPerOwner)
 		case "gc_interval":
 			err = oneCaddyDuration(d, &app.GCInterval)
+		case "expiry_retention":
+			err = oneCaddyDuration(d, &app.ExpiryRetention)
 		case "default_ttl":
 			err = oneCaddyDuration(d, &app.DefaultTTL)
 		case "on_exit":

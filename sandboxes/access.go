@@ -205,9 +205,13 @@ func (m *Manager) SetTTL(ctx context.Context, id string, ttl time.Duration) (*Sa
 	}
 	t := now.Add(ttl)
 	e.rec.ExpiresAt = &t
+	if e.rec.OnExpire != "" && e.rec.ExpiredAt == nil {
+		e.rec.ResumeTTL = ttl // a resume after the TTL kept it gives this TTL again (expiry.go)
+	}
 	sb := m.snapshotLocked(e, now)
 	m.mu.Unlock()
 	m.persist(e)
+	kick(m.expiryKick)
 	return sb, nil
 }
 

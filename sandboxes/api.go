@@ -39,6 +39,10 @@ type Sandbox struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Egress is the sandbox's own outbound policy, nil when it has only its profile's.
 	Egress *SandboxEgress `json:"egress,omitempty"`
+	// OnExpire is what its TTL does: "" (delete), ExpirePause or ExpireStop (expiry.go).
+	OnExpire string `json:"on_expire,omitempty"`
+	// ExpiredAt is when its TTL paused or stopped it; ExpiresAt is then the end of its retention.
+	ExpiredAt *time.Time `json:"expired_at,omitempty"`
 }
 
 // Death says why a container stopped without being asked to.
@@ -78,6 +82,9 @@ type CreateRequest struct {
 	Metadata map[string]string
 	// Egress is the sandbox's own outbound policy inside its profile's (metadata.go).
 	Egress *SandboxEgress
+	// OnExpire is what the TTL does (expiry.go): "" deletes the sandbox; ExpirePause freezes it and ExpireStop
+	// stops it, each keeping it for the retention (ExpiryRetention) until it resumes. It needs a TTL.
+	OnExpire string
 	// RecordWorkspace, when set, lists the sandbox's own workspace (one the Manager makes or copies for it, never a
 	// caller's WorkspaceID) among the workspaces, owned by Owner, with this size and backend (its Owner is not
 	// read): Bay's managed cargo. The record goes with the sandbox however it goes (workspaces.go).

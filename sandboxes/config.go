@@ -40,6 +40,9 @@ type Config struct {
 	DefaultTTL time.Duration
 	// GCInterval is how often idle, expired and orphaned sandboxes are collected. Default 1m.
 	GCInterval time.Duration
+	// ExpiryRetention is how long a sandbox whose TTL paused or stopped it (CreateRequest.OnExpire) is kept
+	// before it is deleted, unless it resumes first. Default DefaultExpiryRetention.
+	ExpiryRetention time.Duration
 	// StartTimeout bounds the wait for an agent's readiness (create, restart after idle). Default 60s.
 	StartTimeout time.Duration
 	// WarmMaxAge recycles warm members older than this. Default 30m.
@@ -78,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GCInterval <= 0 {
 		c.GCInterval = time.Minute
+	}
+	if c.ExpiryRetention <= 0 {
+		c.ExpiryRetention = DefaultExpiryRetention
 	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 60 * time.Second

@@ -33,6 +33,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := m.checkImage(ctx, req); err != nil {
 		return nil, err
 	}
+	if err := m.checkOnExpire(req.OnExpire); err != nil { // expiry.go
+		return nil, err
+	}
 	if w, ok := m.store.(StoreWritable); ok {
 		// A full data disk refuses the create before it makes anything (store_full.go).
 		if err := w.Writable(); err != nil {
@@ -94,6 +97,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if ttl > 0 {
 		t := now.Add(ttl)
 		expires = &t
+	} else if req.OnExpire != "" {
+		m.mu.Unlock()
+		return nil, Errorf(CodeInvalid, "on_expire %s needs a TTL: this sandbox would never expire", req.OnExpire)
 	}
 	if m.cfg.MaxPerOwner > 0 {
 		if n := m.ownerCountLocked(req.Owner, now); n >= m.cfg.MaxPerOwner {
@@ -117,6 +123,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			e.rec.LaunchType = launch
 			e.rec.CreatedAt = now
 			e.rec.ExpiresAt = expires
+			setOnExpire(e, req.OnExpire, ttl)
+			if req.OnExpire != "" {
+				kick(m.expiryKick)
+			}
 			e.rec.Metadata = maps.Clone(req.Metadata)
 			e.rec.Egress = cloneEgress(req.Egress)
 			setIdleDeadline(e, now)
@@ -165,6 +175,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	m.noteCreateLocked(p.ID, LaunchCold)
 	e := m.newEntryLockedAfter(p, req.Owner, req.Env, req.WorkspaceID, expires, false, now, after, req.UnguessableID)
+	setOnExpire(e, req.OnExpire, ttl)
+	if req.OnExpire != "" {
+		kick(m.expiryKick)
+	}
 	e.rec.LaunchType = LaunchCold
 	e.rec.Metadata = maps.Clone(req.Metadata)
 	e.rec.Egress = cloneEgress(req.Egress)

@@ -108,7 +108,13 @@ func statusOf(e *entry, now time.Time) Status {
 	}
 }
 
+// expired: past its TTL, and not a sandbox whose TTL pauses or stops it (expiry.go), which stays live until the
+// collector has done that (at once: its timer fires at the TTL).
 func expired(e *entry, now time.Time) bool {
+	return pastTTL(e, now) && (e.rec.OnExpire == "" || e.rec.ExpiredAt != nil)
+}
+
+func pastTTL(e *entry, now time.Time) bool {
 	return e.rec.ExpiresAt != nil && !now.Before(*e.rec.ExpiresAt)
 }
 
@@ -117,7 +123,11 @@ func (m *Manager) snapshotLocked(e *entry, now time.Time) *Sandbox {
 		ID: e.rec.ID, Profile: e.rec.Profile, Owner: e.rec.Owner, Status: statusOf(e, now),
 		Capabilities: slices.Clone(e.profile.Capabilities), WorkspaceID: e.rec.WorkspaceID, CreatedAt: e.rec.CreatedAt,
 		LaunchType: e.rec.LaunchType, LastError: e.rec.LastError, Metadata: maps.Clone(e.rec.Metadata),
-		Egress: cloneEgress(e.rec.Egress),
+		Egress: cloneEgress(e.rec.Egress), OnExpire: e.rec.OnExpire,
+	}
+	if e.rec.ExpiredAt != nil {
+		t := *e.rec.ExpiredAt
+		sb.ExpiredAt = &t
 	}
 	if sb.Capabilities == nil {
 		sb.Capabilities = []string{}

@@ -10,10 +10,21 @@ func (m *Manager) gcLoop() {
 	m.mu.RLock()
 	ticker := m.gcTicker
 	m.mu.RUnlock()
+	// keepTimer fires at the next TTL that pauses or stops its sandbox instead of deleting it (expiry.go): E2B's
+	// autoPause promises the pause at the timeout, not up to a collector interval later.
+	keepTimer := time.NewTimer(time.Hour)
+	defer keepTimer.Stop()
 	for {
+		keepTimer.Stop()
+		if next := m.nextKeep(time.Now()); !next.IsZero() {
+			keepTimer.Reset(time.Until(next))
+		}
 		select {
 		case <-m.ctx.Done():
 			return
+		case <-m.expiryKick:
+			continue // a TTL changed: re-arm the timer
+		case <-keepTimer.C:
 		case <-ticker.C:
 		case <-m.gcKick:
 		}
@@ -25,9 +36,11 @@ func (m *Manager) gcLoop() {
 
 // GCReport counts what one collection did.
 type GCReport struct {
-	IdleStopped      int
-	IdlePaused       int
-	Expired          int
+	IdleStopped int
+	IdlePaused  int
+	Expired     int
+	// TimeoutKept counts sandboxes whose TTL paused or stopped them instead of deleting them (expiry.go).
+	TimeoutKept      int
 	WarmRecycled     int
 	OrphanContainers int
 	OrphanVolumes    int
@@ -44,6 +57,7 @@ type GCTask string
 const (
 	GCIdle             GCTask = "idle"              // stopping or pausing idle sandboxes
 	GCExpired          GCTask = "expired"           // removing expired sandboxes
+	GCTimeout          GCTask = "timeout"           // pausing or stopping sandboxes whose TTL keeps them
 	GCWarm             GCTask = "warm"              // recycling stale, failed or old warm members
 	GCOrphanContainers GCTask = "orphan_containers" // the orphan sweep's containers
 	GCOrphanVolumes    GCTask = "orphan_volumes"    // the orphan sweep's volumes (workspaces, HOME seeds, snapshots)
@@ -111,7 +125,16 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			}
 			continue
 		}
-		if e.leases > 0 || !leader {
+		if !leader {
+			continue
+		}
+		if keepDue(e, now) {
+			// Its TTL pauses or stops it instead (expiry.go), leases or not: E2B's timeout is hard, and a request
+			// open through the edge (a background command's stream) just waits for the resume.
+			jobs = append(jobs, job{e, "keep"})
+			continue
+		}
+		if e.leases > 0 {
 			continue
 		}
 		switch {
@@ -141,6 +164,18 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			}
 			rep.Expired++
 			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: "expired"})
+		case "keep":
+			did, err := m.keep(ctx, j.e)
+			if err != nil {
+				rep.fail(GCTimeout, "keeping sandbox at its timeout", err)
+				m.log.Warn("keeping sandbox at its timeout", "sandbox", j.e.rec.ID, "error", err)
+				continue
+			}
+			if did == "" {
+				continue
+			}
+			rep.TimeoutKept++
+			m.emit(Event{Type: EventGC, SandboxID: j.e.rec.ID, Profile: j.e.rec.Profile, Owner: j.e.rec.Owner, Reason: did})
 		case "idle":
 			did, err := m.collectIdle(ctx, j.e)
 			if err != nil {
@@ -173,7 +208,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	}
 	m.flushAll(rep.Swept || !leader) // a fleet's other gateways never sweep: they check every record each pass
 	if rep.did() {
-		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "warm_recycled", rep.WarmRecycled,
+		m.log.Info("sandbox collection", "idle_stopped", rep.IdleStopped, "idle_paused", rep.IdlePaused, "expired", rep.Expired, "timeout_kept", rep.TimeoutKept, "warm_recycled", rep.WarmRecycled,
 			"orphan_containers", rep.OrphanContainers, "orphan_volumes", rep.OrphanVolumes, "errors", rep.Errors)
 	}
 	kick(m.warmKick)
@@ -182,7 +217,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 
 // did says whether the pass did or failed anything.
 func (r GCReport) did() bool {
-	return r.IdleStopped+r.IdlePaused+r.Expired+r.WarmRecycled+r.OrphanContainers+r.OrphanVolumes+r.Errors > 0
+	return r.IdleStopped+r.IdlePaused+r.Expired+r.TimeoutKept+r.WarmRecycled+r.OrphanContainers+r.OrphanVolumes+r.Errors > 0
 }
 
 // sweepDue reports whether this pass runs the orphan sweep, and if so marks it run. The sweep lists every container

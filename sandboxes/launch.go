@@ -314,6 +314,11 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		if !e.rec.Warm && !(e.adopting && e.rec.IdleExpiresAt != nil) {
 			setIdleDeadline(e, now)
 		}
+		if !e.adopting {
+			// Started again after its TTL stopped it: it lives its TTL again. An adopted one that its record says
+			// was kept is frozen or stopped again by the collector (expiry.go, keepDue).
+			m.wakeLocked(e, now)
+		}
 		e.adopting = false
 		if e.rec.Warm {
 			m.warm[e.rec.ProfileHash] = append(m.warm[e.rec.ProfileHash], e.rec.ID)

@@ -54,16 +54,18 @@ type Manager struct {
 	netMu    sync.Mutex
 	instance string
 
-	started   bool
-	closed    bool
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	starts    *startQueue
-	gcKick    chan struct{}
-	warmKick  chan struct{}
-	gcTicker  *time.Ticker
-	startOnce sync.Mutex
+	started bool
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	starts  *startQueue
+	gcKick  chan struct{}
+	// expiryKick re-arms the collector's timer for the next TTL that keeps its sandbox (expiry.go).
+	expiryKick chan struct{}
+	warmKick   chan struct{}
+	gcTicker   *time.Ticker
+	startOnce  sync.Mutex
 	// snapMu serialises snapshot captures and deletes, so a per-owner quota check and the capture it allows are
 	// one step (snapshots.go).
 	snapMu sync.Mutex
@@ -123,7 +125,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
 		profiles: map[string]Profile{}, entries: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
-		gcKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
+		gcKick: make(chan struct{}, 1), expiryKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}
 	agentTransport.Observe = m.observeAgentCall // warm_hold.go
 	m.cfg.setDefaults()

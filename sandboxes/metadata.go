@@ -136,3 +136,27 @@ func cloneEgress(e *SandboxEgress) *SandboxEgress {
 	}
 	return &SandboxEgress{Allow: slices.Clone(e.Allow), Deny: slices.Clone(e.Deny), AllowAnyName: e.AllowAnyName}
 }
+
+// SetEgress replaces a live sandbox's own outbound policy (nil: its profile's alone). The egress proxy reads the
+// policy at each new connection (BySource), so it applies to the next one; a tunnel already open keeps going until
+// it closes. Only a profile whose sandboxes reach outside through that proxy alone can carry one, as at create.
+func (m *Manager) SetEgress(ctx context.Context, id string, eg *SandboxEgress) (*Sandbox, error) {
+	now := time.Now()
+	m.mu.Lock()
+	e, err := m.liveLocked(id, now)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	if eg != nil && !e.profile.EgressEnforced() {
+		m.mu.Unlock()
+		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", e.rec.Profile)
+	}
+	e.rec.Egress = cloneEgress(eg)
+	sb := m.snapshotLocked(e, now)
+	m.mu.Unlock()
+	if err := m.persist(e); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}

@@ -199,6 +199,7 @@ func (m *Manager) resume(ctx context.Context, e *entry, reason string) error {
 	m.mu.Lock()
 	e.rec.Phase = PhaseRunning
 	setIdleDeadline(e, time.Now())
+	m.wakeLocked(e, time.Now()) // paused by its TTL: it lives its TTL again (expiry.go)
 	m.mu.Unlock()
 	// Written off the request's path: a gateway that dies first finds a paused record on a running container,
 	// which reconcile adopts as running.

@@ -68,6 +68,10 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			// workspace copy (snapshot, fork), or an operator paused it. Recorded paused, thawed below, then adopted.
 			e.rec.Phase = PhasePaused
 			toThaw = append(toThaw, e)
+		case c.Paused && rec.Phase == PhasePaused:
+			// Still frozen as recorded (asked, idle or at its TTL: expiry.go): it stays paused, and the next request
+			// thaws it. Adopting it would probe an agent that cannot answer.
+			adopted++
 		case c.Running:
 			// Adopt: the agent is probed again before the sandbox counts as ready; the idle deadline is kept.
 			e.rec.Phase = PhaseStarting

@@ -476,6 +476,9 @@ func (m *Manager) Fork(ctx context.Context, id string, fr ForkRequest) (*ForkRes
 		Metadata: fr.Metadata, UnguessableID: fr.UnguessableID,
 		// The fork keeps the source's own outbound policy: a copy must not reach more than its source.
 		Egress: cloneEgress(e.rec.Egress)}
+	if fr.TTL > 0 || (fr.TTL == 0 && m.cfg.DefaultTTL > 0) {
+		req.OnExpire = e.rec.OnExpire // and what its timeout does (expiry.go), where the fork has a timeout
+	}
 	src := m.VolumeName(e.rec.WorkspaceID)
 	m.mu.RUnlock()
 	if _, ok := m.Profile(req.Profile); !ok {

@@ -58,6 +58,13 @@ type Record struct {
 	Spec *Profile `json:"spec,omitempty"`
 	// Gateway is the fleet gateway that made a warm member (SharedStore.Identity); only it claims the member.
 	Gateway string `json:"gateway,omitempty"`
+	// OnExpire is what the TTL does (expiry.go): "" deletes the sandbox, ExpirePause freezes it, ExpireStop stops it.
+	OnExpire string `json:"on_expire,omitempty"`
+	// ExpiredAt is set while a sandbox is kept past its TTL by OnExpire: when that happened. ExpiresAt is then
+	// the end of its retention.
+	ExpiredAt *time.Time `json:"expired_at,omitempty"`
+	// ResumeTTL is the lifetime a sandbox kept past its TTL gets again when it resumes (its last TTL).
+	ResumeTTL time.Duration `json:"resume_ttl,omitempty"`
 }
 
 // Store keeps Records across restarts. Every method is safe for concurrent use.

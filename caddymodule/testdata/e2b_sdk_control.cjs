@@ -98,7 +98,6 @@ async function main() {
   report.wrongKey = await classOf(Sandbox.create('base', { apiKey: 'not-a-key' }))
   report.wrongKeyIsAuth = (await Sandbox.create('base', { apiKey: 'not-a-key' }).catch((e) => e)) instanceof AuthenticationError
   report.unknownTemplate = await classOf(Sandbox.create('no-such-template'))
-  report.autoPause = await classOf(Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } }))
 
   report.killed = await sbx.kill()
   report.killedAgain = await Sandbox.kill(sbx.sandboxId)

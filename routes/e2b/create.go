@@ -86,12 +86,10 @@ func (h *Handler) translateCreate(r *http.Request, p service.Principal, req NewS
 		return bad("mcp: the MCP gateway template is not served by sandgate; sandgate's own MCP server is at /mcp of the gateway")
 	case req.IAM != nil:
 		return bad("iam: workload identity tokens are not supported")
-	case req.AutoPause != nil && *req.AutoPause:
-		return bad("autoPause: sandgate deletes a sandbox at its timeout and cannot pause it instead; pause it explicitly (sandbox.pause), or use a template whose profile has idle_action pause")
-	case req.AutoPauseMemory != nil:
-		return bad("autoPauseMemory applies only with autoPause, which sandgate does not support")
-	case req.AutoResume != nil && !req.AutoResume.Enabled:
-		return bad("autoResume.enabled false: sandgate resumes a paused sandbox on any request to it")
+	case req.AutoPauseMemory != nil && (req.AutoPause == nil || !*req.AutoPause):
+		return bad("autoPauseMemory applies only with autoPause true")
+	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory && req.AutoResume != nil && req.AutoResume.Enabled:
+		return bad("autoResume: a sandbox auto-paused without its memory (autoPauseMemory false) cannot be auto-resumed by traffic; resume it with connect")
 	case req.Secure != nil && !*req.Secure:
 		return bad("secure false: every sandgate sandbox's envd requires its access token")
 	}
@@ -111,7 +109,12 @@ func (h *Handler) translateCreate(r *http.Request, p service.Principal, req NewS
 	if name == "" {
 		name = DefaultTemplate
 	}
-	lc := service.LabelledCreate{UnguessableID: true}
+	lc := service.LabelledCreate{UnguessableID: true, OnExpire: onExpire(req)}
+	if lc.OnExpire == sandboxes.ExpirePause {
+		if err := h.svc.CanPause(); err != nil {
+			return service.LabelledCreate{}, state{}, errorf(http.StatusBadRequest, "autoPause: %s; create without it, or with autoPauseMemory false (the sandbox is stopped at its timeout, its files kept)", toError(err).Message)
+		}
+	}
 	profileID, ok := h.cfg.Templates[name]
 	if ok {
 		lc.Profile = profileID
@@ -136,7 +139,8 @@ func (h *Handler) translateCreate(r *http.Request, p service.Principal, req NewS
 		return service.LabelledCreate{}, state{}, e
 	}
 	lc.TTL = ttl
-	st := state{Template: name, Env: map[string]string{}, Tenant: map[string]string{}}
+	st := state{Template: name, Env: map[string]string{}, Tenant: map[string]string{},
+		AutoResume: req.AutoResume != nil && req.AutoResume.Enabled}
 	for k, v := range req.Metadata {
 		if strings.HasPrefix(k, reservedPrefix) {
 			return bad("metadata key %q: the %s prefix is reserved", k, reservedPrefix)
@@ -199,3 +203,16 @@ func (h *Handler) ttlOf(timeout *int64, def time.Duration) (time.Duration, *Erro
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// onExpire maps E2B's autoPause onto the Manager's expiry action: a full pause (memory and processes kept) is the
+// cgroup freezer; autoPauseMemory false, E2B's filesystem-only snapshot that reboots on resume, is a stop that
+// keeps the workspace. Either is kept for the Manager's retention (sandboxes.ExpiryRetention), then deleted.
+func onExpire(req NewSandbox) string {
+	switch {
+	case req.AutoPause == nil || !*req.AutoPause:
+		return ""
+	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
+		return sandboxes.ExpireStop
+	}
+	return sandboxes.ExpirePause
+}

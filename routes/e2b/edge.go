@@ -151,6 +151,13 @@ func (e *Edge) Serve(w http.ResponseWriter, r *http.Request, fwd Forwarder) bool
 		writeError(w, ae)
 		return true
 	}
+	if !st.AutoResume && pausedByTenant(sb) {
+		// E2B resumes a paused sandbox on traffic only with autoResume; without it only connect does.
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusConflict, map[string]any{"sandboxId": t.ID, "code": http.StatusConflict,
+			"message": "sandbox " + t.ID + " is paused; resume it with connect (it was created without autoResume)"})
+		return true
+	}
 	rest := r.URL.EscapedPath()
 	if ae := checkRest(rest); ae != nil {
 		writeError(w, ae)

@@ -43,7 +43,10 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		return
 	}
 	d := SandboxDetail{ListedSandbox: h.present(sb, st), EnvdAccessToken: envd, Domain: h.domain(),
-		Lifecycle: Lifecycle{OnTimeout: "kill", AutoResume: true}}
+		Lifecycle: Lifecycle{OnTimeout: "kill", AutoResume: st.AutoResume}}
+	if sb.OnExpire != "" {
+		d.Lifecycle.OnTimeout = "pause"
+	}
 	internet := !st.NoInternet
 	d.AllowInternetAccess = &internet
 	public := !st.Private
@@ -154,7 +157,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p service.Princi
 		writeError(w, e)
 		return
 	}
-	if sb.Status == sandboxes.StatusPaused {
+	if pausedE2B(sb) {
 		writeError(w, errorf(http.StatusConflict, "sandbox %q is already paused", id))
 		return
 	}
@@ -193,12 +196,15 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, p service.Prin
 		return
 	}
 	status := http.StatusOK
-	if sb.Status == sandboxes.StatusPaused {
-		if _, err := h.svc.Resume(r.Context(), p, id); err != nil {
+	if pausedE2B(sb) {
+		// Frozen (asked, idle or at its timeout) or stopped at its timeout: resumed or started, and given its TTL
+		// again (sandboxes/expiry.go).
+		resumed, err := h.svc.Resume(r.Context(), p, id)
+		if err != nil {
 			writeError(w, toError(err))
 			return
 		}
-		status = http.StatusCreated
+		sb, status = resumed, http.StatusCreated
 	}
 	if e := h.extendTo(r.Context(), p, sb, d); e != nil {
 		writeError(w, e)
@@ -287,22 +293,4 @@ func (h *Handler) sample(ctx context.Context, p service.Principal, sb sandboxes.
 		m.CPUUsedPct = *u.CPUPercent / float64(max(ls.CPUCount, 1))
 	}
 	return m, true, nil
-}
-
-// logs is refused: sandgate keeps no log of a sandbox's own output (exec history is the REST API's).
-func (h *Handler) logs(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	if _, _, e := h.sandbox(r.Context(), p, r.PathValue("id")); e != nil {
-		writeError(w, e)
-		return
-	}
-	writeError(w, errorf(http.StatusNotImplemented, "sandbox logs are not kept by sandgate; the REST API's /v1/sandboxes/{id}/history lists executed commands"))
-}
-
-// updateNetwork is refused: a sandbox's egress policy is fixed at create.
-func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	if _, _, e := h.sandbox(r.Context(), p, r.PathValue("id")); e != nil {
-		writeError(w, e)
-		return
-	}
-	writeError(w, errorf(http.StatusNotImplemented, "changing a running sandbox's network is not supported: its egress policy is set at create"))
 }

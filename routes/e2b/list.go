@@ -138,7 +138,20 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 	if t := q.Get("template"); t != "" {
 		want[keyTemplate] = t
 	}
-	opts := sandboxes.ListOptions{Statuses: states, Metadata: want, Limit: limit, Cursor: q.Get("nextToken")}
+	wantState := map[string]bool{}
+	for _, s := range states {
+		switch s {
+		case sandboxes.StatusPaused:
+			wantState["paused"] = true
+		case sandboxes.StatusReady:
+			wantState["running"] = true
+		}
+	}
+	// The core is asked for both states and each sandbox kept by its E2B state (present): one its timeout paused or
+	// stopped is paused to E2B from the moment that is recorded, while the core may still read it ready (being
+	// frozen or stopped) or idle (stopped: autoPauseMemory false).
+	all, _ := ParseStates(nil)
+	opts := sandboxes.ListOptions{Statuses: all, Metadata: want, Limit: limit, Cursor: q.Get("nextToken")}
 	items, next := []ListedSandbox{}, ""
 	for {
 		page, cursor, err := h.svc.ListSandboxes(r.Context(), p, opts)
@@ -149,7 +162,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		for _, sb := range page {
 			// A filter on the template key finds only E2B sandboxes; without one, the others are skipped here.
 			if st, ok := stateOf(sb); ok {
-				items = append(items, h.present(sb, st))
+				if ls := h.present(sb, st); wantState[ls.State] {
+					items = append(items, ls)
+				}
 			}
 		}
 		next = cursor

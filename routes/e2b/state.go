@@ -19,6 +19,7 @@ const (
 	keyTemplate    = reservedPrefix + "template"
 	keyPrivate     = reservedPrefix + "private"
 	keyNoInternet  = reservedPrefix + "no-internet"
+	keyAutoResume  = reservedPrefix + "auto-resume"
 	envPrefix      = reservedPrefix + "env/"
 )
 
@@ -36,6 +37,9 @@ type state struct {
 	Template   string
 	Private    bool
 	NoInternet bool
+	// AutoResume: traffic to the sandbox resumes it when E2B's pause or its timeout paused it (autoResume
+	// enabled); otherwise only connect does, as on E2B.
+	AutoResume bool
 	Env        map[string]string
 	Tenant     map[string]string
 }
@@ -51,6 +55,8 @@ func stateOf(sb sandboxes.Sandbox) (state, bool) {
 			st.Private = v == "1"
 		case k == keyNoInternet:
 			st.NoInternet = v == "1"
+		case k == keyAutoResume:
+			st.AutoResume = v == "1"
 		case strings.HasPrefix(k, envPrefix):
 			st.Env[strings.TrimPrefix(k, envPrefix)] = v
 		case strings.HasPrefix(k, reservedPrefix):
@@ -77,6 +83,9 @@ func e2bMetadata(st state) map[string]string {
 	if st.NoInternet {
 		md[keyNoInternet] = "1"
 	}
+	if st.AutoResume {
+		md[keyAutoResume] = "1"
+	}
 	for k, v := range st.Env {
 		md[envPrefix+k] = v
 	}
@@ -96,7 +105,7 @@ func (h *Handler) present(sb sandboxes.Sandbox, st state) ListedSandbox {
 	if sb.ExpiresAt != nil {
 		out.EndAt = rfc3339(*sb.ExpiresAt)
 	}
-	if sb.Status == sandboxes.StatusPaused {
+	if pausedE2B(sb) {
 		out.State = "paused"
 	}
 	for _, p := range h.svc.Profiles() {
@@ -120,4 +129,17 @@ func (h *Handler) domain() *string {
 	}
 	d := h.cfg.Domain
 	return &d
+}
+
+// pausedE2B: the sandbox is paused as E2B sees it: frozen, or kept past its timeout (autoPause: frozen, or stopped
+// for autoPauseMemory false).
+func pausedE2B(sb sandboxes.Sandbox) bool {
+	return sb.Status == sandboxes.StatusPaused || sb.ExpiredAt != nil
+}
+
+// pausedByTenant: E2B's pause, or its timeout, paused it; traffic resumes it only with autoResume. A sandbox
+// paused by its profile's idle_action pause is sandgate's own reclaim, invisible to the tenant: traffic always
+// resumes it (an idle pause has a second deadline, IdleExpiresAt; an asked one has none).
+func pausedByTenant(sb sandboxes.Sandbox) bool {
+	return sb.ExpiredAt != nil || (sb.Status == sandboxes.StatusPaused && sb.IdleExpiresAt == nil)
 }

@@ -25,6 +25,9 @@ type LabelledCreate struct {
 	UnguessableID bool
 	// Snapshot, when set, starts the workspace as a copy of this snapshot of the caller's.
 	Snapshot string
+	// OnExpire is what the TTL does: "" deletes the sandbox, sandboxes.ExpirePause freezes it and
+	// sandboxes.ExpireStop stops it, kept for the Manager's retention until it resumes (E2B's autoPause).
+	OnExpire string
 }
 
 // CreateLabelled creates a sandbox owned by p, its workspace listed as Config.ManagedWorkspace says.
@@ -33,7 +36,7 @@ func (s *Service) CreateLabelled(ctx context.Context, p Principal, c LabelledCre
 		return sandboxes.Sandbox{}, Errorf(CodeValidation, "ttl must not be negative")
 	}
 	req := sandboxes.CreateRequest{Profile: c.Profile, Owner: p.Owner, TTL: -1, Metadata: c.Metadata, Egress: c.Egress,
-		UnguessableID: c.UnguessableID, RecordWorkspace: s.cfg.ManagedWorkspace}
+		UnguessableID: c.UnguessableID, RecordWorkspace: s.cfg.ManagedWorkspace, OnExpire: c.OnExpire}
 	if c.TTL > 0 {
 		req.TTL = c.TTL
 	}

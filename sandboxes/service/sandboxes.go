@@ -57,6 +57,14 @@ type (
 	UsageSource interface {
 		Usage(ctx context.Context, ids []string) map[string]sandboxes.Usage
 	}
+	// LogSource reads a sandbox's container output (E2B's logs).
+	LogSource interface {
+		Logs(ctx context.Context, id string, q sandboxes.LogQuery) ([]sandboxes.LogLine, error)
+	}
+	// EgressSetter replaces a running sandbox's own egress policy (E2B's updateNetwork).
+	EgressSetter interface {
+		SetEgress(ctx context.Context, id string, eg *sandboxes.SandboxEgress) (*sandboxes.Sandbox, error)
+	}
 )
 
 var _ interface {
@@ -67,6 +75,8 @@ var _ interface {
 	AccessKeyer
 	Subscriber
 	UsageSource
+	LogSource
+	EgressSetter
 	agentLossChecker
 	leaser
 	operatorView
