@@ -97,9 +97,13 @@ async function viewStream(url, { expectFailure = false } = {}) {
     const resp = await page.goto(url)
     const out = { status: resp.status() }
     if (expectFailure) {
-      // Without the password noVNC asks for one: its credentials dialog opens.
-      await page.locator('#noVNC_credentials_dlg.noVNC_open').waitFor({ timeout: remaining() })
-      out.asksPassword = true
+      // Without the password noVNC asks for one: its credentials dialog opens. Anything else it reports (connected,
+      // failed) ends the wait too, and is reported.
+      const status = () => page.locator('#noVNC_status').innerText().catch(() => '')
+      await until('noVNC to ask for the password or fail', async () =>
+        (await page.locator('#noVNC_credentials_dlg.noVNC_open').count()) > 0 || /Connected|Failed|wrong|closed|Disconnected/.test(await status()))
+      out.asksPassword = (await page.locator('#noVNC_credentials_dlg.noVNC_open').count()) > 0
+      out.status_text = await status()
       return out
     }
     await page.locator('#noVNC_container canvas').waitFor({ timeout: remaining() })
