@@ -75,7 +75,7 @@ func TestCaddyfileExampleServes(t *testing.T) {
 	}
 	bay := client.New(fmt.Sprintf("http://127.0.0.1:%d", bayPort), creds.APIKey)
 	profiles, err := bay.Profiles(ctx)
-	if err != nil || len(profiles) != 3 {
+	if err != nil || len(profiles) != 4 { // python-default, python-isolated, browser-python, desktop
 		t.Fatalf("profiles: %v %+v", err, profiles)
 	}
 	sb, err := bay.CreateSandbox(ctx, "python-default", 600)

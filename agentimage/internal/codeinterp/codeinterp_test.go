@@ -358,3 +358,35 @@ func TestExecuteJavaScript(t *testing.T) {
 		})
 	}
 }
+
+// TestExecuteStreamsJavaScript: a Node cell's output reaches the client while the cell still runs. The cell waits
+// for a file the test writes only after it has read the first line; output printed between cells (a timer) comes
+// first in the next one, and nothing arrives twice.
+func TestExecuteStreamsJavaScript(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed")
+	}
+	srv, _ := newTestServer(t, Config{})
+	flag := filepath.Join(t.TempDir(), "go")
+	code := "console.log('first'); console.error('err');\nconst fs = require('fs');\n" +
+		"const started = Date.now(); const seen = await new Promise((r) => { const t = setInterval(() => {\n" +
+		"  if (fs.existsSync(" + jsonString(flag) + ")) { clearInterval(t); r(true) } else if (Date.now() - started > 30000) { clearInterval(t); r(false) } }, 10) });\n" +
+		"setTimeout(() => console.log('late'), 0); console.log(seen ? 'second' : 'no flag')"
+	sawFirst := false
+	lines, _ := execute(t, context.Background(), srv, nil, ExecuteRequest{Code: code, Language: "js"}, func(l line) {
+		if l["type"] == lineStdout && strings.Contains(str(l["text"]), "first") && !sawFirst {
+			sawFirst = true
+			if err := os.WriteFile(flag, nil, 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	got := strings.Join(summary(lines), " ")
+	if !sawFirst || !strings.Contains(got, "stdout:first\n") || !strings.Contains(got, "stderr:err\n") || !strings.HasSuffix(got, "stdout:second\n end_of_execution") {
+		t.Fatalf("lines %q", got)
+	}
+	lines, _ = execute(t, context.Background(), srv, nil, ExecuteRequest{Code: "1", Language: "js"}, nil)
+	if got := strings.Join(summary(lines), " "); got != "count:2 stdout:late\n result:1 end_of_execution" {
+		t.Fatalf("next cell: %q", got)
+	}
+}

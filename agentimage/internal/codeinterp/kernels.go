@@ -22,8 +22,8 @@ const envSetupTimeout = 10 * time.Second
 // runner is one context's kernel: the agent's own persistent kernels (pykernel, nodekernel, rkernel), one process
 // per context.
 type runner interface {
-	// run executes code with env set for this execution only; out receives output as it is printed when the kernel
-	// can stream it (Python), else the outcome carries it.
+	// run executes code with env set for this execution only; out receives output as it is printed (Python, Node;
+	// R's stdout), and the outcome carries only what was not streamed.
 	run(ctx context.Context, code string, env map[string]string, out pykernel.Output) outcome
 	restart(ctx context.Context) error
 	close()
@@ -119,7 +119,8 @@ func (p *pythonRunner) restart(ctx context.Context) error {
 
 func (p *pythonRunner) close() { p.k.Close() }
 
-// lineRunner is a context on the Node or R kernel: their output comes with the result.
+// lineRunner is a context on the Node or R kernel: Node streams its output, R its stdout; the kernel hands out the
+// rest with the result.
 type lineRunner struct {
 	k       *linekernel.Kernel
 	timeout time.Duration
@@ -128,7 +129,7 @@ type lineRunner struct {
 	tracebackSep string
 }
 
-func (l *lineRunner) run(ctx context.Context, code string, env map[string]string, _ pykernel.Output) outcome {
+func (l *lineRunner) run(ctx context.Context, code string, env map[string]string, out pykernel.Output) outcome {
 	if len(env) > 0 {
 		setup, restore := l.envCells(env)
 		if o, ok := l.quiet(ctx, setup); !ok {
@@ -136,13 +137,12 @@ func (l *lineRunner) run(ctx context.Context, code string, env map[string]string
 		}
 		defer l.quiet(context.WithoutCancel(ctx), restore)
 	}
-	res, err := l.k.Exec(ctx, code, l.timeout)
+	res, err := l.k.ExecStream(ctx, code, l.timeout, linekernel.Output(out))
 	if err != nil {
 		return failure(err)
 	}
-	o := fromKernel(res, nil, l.tracebackSep)
-	o.stdout, o.stderr = res.Stdout, res.Stderr
-	return o
+	// ExecStream handed out all of res.Stdout and res.Stderr.
+	return fromKernel(res, nil, l.tracebackSep)
 }
 
 func (l *lineRunner) quiet(ctx context.Context, code string) (outcome, bool) {

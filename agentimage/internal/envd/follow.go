@@ -2,102 +2,46 @@ package envd
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	pb "github.com/sandgate/sandgate/agentimage/internal/envd/envdpb/process"
 	"github.com/sandgate/sandgate/agentimage/internal/process"
-	"github.com/sandgate/sandgate/agentimage/internal/ring"
 )
 
 // follow sends a process's events from the given ring offsets: start{pid}, data (stdout, stderr, or pty for a
 // terminal), a keepalive after every interval of silence, and end once the process has been reaped and its output
 // sent. It returns nil after end (the Connect handler then writes the end-of-stream envelope), or the context's
-// error when the client left; the process goes on either way.
+// error when the client left; the process goes on either way. The following itself is the agent's one follower,
+// process.FollowOutput.
 func follow(ctx context.Context, p *process.Process, outOff, errOff int64, keepalive time.Duration, send func(*pb.ProcessEvent) error) error {
 	if err := send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Start{Start: &pb.ProcessEvent_StartEvent{Pid: uint32(p.PID)}}}); err != nil {
 		return err
 	}
-	streams := []*stream{{ring: p.Stdout(), off: outOff, kind: kindStdout}, {ring: p.Stderr(), off: errOff, kind: kindStderr}}
-	if p.PTY {
-		streams[0].kind = kindPTY
+	err := p.FollowOutput(ctx, outOff, errOff, process.FollowOptions{Keepalive: keepalive, MaxChunk: readChunk}, process.Sink{
+		Data: func(stream string, data []byte, _ int64) error {
+			return send(dataEvent(stream, data, p.PTY))
+		},
+		Keepalive: func() error {
+			return send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Keepalive{Keepalive: &pb.ProcessEvent_KeepAlive{}}})
+		},
+	})
+	if err != nil {
+		return err
 	}
-	ka := time.NewTimer(keepalive)
-	defer ka.Stop()
-	for {
-		sent, finished := false, 0
-		var waits [2]<-chan struct{}
-		for i, st := range streams {
-			data, done, changed := st.next()
-			if len(data) > 0 {
-				if err := send(st.event(data)); err != nil {
-					return err
-				}
-				sent = true
-			}
-			if done {
-				finished++
-			}
-			waits[i] = changed
-		}
-		if finished == len(streams) {
-			<-p.Done() // the rings close just before done
-			return send(&pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: endEvent(p.State())}})
-		}
-		if sent {
-			ka.Reset(keepalive)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-waits[0]:
-		case <-waits[1]:
-		case <-ka.C:
-			if err := send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Keepalive{Keepalive: &pb.ProcessEvent_KeepAlive{}}}); err != nil {
-				return err
-			}
-			ka.Reset(keepalive)
-		}
-	}
+	return send(&pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: endEvent(p.State())}})
 }
 
-type streamKind int
-
-const (
-	kindStdout streamKind = iota
-	kindStderr
-	kindPTY
-)
-
-type stream struct {
-	ring *ring.Ring
-	off  int64
-	kind streamKind
-}
-
-// next returns the bytes to send now, whether the stream is complete, and what to wait on. A reader that fell
-// behind the ring continues at the oldest byte it holds (the bytes in between are gone).
-func (s *stream) next() ([]byte, bool, <-chan struct{}) {
-	data, eof, changed, err := s.ring.ReadAt(s.off, readChunk)
-	var gone *ring.GoneError
-	if errors.As(err, &gone) {
-		s.off = gone.Oldest
-		data, eof, changed, _ = s.ring.ReadAt(s.off, readChunk)
-	}
-	s.off += int64(len(data))
-	return data, eof && len(data) == 0, changed
-}
-
-func (s *stream) event(data []byte) *pb.ProcessEvent {
+// dataEvent is a data event: a terminal's output is pty, else stdout or stderr.
+func dataEvent(stream string, data []byte, pty bool) *pb.ProcessEvent {
 	d := &pb.ProcessEvent_DataEvent{}
-	switch s.kind {
-	case kindStderr:
-		d.Output = &pb.ProcessEvent_DataEvent_Stderr{Stderr: data}
-	case kindPTY:
+	switch {
+	case pty && stream == agentapi.StreamStdout:
 		d.Output = &pb.ProcessEvent_DataEvent_Pty{Pty: data}
+	case stream == agentapi.StreamStderr:
+		d.Output = &pb.ProcessEvent_DataEvent_Stderr{Stderr: data}
 	default:
 		d.Output = &pb.ProcessEvent_DataEvent_Stdout{Stdout: data}
 	}

@@ -156,6 +156,12 @@ func (f *fsService) Remove(_ context.Context, req *connect.Request[pb.RemoveRequ
 	if err := f.s.authorize(req.Header()); err != nil {
 		return nil, err
 	}
+	if p := req.Msg.GetPath(); isScreenshot(p) {
+		if err := removeScreenshot(p); err != nil {
+			return nil, notFoundOr(p, err)
+		}
+		return connect.NewResponse(&pb.RemoveResponse{}), nil
+	}
 	real, err := f.s.paths.resolveEntry(req.Msg.GetPath())
 	if err != nil {
 		return nil, connect.NewError(fsCode(err), err)

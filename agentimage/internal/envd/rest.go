@@ -101,12 +101,13 @@ func (s *Service) getFile(w http.ResponseWriter, r *http.Request) {
 		writeREST(w, http.StatusBadRequest, "query parameter 'path' is required")
 		return
 	}
-	real, err := s.paths.resolve(p)
-	if err != nil {
-		writeErr(w, err)
-		return
+	var f *os.File
+	real, err := p, error(nil)
+	if isScreenshot(p) {
+		f, err = openScreenshot(p)
+	} else if real, err = s.paths.resolve(p); err == nil {
+		f, err = os.Open(real)
 	}
-	f, err := os.Open(real)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			writeREST(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))

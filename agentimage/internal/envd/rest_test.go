@@ -3,16 +3,23 @@ package envd
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	pb "github.com/sandgate/sandgate/agentimage/internal/envd/envdpb/filesystem"
 )
 
 // multipartBody builds what E2B's SDK sends: parts named "file" whose filename is the full destination path.
@@ -176,4 +183,60 @@ func TestHealthAndEnvs(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env["FOO"] != "bar" || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("envs %v %v", err, env)
 	}
+}
+
+// TestDesktopScreenshot: @e2b/desktop's screenshot file (/tmp/screenshot-<16 alphanumerics>.png) is the one path
+// outside the workspace that files.read and files.remove reach. The attack: a symlink planted under that name
+// (to a file outside, as to the agent's own /proc entries) is not followed; any other /tmp path stays refused.
+func TestDesktopScreenshot(t *testing.T) {
+	te := newTestEnvd(t)
+	ctx := ctxFor(t)
+	name := func() string {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		return fmt.Sprintf("/tmp/screenshot-%x.png", b)
+	}
+	shot, link, dir := name(), name(), name()
+	writeFile(t, shot, "\x89PNG shot")
+	secret := filepath.Join(t.TempDir(), "secret")
+	writeFile(t, secret, "secret")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shot); os.Remove(link); os.Remove(dir) })
+
+	get := func(p string) (int, string) {
+		resp := mustDo(t, must(http.NewRequest("GET", te.url+"/files?path="+url.QueryEscape(p), nil)))
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(shot); code != 200 || body != "\x89PNG shot" {
+		t.Fatalf("screenshot: %d %q", code, body)
+	}
+	for _, p := range []string{link, dir, "/tmp/screenshot-short.png", "/tmp/other.png", "/tmp/screenshot-abcdefghijklmnop.png/../x", shot[:len(shot)-4] + ".txt"} {
+		if code, body := get(p); code == 200 || strings.Contains(body, "secret") {
+			t.Errorf("%s: %d %q", p, code, body)
+		}
+	}
+	if _, err := te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: link})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Fatalf("removing the planted link removed its target: %v", err)
+	}
+	_, err := te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: dir}))
+	wantCode(t, err, connect.CodePermissionDenied)
+	if _, err := te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: shot})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(shot); err == nil {
+		t.Fatal("the screenshot is still there")
+	}
+	_, err = te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: shot}))
+	wantCode(t, err, connect.CodeNotFound)
+	_, err = te.fs.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: "/tmp/other.png"}))
+	wantCode(t, err, connect.CodePermissionDenied)
 }

@@ -2,8 +2,8 @@
 // answers one result line over two extra pipes (fd 3 in, fd 4 out), so user output never mixes with results. What
 // the kernels share lives here: lazy start and restart, one cell at a time, the deadline past which a cell that the
 // interpreter cannot stop costs the process (its whole process group is killed and the next call starts a fresh
-// one, which the result says), and POST /v1/<kernel>/exec. What differs, the program and its line format, is a
-// Spec.
+// one, which the result says), streaming a cell's output while it runs (ExecStream), and POST /v1/<kernel>/exec.
+// What differs, the program and its line format, is a Spec.
 package linekernel
 
 import (
@@ -41,8 +41,15 @@ type Spec struct {
 	Grace, StartTimeout time.Duration
 	// MaxLine bounds one result line.
 	MaxLine int
-	// Encode is the request line for a cell (without its newline).
-	Encode func(id, code string, timeout time.Duration) ([]byte, error)
+	// Encode is the request line for a cell (without its newline); stream asks the program for Output lines.
+	Encode func(id, code string, timeout time.Duration, stream bool) ([]byte, error)
+	// Output, when set, recognises a line of output the program sends while a cell runs (asked for by Encode's
+	// stream): the id of the request, "stdout" or "stderr", and the text. Other lines go to Decode.
+	Output func(line string) (id, stream, text string, ok bool)
+	// TeeStdout gives the program a pipe as fd 5, onto which it copies its cell's stdout as printed (R's split
+	// sink). The bytes are the cell's result's stdout as they are written, so the agent streams them and knows,
+	// by counting, which bytes the result still owes the stream and which late ones to drop.
+	TeeStdout bool
 	// Decode reads a result line: the result and the id of the request it answers. elapsed is the time since the
 	// request was sent, for kernels that do not measure it themselves.
 	Decode func(line string, elapsed time.Duration) (agentapi.KernelExecResult, string, error)
@@ -96,11 +103,27 @@ type process struct {
 	req     *os.File
 	results chan string // lines from fd 4; closed when the process exits
 	exited  chan struct{}
+	tee     *tee // fd 5 with Spec.TeeStdout, else nil
 }
+
+// Output receives a running cell's output as the kernel prints it: stream is "stdout" or "stderr". It must not
+// block for long: the kernel waits for it.
+type Output func(stream string, p []byte)
 
 // Exec runs code in the kernel. A timeout of 0 means the Spec's default. The returned error is for the agent
 // failing (the binary missing, the kernel not starting); an error in user code is a result with Success false.
 func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (agentapi.KernelExecResult, error) {
+	return k.exec(ctx, code, timeout, nil)
+}
+
+// ExecStream is Exec with the cell's output handed to out as the kernel prints it. Everything of the result's
+// Stdout and Stderr has gone to out when it returns (what the kernel did not stream goes at the end), so the
+// caller does not send them again.
+func (k *Kernel) ExecStream(ctx context.Context, code string, timeout time.Duration, out Output) (agentapi.KernelExecResult, error) {
+	return k.exec(ctx, code, timeout, out)
+}
+
+func (k *Kernel) exec(ctx context.Context, code string, timeout time.Duration, out Output) (agentapi.KernelExecResult, error) {
 	if timeout <= 0 {
 		timeout = k.spec.DefaultTimeout
 	}
@@ -123,11 +146,16 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 	}
 	k.seq++
 	id := "x" + strconv.Itoa(k.seq)
-	line, err := k.spec.Encode(id, code, timeout)
+	line, err := k.spec.Encode(id, code, timeout, out != nil && k.spec.Output != nil)
 	if err != nil {
 		return agentapi.KernelExecResult{}, fmt.Errorf("encoding the request: %w", err)
 	}
 	p := k.p
+	// sent counts, per stream, the bytes out received, so the result's text past them goes at the end.
+	sent := map[string]int{}
+	if p.tee != nil {
+		p.tee.begin(out)
+	}
 	if _, err := p.req.Write(append(line, '\n')); err != nil {
 		k.stop()
 		return agentapi.KernelExecResult{}, fmt.Errorf("sending code to %s: %w", k.spec.Name, err)
@@ -143,20 +171,45 @@ func (k *Kernel) Exec(ctx context.Context, code string, timeout time.Duration) (
 			if !ok {
 				code := p.cmd.ProcessState.ExitCode()
 				k.stop()
-				return lost(fmt.Sprintf("%s exited (code %d) while running this code; it starts again on the next call and every variable is gone", k.spec.Name, code), started, false), nil
+				return finish(lost(fmt.Sprintf("%s exited (code %d) while running this code; it starts again on the next call and every variable is gone", k.spec.Name, code), started, false), out, sent), nil
+			}
+			if k.spec.Output != nil {
+				if oid, stream, text, ok := k.spec.Output(l); ok {
+					if oid == id && out != nil && text != "" {
+						out(stream, []byte(text))
+						sent[stream] += len(text)
+					}
+					continue
+				}
 			}
 			res, rid, err := k.spec.Decode(l, time.Since(started))
 			if err != nil || rid != id {
 				k.cfg.Logger.Warn(k.spec.LogName+": unexpected line", "line", truncate(l, 200), "error", err)
 				continue
 			}
+			if p.tee != nil {
+				sent["stdout"] += p.tee.end(len(res.Stdout))
+			}
 			res.KernelRestarted = restarted
-			return res, nil
+			return finish(res, out, sent), nil
 		case <-deadline.C:
 			k.stop()
-			return lost(k.spec.Blocked(timeout), started, true), nil
+			return finish(lost(k.spec.Blocked(timeout), started, true), out, sent), nil
 		}
 	}
+}
+
+// finish hands out what of the result's output it has not had yet.
+func finish(res agentapi.KernelExecResult, out Output, sent map[string]int) agentapi.KernelExecResult {
+	if out == nil {
+		return res
+	}
+	for _, s := range []struct{ name, text string }{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
+		if n := sent[s.name]; n < len(s.text) {
+			out(s.name, []byte(s.text[n:]))
+		}
+	}
+	return res
 }
 
 // lost is the result of an execution that cost the kernel its state.
@@ -203,17 +256,35 @@ func (k *Kernel) start(ctx context.Context) error {
 	cmd.Stdout = &logWriter{logger: k.cfg.Logger, name: k.spec.LogName, stream: "stdout"}
 	cmd.Stderr = &logWriter{logger: k.cfg.Logger, name: k.spec.LogName, stream: "stderr"}
 	cmd.ExtraFiles = []*os.File{reqR, resW}
+	var teeR, teeW *os.File
+	if k.spec.TeeStdout {
+		if teeR, teeW, err = os.Pipe(); err != nil {
+			reqR.Close()
+			reqW.Close()
+			resR.Close()
+			resW.Close()
+			return fmt.Errorf("creating the output pipe of %s: %w", k.spec.Name, err)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, teeW)
+	}
+	closeAll := func(fs ...*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		reqR.Close()
-		reqW.Close()
-		resR.Close()
-		resW.Close()
+		closeAll(reqR, reqW, resR, resW, teeR, teeW)
 		return fmt.Errorf("starting %s: %w", k.spec.Name, err)
 	}
-	reqR.Close()
-	resW.Close()
+	closeAll(reqR, resW, teeW)
 	p := &process{cmd: cmd, req: reqW, results: make(chan string, 4), exited: make(chan struct{})}
+	if teeR != nil {
+		p.tee = &tee{}
+		go func() { p.tee.drain(teeR); teeR.Close() }()
+	}
 	go func() {
 		sc := bufio.NewScanner(resR)
 		sc.Buffer(make([]byte, 64<<10), k.spec.MaxLine)

@@ -36,7 +36,7 @@ func shellSpec() Spec {
 		Ready:          func(l string) bool { return l == "ready" },
 		DefaultTimeout: 5 * time.Second, MaxTimeout: 10 * time.Second,
 		Grace: 100 * time.Millisecond, StartTimeout: time.Minute, MaxLine: 1 << 20,
-		Encode: func(id, code string, timeout time.Duration) ([]byte, error) {
+		Encode: func(id, code string, timeout time.Duration, _ bool) ([]byte, error) {
 			return []byte(id + " " + timeout.String() + " " + code), nil
 		},
 		Decode: func(l string, _ time.Duration) (agentapi.KernelExecResult, string, error) {
@@ -127,5 +127,50 @@ func TestServeExec(t *testing.T) {
 		if rec.Code != c.status || !strings.Contains(rec.Body.String(), c.part) {
 			t.Errorf("%s: %d %s", c.name, rec.Code, rec.Body.String())
 		}
+	}
+}
+
+// TestTeeKeepsCellsApart: the copy of a cell's stdout on fd 5 may arrive in any split around the cell's result;
+// each cell's Output gets its own bytes once, and what the result carries but the pipe has not delivered is left
+// for ExecStream to hand out.
+func TestTeeKeepsCellsApart(t *testing.T) {
+	var tt tee
+	var got []string
+	out := func(_ string, p []byte) { got = append(got, string(p)) }
+	tt.begin(out)
+	tt.write([]byte("ab"))
+	if n := tt.end(len("abcd")); n != 2 { // "cd" is still in the pipe
+		t.Fatalf("first cell: %d streamed", n)
+	}
+	tt.begin(out)
+	tt.write([]byte("cdxy")) // the first cell's late bytes, then the second cell's
+	tt.write([]byte("z"))
+	if n := tt.end(len("xyz")); n != 3 {
+		t.Fatalf("second cell: %d streamed", n)
+	}
+	tt.begin(nil) // a cell nobody streams: read and dropped
+	tt.write([]byte("q"))
+	if n := tt.end(len("qr")); n != 0 {
+		t.Fatalf("unstreamed cell: %d", n)
+	}
+	tt.begin(out)
+	tt.write([]byte("r1"))
+	if n := tt.end(1); n != 1 {
+		t.Fatalf("fourth cell: %d", n)
+	}
+	if strings.Join(got, "|") != "ab|xy|z|1" {
+		t.Fatalf("streamed %q", got)
+	}
+}
+
+// TestExecStreamHandsOutTheRest: a kernel that does not stream still gives ExecStream's Output the whole of its
+// result's stdout, once.
+func TestExecStreamHandsOutTheRest(t *testing.T) {
+	k := New(shellSpec(), Config{Bin: "sh"})
+	t.Cleanup(k.Close)
+	var got []string
+	res, err := k.ExecStream(context.Background(), "a", 0, func(stream string, p []byte) { got = append(got, stream+":"+string(p)) })
+	if err != nil || res.Stdout != "a 1" || strings.Join(got, "|") != "stdout:a 1" {
+		t.Fatalf("%+v %v %q", res, err, got)
 	}
 }

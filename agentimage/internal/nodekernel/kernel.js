@@ -1,6 +1,7 @@
 // sandgate's Node.js kernel: one persistent vm context, requests and results as JSON lines.
 // Requests arrive on fd 3 ({id, code, timeout_ms}); results leave on fd 4. The process's own stdout/stderr are
-// captured per execution, so user code never corrupts the protocol. The agent (Go) owns the process: it restarts it
+// captured per execution, so user code never corrupts the protocol. A request with stream set also gets what its
+// cell prints as it is printed, as output lines ({id, stream, text}) before its result, which still holds it all. The agent (Go) owns the process: it restarts it
 // when an execution overruns its deadline (a synchronous loop inside an async continuation cannot be interrupted).
 'use strict';
 
@@ -25,7 +26,7 @@ try {
 const OUTPUT_LIMIT = 1 << 20;
 const workspace = process.env.SANDGATE_WORKSPACE || process.cwd();
 
-let current = null; // {stdout, stderr, truncated} of the running execution
+let current = null; // {stdout, stderr, truncated, id?} of the running execution; id when it streams
 let between = { stdout: '', stderr: '', truncated: false }; // output of timers firing between executions
 
 function append(which, chunk) {
@@ -37,7 +38,13 @@ function append(which, chunk) {
     return;
   }
   if (s.length > room) target.truncated = true;
-  target[which] += s.slice(0, room);
+  const kept = s.slice(0, room);
+  target[which] += kept;
+  if (target.id && kept) emit(target.id, which, kept);
+}
+
+function emit(id, which, text) {
+  fs.writeSync(4, JSON.stringify({ id, stream: which, text }) + '\n');
 }
 
 for (const which of ['stdout', 'stderr']) {
@@ -134,6 +141,11 @@ async function execute(req) {
   executionCount += 1;
   current = between;
   between = { stdout: '', stderr: '', truncated: false };
+  if (req.stream) {
+    // Output of timers that fired before this execution is its own: it goes out first.
+    current.id = String(req.id);
+    for (const which of ['stdout', 'stderr']) if (current[which]) emit(current.id, which, current[which]);
+  }
   const timeout = req.timeout_ms > 0 ? req.timeout_ms : 30000;
   const res = { id: req.id, execution_count: executionCount, success: false, result: null, timed_out: false };
   try {

@@ -1,6 +1,7 @@
 // Package nodekernel runs a persistent Node.js kernel for POST /v1/node/exec: one node process holding one vm
 // context, so variables, functions and required modules survive between calls. The kernel program (kernel.js) is
 // embedded; it speaks JSON lines over two extra pipes (fd 3 in, fd 4 out) so user output never mixes with results.
+// A streamed request also gets the cell's output as it is printed, as output lines before the result.
 //
 // The kernel enforces the timeout itself for synchronous code (vm's timeout) and for awaited promises (a race).
 // A synchronous loop inside an async continuation blocks Node's event loop where nothing inside can stop it: the
@@ -46,8 +47,15 @@ var spec = linekernel.Spec{
 	Grace:        2 * time.Second,
 	StartTimeout: 15 * time.Second,
 	MaxLine:      16 << 20,
-	Encode: func(id, code string, timeout time.Duration) ([]byte, error) {
-		return json.Marshal(map[string]any{"id": id, "code": code, "timeout_ms": timeout.Milliseconds()})
+	Encode: func(id, code string, timeout time.Duration, stream bool) ([]byte, error) {
+		return json.Marshal(map[string]any{"id": id, "code": code, "timeout_ms": timeout.Milliseconds(), "stream": stream})
+	},
+	Output: func(l string) (id, stream, text string, ok bool) {
+		var o wireOutput
+		if json.Unmarshal([]byte(l), &o) != nil || (o.Stream != "stdout" && o.Stream != "stderr") {
+			return "", "", "", false
+		}
+		return o.ID, o.Stream, o.Text, true
 	},
 	Decode: func(l string, _ time.Duration) (agentapi.KernelExecResult, string, error) {
 		var r wireResult
@@ -67,6 +75,13 @@ func New(cfg Config) *Kernel {
 		cfg.Bin = "node"
 	}
 	return linekernel.New(spec, cfg)
+}
+
+// wireOutput is an output line of kernel.js: what a streamed cell printed.
+type wireOutput struct {
+	ID     string `json:"id"`
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
 }
 
 // wireResult is a result line of kernel.js.

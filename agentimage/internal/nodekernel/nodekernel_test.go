@@ -96,3 +96,17 @@ func TestNodeMissing(t *testing.T) {
 		t.Fatalf("want ErrNodeMissing, got %v", err)
 	}
 }
+
+// FuzzKernelLines: any line on fd 4 (tenant code can write to it) is either an output line, a result line or
+// refused, without a panic.
+func FuzzKernelLines(f *testing.F) {
+	f.Add(`{"id":"x1","stream":"stdout","text":"hi\n"}`)
+	f.Add(`{"id":"x1","success":true,"stdout":"a","result":"1","error":{"name":"E","message":"m","stack":"s\nt"}}`)
+	f.Add(`{"id":"x1","stream":"other","text":5}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		if id, stream, _, ok := spec.Output(line); ok && stream != "stdout" && stream != "stderr" {
+			t.Fatalf("output line %q: stream %q (id %q)", line, stream, id)
+		}
+		_, _, _ = spec.Decode(line, 0)
+	})
+}

@@ -43,25 +43,72 @@ func (p *Process) Follow(ctx context.Context, c agentapi.Cursor, keepalive time.
 	if err := emit(Event{Name: agentapi.EventStart, ID: c.String(), Data: p.Result(0)}); err != nil {
 		return err
 	}
-	streams := []*followed{
-		{name: agentapi.StreamStdout, ring: p.stdout, off: c.Stdout},
-		{name: agentapi.StreamStderr, ring: p.stderr, off: c.Stderr},
+	cur := c
+	err := p.FollowOutput(ctx, c.Stdout, c.Stderr, FollowOptions{Keepalive: keepalive, MaxChunk: maxChunk, WholeRunes: true}, Sink{
+		Data: func(stream string, data []byte, off int64) error {
+			if stream == agentapi.StreamStdout {
+				cur.Stdout = off + int64(len(data))
+			} else {
+				cur.Stderr = off + int64(len(data))
+			}
+			text, enc := agentapi.EncodeData(data)
+			return emit(Event{Name: stream, ID: cur.String(), Data: agentapi.OutputChunk{Data: text, Encoding: enc, Offset: off}})
+		},
+		Keepalive: func() error {
+			return emit(Event{Name: agentapi.EventKeepalive, ID: cur.String(), Data: agentapi.KeepaliveData{Time: time.Now().UTC().Format(time.RFC3339)}})
+		},
+	})
+	if err != nil {
+		return err
 	}
-	cursor := func() string { return agentapi.Cursor{Stdout: streams[0].off, Stderr: streams[1].off}.String() }
+	return emit(Event{Name: agentapi.EventEnd, ID: cur.String(), Data: p.Result(0)})
+}
+
+// FollowOptions says how FollowOutput hands out output.
+type FollowOptions struct {
+	// Keepalive is the silence after which Sink.Keepalive is called; 0 means never.
+	Keepalive time.Duration
+	// MaxChunk is the most one Data call carries; default 32 KiB.
+	MaxChunk int
+	// WholeRunes holds back the start of a UTF-8 character whose rest has not been written yet.
+	WholeRunes bool
+}
+
+// Sink receives what FollowOutput hands out; an error from it ends FollowOutput with that error.
+type Sink struct {
+	// Data is a chunk of agentapi.StreamStdout or StreamStderr starting at byte offset off of that stream.
+	Data func(stream string, data []byte, off int64) error
+	// Keepalive is called after every FollowOptions.Keepalive of silence.
+	Keepalive func() error
+}
+
+// FollowOutput is the one follower of a process's output, under the agent's SSE stream (Follow) and envd's Connect
+// stream: it hands out stdout and stderr from the given offsets as they are written, a keepalive after every
+// interval of silence, and returns nil once the process has ended and all of its output was handed out (the
+// caller then sends its own end), or ctx.Err() when the caller left (the process goes on). A reader that fell
+// behind a ring continues at the oldest byte it holds: the chunk's offset shows the gap.
+func (p *Process) FollowOutput(ctx context.Context, outOff, errOff int64, opts FollowOptions, sink Sink) error {
+	if opts.MaxChunk <= 0 {
+		opts.MaxChunk = maxChunk
+	}
+	streams := []*followed{
+		{name: agentapi.StreamStdout, ring: p.stdout, off: outOff},
+		{name: agentapi.StreamStderr, ring: p.stderr, off: errOff},
+	}
 	var ka <-chan time.Time
 	var kaTimer *time.Timer
-	if keepalive > 0 {
-		kaTimer = time.NewTimer(keepalive)
+	if opts.Keepalive > 0 && sink.Keepalive != nil {
+		kaTimer = time.NewTimer(opts.Keepalive)
 		defer kaTimer.Stop()
 		ka = kaTimer.C
 	}
 	for {
-		var waits []<-chan struct{}
+		var waits [2]<-chan struct{}
 		sent, finished := false, 0
-		for _, s := range streams {
-			chunk, done, changed := s.next()
-			if chunk != nil {
-				if err := emit(Event{Name: s.name, ID: cursor(), Data: *chunk}); err != nil {
+		for i, s := range streams {
+			data, off, done, changed := s.next(opts.MaxChunk, opts.WholeRunes)
+			if len(data) > 0 {
+				if err := sink.Data(s.name, data, off); err != nil {
 					return err
 				}
 				sent = true
@@ -69,15 +116,15 @@ func (p *Process) Follow(ctx context.Context, c agentapi.Cursor, keepalive time.
 			if done {
 				finished++
 			}
-			waits = append(waits, changed)
+			waits[i] = changed
 		}
 		if finished == len(streams) {
 			<-p.done // the rings close just before done
-			return emit(Event{Name: agentapi.EventEnd, ID: cursor(), Data: p.Result(0)})
+			return nil
 		}
 		if sent {
 			if kaTimer != nil {
-				kaTimer.Reset(keepalive)
+				kaTimer.Reset(opts.Keepalive)
 			}
 			continue
 		}
@@ -87,10 +134,10 @@ func (p *Process) Follow(ctx context.Context, c agentapi.Cursor, keepalive time.
 		case <-waits[0]:
 		case <-waits[1]:
 		case <-ka:
-			if err := emit(Event{Name: agentapi.EventKeepalive, ID: cursor(), Data: agentapi.KeepaliveData{Time: time.Now().UTC().Format(time.RFC3339)}}); err != nil {
+			if err := sink.Keepalive(); err != nil {
 				return err
 			}
-			kaTimer.Reset(keepalive)
+			kaTimer.Reset(opts.Keepalive)
 		}
 	}
 }
@@ -101,29 +148,25 @@ type followed struct {
 	off  int64
 }
 
-// next returns the next chunk to send (nil if none yet), whether the stream is complete, and what to wait on.
-func (s *followed) next() (*agentapi.OutputChunk, bool, <-chan struct{}) {
-	data, eof, changed, err := s.ring.ReadAt(s.off, maxChunk)
+// next returns the bytes to hand out now (none yet: empty) and their offset, whether the stream is complete, and
+// what to wait on.
+func (s *followed) next(maxBytes int, wholeRunes bool) ([]byte, int64, bool, <-chan struct{}) {
+	data, eof, changed, err := s.ring.ReadAt(s.off, maxBytes)
 	var gone *ring.GoneError
 	if errors.As(err, &gone) {
-		// the reader fell behind the ring: continue at the oldest byte; the chunk's offset shows the gap
 		s.off = gone.Oldest
-		data, eof, changed, _ = s.ring.ReadAt(s.off, maxChunk)
+		data, eof, changed, _ = s.ring.ReadAt(s.off, maxBytes)
 	}
 	if len(data) == 0 {
-		return nil, eof, changed
+		return nil, s.off, eof, changed
 	}
 	n := len(data)
-	if !eof {
+	if wholeRunes && !eof {
 		n = CompleteUTF8(data)
 	}
-	if n == 0 {
-		return nil, false, changed
-	}
-	text, enc := agentapi.EncodeData(data[:n])
-	chunk := &agentapi.OutputChunk{Data: text, Encoding: enc, Offset: s.off}
+	off := s.off
 	s.off += int64(n)
-	return chunk, false, changed
+	return data[:n], off, false, changed
 }
 
 // CompleteUTF8 returns how many leading bytes of b can be sent now: all of b, unless b ends inside a multi-byte

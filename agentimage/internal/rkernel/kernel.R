@@ -1,6 +1,8 @@
 # sandgate's R kernel: one persistent R session; requests and results as lines on fd 3 (in) and fd 4 (out).
 # A request is "<id> <timeout_ms> <code as hex>"; a result is "<id>\t<ok>\t<count>\t<timed_out>\t<hex stdout>\t
 # <hex stderr>\t<hex error>\t<hex png>,<hex png>...". Hex keeps the protocol free of escaping with base R alone.
+# A cell's stdout is also copied, as printed, onto fd 5 (a split sink: R flushes a sink after every write), from
+# which the agent streams it; the copy is the result's stdout byte for byte, which is how the agent keeps cells apart.
 local({
   # R_LIBS_USER may be a list (the agent puts the workspace library first); R skips directories missing at start.
   libs <- strsplit(Sys.getenv("R_LIBS_USER"), ":", fixed = TRUE)[[1]]
@@ -39,6 +41,7 @@ local({
   count <- 0L
   input <- file("/proc/self/fd/3", open = "r")
   output <- file("/proc/self/fd/4", open = "w")
+  stream <- file("/proc/self/fd/5", open = "w", raw = TRUE)
   writeLines("ready", output)
   flush(output)
   repeat {
@@ -53,7 +56,8 @@ local({
     err_path <- tempfile("err")
     out <- file(out_path, open = "wt")
     err <- file(err_path, open = "wt")
-    sink(out)
+    sink(stream)
+    sink(out, split = TRUE)
     sink(err, type = "message")
     unlink(list.files(plots, full.names = TRUE))
     grDevices::png(file.path(plots, "plot-%03d.png"), width = 800, height = 600, type = "cairo")

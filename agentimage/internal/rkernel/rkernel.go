@@ -2,8 +2,10 @@
 // process whose global environment survives between calls, base graphics and ggplot2 plots returned as PNG, and
 // errors with R's message. The kernel program (kernel.R) is embedded and fed to Rscript on stdin; it speaks lines
 // over two extra pipes (fd 3 in, fd 4 out) so user output never mixes with results, hex-encoded because base R has
-// no JSON or base64. R's own time limit stops a cell at its timeout; a cell stuck where R cannot interrupt it (in C
-// code) is handled by killing the process group and starting a fresh session, which the result says.
+// no JSON or base64. A cell's stdout is also copied to fd 5 as printed, which streams it (stderr comes with the
+// result: R's message sink cannot be split). R's own time limit stops a cell at its timeout; a cell stuck where R
+// cannot interrupt it (in C code) is handled by killing the process group and starting a fresh session, which the
+// result says.
 package rkernel
 
 import (
@@ -43,7 +45,9 @@ var spec = linekernel.Spec{
 	Grace:        3 * time.Second,
 	StartTimeout: 30 * time.Second,
 	MaxLine:      64 << 20,
-	Encode: func(id, code string, timeout time.Duration) ([]byte, error) {
+	// kernel.R copies a cell's stdout onto fd 5 as printed (a split sink), whether or not it is streamed.
+	TeeStdout: true,
+	Encode: func(id, code string, timeout time.Duration, _ bool) ([]byte, error) {
 		return []byte(id + " " + strconv.FormatInt(timeout.Milliseconds(), 10) + " " + hex.EncodeToString([]byte(code))), nil
 	},
 	Decode: func(l string, elapsed time.Duration) (agentapi.KernelExecResult, string, error) {
