@@ -74,3 +74,32 @@ func TestHostConfigShip(t *testing.T) {
 		t.Errorf("a profile without Ship options changed: %v %s", hc.ExtraHosts, hc.Tmpfs[sandboxes.SandboxHome])
 	}
 }
+
+// FuzzIdentityFiles: whatever an image's passwd and group hold, the files made from them name the profile's user
+// once, on their last line, with its own id and home, and keep no other line of that name or id.
+func FuzzIdentityFiles(f *testing.F) {
+	f.Add([]byte("root:x:0:0:root:/root:/bin/bash\nshipyard:x:0:0::/:/bin/sh\n"), []byte("root:x:0:\nx:x:1000:\n"))
+	f.Add([]byte("no colons\n\n:::\nshipyard"), []byte(""))
+	f.Fuzz(func(t *testing.T, passwd, group []byte) {
+		if len(passwd) > maxIdentityFile || len(group) > maxIdentityFile {
+			return
+		}
+		p := sandboxes.Profile{User: &sandboxes.SandboxUser{Name: "shipyard", UID: 1000}, Home: "/workspace"}
+		pw, gr := IdentityFiles(p, passwd, group)
+		for _, c := range []struct {
+			file []byte
+			last string
+		}{{pw, p.Passwd()}, {gr, "shipyard:x:1000:"}} {
+			lines := strings.Split(strings.TrimSuffix(string(c.file), "\n"), "\n")
+			if lines[len(lines)-1] != c.last {
+				t.Fatalf("last line %q, want %q", lines[len(lines)-1], c.last)
+			}
+			for _, l := range lines[:len(lines)-1] {
+				f := strings.Split(l, ":")
+				if len(f) >= 3 && (f[0] == "shipyard" || f[2] == "1000") {
+					t.Fatalf("kept %q", l)
+				}
+			}
+		}
+	})
+}
