@@ -89,9 +89,6 @@ func (p *Profile) validateShip() error {
 		}
 		seen[a] = true
 	}
-	if len(p.HostAliases) > 0 && p.NetworkSpares > 0 {
-		return &Error{Code: CodeInvalid, Message: fmt.Sprintf("profile %q: host_aliases cannot be combined with network_spares (a sandbox that joins a spare's network takes its hosts file)", p.ID)}
-	}
 	return nil
 }
 

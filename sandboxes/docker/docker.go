@@ -425,7 +425,7 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	}
 	holder := ""
 	if usesHolders(spec) {
-		if holder = d.takeHolder(ctx, spec.Network); holder != "" {
+		if holder = d.takeHolder(ctx, holderKey(spec)); holder != "" {
 			joinHolder(cfg, hc, holder) // netholder.go
 		}
 	}
