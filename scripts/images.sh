@@ -21,7 +21,7 @@ mkdir -p build
 exec 9>build/.images.lock
 flock 9
 
-scripts/prereqs.sh docker base-image
+scripts/prereqs.sh docker base-image node
 
 mkdir -p "$CTX"
 version=$(scripts/version.sh)
