@@ -105,6 +105,9 @@ func (p *Profile) shipEnv(env map[string]string) {
 		env["USER"] = p.User.Name
 		env["LOGNAME"] = p.User.Name
 	}
+	// Only the profile asks the agent for the file: a caller's create env naming these variables is dropped.
+	delete(env, agentapi.EnvEnvFile)
+	delete(env, agentapi.EnvEnvFileNames)
 	if p.EnvFile != "" {
 		names := make([]string, 0, len(p.Env))
 		for k := range p.Env {

@@ -95,7 +95,7 @@ func TestProfileShipEnv(t *testing.T) {
 		t.Errorf("Passwd = %q", got)
 	}
 	plain := Profile{ID: "plain", Image: "img"}
-	env = map[string]string{}
+	env = map[string]string{agentapi.EnvEnvFile: "/workspace/x.sh", agentapi.EnvEnvFileNames: "PATH"} // a caller's
 	plain.shipEnv(env)
 	if len(env) != 0 || plain.UID() != DefaultSandboxUID || plain.Passwd() != "" {
 		t.Errorf("a profile without Ship options changed: env %v, uid %d, passwd %q", env, plain.UID(), plain.Passwd())
