@@ -41,6 +41,11 @@ var hostAliasPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
 // Env names an env file may hold: it is a shell script of `export NAME=...` lines.
 var shellNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// ValidHostAlias reports whether name can be a host alias (one lowercase DNS label, not localhost).
+func ValidHostAlias(name string) bool {
+	return hostAliasPattern.MatchString(name) && name != "localhost"
+}
+
 // UID is the uid (and gid) p's sandboxes run as.
 func (p *Profile) UID() int {
 	if p.User != nil {
@@ -81,7 +86,7 @@ func (p *Profile) validateShip() error {
 	}
 	seen := map[string]bool{}
 	for _, a := range p.HostAliases {
-		if !hostAliasPattern.MatchString(a) || a == "localhost" {
+		if !ValidHostAlias(a) {
 			return &Error{Code: CodeInvalid, Message: fmt.Sprintf("profile %q: host alias %q must be one lowercase DNS label, not localhost", p.ID, a)}
 		}
 		if seen[a] {

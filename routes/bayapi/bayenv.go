@@ -252,6 +252,15 @@ func ParseBayProfiles(raw []byte) ([]sandboxes.Profile, error) {
 		if bp.Browser != nil && *bp.Browser != "" {
 			caps = append(caps, sandboxes.CapBrowser)
 		}
+		// In Bay, the containers of a multi-container profile reach each other by their names (Gull opens
+		// http://ship:9000). Ours are one sandbox, so each name is an alias of the sandbox itself.
+		if len(bp.Containers) > 1 {
+			for _, c := range bp.Containers {
+				if sandboxes.ValidHostAlias(c.Name) && !slices.Contains(p.HostAliases, c.Name) {
+					p.HostAliases = append(p.HostAliases, c.Name)
+				}
+			}
+		}
 		if len(caps) == 0 {
 			caps = []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}
 		}

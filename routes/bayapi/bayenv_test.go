@@ -56,11 +56,20 @@ func TestParseBayProfilesShip(t *testing.T) {
 	}
 	ship, plain := got[0], got[1]
 	if ship.User == nil || *ship.User != (sandboxes.SandboxUser{Name: "shipyard", UID: 1000}) || ship.Home != "/workspace" ||
-		ship.EnvFile != "/workspace/.bay_env.sh" || !slices.Equal(ship.HostAliases, []string{"ship"}) || ship.Image != SandgateBrowserImage {
+		ship.EnvFile != "/workspace/.bay_env.sh" || !slices.Equal(ship.HostAliases, []string{"ship", "gull"}) || ship.Image != SandgateBrowserImage {
 		t.Errorf("Ship's options: %+v", ship)
 	}
 	if plain.User != nil || plain.Home != "" || plain.EnvFile != "" || plain.HostAliases != nil {
 		t.Errorf("a profile without them changed: %+v", plain)
+	}
+	// A multi-container profile's container names are aliases of the one sandbox (Gull reaches Ship as `ship`),
+	// without the Ship options; names that are no DNS label are left out.
+	got, err = ParseBayProfiles([]byte(`[{"id":"browser-python","containers":[
+		{"name":"ship","image":"ship:latest","runtime_type":"ship","capabilities":["python","shell","filesystem"]},
+		{"name":"gull","image":"gull:latest","runtime_type":"gull","capabilities":["browser"]},
+		{"name":"Not A Label","image":"x","capabilities":["shell"]}]}]`))
+	if err != nil || !slices.Equal(got[0].HostAliases, []string{"ship", "gull"}) || got[0].User != nil {
+		t.Errorf("multi-container aliases: %+v %v", got, err)
 	}
 	if _, err := ParseBayProfiles([]byte(`[{"id":"p","image":"ship:latest","user":{"name":"root","uid":0}}]`)); err == nil {
 		t.Errorf("a root user was accepted")
