@@ -191,7 +191,7 @@ type bayProfile struct {
 	Runtime     string `json:"runtime"`
 	AppPort     int    `json:"app_port"`
 	// Ship's conventions (sandboxes/profile_ship.go): a profile that wants Ship's user, HOME, env file and `ship`
-	// name asks for them; Bay's own fields never imply them.
+	// name asks for them; Bay's own fields never imply the user, HOME or env file.
 	User        *sandboxes.SandboxUser `json:"user"`
 	Home        string                 `json:"home"`
 	EnvFile     string                 `json:"env_file"`
