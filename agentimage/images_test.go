@@ -12,7 +12,7 @@ import (
 )
 
 // toolsScript is what an agent used to Bay's Ship image runs first: python (not only python3), a venv with pip,
-// node and npm, curl, git and unzip, as the sandbox user under the read-only root's rules (writes go to the
+// node, npm and pnpm (not in r), curl, git and unzip, as the sandbox user under the read-only root's rules (writes go to the
 // workspace and $HOME only).
 const toolsScript = `set -e
 python -m venv /workspace/v
@@ -25,6 +25,7 @@ curl --version | head -n 1
 git --version
 unzip -v | head -n 1
 npm config get prefix
+if command -v pnpm >/dev/null; then echo "pnpm $(pnpm --version)"; else echo no-pnpm; fi
 `
 
 // TestImageToolsAsSandboxUser runs toolsScript in every image target, hardened as a sandbox is.
@@ -39,7 +40,11 @@ func TestImageToolsAsSandboxUser(t *testing.T) {
 			if err != nil {
 				t.Fatalf("tools as the sandbox user in %s: %v\n%s", image, err, out)
 			}
-			for _, want := range []string{"pip ", "\n1\n", "curl ", "git version", "UnZip", "/home/sandbox/.npm-global"} {
+			pnpm := "pnpm 9.15.9" // Ship's image has pnpm; the r image is not a Ship stand-in
+			if target == "r" {
+				pnpm = "no-pnpm"
+			}
+			for _, want := range []string{"pip ", "\n1\n", "curl ", "git version", "UnZip", "/home/sandbox/.npm-global", pnpm} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("%s: output lacks %q:\n%s", image, want, out)
 				}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/internal/entrypoint"
+	"github.com/sandgate/sandgate/agentimage/internal/envfile"
 	"github.com/sandgate/sandgate/agentimage/internal/server"
 	"github.com/sandgate/sandgate/internal/buildversion"
 )
@@ -92,6 +93,15 @@ func run(logger *slog.Logger, child *entrypoint.Child) error {
 	os.Unsetenv(agentapi.EnvToken)
 	os.Unsetenv(agentapi.EnvTokenFile)
 	os.Unsetenv(agentapi.EnvTokenDigest)
+	// Before the agent serves, so the first command finds it; at each start, so a resumed sandbox has it too.
+	if f := os.Getenv(agentapi.EnvEnvFile); f != "" {
+		names := strings.Split(os.Getenv(agentapi.EnvEnvFileNames), ",")
+		if err := envfile.Write(cfg.workspace, f, envfile.Render(names, os.LookupEnv)); err != nil {
+			logger.Warn("the profile's env file is missing", "path", f, "error", err)
+		}
+		os.Unsetenv(agentapi.EnvEnvFile)
+		os.Unsetenv(agentapi.EnvEnvFileNames)
+	}
 	// Sandbox code runs as the agent's own user: without this it could read the agent's memory (ptrace,
 	// /proc/<agent>/mem) and the tokens callers present. Children are dumpable again after their execve.
 	if err := protectMemory(); err != nil {

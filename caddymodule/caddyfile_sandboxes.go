@@ -276,7 +276,9 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 		default:
 			var handled bool
 			if handled, err = parseProfileCustomise(d, &p); !handled { // caddyfile_customise.go
-				return p, d.Errf("unknown profile option %q", d.Val())
+				if handled, err = parseProfileShip(d, &p); !handled { // caddyfile_ship.go
+					return p, d.Errf("unknown profile option %q", d.Val())
+				}
 			}
 		}
 		if err != nil {

@@ -93,6 +93,10 @@ type ContainerSpec struct {
 	// ResolvConf, set for gVisor sandboxes with direct egress, is a gateway-owned host file to mount read-only at
 	// /etc/resolv.conf in place of the engine's (resolvconf.go).
 	ResolvConf string
+	// IdentityDir, set when the profile names its user (Profile.User), is a gateway-owned host directory in which
+	// the driver keeps the /etc/passwd and /etc/group it mounts read-only into such sandboxes: the image's, with the
+	// profile's user in place of any entry of the same name or id.
+	IdentityDir string
 	// AgentImage, set when the profile injects the agent (profile_image.go), is the image the agent binary is
 	// copied from into a read-only volume named AgentVolumePrefix + that image's id, mounted at AgentMountPoint;
 	// the container's command becomes the agent supervising the image's own entrypoint and cmd.

@@ -453,6 +453,7 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	for k, v := range p.CustomiseEnv(rec.Env) { // init, services, dependencies, mirrors, proxy (profile_customise.go)
 		env[k] = v
 	}
+	p.shipEnv(env) // HOME, USER, the env file (profile_ship.go)
 	var socketDir string
 	if p.Network == NetworkNone {
 		socketDir = m.SocketDir(rec.ID)
@@ -489,8 +490,9 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	spec := ContainerSpec{
 		Name: m.ContainerName(rec.ID), Image: p.Image, Env: env, Labels: labels, Volume: m.VolumeName(rec.WorkspaceID),
 		Profile: p, Network: m.networkFor(p), AgentPort: m.mcfg.AgentPort, HostBinds: p.Binds, AgentSocketDir: socketDir,
-		ResolvConf: m.resolvConfFor(p),
-		AgentImage: agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
+		ResolvConf:  m.resolvConfFor(p),
+		IdentityDir: m.identityDir(p),
+		AgentImage:  agentImage, AgentVolumePrefix: m.mcfg.Namespace + "-agent-",
 		AgentVolumeLabels: map[string]string{m.label(labelManaged): "true", m.label(labelAgentVolume): "true"},
 	}
 	if agentImage != "" {

@@ -142,6 +142,15 @@ type Profile struct {
 	// AllowedImages lists the images a caller may ask for when creating from this profile (CreateRequest.Image),
 	// as exact references or path.Match patterns ("registry.example/team/*:*"). Empty: callers cannot choose.
 	AllowedImages []string `json:"allowed_images,omitempty"`
+
+	// Ship's conventions (profile_ship.go), for profiles that stand in for Shipyard Neo's Ship image: the user the
+	// sandbox runs as (default: the images' `sandbox`, uid 65532), HOME (default /home/sandbox), a file in the
+	// workspace the agent writes the profile's env to as `export` lines (Ship's /workspace/.bay_env.sh), and names
+	// that resolve to the sandbox itself (Ship's `ship`, which its Gull browser reaches).
+	User        *SandboxUser `json:"user,omitempty"`
+	Home        string       `json:"home,omitempty"`
+	EnvFile     string       `json:"env_file,omitempty"`
+	HostAliases []string     `json:"host_aliases,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -219,6 +228,9 @@ func (p *Profile) Validate() error {
 		return err
 	}
 	if err := p.validateImage(); err != nil { // profile_image.go
+		return err
+	}
+	if err := p.validateShip(); err != nil { // profile_ship.go
 		return err
 	}
 	return p.validateCustomise()

@@ -21,7 +21,7 @@ mkdir -p build
 exec 9>build/.images.lock
 flock 9
 
-scripts/prereqs.sh docker base-image
+scripts/prereqs.sh docker base-image node
 
 mkdir -p "$CTX"
 version=$(scripts/version.sh)
@@ -34,6 +34,13 @@ else
 	mv "$CTX/sandgate-agent.new" "$CTX/sandgate-agent"
 fi
 chmod 0755 "$CTX/sandgate-agent"
+# pnpm for the base and browser targets (Bay's Ship image has it), packed once from the npm registry with the host's
+# npm and trust store: the build copies the file and never reaches a registry itself.
+PNPM_VERSION=9.15.9
+if [ ! -s "$CTX/pnpm-$PNPM_VERSION.tgz" ]; then
+	(cd "$CTX" && npm pack --silent "pnpm@$PNPM_VERSION" >/dev/null)
+fi
+cp -p "$CTX/pnpm-$PNPM_VERSION.tgz" "$CTX/pnpm.tgz"
 
 builder=${SANDGATE_BUILDER:-legacy}
 if [ -z "${SANDGATE_BUILDER:-}" ] && docker buildx version >/dev/null 2>&1; then

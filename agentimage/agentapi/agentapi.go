@@ -19,6 +19,11 @@ const (
 	EnvCapabilities = "SANDGATE_CAPABILITIES"
 	// EnvSandboxID is the sandbox's id, for logs and /v1/info.
 	EnvSandboxID = "SANDGATE_SANDBOX_ID"
+	// EnvEnvFile is a file in the workspace the agent writes at each start, before it reports ready: one
+	// `export NAME='value'` line for each variable EnvEnvFileNames lists (comma-separated), with the value the agent
+	// was started with (Shipyard Neo's /workspace/.bay_env.sh, holding a profile's env).
+	EnvEnvFile      = "SANDGATE_ENV_FILE"
+	EnvEnvFileNames = "SANDGATE_ENV_FILE_NAMES"
 )
 
 // TokenHeader is where callers may put the token; "Authorization: Bearer <token>" works too.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,8 @@ func checkSpec(spec sandboxes.ContainerSpec) error {
 		return unsupported("injecting the agent into another image (inject_agent, entrypoint, cmd)", "use an image that carries the agent (sandgate/sandbox:*)")
 	case p.ConnectMode == sandboxes.ConnectHostPort:
 		return unsupported("connect_mode host_port", "the gateway reaches agents at their Pod IPs")
+	case p.User != nil:
+		return unsupported("a profile's user ("+p.User.Name+")", "sandboxes run as the images' sandbox user, uid 65532")
 	}
 	if _, err := memoryOf(p); err != nil {
 		return err
@@ -176,6 +179,9 @@ func (d *Driver) podFor(spec sandboxes.ContainerSpec) (*corev1.Pod, error) {
 			Containers: []corev1.Container{ctr},
 			Volumes:    volumes,
 		},
+	}
+	if len(p.HostAliases) > 0 { // names of the sandbox itself (Ship's `ship`, sandboxes/profile_ship.go)
+		pod.Spec.HostAliases = []corev1.HostAlias{{IP: "127.0.0.1", Hostnames: slices.Clone(p.HostAliases)}}
 	}
 	if rc := d.cfg.runtimeClass(p.Runtime); rc != "" {
 		pod.Spec.RuntimeClassName = &rc

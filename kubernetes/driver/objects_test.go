@@ -200,6 +200,7 @@ func TestUnsupportedFeatures(t *testing.T) {
 		"host binds":    func(s *sandboxes.ContainerSpec) { s.HostBinds = []string{"/etc:/host-etc:ro"} },
 		"inject agent":  func(s *sandboxes.ContainerSpec) { s.AgentImage = "sandgate/sandbox:base" },
 		"host port":     func(s *sandboxes.ContainerSpec) { s.Profile.ConnectMode = sandboxes.ConnectHostPort },
+		"user":          func(s *sandboxes.ContainerSpec) { s.Profile.User = &sandboxes.SandboxUser{Name: "shipyard", UID: 1000} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -349,5 +350,20 @@ func TestValidateConfig(t *testing.T) {
 		GatewayCIDRs: []string{"10.0.0.1", "fd00::/8"}, GatewayLabels: map[string]string{"app": "gw"},
 		RuntimeClasses: map[string]string{"runsc": "gvisor-kvm"}}); err != nil {
 		t.Errorf("good config refused: %v", err)
+	}
+}
+
+// TestPodHostAliases: a profile's host aliases (Ship's `ship`) name the sandbox itself in the Pod's hosts file.
+func TestPodHostAliases(t *testing.T) {
+	d, _ := testDriver(t, Config{})
+	pod, err := d.podFor(testSpec(sandboxes.Profile{HostAliases: []string{"ship"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := pod.Spec.HostAliases; len(h) != 1 || h[0].IP != "127.0.0.1" || len(h[0].Hostnames) != 1 || h[0].Hostnames[0] != "ship" {
+		t.Errorf("host aliases: %+v", h)
+	}
+	if pod, _ := d.podFor(testSpec(sandboxes.Profile{})); len(pod.Spec.HostAliases) != 0 {
+		t.Errorf("host aliases without the option: %+v", pod.Spec.HostAliases)
 	}
 }

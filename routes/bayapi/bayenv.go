@@ -190,6 +190,12 @@ type bayProfile struct {
 	ConnectMode string `json:"connect_mode"`
 	Runtime     string `json:"runtime"`
 	AppPort     int    `json:"app_port"`
+	// Ship's conventions (sandboxes/profile_ship.go): a profile that wants Ship's user, HOME, env file and `ship`
+	// name asks for them; Bay's own fields never imply the user, HOME or env file.
+	User        *sandboxes.SandboxUser `json:"user"`
+	Home        string                 `json:"home"`
+	EnvFile     string                 `json:"env_file"`
+	HostAliases []string               `json:"host_aliases"`
 }
 
 // Images the translated profiles run. Bay's runtime images (Ship, Gull) cannot serve sandgate, so a profile naming
@@ -222,6 +228,7 @@ func ParseBayProfiles(raw []byte) ([]sandboxes.Profile, error) {
 		p := sandboxes.Profile{
 			ID: bp.ID, Description: bp.Description, Image: bp.Image, Resources: bp.Resources, Env: bp.Env,
 			WarmPoolSize: bp.WarmPoolSize, Network: bp.Network, ConnectMode: bp.ConnectMode, Runtime: bp.Runtime, AppPort: bp.AppPort,
+			User: bp.User, Home: bp.Home, EnvFile: bp.EnvFile, HostAliases: bp.HostAliases,
 		}
 		caps := slices.Clone(bp.Capabilities)
 		for ci, c := range bp.Containers {
@@ -244,6 +251,15 @@ func ParseBayProfiles(raw []byte) ([]sandboxes.Profile, error) {
 		}
 		if bp.Browser != nil && *bp.Browser != "" {
 			caps = append(caps, sandboxes.CapBrowser)
+		}
+		// In Bay, the containers of a multi-container profile reach each other by their names (Gull opens
+		// http://ship:9000). Ours are one sandbox, so each name is an alias of the sandbox itself.
+		if len(bp.Containers) > 1 {
+			for _, c := range bp.Containers {
+				if sandboxes.ValidHostAlias(c.Name) && !slices.Contains(p.HostAliases, c.Name) {
+					p.HostAliases = append(p.HostAliases, c.Name)
+				}
+			}
 		}
 		if len(caps) == 0 {
 			caps = []string{sandboxes.CapFilesystem, sandboxes.CapShell, sandboxes.CapPython}

@@ -73,6 +73,8 @@ type Driver struct {
 	// ifaces are the Linux bridges of the networks sandboxes joined, by network name (networkInterface).
 	ifaceMu sync.Mutex
 	ifaces  map[string]string
+	// identities are the passwd and group files of images whose sandboxes name their user (identity.go).
+	identities identities
 }
 
 // policedFresh is how long a Create's verification stands in for its Start's.
@@ -286,7 +288,7 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		ReadonlyRootfs: !p.WritableRoot,
 		Tmpfs: map[string]string{
 			"/tmp":                tmpfsOpts + ",mode=1777",
-			sandboxes.SandboxHome: tmpfsOpts + ",uid=65532,gid=65532,mode=0700",
+			sandboxes.SandboxHome: tmpfsOpts + fmt.Sprintf(",uid=%d,gid=%d,mode=0700", p.UID(), p.UID()),
 		},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace"}},
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
@@ -305,6 +307,9 @@ func HostConfig(spec sandboxes.ContainerSpec) (*container.HostConfig, error) {
 		hc.ShmSize = browserShmBytes
 	}
 	hc.DNS = resolvers(p)
+	for _, a := range p.HostAliases { // names of the sandbox itself (Ship's `ship`, profile_ship.go)
+		hc.ExtraHosts = append(hc.ExtraHosts, a+":127.0.0.1")
+	}
 	for _, b := range spec.HostBinds {
 		parts := strings.Split(b, ":")
 		m := mount.Mount{Type: mount.TypeBind, Source: parts[0], Target: parts[1]}
@@ -392,6 +397,9 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	if err := d.attachMounts(ctx, spec); err != nil { // workspace_cap.go
 		return "", err
 	}
+	if err := d.prepareIdentity(ctx, spec, hc); err != nil { // identity.go
+		return "", err
+	}
 	policed := make(chan error, 1)
 	go func() { policed <- d.policeSpec(ctx, spec) }()
 	env := make([]string, 0, len(spec.Env))
@@ -407,6 +415,9 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 		ExposedPorts: nat.PortSet{agentPort(spec): struct{}{}},
 		Healthcheck:  noHealthcheck(),
 	}
+	if u := spec.Profile.User; u != nil {
+		cfg.User = fmt.Sprintf("%d:%d", u.UID, u.UID)
+	}
 	if spec.AgentImage != "" {
 		if err := d.injectAgent(ctx, spec, cfg, hc); err != nil { // inject.go
 			return "", err
@@ -414,7 +425,7 @@ func (d *Driver) Create(ctx context.Context, spec sandboxes.ContainerSpec) (stri
 	}
 	holder := ""
 	if usesHolders(spec) {
-		if holder = d.takeHolder(ctx, spec.Network); holder != "" {
+		if holder = d.takeHolder(ctx, holderKey(spec)); holder != "" {
 			joinHolder(cfg, hc, holder) // netholder.go
 		}
 	}
@@ -471,6 +482,9 @@ func (d *Driver) Start(ctx context.Context, containerID string, spec sandboxes.C
 		}
 	}
 	if err := d.attachMounts(ctx, spec); err != nil { // workspace_cap.go: a reboot detached every loop device
+		return "", err
+	}
+	if err := d.ensureIdentity(ctx, spec); err != nil { // identity.go: a reboot emptied the gateway's /run
 		return "", err
 	}
 	if usesHolders(spec) {

@@ -1,6 +1,10 @@
 package docker
 
-import "context"
+import (
+	"context"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
 
 // UsageFromCgroups reports whether d reads the container's usage from its cgroups rather than through the engine.
 func UsageFromCgroups(ctx context.Context, d *Driver, containerID string) bool {
@@ -37,4 +41,12 @@ func (d *Driver) SetWorkspaceDirs(images, links string) {
 func (d *Driver) CappedSize(name string) int64 {
 	size, _ := d.capped(name)
 	return size
+}
+
+// SpareHoldersFor is SpareHolders for the holders of sandboxes of profile p on network (host aliases included).
+func (d *Driver) SpareHoldersFor(network string, p sandboxes.Profile) int {
+	key := holderKey(sandboxes.ContainerSpec{Network: network, Profile: p})
+	d.holders.mu.Lock()
+	defer d.holders.mu.Unlock()
+	return len(d.holders.spare[key])
 }

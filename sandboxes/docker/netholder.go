@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ const holderMemory = 16 << 20
 
 type netHolders struct {
 	mu      sync.Mutex
-	spare   map[string][]string // network -> running holders nobody joined, oldest first
+	spare   map[string][]string // holderKey -> running holders nobody joined, oldest first
 	filling map[string]bool
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -53,25 +54,34 @@ func usesHolders(spec sandboxes.ContainerSpec) bool {
 		(spec.Profile.Runtime == "" || spec.Profile.Runtime == "runc")
 }
 
-// SpareHolders is how many network holders of network are made and waiting.
+// holderKey is what spares are kept by: the network, and the profile's host aliases (profile_ship.go), which a
+// sandbox that joins a holder takes from its hosts file (the engine refuses them beside a joined network mode).
+func holderKey(spec sandboxes.ContainerSpec) string {
+	if len(spec.Profile.HostAliases) == 0 {
+		return spec.Network
+	}
+	return spec.Network + " " + strings.Join(spec.Profile.HostAliases, ",")
+}
+
+// SpareHolders is how many network holders of network (for sandboxes without host aliases) are made and waiting.
 func (d *Driver) SpareHolders(network string) int {
 	d.holders.mu.Lock()
 	defer d.holders.mu.Unlock()
 	return len(d.holders.spare[network])
 }
 
-// takeHolder returns a running spare holder of network, now the caller's, or "" when there is none.
-func (d *Driver) takeHolder(ctx context.Context, network string) string {
+// takeHolder returns a running spare holder of key (holderKey), now the caller's, or "" when there is none.
+func (d *Driver) takeHolder(ctx context.Context, key string) string {
 	for {
 		h := d.holders
 		h.mu.Lock()
-		list := h.spare[network]
+		list := h.spare[key]
 		if len(list) == 0 {
 			h.mu.Unlock()
 			return ""
 		}
 		id := list[0]
-		h.spare[network] = list[1:]
+		h.spare[key] = list[1:]
 		h.mu.Unlock()
 		// A spare can be gone (the orphan sweep of a gateway that took this one for dead, an operator's rm).
 		if info, err := d.cli.ContainerInspect(ctx, id); err == nil && info.State != nil && info.State.Running {
@@ -85,12 +95,13 @@ func (d *Driver) takeHolder(ctx context.Context, network string) string {
 // waiting.
 func (d *Driver) refillHolders(spec sandboxes.ContainerSpec) {
 	h := d.holders
+	key := holderKey(spec)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.filling[spec.Network] || len(h.spare[spec.Network]) >= spec.Profile.NetworkSpares || h.ctx.Err() != nil {
+	if h.filling[key] || len(h.spare[key]) >= spec.Profile.NetworkSpares || h.ctx.Err() != nil {
 		return
 	}
-	h.filling[spec.Network] = true
+	h.filling[key] = true
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -98,7 +109,7 @@ func (d *Driver) refillHolders(spec sandboxes.ContainerSpec) {
 			id, err := d.makeHolder(h.ctx, spec)
 			h.mu.Lock()
 			if err != nil || h.ctx.Err() != nil {
-				h.filling[spec.Network] = false
+				h.filling[key] = false
 				h.mu.Unlock()
 				if err != nil && h.ctx.Err() == nil {
 					slog.Warn("making a network holder", "network", spec.Network, "error", err)
@@ -108,10 +119,10 @@ func (d *Driver) refillHolders(spec sandboxes.ContainerSpec) {
 				}
 				return
 			}
-			h.spare[spec.Network] = append(h.spare[spec.Network], id)
-			done := len(h.spare[spec.Network]) >= spec.Profile.NetworkSpares
+			h.spare[key] = append(h.spare[key], id)
+			done := len(h.spare[key]) >= spec.Profile.NetworkSpares
 			if done {
-				h.filling[spec.Network] = false
+				h.filling[key] = false
 			}
 			h.mu.Unlock()
 			if done {
@@ -141,6 +152,9 @@ func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 		Resources: container.Resources{Memory: holderMemory, MemorySwap: holderMemory, NanoCPUs: 1e8, PidsLimit: &pids},
 	}
+	for _, a := range spec.Profile.HostAliases { // the hosts file its sandbox will take (holderKey)
+		hc.ExtraHosts = append(hc.ExtraHosts, a+":127.0.0.1")
+	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Network+"-holder-"+hex.EncodeToString(suffix))
@@ -158,6 +172,7 @@ func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (
 func joinHolder(cfg *container.Config, hc *container.HostConfig, holder string) {
 	hc.NetworkMode = container.NetworkMode("container:" + holder)
 	hc.DNS = nil
+	hc.ExtraHosts = nil // the holder's hosts file has them (holderKey)
 	cfg.Hostname = ""
 	cfg.ExposedPorts = nil
 }
