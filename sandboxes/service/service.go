@@ -25,6 +25,8 @@ type Config struct {
 	ManagedWorkspace *sandboxes.WorkspaceSpec
 	// Exports keeps exported paths; nil answers ExportFiles with capability_not_supported.
 	Exports ExportStore
+	// Skills keeps the skills lifecycle's records (skills.go); nil answers it with capability_not_supported.
+	Skills sandboxes.SkillStore
 	// ExportLimits bound one owner's exports (zero fields: sandboxes' defaults).
 	ExportLimits sandboxes.ExportLimits
 	// Fetch GETs a public URL for ImportFile; nil answers URL imports with capability_not_supported.
