@@ -46,7 +46,10 @@ type KeyLookup interface {
 	Lookup(token string) (service.Principal, bool)
 }
 
-var _ Ops = (*service.Service)(nil)
+var (
+	_ Ops      = (*service.Service)(nil)
+	_ SkillOps = (*service.Service)(nil)
+)
 
 // Options tunes the server.
 type Options struct {
@@ -92,6 +95,7 @@ func New(opts Options) *Server {
 	s.addExecTools()
 	s.addFileTools()
 	s.addBrowserTools()
+	s.addSkillTools() // tools_skills.go
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: opts.SessionTimeout,
 		Logger:         opts.Logger,
