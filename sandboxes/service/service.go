@@ -27,6 +27,8 @@ type Config struct {
 	Exports ExportStore
 	// Skills keeps the skills lifecycle's records (skills.go); nil answers it with capability_not_supported.
 	Skills sandboxes.SkillStore
+	// MaxSkillRecords caps the skill records of each kind one owner keeps; 0 means DefaultMaxSkillRecords.
+	MaxSkillRecords int
 	// ExportLimits bound one owner's exports (zero fields: sandboxes' defaults).
 	ExportLimits sandboxes.ExportLimits
 	// Fetch GETs a public URL for ImportFile; nil answers URL imports with capability_not_supported.
@@ -50,6 +52,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxSkillRecords <= 0 {
+		cfg.MaxSkillRecords = DefaultMaxSkillRecords
 	}
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = 1 << 30

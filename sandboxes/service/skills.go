@@ -40,15 +40,15 @@ var SkillStages = []string{StageCanary, StageStable}
 
 // Limits on what one owner keeps (the store's file is shared by every tenant).
 const (
-	MaxSkillRecords     = 10000   // of each kind, per owner
-	MaxSkillPayload     = 1 << 20 // bytes of one payload's JSON
-	MaxSkillText        = 64 << 10
-	MaxSkillKey         = 256
-	MaxSkillSources     = 100 // source executions of one candidate
-	MaxSkillPageLimit   = 500
-	DefaultSkillPage    = 100
-	skillBlobRefPrefix  = "blob:"
-	skillHealthDuration = 24 * time.Hour
+	DefaultMaxSkillRecords = 10000   // of each kind, per owner (Config.MaxSkillRecords)
+	MaxSkillPayload        = 1 << 20 // bytes of one payload's JSON
+	MaxSkillText           = 64 << 10
+	MaxSkillKey            = 256
+	MaxSkillSources        = 100 // source executions of one candidate
+	MaxSkillPageLimit      = 500
+	DefaultSkillPage       = 100
+	skillBlobRefPrefix     = "blob:"
+	skillHealthDuration    = 24 * time.Hour
 )
 
 // SkillPayload is a stored JSON document (Bay's artifact blob), named by its ref "blob:<id>".
@@ -178,15 +178,15 @@ func skillGet(tx sandboxes.SkillTx, kind sandboxes.SkillKind, id string, v any) 
 	return true, nil
 }
 
-// skillPut encodes v as the record kind/id; a new id past the owner's quota is quota_exceeded.
-func skillPut(tx sandboxes.SkillTx, kind sandboxes.SkillKind, id string, v any, isNew bool) error {
-	if isNew {
+// skillPut encodes v as the record kind/id; a new id past quota records of kind is quota_exceeded.
+func skillPut(tx sandboxes.SkillTx, kind sandboxes.SkillKind, id string, v any, quota int) error {
+	if quota > 0 {
 		n, err := tx.Count(kind)
 		if err != nil {
 			return err
 		}
-		if n >= MaxSkillRecords {
-			return Errorf(CodeQuotaExceeded, "an owner keeps at most %d skill %s", MaxSkillRecords, kind)
+		if n >= quota {
+			return Errorf(CodeQuotaExceeded, "an owner keeps at most %d skill %s", quota, kind)
 		}
 	}
 	b, err := json.Marshal(v)
@@ -259,7 +259,7 @@ func (s *Service) CreateSkillPayload(_ context.Context, p Principal, kind string
 	}
 	blob := &SkillPayload{ID: NewID("blob-"), Kind: kind, Payload: compact.Bytes(), CreatedAt: s.cfg.Now().UTC()}
 	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
-		return skillPut(tx, sandboxes.SkillPayloads, blob.ID, blob, true)
+		return skillPut(tx, sandboxes.SkillPayloads, blob.ID, blob, s.cfg.MaxSkillRecords)
 	})
 	return blob, skillWrap(err, "storing a skill payload")
 }
@@ -352,7 +352,7 @@ func (s *Service) CreateSkillCandidate(ctx context.Context, p Principal, req New
 		CreatedAt: now, UpdatedAt: now,
 	}
 	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
-		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, true)
+		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, s.cfg.MaxSkillRecords)
 	})
 	return c, skillWrap(err, "storing a skill candidate")
 }
@@ -483,10 +483,10 @@ func (s *Service) EvaluateSkillCandidate(_ context.Context, p Principal, id stri
 			c.Status = SkillRejected
 		}
 		c.LatestScore, c.LatestPass, c.LastEvaluatedAt, c.UpdatedAt = req.Score, &req.Passed, &now, now
-		if err := skillPut(tx, sandboxes.SkillEvaluations, ev.ID, ev, true); err != nil {
+		if err := skillPut(tx, sandboxes.SkillEvaluations, ev.ID, ev, s.cfg.MaxSkillRecords); err != nil {
 			return err
 		}
-		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, false)
+		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 	})
 	if err != nil {
 		return nil, skillWrap(err, "storing a skill evaluation")
@@ -521,7 +521,7 @@ func (s *Service) DeleteSkillCandidate(_ context.Context, p Principal, id string
 		now := s.cfg.Now().UTC()
 		c.SkillDeletion = SkillDeletion{IsDeleted: true, DeletedAt: &now, DeletedBy: &owner, DeleteReason: reason}
 		del = c.SkillDeletion
-		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, false)
+		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 	})
 	if err != nil {
 		return nil, skillWrap(err, "deleting a skill candidate")

@@ -96,7 +96,7 @@ func nextVersion(tx sandboxes.SkillTx, releases []*SkillRelease, key string) (in
 		v = max(v, r.Version)
 		if r.IsActive && !r.IsDeleted {
 			r.IsActive = false
-			if err := skillPut(tx, sandboxes.SkillReleases, r.ID, r, false); err != nil {
+			if err := skillPut(tx, sandboxes.SkillReleases, r.ID, r, 0); err != nil {
 				return 0, err
 			}
 		}
@@ -147,11 +147,11 @@ func (s *Service) PromoteSkillCandidate(_ context.Context, p Principal, id strin
 		rel = &SkillRelease{ID: NewID("sr-"), SkillKey: c.SkillKey, CandidateID: c.ID, Version: version, Stage: req.Stage,
 			IsActive: true, ReleaseMode: "manual", PromotedBy: &owner, PromotedAt: now,
 			UpgradeOfReleaseID: req.UpgradeOfReleaseID, UpgradeReason: req.UpgradeReason, ChangeSummary: req.ChangeSummary}
-		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, true); err != nil {
+		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, s.cfg.MaxSkillRecords); err != nil {
 			return err
 		}
 		c.Status, c.PromotionReleaseID, c.UpdatedAt = SkillPromoted, &rel.ID, now
-		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, false)
+		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 	})
 	if err != nil {
 		return nil, skillWrap(err, "promoting a skill candidate")
@@ -252,7 +252,7 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 		now := s.cfg.Now().UTC()
 		rel = &SkillRelease{ID: NewID("sr-"), SkillKey: cur.SkillKey, CandidateID: prev.CandidateID, Version: version,
 			Stage: prev.Stage, IsActive: true, ReleaseMode: "manual", PromotedBy: &owner, PromotedAt: now, RollbackOf: &cur.ID}
-		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, true); err != nil {
+		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, s.cfg.MaxSkillRecords); err != nil {
 			return err
 		}
 		c := new(SkillCandidate)
@@ -260,7 +260,7 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 			return err
 		} else if found && !c.IsDeleted {
 			c.Status, c.UpdatedAt = SkillRolledBack, now
-			return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, false)
+			return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 		}
 		return nil
 	})
@@ -290,7 +290,7 @@ func (s *Service) DeleteSkillRelease(_ context.Context, p Principal, id string, 
 		r.IsActive = false
 		r.SkillDeletion = SkillDeletion{IsDeleted: true, DeletedAt: &now, DeletedBy: &owner, DeleteReason: reason}
 		del = r.SkillDeletion
-		if err := skillPut(tx, sandboxes.SkillReleases, r.ID, r, false); err != nil {
+		if err := skillPut(tx, sandboxes.SkillReleases, r.ID, r, 0); err != nil {
 			return err
 		}
 		cands, err := skillAll[SkillCandidate](tx, sandboxes.SkillCandidates)
@@ -300,7 +300,7 @@ func (s *Service) DeleteSkillRelease(_ context.Context, p Principal, id string, 
 		for _, c := range cands {
 			if c.PromotionReleaseID != nil && *c.PromotionReleaseID == id {
 				c.PromotionReleaseID, c.UpdatedAt = nil, now
-				if err := skillPut(tx, sandboxes.SkillCandidates, c.ID, c, false); err != nil {
+				if err := skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0); err != nil {
 					return err
 				}
 			}
