@@ -1,0 +1,116 @@
+package bayapi_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/client"
+)
+
+// TestSkillsAgainstGateway drives the skills lifecycle on a real gateway with executions run in a real container,
+// with the requests Shipyard Neo's SDK (shipyard_neo/skills.py) sends: python/exec with tags, payloads, a candidate
+// from the execution, evaluate, promote (stable, then a canary upgrade), list with active_only=true, health from
+// executions tagged release:<id>, rollback, delete with a JSON reason body. Bob's key then tries alice's records.
+func TestSkillsAgainstGateway(t *testing.T) {
+	g := startGateway(t, "", nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := client.New(g.url, readCredentials(t, g.dataDir).APIKey)
+	bob := client.New(g.url, "sk-bob")
+	sb, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), sb.ID) })
+	run := func(code, tags string) string {
+		t.Helper()
+		var out struct {
+			Success     bool   `json:"success"`
+			ExecutionID string `json:"execution_id"`
+		}
+		if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/python/exec", map[string]any{"code": code, "tags": tags}, &out); err != nil || !strings.HasPrefix(out.ExecutionID, "exec-") {
+			t.Fatalf("python/exec %q: %+v %v", code, out, err)
+		}
+		return out.ExecutionID
+	}
+	do := func(cl *client.Client, method, path string, body any) map[string]any {
+		t.Helper()
+		var out map[string]any
+		if err := cl.Do(ctx, method, path, body, &out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return out
+	}
+	execA := run("print('candidate-a')", "skills,evidence")
+
+	p := do(c, "POST", "/v1/skills/payloads", map[string]any{"kind": "candidate_payload", "payload": map[string]any{"code": "print('a')"}})
+	ref, _ := p["payload_ref"].(string)
+	if got := do(c, "GET", "/v1/skills/payloads/"+ref, nil); got["kind"] != "candidate_payload" || got["payload"].(map[string]any)["code"] != "print('a')" {
+		t.Fatalf("payload: %v", got)
+	}
+	release := func(exec, stage, upgrade string) (map[string]any, map[string]any) {
+		t.Helper()
+		cand := do(c, "POST", "/v1/skills/candidates", map[string]any{"skill_key": "csv-loader", "source_execution_ids": []string{exec},
+			"payload_ref": ref, "summary": "Load CSV", "preconditions": map[string]any{"runtime": "python"}})
+		if cand["status"] != "draft" {
+			t.Fatalf("candidate: %v", cand)
+		}
+		if ev := do(c, "POST", "/v1/skills/candidates/"+cand["id"].(string)+"/evaluate", map[string]any{"passed": true, "score": 0.93}); ev["passed"] != true {
+			t.Fatalf("evaluation: %v", ev)
+		}
+		body := map[string]any{"stage": stage}
+		if upgrade != "" {
+			body["upgrade_of_release_id"] = upgrade
+		}
+		return cand, do(c, "POST", "/v1/skills/candidates/"+cand["id"].(string)+"/promote", body)
+	}
+	_, v1 := release(execA, "stable", "")
+	execV1 := run("print('with v1')", "release:"+v1["id"].(string))
+	candB, v2 := release(run("print('candidate-b')", ""), "canary", v1["id"].(string))
+	if v1["version"] != float64(1) || v2["version"] != float64(2) || v2["upgrade_of_release_id"] != v1["id"] {
+		t.Fatalf("releases: %v %v", v1, v2)
+	}
+	run("print('with v2')", "release:"+v2["id"].(string))
+	run("raise ValueError('v2 broke')", "release:"+v2["id"].(string))
+	h := do(c, "GET", "/v1/skills/releases/"+v2["id"].(string)+"/health", nil)
+	if h["samples"] != float64(2) || h["success_rate"] != 0.5 || h["baseline_samples"] != float64(1) || h["should_rollback"] != true {
+		t.Fatalf("v2 health: %v", h)
+	}
+	if active := do(c, "GET", "/v1/skills/releases?"+url.Values{"skill_key": {"csv-loader"}, "active_only": {"true"}, "limit": {"100"}, "offset": {"0"}}.Encode(), nil); active["total"] != float64(1) {
+		t.Fatalf("active: %v", active)
+	}
+
+	// Bob's key: alice's records do not exist for him, and her execution is not his evidence.
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		code         string
+	}{
+		{"POST", "/v1/skills/releases/" + v2["id"].(string) + "/rollback", nil, "not_found"},
+		{"GET", "/v1/skills/candidates/" + candB["id"].(string), nil, "not_found"},
+		{"POST", "/v1/skills/candidates/" + candB["id"].(string) + "/promote", map[string]any{"stage": "stable"}, "not_found"},
+		{"GET", "/v1/skills/payloads/" + ref, nil, "not_found"},
+		{"POST", "/v1/skills/candidates", map[string]any{"skill_key": "stolen", "source_execution_ids": []string{execV1}}, "validation_error"},
+	} {
+		if err := bob.Do(ctx, tc.method, tc.path, tc.body, nil); code(err) != tc.code {
+			t.Errorf("bob %s %s: %v, want %s", tc.method, tc.path, err, tc.code)
+		}
+	}
+
+	v3 := do(c, "POST", "/v1/skills/releases/"+v2["id"].(string)+"/rollback", nil)
+	if v3["rollback_of"] != v2["id"] || v3["version"] != float64(3) || v3["candidate_id"] != v1["candidate_id"] {
+		t.Fatalf("rollback: %v", v3)
+	}
+	if got := do(c, "GET", "/v1/skills/candidates/"+candB["id"].(string), nil); got["status"] != "rolled_back" {
+		t.Errorf("candidate b: %v", got)
+	}
+	if d := do(c, "DELETE", "/v1/skills/releases/"+v2["id"].(string), map[string]any{"reason": "regressed"}); d["delete_reason"] != "regressed" {
+		t.Errorf("delete: %v", d)
+	}
+	if err := c.Do(ctx, "DELETE", "/v1/skills/candidates/"+candB["id"].(string), map[string]any{}, nil); err != nil {
+		t.Errorf("delete candidate b: %v", err)
+	}
+}
