@@ -142,6 +142,8 @@ type Profile struct {
 	// AllowedImages lists the images a caller may ask for when creating from this profile (CreateRequest.Image),
 	// as exact references or path.Match patterns ("registry.example/team/*:*"). Empty: callers cannot choose.
 	AllowedImages []string `json:"allowed_images,omitempty"`
+	// Skills, when set, is the workspace directory the owner's released skills are written to (profile_skills.go).
+	Skills string `json:"skills,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -221,6 +223,9 @@ func (p *Profile) Validate() error {
 	if err := p.validateImage(); err != nil { // profile_image.go
 		return err
 	}
+	if err := p.validateSkills(); err != nil { // profile_skills.go
+		return err
+	}
 	return p.validateCustomise()
 }
 
@@ -234,6 +239,7 @@ func (p *Profile) Hash() string {
 	shape.Description = ""
 	shape.WarmPoolSize = 0
 	shape.WarmPoolMax = 0
+	shape.Skills = "" // written by the gateway into the workspace, not part of the container
 	shape.NetworkSpares = 0
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""

@@ -43,6 +43,8 @@ type Config struct {
 // ownership, capability and ensure-running rules; a dialect only decodes, calls and encodes.
 type Service struct {
 	cfg Config
+	// injections remembers the skills written into each sandbox (skills_inject.go).
+	injections skillInjections
 }
 
 // New builds the operations over cfg.
