@@ -114,3 +114,76 @@ func TestSkillsAgainstGateway(t *testing.T) {
 		t.Errorf("delete candidate b: %v", err)
 	}
 }
+
+// TestSkillInjectionAgainstGateway: a profile with `skills` gets the owner's released skill as skills/<key>/SKILL.md
+// (frontmatter name and description) on the first exec, owned by the sandbox user; the file stays across stop and
+// resume; an agent's own skill in the same directory is left alone; the next release rewrites the file.
+func TestSkillInjectionAgainstGateway(t *testing.T) {
+	g := startGateway(t, "", nil, true, func(s string) string {
+		return strings.Replace(s, "capabilities filesystem shell python", "capabilities filesystem shell python\n\t\t\tskills", 1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := client.New(g.url, readCredentials(t, g.dataDir).APIKey)
+	do := func(method, path string, body any) map[string]any {
+		t.Helper()
+		var out map[string]any
+		if err := c.Do(ctx, method, path, body, &out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return out
+	}
+	shell := func(id, cmd string) string {
+		t.Helper()
+		r, err := c.Shell(ctx, id, cmd, 30)
+		if err != nil || !r.Success {
+			t.Fatalf("%s: %+v %v", cmd, r, err)
+		}
+		return strings.TrimSpace(r.Output)
+	}
+	release := func(sandbox, summary string) {
+		t.Helper()
+		var ex struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sandbox+"/shell/exec", map[string]any{"command": "echo ok"}, &ex); err != nil {
+			t.Fatal(err)
+		}
+		cand := do("POST", "/v1/skills/candidates", map[string]any{"skill_key": "csv-loader", "source_execution_ids": []string{ex.ExecutionID}, "summary": summary})
+		do("POST", "/v1/skills/candidates/"+cand["id"].(string)+"/evaluate", map[string]any{"passed": true})
+		do("POST", "/v1/skills/candidates/"+cand["id"].(string)+"/promote", map[string]any{"stage": "stable"})
+	}
+	first, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), first.ID) })
+	release(first.ID, "Load a CSV file")
+
+	sb, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), sb.ID) })
+	// The first exec finds the skill already there, written by the sandbox user.
+	if got := shell(sb.ID, "stat -c %U skills/csv-loader/SKILL.md; id -un"); len(strings.Fields(got)) != 2 || strings.Fields(got)[0] != strings.Fields(got)[1] {
+		t.Errorf("owner of SKILL.md, and the sandbox user: %q", got)
+	}
+	md, err := c.ReadFile(ctx, sb.ID, "skills/csv-loader/SKILL.md")
+	if err != nil || !strings.HasPrefix(md, "---\nname: \"csv-loader\"\ndescription: \"Load a CSV file\"\n") {
+		t.Fatalf("SKILL.md: %q %v", md, err)
+	}
+	if err := c.WriteFile(ctx, sb.ID, "skills/my-own/SKILL.md", "---\nname: my-own\ndescription: mine\n---\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/stop", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := shell(sb.ID, "ls skills"); got != "csv-loader\nmy-own" {
+		t.Errorf("skills after stop and resume: %q", got)
+	}
+	release(sb.ID, "Load a CSV file, v2")
+	if got := shell(sb.ID, "grep -c 'v2' skills/csv-loader/SKILL.md; cat skills/my-own/SKILL.md | grep -c mine"); got != "2\n1" {
+		t.Errorf("after the second release: %q", got)
+	}
+}
