@@ -133,7 +133,6 @@ func (h *Handler) table() []route {
 }
 
 var unsupported = []struct{ path, feature, why string }{
-	{"/v1/sandboxes/{id}/browser/skills/{rest...}", "browser_skills", "replaying a released browser skill is not served yet (the skills lifecycle itself is: /v1/skills)"},
 	{"/v1/sandboxes/{id}/browser/traces/{rest...}", "browser_traces", "browser traces are not recorded (trace_ref is always null)"},
 	{"/v1/admin/{rest...}", "admin", "of Bay's admin API only POST /v1/admin/gc/run is served; collection runs continuously in the lifecycle manager, and Caddy's admin API (/sandboxes) shows it"},
 }

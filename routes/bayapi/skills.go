@@ -30,6 +30,7 @@ func (h *Handler) skillRoutes() []route {
 		{"GET", K + "/releases/{rid}/health", "A release's health against the version before it", false, true, h.skillReleaseHealth},
 		{"POST", K + "/releases/{rid}/rollback", "Roll a release back to the version before it", false, true, h.rollbackSkillRelease},
 		{"DELETE", K + "/releases/{rid}", "Soft-delete a skill release", false, true, h.deleteSkillRelease},
+		{"POST", "/v1/sandboxes/{id}/browser/skills/{key}/run", "Replay the active release of a browser skill (skills_browser.go)", false, true, h.runBrowserSkill},
 	}
 }
 

@@ -2,6 +2,7 @@ package bayapi
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -273,5 +274,56 @@ func TestSkillOwnerIsolation(t *testing.T) {
 	rels := a.skillCall(t, 200, "GET", "/v1/skills/releases?active_only=true", keyAlice, nil)
 	if got["status"] != "promoted" || got["is_deleted"] != false || rels["total"] != float64(1) {
 		t.Errorf("alice's records after the attacks: %v %v", got, rels)
+	}
+}
+
+// TestBrowserSkillRun replays a released browser skill: Bay's answers for no active release (404), a payload_ref that
+// is not a blob (400 "Unsupported payload_ref"), then the payload's commands run as a batch recorded with the skill,
+// release and stage tags, which the release's health counts.
+func TestBrowserSkillRun(t *testing.T) {
+	a := newTestAPI(t)
+	id := a.create(t, keyAlice, map[string]any{"profile": "browser-python"})
+	S := "/v1/sandboxes/" + id
+	st, out, _ := a.call(t, "POST", S+"/browser/skills/missing-skill/run", keyAlice, map[string]any{"timeout": 60, "stop_on_error": true, "include_trace": false})
+	if st != 404 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "No active release found") {
+		t.Fatalf("missing skill: %d %v", st, out)
+	}
+	_, src, _ := a.call(t, "POST", S+"/browser/exec", keyAlice, map[string]any{"cmd": "open about:blank"})
+	release := func(key, ref string) string {
+		c := a.skillCall(t, 201, "POST", "/v1/skills/candidates", keyAlice, map[string]any{"skill_key": key, "source_execution_ids": []string{src["execution_id"].(string)}, "payload_ref": ref})
+		a.skillCall(t, 200, "POST", "/v1/skills/candidates/"+c["id"].(string)+"/evaluate", keyAlice, map[string]any{"passed": true, "score": 0.9})
+		return a.skillCall(t, 200, "POST", "/v1/skills/candidates/"+c["id"].(string)+"/promote", keyAlice, map[string]any{"stage": "canary"})["id"].(string)
+	}
+	release("bad-ref", "s3://invalid-payload")
+	st, out, _ = a.call(t, "POST", S+"/browser/skills/bad-ref/run", keyAlice, map[string]any{})
+	if st != 400 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "Unsupported payload_ref") {
+		t.Fatalf("bad ref: %d %v", st, out)
+	}
+	for _, tc := range []struct{ payload any }{{map[string]any{"steps": []string{"x"}}}, {map[string]any{"commands": []string{" "}}}, {[]any{"open x"}}} {
+		ref := a.skillCall(t, 201, "POST", "/v1/skills/payloads", keyAlice, map[string]any{"payload": tc.payload})["payload_ref"].(string)
+		release("bad-payload", ref)
+		if st, out, _ := a.call(t, "POST", S+"/browser/skills/bad-payload/run", keyAlice, nil); st != 400 || errCode(out) != "validation_error" {
+			t.Errorf("payload %v: %d %v", tc.payload, st, out)
+		}
+	}
+	ref := a.skillCall(t, 201, "POST", "/v1/skills/payloads", keyAlice, map[string]any{"kind": "candidate_payload", "payload": map[string]any{"commands": []string{"open example.com", "get title"}}})["payload_ref"].(string)
+	rid := release("title", ref)
+	run := a.skillCall(t, 200, "POST", S+"/browser/skills/title/run", keyAlice, map[string]any{"tags": "mine"})
+	res, _ := run["results"].([]any)
+	if run["skill_key"] != "title" || run["release_id"] != rid || run["total_steps"] != float64(2) || run["success"] != true || len(res) != 2 ||
+		res[1].(map[string]any)["stdout"] != "Example Domain\n" || run["trace_ref"] != nil {
+		t.Fatalf("run: %v", run)
+	}
+	e := a.skillCall(t, 200, "GET", S+"/history/"+run["execution_id"].(string), keyAlice, nil)
+	if e["exec_type"] != "browser_batch" || e["tags"] != "mine,release:"+rid+",skill:title,stage:canary" || e["code"] != "open example.com\nget title" {
+		t.Errorf("history entry: %v", e)
+	}
+	if h := a.skillCall(t, 200, "GET", "/v1/skills/releases/"+rid+"/health", keyAlice, nil); h["samples"] != float64(1) || h["success_rate"] != float64(1) {
+		t.Errorf("health after the replay: %v", h)
+	}
+	// Bob cannot replay alice's skill in his own sandbox.
+	bobs := a.create(t, keyBob, map[string]any{"profile": "browser-python"})
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+bobs+"/browser/skills/title/run", keyBob, nil); st != 404 || errCode(out) != "not_found" {
+		t.Errorf("bob replays alice's skill: %d %v", st, out)
 	}
 }

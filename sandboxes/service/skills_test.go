@@ -378,3 +378,19 @@ func FuzzSkillReport(f *testing.F) {
 		}
 	})
 }
+
+func TestMergeSkillTags(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"", " , "}, ""},
+		{[]string{"b, a", "a", "skill:x"}, "a,b,skill:x"},
+		{[]string{"release:sr-1", "stage:canary", " mine "}, "mine,release:sr-1,stage:canary"},
+	} {
+		if got := MergeSkillTags(tc.in...); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
