@@ -179,7 +179,7 @@ func TestSkillInjectionAgainstGateway(t *testing.T) {
 	if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/stop", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := shell(sb.ID, "ls skills"); got != "csv-loader\nmy-own" {
+	if got := shell(sb.ID, "ls skills"); got != "csv-loader\nmy-own\npython-sandbox" {
 		t.Errorf("skills after stop and resume: %q", got)
 	}
 	release(sb.ID, "Load a CSV file, v2")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,11 +17,23 @@ import (
 )
 
 // Skill injection (a profile's `skills` option, sandboxes/profile_skills.go): before the first exec of a sandbox,
-// and again after its owner's releases change, the owner's active releases are written into the workspace as
-// <dir>/<skill>/SKILL.md (YAML frontmatter: name, description; then the candidate's notes and payload). Writes go
+// and again after its owner's releases change, the built-in skills of its capabilities (builtin_skills/) and the
+// owner's active releases are written into the workspace as <dir>/<skill>/SKILL.md (YAML frontmatter: name,
+// description; then, for a release, the candidate's notes and payload). Writes go
 // through the agent, as the sandbox user, into the confined workspace: the gateway never writes a tenant's tree by
 // host path. A skill whose release is no longer active is removed from the directory; other directories there (an
 // agent's own skills) are never touched.
+
+// builtinSkills are the skills every sandbox of a profile with `skills` gets, by capability (Ship's and Gull's
+// built-in skills, in our words): how to use this sandbox. A released skill of the same name replaces one.
+//
+//go:embed builtin_skills/*/SKILL.md
+var builtinSkills embed.FS
+
+var builtinByCapability = []struct{ capability, dir string }{
+	{sandboxes.CapPython, "python-sandbox"},
+	{sandboxes.CapBrowser, "browser-automation"},
+}
 
 // Bounds of one injection: the skills written, and the time it may take before the exec goes on without it.
 const (
@@ -134,8 +147,8 @@ func renderSkill(r *SkillRelease, c *SkillCandidate, payload *SkillPayload) []by
 	return b.Bytes()
 }
 
-// skillFiles renders owner's active releases, sorted by directory, and their digest.
-func (s *Service) skillFiles(owner string) ([]skillFile, string, error) {
+// skillFiles renders the built-in skills of caps and owner's active releases, sorted by directory, and their digest.
+func (s *Service) skillFiles(owner string, caps []string) ([]skillFile, string, error) {
 	var files []skillFile
 	err := s.cfg.Skills.ViewSkills(owner, func(tx sandboxes.SkillTx) error {
 		releases, err := skillAll[SkillRelease](tx, sandboxes.SkillReleases)
@@ -165,6 +178,16 @@ func (s *Service) skillFiles(owner string) ([]skillFile, string, error) {
 	})
 	if err != nil {
 		return nil, "", err
+	}
+	for _, b := range builtinByCapability {
+		if !slices.Contains(caps, b.capability) || slices.ContainsFunc(files, func(f skillFile) bool { return f.dir == b.dir }) {
+			continue
+		}
+		content, err := builtinSkills.ReadFile("builtin_skills/" + b.dir + "/SKILL.md")
+		if err != nil {
+			return nil, "", fmt.Errorf("reading the built-in skill %s: %w", b.dir, err)
+		}
+		files = append(files, skillFile{dir: b.dir, content: content})
 	}
 	slices.SortFunc(files, func(a, b skillFile) int { return strings.Compare(a.dir, b.dir) })
 	h := sha256.New()
@@ -199,13 +222,13 @@ func (s *Service) injectSkills(ctx context.Context, id string, t sandboxes.Targe
 	if dir == "" {
 		return
 	}
-	if err := s.writeSkills(ctx, id, sb.Owner, dir, t); err != nil {
+	if err := s.writeSkills(ctx, id, sb.Owner, sb.Capabilities, dir, t); err != nil {
 		s.cfg.Logger.Warn("injecting skills into the sandbox", "sandbox", id, "dir", dir, "error", err)
 	}
 }
 
-func (s *Service) writeSkills(ctx context.Context, id, owner, dir string, t sandboxes.Target) error {
-	files, digest, err := s.skillFiles(owner)
+func (s *Service) writeSkills(ctx context.Context, id, owner string, caps []string, dir string, t sandboxes.Target) error {
+	files, digest, err := s.skillFiles(owner, caps)
 	if err != nil {
 		return fmt.Errorf("reading the owner's releases: %w", err)
 	}

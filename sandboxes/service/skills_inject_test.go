@@ -173,3 +173,52 @@ func FuzzSkillDirName(f *testing.F) {
 		}
 	})
 }
+
+// TestBuiltinSkills: a profile with skills gets the built-in skill of each capability it grants (python-sandbox,
+// browser-automation), with frontmatter naming it; a released skill of the same name replaces the built-in one.
+func TestBuiltinSkills(t *testing.T) {
+	ctx := context.Background()
+	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "s.db"))
+	t.Cleanup(func() { st.Close() })
+	core := sandboxestest.New([]sandboxes.Profile{{ID: "ship", Skills: "skills"}},
+		sandboxes.Sandbox{ID: "sb-py", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady,
+			Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython}},
+		sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady,
+			Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython, sandboxes.CapBrowser}})
+	agent := &workspaceAgent{files: map[string]string{}}
+	svc := New(Config{Sandboxes: core, Agent: agent, History: st, Skills: st})
+	exec := func(id string) []string {
+		t.Helper()
+		if _, err := svc.RunShell(ctx, alice, id, ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{}); err != nil {
+			t.Fatal(err)
+		}
+		return agent.takeCalls()
+	}
+	if got := exec("sb-py"); !slices.Equal(got, []string{"write skills/python-sandbox/SKILL.md"}) {
+		t.Errorf("python sandbox: %q", got)
+	}
+	if got := exec("sb-web"); !slices.Equal(got, []string{"write skills/browser-automation/SKILL.md", "write skills/python-sandbox/SKILL.md"}) {
+		t.Errorf("browser sandbox: %q", got)
+	}
+	for _, name := range []string{"python-sandbox", "browser-automation"} {
+		if md := agent.files["sb-web/skills/"+name+"/SKILL.md"]; !strings.HasPrefix(md, "---\nname: "+name+"\ndescription: \"") {
+			t.Errorf("%s:\n%s", name, md)
+		}
+	}
+	hist, _, _ := svc.History(ctx, alice, "sb-py", nil, 0, 1)
+	summary := "our own python notes"
+	c, err := svc.CreateSkillCandidate(ctx, alice, NewSkillCandidate{SkillKey: "python-sandbox", SourceExecutionIDs: []string{hist[0].ID}, Summary: &summary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.EvaluateSkillCandidate(ctx, alice, c.ID, NewSkillEvaluation{Passed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.PromoteSkillCandidate(ctx, alice, c.ID, SkillPromotion{}); err != nil {
+		t.Fatal(err)
+	}
+	exec("sb-py")
+	if md := agent.files["sb-py/skills/python-sandbox/SKILL.md"]; !strings.Contains(md, summary) {
+		t.Errorf("released python-sandbox:\n%s", md)
+	}
+}
