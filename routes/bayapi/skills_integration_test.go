@@ -3,6 +3,9 @@ package bayapi_test
 import (
 	"context"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +188,28 @@ func TestSkillInjectionAgainstGateway(t *testing.T) {
 	release(sb.ID, "Load a CSV file, v2")
 	if got := shell(sb.ID, "grep -c 'v2' skills/csv-loader/SKILL.md; cat skills/my-own/SKILL.md | grep -c mine"); got != "2\n1" {
 		t.Errorf("after the second release: %q", got)
+	}
+}
+
+// TestSkillsWithShipyardSDK drives the lifecycle through Shipyard Neo's own Python SDK (testdata/
+// shipyard_sdk_skills.py): create, python exec with tags, payloads, candidates, evaluate, promote, health, the
+// injected SKILL.md, list, rollback, deletes. The SDK is not on a package registry this project's machines reach, so
+// the test runs where SANDGATE_SHIPYARD_SDK names a PYTHONPATH holding shipyard_neo and httpx (a checkout of
+// shipyard-neo-sdk and the system's python3-httpx), and says so otherwise.
+func TestSkillsWithShipyardSDK(t *testing.T) {
+	sdk := os.Getenv("SANDGATE_SHIPYARD_SDK")
+	if sdk == "" {
+		t.Skip("SANDGATE_SHIPYARD_SDK is not set: the PYTHONPATH of Shipyard Neo's SDK (shipyard_neo) and httpx")
+	}
+	g := startGateway(t, "api_key sk-sdk", nil, true, func(s string) string {
+		return strings.Replace(s, "capabilities filesystem shell python", "capabilities filesystem shell python\n\t\t\tskills", 1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", filepath.Join("testdata", "shipyard_sdk_skills.py"))
+	cmd.Env = append(os.Environ(), "BAY_URL="+g.url, "BAY_KEY=sk-sdk", "PYTHONPATH="+sdk)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SDK_SKILLS_OK") {
+		t.Fatalf("the SDK's sequence: %v\n%s", err, out)
 	}
 }
