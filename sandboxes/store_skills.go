@@ -23,11 +23,14 @@ const (
 	SkillCandidates  SkillKind = "candidates"
 	SkillEvaluations SkillKind = "evaluations"
 	SkillReleases    SkillKind = "releases"
+	// SkillRevisions holds one record per owner, "rev": a counter the service bumps with every change, so a reader
+	// can tell in one read whether anything changed.
+	SkillRevisions SkillKind = "revisions"
 )
 
 func (k SkillKind) valid() bool {
 	switch k {
-	case SkillPayloads, SkillCandidates, SkillEvaluations, SkillReleases:
+	case SkillPayloads, SkillCandidates, SkillEvaluations, SkillReleases, SkillRevisions:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,6 +167,29 @@ func checkObject(name string, v map[string]any) error {
 	return nil
 }
 
+// updateSkills runs fn over owner's records in one transaction and bumps the owner's revision with it.
+func (s *Service) updateSkills(owner string, fn func(sandboxes.SkillTx) error) error {
+	return s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		rev, err := skillRevision(tx)
+		if err != nil {
+			return err
+		}
+		return tx.Put(sandboxes.SkillRevisions, "rev", binary.BigEndian.AppendUint64(nil, rev+1))
+	})
+}
+
+// skillRevision is the owner's revision: 0 before the first change.
+func skillRevision(tx sandboxes.SkillTx) (uint64, error) {
+	b, err := tx.Get(sandboxes.SkillRevisions, "rev")
+	if err != nil || len(b) != 8 {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
 // skillGet decodes the record kind/id into v; false when there is none.
 func skillGet(tx sandboxes.SkillTx, kind sandboxes.SkillKind, id string, v any) (bool, error) {
 	b, err := tx.Get(kind, id)
@@ -258,7 +282,7 @@ func (s *Service) CreateSkillPayload(_ context.Context, p Principal, kind string
 		return nil, Errorf(CodeValidation, "payload: %v", err)
 	}
 	blob := &SkillPayload{ID: NewID("blob-"), Kind: kind, Payload: compact.Bytes(), CreatedAt: s.cfg.Now().UTC()}
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		return skillPut(tx, sandboxes.SkillPayloads, blob.ID, blob, s.cfg.MaxSkillRecords)
 	})
 	return blob, skillWrap(err, "storing a skill payload")
@@ -351,7 +375,7 @@ func (s *Service) CreateSkillCandidate(ctx context.Context, p Principal, req New
 		SourceExecutionIDs: slices.Clone(req.SourceExecutionIDs), Status: SkillDraft, CreatedBy: &owner,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, s.cfg.MaxSkillRecords)
 	})
 	return c, skillWrap(err, "storing a skill candidate")
@@ -473,7 +497,7 @@ func (s *Service) EvaluateSkillCandidate(_ context.Context, p Principal, id stri
 	now := s.cfg.Now().UTC()
 	ev := &SkillEvaluation{ID: NewID("se-"), CandidateID: id, BenchmarkID: req.BenchmarkID, Score: req.Score,
 		Passed: req.Passed, Report: req.Report, EvaluatedBy: &owner, CreatedAt: now}
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		c, err := getCandidate(tx, id)
 		if err != nil {
 			return err
@@ -504,7 +528,7 @@ func (s *Service) DeleteSkillCandidate(_ context.Context, p Principal, id string
 		return nil, err
 	}
 	var del SkillDeletion
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		c, err := getCandidate(tx, id)
 		if err != nil {
 			return err

@@ -49,6 +49,8 @@ type skillInjections struct {
 }
 
 type injected struct {
+	rev    uint64 // the owner's skills revision the files were made from
+	dir    string
 	digest string
 	dirs   []string
 }
@@ -228,12 +230,24 @@ func (s *Service) injectSkills(ctx context.Context, id string, t sandboxes.Targe
 }
 
 func (s *Service) writeSkills(ctx context.Context, id, owner string, caps []string, dir string, t sandboxes.Target) error {
+	var rev uint64
+	if err := s.cfg.Skills.ViewSkills(owner, func(tx sandboxes.SkillTx) (err error) {
+		rev, err = skillRevision(tx)
+		return err
+	}); err != nil {
+		return fmt.Errorf("reading the owner's skills revision: %w", err)
+	}
+	prev, known := s.injections.get(id)
+	if known && prev.rev == rev && prev.dir == dir {
+		return nil // nothing changed since the files were written: one read per exec
+	}
 	files, digest, err := s.skillFiles(owner, caps)
 	if err != nil {
 		return fmt.Errorf("reading the owner's releases: %w", err)
 	}
-	prev, known := s.injections.get(id)
-	if known && prev.digest == digest {
+	if known && prev.digest == digest && prev.dir == dir {
+		prev.rev = rev
+		s.injections.put(id, prev)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, skillInjectTime)
@@ -259,6 +273,6 @@ func (s *Service) writeSkills(ctx context.Context, id, owner string, caps []stri
 			}
 		}
 	}
-	s.injections.put(id, injected{digest: digest, dirs: dirs})
+	s.injections.put(id, injected{rev: rev, dir: dir, digest: digest, dirs: dirs})
 	return nil
 }

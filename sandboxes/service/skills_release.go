@@ -127,7 +127,7 @@ func (s *Service) PromoteSkillCandidate(_ context.Context, p Principal, id strin
 		}
 	}
 	var rel *SkillRelease
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		c, err := getCandidate(tx, id)
 		if err != nil {
 			return err
@@ -227,7 +227,7 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 		return nil, err
 	}
 	var rel *SkillRelease
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		cur, err := getRelease(tx, id)
 		if err != nil {
 			return err
@@ -281,7 +281,7 @@ func (s *Service) DeleteSkillRelease(_ context.Context, p Principal, id string, 
 		return nil, err
 	}
 	var del SkillDeletion
-	err = s.cfg.Skills.UpdateSkills(owner, func(tx sandboxes.SkillTx) error {
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
 		r, err := getRelease(tx, id)
 		if err != nil {
 			return err
