@@ -95,7 +95,8 @@ func New(opts Options) *Server {
 	s.addExecTools()
 	s.addFileTools()
 	s.addBrowserTools()
-	s.addSkillTools() // tools_skills.go
+	s.addHistoryTools() // tools_history.go
+	s.addSkillTools()   // tools_skills.go
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: opts.SessionTimeout,
 		Logger:         opts.Logger,

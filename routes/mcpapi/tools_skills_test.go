@@ -87,6 +87,22 @@ func TestSkillTools(t *testing.T) {
 		}
 		return out
 	}
+	// The evidence: the execution history, annotated.
+	if h := must("get_execution_history", map[string]any{"sandbox_id": "sb-alice", "exec_type": "shell"}); h["total"] != float64(1) {
+		t.Errorf("history: %v", h)
+	}
+	if e := must("annotate_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID, "tags": "etl", "notes": "worked"}); e["notes"] != "worked" {
+		t.Errorf("annotate: %v", e)
+	}
+	if e := must("get_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID}); e["tags"] != "etl" {
+		t.Errorf("get_execution: %v", e)
+	}
+	if e := must("get_last_execution", map[string]any{"sandbox_id": "sb-alice"}); e["id"] != execID {
+		t.Errorf("get_last_execution: %v", e)
+	}
+	if h := must("get_execution_history", map[string]any{"sandbox_id": "sb-alice", "tags": "other"}); h["total"] != float64(0) {
+		t.Errorf("history by another tag: %v", h)
+	}
 	ref := must("create_skill_payload", map[string]any{"payload": map[string]any{"commands": []string{"open x"}}, "kind": "browser"})["payload_ref"].(string)
 	if got := must("get_skill_payload", map[string]any{"payload_ref": ref}); got["kind"] != "browser" {
 		t.Errorf("payload: %v", got)
@@ -118,6 +134,8 @@ func TestSkillTools(t *testing.T) {
 		{"get_skill_payload", map[string]any{"payload_ref": ref}, service.CodeNotFound},
 		{"create_skill_candidate", map[string]any{"skill_key": "k", "source_execution_ids": []string{execID}}, service.CodeValidation},
 		{"get_skill_release_health", map[string]any{"release_id": releases[0]}, service.CodeNotFound},
+		{"get_execution_history", map[string]any{"sandbox_id": "sb-alice"}, service.CodeNotFound},
+		{"annotate_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID, "notes": "pwned"}, service.CodeNotFound},
 	} {
 		if out, isErr := callSkill(t, bob, tc.name, tc.args); !isErr || errorCode(out) != tc.code {
 			t.Errorf("bob's %s: %v, want %s", tc.name, out, tc.code)
@@ -132,6 +150,8 @@ func TestSkillTools(t *testing.T) {
 		{"promote_skill_candidate", map[string]any{}},
 		{"list_skill_candidates", map[string]any{"status": "nope"}},
 		{"list_skill_releases", map[string]any{"limit": 501}},
+		{"get_execution_history", map[string]any{"sandbox_id": "sb-alice", "exec_type": "perl"}},
+		{"get_execution", map[string]any{"sandbox_id": "sb-alice"}},
 	} {
 		// A missing required argument is the schema's refusal (no envelope); the rest are ours.
 		if out, isErr := callSkill(t, alice, tc.name, tc.args); !isErr || (out != nil && errorCode(out) != service.CodeValidation) {

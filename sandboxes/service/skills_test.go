@@ -394,3 +394,24 @@ func TestMergeSkillTags(t *testing.T) {
 		}
 	}
 }
+
+func TestHistoryFilter(t *testing.T) {
+	s := func(v string) *string { return &v }
+	e := &sandboxes.HistoryEntry{ExecType: "shell", Success: true, Tags: s("etl, release:sr-1"), Notes: s("n")}
+	for _, tc := range []struct {
+		f    HistoryFilter
+		keep bool
+	}{
+		{HistoryFilter{}, true},
+		{HistoryFilter{ExecType: "shell", SuccessOnly: true, HasNotes: true}, true},
+		{HistoryFilter{ExecType: "python"}, false},
+		{HistoryFilter{HasDescription: true}, false},
+		{HistoryFilter{Tags: "x, release:sr-1"}, true},
+		{HistoryFilter{Tags: "release:sr"}, false},
+		{HistoryFilter{Tags: " , "}, true},
+	} {
+		if got := tc.f.Keep()(e); got != tc.keep {
+			t.Errorf("%+v: %v", tc.f, got)
+		}
+	}
+}
