@@ -255,6 +255,8 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			if err = oneString(d, &b); err == nil {
 				p.Binds = append(p.Binds, b)
 			}
+		case "skills": // skills [dir]: the owner's released skills as files (sandboxes/profile_skills.go)
+			err = optString(d, &p.Skills, sandboxes.DefaultSkillsDir)
 		case "inject_agent":
 			err = flag(d, &p.InjectAgent)
 		case "writable_root":
@@ -293,6 +295,18 @@ func oneString(d *caddyfile.Dispenser, dst *string) error {
 		return d.ArgErr()
 	}
 	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// optString reads an option with one optional argument; without it dst is def.
+func optString(d *caddyfile.Dispenser, dst *string, def string) error {
+	*dst = def
+	if d.NextArg() {
+		*dst = d.Val()
+	}
 	if d.NextArg() {
 		return d.ArgErr()
 	}

@@ -228,7 +228,7 @@ func (s *SandboxAPI) service(ctx caddy.Context, app *App, minter service.TicketI
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
 		Sandboxes: app.Manager(), Agent: agents, Streamer: agents, History: st,
-		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Fetch: bayapi.FetchPublic,
+		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Skills: st, Fetch: bayapi.FetchPublic,
 		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 		Tickets: minter,
 	}

@@ -151,6 +151,8 @@ type Profile struct {
 	Home        string       `json:"home,omitempty"`
 	EnvFile     string       `json:"env_file,omitempty"`
 	HostAliases []string     `json:"host_aliases,omitempty"`
+	// Skills, when set, is the workspace directory the owner's released skills are written to (profile_skills.go).
+	Skills string `json:"skills,omitempty"`
 }
 
 var profileIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -233,6 +235,9 @@ func (p *Profile) Validate() error {
 	if err := p.validateShip(); err != nil { // profile_ship.go
 		return err
 	}
+	if err := p.validateSkills(); err != nil { // profile_skills.go
+		return err
+	}
 	return p.validateCustomise()
 }
 
@@ -246,6 +251,7 @@ func (p *Profile) Hash() string {
 	shape.Description = ""
 	shape.WarmPoolSize = 0
 	shape.WarmPoolMax = 0
+	shape.Skills = "" // written by the gateway into the workspace, not part of the container
 	shape.NetworkSpares = 0
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""

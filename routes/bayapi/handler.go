@@ -117,6 +117,7 @@ func (h *Handler) table() []route {
 	}
 	rs = append(rs, h.transferRoutes()...)  // files_transfer.go
 	rs = append(rs, h.lifecycleRoutes()...) // lifecycle_ops.go
+	rs = append(rs, h.skillRoutes()...)     // skills.go
 	// Bay routes sandgate does not implement answer a clear capability_not_supported instead of a bare 404, so a
 	// client (AstrBot's Neo skill tools) reports why. docs/api.md explains each decision.
 	for _, u := range unsupported {
@@ -132,8 +133,6 @@ func (h *Handler) table() []route {
 }
 
 var unsupported = []struct{ path, feature, why string }{
-	{"/v1/skills/{rest...}", "skills", "Bay's skill registry (payloads, candidates, evaluations, releases) is not part of sandgate"},
-	{"/v1/sandboxes/{id}/browser/skills/{rest...}", "browser_skills", "browser skill replay depends on Bay's skill registry"},
 	{"/v1/sandboxes/{id}/browser/traces/{rest...}", "browser_traces", "browser traces are not recorded (trace_ref is always null)"},
 	{"/v1/admin/{rest...}", "admin", "of Bay's admin API only POST /v1/admin/gc/run is served; collection runs continuously in the lifecycle manager, and Caddy's admin API (/sandboxes) shows it"},
 }

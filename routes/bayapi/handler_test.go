@@ -80,7 +80,7 @@ func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testA
 	cfg := testConfig{
 		Config: Config{Keys: keys, Version: "test", Now: clock.Now},
 		svc: service.Config{Sandboxes: lifecycleOnly{mgr}, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
-			Exports: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
+			Exports: st, Skills: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
 	}
 	for _, m := range mutate {
 		m(&cfg)
@@ -315,7 +315,10 @@ func TestBayErrors(t *testing.T) {
 		{"wrong method", "PATCH", S, keyAlice, nil, 405, "method_not_allowed"},
 		{"unknown cargo", "POST", "/v1/sandboxes", keyAlice, map[string]any{"cargo_id": "ws-000000000000"}, 404, "not_found"},
 		{"no streamer", "GET", S + "/processes", keyAlice, nil, 400, "capability_not_supported"},
-		{"skills", "POST", "/v1/skills/candidates", keyAlice, map[string]any{}, 400, "capability_not_supported"},
+		{"skill from an unknown execution", "POST", "/v1/skills/candidates", keyAlice,
+			map[string]any{"skill_key": "k", "source_execution_ids": []string{"exec-000000000000"}}, 400, "validation_error"},
+		{"skill payload not a blob", "GET", "/v1/skills/payloads/s3%3A%2F%2Fx", keyAlice, nil, 400, "validation_error"},
+		{"unknown skill release", "POST", "/v1/skills/releases/sr-000000000000/rollback", keyAlice, nil, 404, "not_found"},
 		{"admin gc by a tenant", "POST", "/v1/admin/gc/run", keyAlice, nil, 403, "forbidden"},
 		{"admin gc status", "GET", "/v1/admin/gc/status", keyAlice, nil, 400, "capability_not_supported"},
 		{"skills need auth", "GET", "/v1/skills/releases", "", nil, 401, "unauthorized"},

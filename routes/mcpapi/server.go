@@ -46,7 +46,10 @@ type KeyLookup interface {
 	Lookup(token string) (service.Principal, bool)
 }
 
-var _ Ops = (*service.Service)(nil)
+var (
+	_ Ops      = (*service.Service)(nil)
+	_ SkillOps = (*service.Service)(nil)
+)
 
 // Options tunes the server.
 type Options struct {
@@ -92,6 +95,8 @@ func New(opts Options) *Server {
 	s.addExecTools()
 	s.addFileTools()
 	s.addBrowserTools()
+	s.addHistoryTools() // tools_history.go
+	s.addSkillTools()   // tools_skills.go
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: opts.SessionTimeout,
 		Logger:         opts.Logger,

@@ -76,6 +76,7 @@ func (s *Service) RunKernel(ctx context.Context, p Principal, id, lang, code str
 	if err != nil {
 		return KernelOutput{}, err
 	}
+	s.injectSkills(ctx, id, t) // skills_inject.go
 	ctx, cancel := context.WithTimeout(ctx, timeout+AgentGrace)
 	defer cancel()
 	start := time.Now()
@@ -132,6 +133,7 @@ func (s *Service) RunShell(ctx context.Context, p Principal, id string, sp Shell
 	if err != nil {
 		return ShellOutput{}, err
 	}
+	s.injectSkills(ctx, id, t) // skills_inject.go
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout+AgentGrace)
 	defer cancel()
 	start := time.Now()

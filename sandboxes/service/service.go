@@ -25,6 +25,10 @@ type Config struct {
 	ManagedWorkspace *sandboxes.WorkspaceSpec
 	// Exports keeps exported paths; nil answers ExportFiles with capability_not_supported.
 	Exports ExportStore
+	// Skills keeps the skills lifecycle's records (skills.go); nil answers it with capability_not_supported.
+	Skills sandboxes.SkillStore
+	// MaxSkillRecords caps the skill records of each kind one owner keeps; 0 means DefaultMaxSkillRecords.
+	MaxSkillRecords int
 	// ExportLimits bound one owner's exports (zero fields: sandboxes' defaults).
 	ExportLimits sandboxes.ExportLimits
 	// Fetch GETs a public URL for ImportFile; nil answers URL imports with capability_not_supported.
@@ -39,6 +43,8 @@ type Config struct {
 // ownership, capability and ensure-running rules; a dialect only decodes, calls and encodes.
 type Service struct {
 	cfg Config
+	// injections remembers the skills written into each sandbox (skills_inject.go).
+	injections skillInjections
 }
 
 // New builds the operations over cfg.
@@ -48,6 +54,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxSkillRecords <= 0 {
+		cfg.MaxSkillRecords = DefaultMaxSkillRecords
 	}
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = 1 << 30
