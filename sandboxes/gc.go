@@ -83,9 +83,32 @@ func (m *Manager) RunGC(ctx context.Context) (GCReport, error) {
 	return m.collect(ctx, true), nil
 }
 
+// GCState is the collector's settings and state, for an operator (a dialect's admin GC status).
+type GCState struct {
+	// Running: a collection is under way now (the loop's or one asked for).
+	Running bool
+	// Interval is how often the loop collects (GCInterval).
+	Interval time.Duration
+	// Instance is this gateway's instance id (its containers' labels; the orphan sweep spares other instances').
+	Instance string
+	// Leader: this gateway runs the destructive parts (idle, expiry, orphans); false on a fleet's other gateways,
+	// which recycle only their own warm members.
+	Leader bool
+}
+
+// GCState reports the collector's settings and whether a collection runs now.
+func (m *Manager) GCState() GCState {
+	m.mu.RLock()
+	interval := m.cfg.GCInterval
+	m.mu.RUnlock()
+	return GCState{Running: m.gcRunning.Load(), Interval: interval, Instance: m.Instance(), Leader: m.gcLeader()}
+}
+
 func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	m.gcRun.Lock()
 	defer m.gcRun.Unlock()
+	m.gcRunning.Store(true)
+	defer m.gcRunning.Store(false)
 	var rep GCReport
 	now := time.Now()
 	type job struct {
