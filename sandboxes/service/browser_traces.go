@@ -88,7 +88,19 @@ type traceDoc struct {
 // steps are dropped; truncated says so. The result is always a JSON object.
 func BuildBrowserTrace(run BrowserRun) []byte {
 	steps := run.Steps
+	// A step's envelope alone takes more than traceStepMin bytes, so more steps than this can never fit; and when the
+	// raw text alone is over the bound, start from each field's share instead of encoding the whole first.
+	if len(steps) > sandboxes.MaxTraceBytes/traceStepMin {
+		steps = steps[:sandboxes.MaxTraceBytes/traceStepMin]
+	}
+	raw := 0
+	for _, s := range steps {
+		raw += len(s.Cmd) + len(s.Stdout) + len(s.Stderr)
+	}
 	fieldCap := -1 // no cut
+	if raw > sandboxes.MaxTraceBytes {
+		fieldCap = sandboxes.MaxTraceBytes / (3*len(steps) + 1)
+	}
 	for {
 		doc := traceDoc{Kind: TraceKindExec, Steps: make([]traceStep, 0, len(steps)), Truncated: fieldCap >= 0 || len(steps) < len(run.Steps)}
 		for i, s := range steps {
@@ -123,6 +135,9 @@ func BuildBrowserTrace(run BrowserRun) []byte {
 		}
 	}
 }
+
+// traceStepMin is less than any encoded step takes.
+const traceStepMin = 64
 
 // cutText keeps at most n bytes of s (n < 0: all), on a UTF-8 boundary.
 func cutText(s string, n int) string {
