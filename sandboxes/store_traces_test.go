@@ -40,7 +40,7 @@ func TestStoreTraces(t *testing.T) {
 	if _, ok, _ := st.TraceSandbox(*ref(0)); ok {
 		t.Errorf("the trimmed entry's index is kept")
 	}
-	if _, ok, _ := st.Trace("sb-a", *ref(MaxHistoryEntries+1)); !ok {
+	if _, ok, _ := st.Trace("sb-a", *ref(MaxHistoryEntries + 1)); !ok {
 		t.Errorf("the newest trace is gone")
 	}
 	if err := st.DropHistory("sb-a"); err != nil {
