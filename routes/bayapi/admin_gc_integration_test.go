@@ -144,7 +144,7 @@ func TestAdminGCAgainstGateway(t *testing.T) {
 	go func() { defer wg.Done(); delErr = c.DeleteSandbox(ctx, gone.ID) }()
 	go func() {
 		defer wg.Done()
-		gcErr = ops.Do(ctx, "POST", "/v1/admin/gc/run", map[string]any{"tasks": []string{"orphan_cargo"}}, &during)
+		gcErr = ops.Do(ctx, "POST", "/v1/admin/gc/run", nil, &during) // every task: none may fail on the sandbox going
 	}()
 	wg.Wait()
 	if delErr != nil || gcErr != nil || during.TotalErrors != 0 {
