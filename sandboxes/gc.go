@@ -252,6 +252,11 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	for _, e := range m.entries {
 		used[m.VolumeName(e.rec.WorkspaceID)] = true
 	}
+	// A sandbox being removed still owns its workspace: its destroy removes it (once its container is gone), and a
+	// sweep that raced it would fail on a volume still mounted, or count the delete's work as its own.
+	for _, e := range m.removing {
+		used[m.VolumeName(e.rec.WorkspaceID)] = true
+	}
 	// Spares and copy targets whose sandbox is not recorded yet (spare_volume.go): read under the same lock as the
 	// entries, and a target is let go only after its sandbox's entry exists, so one of the two always names it.
 	for ws := range m.spares.held {
@@ -331,7 +336,8 @@ func (m *Manager) removeOrphanContainers(ctx context.Context, containers []Conta
 		id := c.Labels[m.label(labelID)]
 		m.mu.RLock()
 		e := m.entries[id]
-		owned := e != nil && e.rec.ContainerID == c.ID
+		r := m.removing[id] // being removed: its destroy removes the container
+		owned := e != nil && e.rec.ContainerID == c.ID || r != nil && r.rec.ContainerID == c.ID
 		m.mu.RUnlock()
 		if owned {
 			continue
@@ -376,7 +382,7 @@ func (m *Manager) sweepHomeSeeds(ctx context.Context, containers []ContainerStat
 	for _, v := range vols {
 		id := v.Labels[m.label(labelID)]
 		m.mu.RLock()
-		live := m.entries[id] != nil
+		live := m.entries[id] != nil || m.removing[id] != nil
 		m.mu.RUnlock()
 		if id == "" || live || owned[id] || now.Sub(v.Created) < minAge {
 			continue

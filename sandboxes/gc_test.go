@@ -192,3 +192,49 @@ func TestRunGCConcurrentCallsCountOnce(t *testing.T) {
 		t.Error("a cancelled call ran a pass")
 	}
 }
+
+// TestSweepSparesASandboxBeingDeleted: a delete has detached its sandbox and is about to remove its container and
+// workspace (held here on the entry's operation lock, as a slow engine call holds it) when an operator's
+// collection runs its orphan sweep. The sweep leaves both to the delete: it counts nothing and fails on nothing
+// (it used to remove the container and fail on the still-mounted volume: "volume is in use"), and the delete then
+// removes both and the record.
+func TestSweepSparesASandboxBeingDeleted(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour, OrphanMinAge: time.Nanosecond})
+	ctx := context.Background()
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	m.mu.RLock()
+	e := m.entries[sb.ID]
+	m.mu.RUnlock()
+	e.opMu.Lock()
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(ctx, sb.ID) }()
+	waitFor(t, func() bool { // the delete has detached the sandbox
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return m.entries[sb.ID] == nil
+	})
+	rep, err := m.RunGC(ctx)
+	if err != nil || rep.OrphanContainers != 0 || rep.OrphanVolumes != 0 || rep.Errors != 0 {
+		t.Errorf("the sweep during the delete: %+v %v", rep, err)
+	}
+	if c, v := d.count(); c != 1 || v != 1 {
+		t.Errorf("the sweep took the delete's objects: %d containers, %d volumes left", c, v)
+	}
+	e.opMu.Unlock()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if c, v := d.count(); c != 0 || v != 0 {
+		t.Errorf("after the delete: %d containers, %d volumes", c, v)
+	}
+	m.mu.RLock()
+	left := len(m.removing)
+	m.mu.RUnlock()
+	if left != 0 {
+		t.Errorf("%d sandboxes still marked as being removed", left)
+	}
+}
