@@ -46,7 +46,7 @@ type Manager struct {
 	// removing are the detached sandboxes whose destroy has not finished (by id): their container and volumes still
 	// exist but belong to that destroy, so the orphan sweep leaves them (gc.go). freeing cannot say it: a create
 	// takes an entry's place there before its destroy is done.
-	removing map[string]*entry
+	removing  map[string]*entry
 	agentHTTP *http.Client
 	// holds are the claims whose refill waits for the claimed sandbox's first call (warm_hold.go).
 	holds refillHolds
