@@ -238,7 +238,7 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 			if err := sb.Put(historyKey(seq), b); err != nil {
 				return err
 			}
-			if err := putTrace(tx, e); err != nil {
+			if err := putTrace(tx, e, seq); err != nil {
 				return err
 			}
 			// Keep the newest MaxHistoryEntries: keys are consecutive sequence numbers (only the oldest are ever
@@ -249,7 +249,7 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 				if k == nil || err != nil || seq-first+1 <= MaxHistoryEntries {
 					break
 				}
-				if err := dropEntryTrace(tx, e.SandboxID, sb.Get(k)); err != nil {
+				if err := dropEntryTrace(tx, e.SandboxID, k, sb.Get(k)); err != nil {
 					return err
 				}
 				if err := sb.Delete(k); err != nil {

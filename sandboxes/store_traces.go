@@ -4,19 +4,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Browser traces (Bay's trace_ref, a blob:blob-... ref) are stored with the execution they record: written in the
-// history writer's transaction with their entry, trimmed with it (a sandbox keeps the traces of its newest
-// MaxHistoryEntries entries) and dropped with the sandbox's history. A trace is tenant-produced content (a page's
+// history writer's transaction with their entry, kept for the sandbox's newest MaxTracedEntries executions (the
+// entry itself stays, naming a trace that is gone) and dropped with the sandbox's history. A trace is tenant-produced content (a page's
 // text, a script's result), so it is bounded (MaxTraceBytes, cut by sandboxes/service before it gets here) and
 // reachable only through the sandbox it belongs to, whose owner the service checks.
 
-// MaxTraceBytes bounds one stored trace.
-const MaxTraceBytes = 256 << 10
+// MaxTraceBytes bounds one stored trace; MaxTracedEntries bounds how far back a sandbox's traces go (in
+// executions), so one sandbox's traces take at most MaxTraceBytes*MaxTracedEntries (25 MiB).
+const (
+	MaxTraceBytes    = 256 << 10
+	MaxTracedEntries = 100
+)
+
+// traceOrder is the nested bucket of a sandbox's traces that lists them by their entry's history key (oldest
+// first); no ref can be this key (refs are blob:...).
+var traceOrder = []byte("\x00order")
 
 var (
 	// bucketTraces is nested like the history: one bucket per sandbox id, keyed by the trace's ref.
@@ -25,8 +34,9 @@ var (
 	bucketTraceRefs = []byte("trace_refs")
 )
 
-// putTrace stores e's trace under its PayloadRef, in the transaction that stores e.
-func putTrace(tx *bolt.Tx, e *HistoryEntry) error {
+// putTrace stores e's trace under its PayloadRef, in the transaction that stores e as the sandbox's seq-th entry,
+// and drops the traces of entries MaxTracedEntries or more before it.
+func putTrace(tx *bolt.Tx, e *HistoryEntry, seq uint64) error {
 	if e.PayloadRef == nil || len(e.Trace) == 0 {
 		return nil
 	}
@@ -45,11 +55,30 @@ func putTrace(tx *bolt.Tx, e *HistoryEntry) error {
 	if err != nil {
 		return err
 	}
-	return ix.Put([]byte(*e.PayloadRef), []byte(e.SandboxID))
+	if err := ix.Put([]byte(*e.PayloadRef), []byte(e.SandboxID)); err != nil {
+		return err
+	}
+	order, err := sb.CreateBucketIfNotExists(traceOrder)
+	if err != nil {
+		return err
+	}
+	if err := order.Put(historyKey(seq), []byte(*e.PayloadRef)); err != nil {
+		return err
+	}
+	for {
+		k, ref := order.Cursor().First()
+		n, perr := strconv.ParseUint(string(k), 10, 64)
+		if k == nil || perr != nil || seq-n < MaxTracedEntries {
+			return nil
+		}
+		if err := errors.Join(sb.Delete(ref), ix.Delete(ref), order.Delete(k)); err != nil {
+			return err
+		}
+	}
 }
 
-// dropEntryTrace removes the trace of a stored history entry (its JSON) that is being trimmed.
-func dropEntryTrace(tx *bolt.Tx, sandboxID string, stored []byte) error {
+// dropEntryTrace removes the trace of a stored history entry (its key and JSON) that is being trimmed.
+func dropEntryTrace(tx *bolt.Tx, sandboxID string, key, stored []byte) error {
 	var ref struct {
 		PayloadRef *string `json:"payload_ref"`
 	}
@@ -60,6 +89,11 @@ func dropEntryTrace(tx *bolt.Tx, sandboxID string, stored []byte) error {
 		if sb := tb.Bucket([]byte(sandboxID)); sb != nil {
 			if err := sb.Delete([]byte(*ref.PayloadRef)); err != nil {
 				return err
+			}
+			if order := sb.Bucket(traceOrder); order != nil {
+				if err := order.Delete(key); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -80,7 +114,12 @@ func dropTraces(tx *bolt.Tx, sandboxID string) error {
 		return nil
 	}
 	if ix := tx.Bucket(bucketTraceRefs); ix != nil {
-		if err := sb.ForEach(func(k, _ []byte) error { return ix.Delete(k) }); err != nil {
+		if err := sb.ForEach(func(k, v []byte) error {
+			if v == nil { // the order bucket
+				return nil
+			}
+			return ix.Delete(k)
+		}); err != nil {
 			return err
 		}
 	}
