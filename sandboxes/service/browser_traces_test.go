@@ -134,3 +134,21 @@ func validUTF8(s string) string {
 	}
 	return b.String()
 }
+
+// FuzzParseTraceRef: a caller's trace ref (a URL path segment) is accepted exactly when it is Bay's blob: scheme
+// with something after it; anything else is validation_error, with the ref echoed at most clipped.
+func FuzzParseTraceRef(f *testing.F) {
+	for _, s := range []string{"blob:blob-0123456789ab", "blob:", "", "nope", "blob:\x00", "BLOB:x", strings.Repeat("é", 300)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		err := ParseTraceRef(ref)
+		ok := strings.HasPrefix(ref, TraceRefPrefix) && len(ref) > len(TraceRefPrefix)
+		if (err == nil) != ok {
+			t.Fatalf("%q: %v", ref, err)
+		}
+		if err != nil && (AsError(err).Code != CodeValidation || len(AsError(err).Message) > 200) {
+			t.Fatalf("%q: %v", ref, err)
+		}
+	})
+}
