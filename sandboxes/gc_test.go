@@ -60,6 +60,14 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 func TestOrphanSweepKeepsJoinedHolders(t *testing.T) {
 	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}, GCInterval: time.Hour, OrphanMinAge: time.Hour})
 	ctx := context.Background()
+	// Start kicks one collection, whose sweep must be over before the objects below exist: else it may remove the
+	// old spare itself, and the sweep asked for below counts nothing (it flaked so, 4 runs in 60).
+	waitFor(t, func() bool {
+		m.mu.RLock()
+		swept := !m.lastSweep.IsZero()
+		m.mu.RUnlock()
+		return swept && !m.GCState().Running
+	})
 	holder := func(id string) *fakeContainer {
 		return &fakeContainer{state: ContainerState{ID: id, Running: true, Created: time.Now().Add(-2 * time.Hour), Labels: map[string]string{
 			m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelHolder): m.InternalNetwork()}}}
