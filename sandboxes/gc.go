@@ -97,9 +97,32 @@ func (m *Manager) RunGC(ctx context.Context) (GCReport, error) {
 	return m.collect(ctx, true), nil
 }
 
+// GCState is the collector's settings and state, for an operator (a dialect's admin GC status).
+type GCState struct {
+	// Running: a collection is under way now (the loop's or one asked for).
+	Running bool
+	// Interval is how often the loop collects (GCInterval).
+	Interval time.Duration
+	// Instance is this gateway's instance id (its containers' labels; the orphan sweep spares other instances').
+	Instance string
+	// Leader: this gateway runs the destructive parts (idle, expiry, orphans); false on a fleet's other gateways,
+	// which recycle only their own warm members.
+	Leader bool
+}
+
+// GCState reports the collector's settings and whether a collection runs now.
+func (m *Manager) GCState() GCState {
+	m.mu.RLock()
+	interval := m.cfg.GCInterval
+	m.mu.RUnlock()
+	return GCState{Running: m.gcRunning.Load(), Interval: interval, Instance: m.Instance(), Leader: m.gcLeader()}
+}
+
 func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	m.gcRun.Lock()
 	defer m.gcRun.Unlock()
+	m.gcRunning.Store(true)
+	defer m.gcRunning.Store(false)
 	var rep GCReport
 	now := time.Now()
 	type job struct {
@@ -264,6 +287,11 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *GCReport) {
 	for _, e := range m.entries {
 		used[m.VolumeName(e.rec.WorkspaceID)] = true
 	}
+	// A sandbox being removed still owns its workspace: its destroy removes it (once its container is gone), and a
+	// sweep that raced it would fail on a volume still mounted, or count the delete's work as its own.
+	for _, e := range m.removing {
+		used[m.VolumeName(e.rec.WorkspaceID)] = true
+	}
 	// Spares and copy targets whose sandbox is not recorded yet (spare_volume.go): read under the same lock as the
 	// entries, and a target is let go only after its sandbox's entry exists, so one of the two always names it.
 	for ws := range m.spares.held {
@@ -343,7 +371,8 @@ func (m *Manager) removeOrphanContainers(ctx context.Context, containers []Conta
 		id := c.Labels[m.label(labelID)]
 		m.mu.RLock()
 		e := m.entries[id]
-		owned := e != nil && e.rec.ContainerID == c.ID
+		r := m.removing[id] // being removed: its destroy removes the container
+		owned := e != nil && e.rec.ContainerID == c.ID || r != nil && r.rec.ContainerID == c.ID
 		m.mu.RUnlock()
 		if owned {
 			continue
@@ -388,7 +417,7 @@ func (m *Manager) sweepHomeSeeds(ctx context.Context, containers []ContainerStat
 	for _, v := range vols {
 		id := v.Labels[m.label(labelID)]
 		m.mu.RLock()
-		live := m.entries[id] != nil
+		live := m.entries[id] != nil || m.removing[id] != nil
 		m.mu.RUnlock()
 		if id == "" || live || owned[id] || now.Sub(v.Created) < minAge {
 			continue

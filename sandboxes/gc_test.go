@@ -18,13 +18,9 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 		defer d.mu.Unlock()
 		return d.volumeLists
 	}
-	// Start lists the volumes once (listInherited); the pass kicked at Start lists them twice more (workspaces,
-	// snapshots).
-	for deadline := time.Now().Add(10 * time.Second); lists() < 3; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the pass kicked at Start never swept")
-		}
-	}
+	// Start lists the volumes once (listInherited); the pass kicked at Start sweeps, listing them again (HOME
+	// seeds, workspaces). Wait for that pass to end, not for a count of listings: one reached mid-sweep flaked.
+	waitForStartPass(t, m)
 	before := lists()
 	for i := range 3 {
 		if rep := m.CollectGarbage(ctx); rep.Swept {
@@ -55,11 +51,25 @@ func TestOrphanSweepRunsOncePerMinAge(t *testing.T) {
 	}
 }
 
+// waitForStartPass waits until the collection Start kicks has swept and ended.
+func waitForStartPass(t *testing.T, m *Manager) {
+	t.Helper()
+	waitFor(t, func() bool {
+		m.mu.RLock()
+		swept := !m.lastSweep.IsZero()
+		m.mu.RUnlock()
+		return swept && !m.GCState().Running
+	})
+}
+
 // TestOrphanSweepKeepsJoinedHolders: a network holder a container joined stays however old; one nothing joined
 // goes once it is older than orphan_min_age, like any orphan.
 func TestOrphanSweepKeepsJoinedHolders(t *testing.T) {
 	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("p")}, GCInterval: time.Hour, OrphanMinAge: time.Hour})
 	ctx := context.Background()
+	// Start kicks one collection, whose sweep must be over before the objects below exist: else it may remove the
+	// old spare itself, and the sweep asked for below counts nothing (it flaked so, 4 runs in 60).
+	waitForStartPass(t, m)
 	holder := func(id string) *fakeContainer {
 		return &fakeContainer{state: ContainerState{ID: id, Running: true, Created: time.Now().Add(-2 * time.Hour), Labels: map[string]string{
 			m.label(labelManaged): "true", m.label(labelInstance): m.Instance(), m.label(labelHolder): m.InternalNetwork()}}}
@@ -190,5 +200,51 @@ func TestRunGCConcurrentCallsCountOnce(t *testing.T) {
 	cancel()
 	if _, err := m.RunGC(cancelled); err == nil {
 		t.Error("a cancelled call ran a pass")
+	}
+}
+
+// TestSweepSparesASandboxBeingDeleted: a delete has detached its sandbox and is about to remove its container and
+// workspace (held here on the entry's operation lock, as a slow engine call holds it) when an operator's
+// collection runs its orphan sweep. The sweep leaves both to the delete: it counts nothing and fails on nothing
+// (it used to remove the container and fail on the still-mounted volume: "volume is in use"), and the delete then
+// removes both and the record.
+func TestSweepSparesASandboxBeingDeleted(t *testing.T) {
+	m, d, _ := newTestManager(t, Config{Profiles: []Profile{testProfile("a")}, GCInterval: time.Hour, OrphanMinAge: time.Nanosecond})
+	ctx := context.Background()
+	sb, err := m.Create(ctx, CreateRequest{Profile: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, m, sb.ID)
+	m.mu.RLock()
+	e := m.entries[sb.ID]
+	m.mu.RUnlock()
+	e.opMu.Lock()
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(ctx, sb.ID) }()
+	waitFor(t, func() bool { // the delete has detached the sandbox
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return m.entries[sb.ID] == nil
+	})
+	rep, err := m.RunGC(ctx)
+	if err != nil || rep.OrphanContainers != 0 || rep.OrphanVolumes != 0 || rep.Errors != 0 {
+		t.Errorf("the sweep during the delete: %+v %v", rep, err)
+	}
+	if c, v := d.count(); c != 1 || v != 1 {
+		t.Errorf("the sweep took the delete's objects: %d containers, %d volumes left", c, v)
+	}
+	e.opMu.Unlock()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if c, v := d.count(); c != 0 || v != 0 {
+		t.Errorf("after the delete: %d containers, %d volumes", c, v)
+	}
+	m.mu.RLock()
+	left := len(m.removing)
+	m.mu.RUnlock()
+	if left != 0 {
+		t.Errorf("%d sandboxes still marked as being removed", left)
 	}
 }

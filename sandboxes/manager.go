@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -42,6 +43,10 @@ type Manager struct {
 	launching int
 	active    int // launches holding or past a start slot, not finished
 	freeing   []*entry
+	// removing are the detached sandboxes whose destroy has not finished (by id): their container and volumes still
+	// exist but belong to that destroy, so the orphan sweep leaves them (gc.go). freeing cannot say it: a create
+	// takes an entry's place there before its destroy is done.
+	removing  map[string]*entry
 	agentHTTP *http.Client
 	// holds are the claims whose refill waits for the claimed sandbox's first call (warm_hold.go).
 	holds refillHolds
@@ -76,6 +81,8 @@ type Manager struct {
 	// gcRun makes one collection at a time (gc.go): the loop's and one asked for now (RunGC) never interleave, so
 	// two never count or remove the same object twice.
 	gcRun sync.Mutex
+	// gcRunning is true while a collection holds gcRun (GCState).
+	gcRunning atomic.Bool
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
 	// inherited names the containers (IDs) and volumes (names) of the namespace that existed when Start listed
@@ -123,7 +130,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	hc.CheckRedirect = agentapi.NoRedirect
 	m := &Manager{
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
-		profiles: map[string]Profile{}, entries: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{},
+		profiles: map[string]Profile{}, entries: map[string]*entry{}, removing: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
 		gcKick: make(chan struct{}, 1), expiryKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}

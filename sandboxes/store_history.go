@@ -45,11 +45,20 @@ type HistoryEntry struct {
 	Output          *string `json:"output"`
 	Error           *string `json:"error"`
 	// PayloadRef names a stored payload of the execution (Bay's blob:blob-... of a learning run); null when none.
-	PayloadRef  *string   `json:"payload_ref"`
-	Description *string   `json:"description"`
-	Tags        *string   `json:"tags"`
-	Notes       *string   `json:"notes"`
-	CreatedAt   time.Time `json:"created_at"`
+	PayloadRef  *string `json:"payload_ref"`
+	Description *string `json:"description"`
+	Tags        *string `json:"tags"`
+	Notes       *string `json:"notes"`
+	// LearnEnabled and LearnStatus are Bay's learning marks: a browser run asked to be learnt from is "pending"
+	// (its trace is kept under PayloadRef), one that was not is "skipped"; other executions have none (null).
+	LearnEnabled     bool       `json:"learn_enabled"`
+	LearnStatus      *string    `json:"learn_status"`
+	LearnError       *string    `json:"learn_error"`
+	LearnProcessedAt *time.Time `json:"learn_processed_at"`
+	CreatedAt        time.Time  `json:"created_at"`
+	// Trace is a browser run's trace (JSON, at most MaxTraceBytes), stored with the entry under PayloadRef
+	// (store_traces.go) and never part of the entry's own JSON.
+	Trace []byte `json:"-"`
 	// Truncated is our addition: code, output or error was longer than MaxHistoryField and only its start is kept.
 	Truncated bool `json:"truncated,omitempty"`
 }
@@ -197,6 +206,9 @@ func (s *BoltStore) AddHistory(e *HistoryEntry) error {
 		return err
 	}
 	c := *e
+	if len(c.Trace) > MaxTraceBytes || len(c.Trace) > 0 && c.PayloadRef == nil {
+		return fmt.Errorf("recording execution %s: a trace of %d bytes (at most %d, and only under a payload_ref)", c.ID, len(c.Trace), MaxTraceBytes)
+	}
 	c.Code = capField(c.Code, &c.Truncated)
 	for _, f := range []**string{&c.Output, &c.Error, &c.Description, &c.Tags, &c.Notes} {
 		if *f != nil && len(**f) > MaxHistoryField {
@@ -226,6 +238,9 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 			if err := sb.Put(historyKey(seq), b); err != nil {
 				return err
 			}
+			if err := putTrace(tx, e, seq); err != nil {
+				return err
+			}
 			// Keep the newest MaxHistoryEntries: keys are consecutive sequence numbers (only the oldest are ever
 			// removed), so the count is seq - first + 1.
 			for {
@@ -233,6 +248,9 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 				first, err := strconv.ParseUint(string(k), 10, 64)
 				if k == nil || err != nil || seq-first+1 <= MaxHistoryEntries {
 					break
+				}
+				if err := dropEntryTrace(tx, e.SandboxID, k, sb.Get(k)); err != nil {
+					return err
 				}
 				if err := sb.Delete(k); err != nil {
 					return err
@@ -357,6 +375,9 @@ func (s *BoltStore) DropHistory(sandboxID string) error {
 		return err
 	}
 	return s.update(db, func(tx *bolt.Tx) error {
+		if err := dropTraces(tx, sandboxID); err != nil {
+			return err
+		}
 		err := tx.Bucket(bucketHistory).DeleteBucket([]byte(sandboxID))
 		if errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return nil

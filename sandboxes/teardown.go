@@ -139,6 +139,7 @@ func (m *Manager) detachLocked(e *entry) {
 	if e.cancelLaunch != nil {
 		e.cancelLaunch()
 	}
+	m.removing[e.rec.ID] = e // until destroy ends
 	delete(m.entries, e.rec.ID)
 	m.unindexLocked(e)
 	m.holds.drop(e.rec.ID)
@@ -157,6 +158,7 @@ func (m *Manager) destroyDetached(e *entry, reason string) {
 
 func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
 	defer m.freed(e)
+	defer m.removed(e)
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	m.mu.RLock()
@@ -191,6 +193,15 @@ func (m *Manager) destroy(ctx context.Context, e *entry, reason string) error {
 	}
 	m.emit(Event{Type: EventDeleted, SandboxID: rec.ID, Profile: rec.Profile, Owner: rec.Owner, Warm: rec.Warm, Reason: reason})
 	return nil
+}
+
+// removed ends e's destroy: what of it is left (a failed engine call) is the orphan sweep's from now on.
+func (m *Manager) removed(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.removing[e.rec.ID] == e {
+		delete(m.removing, e.rec.ID)
+	}
 }
 
 // freed gives e's place under max_sandboxes back: to the create waiting for it, or to anyone.

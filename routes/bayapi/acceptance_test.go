@@ -465,7 +465,10 @@ func TestReloadAndRestartAgainstGateway(t *testing.T) {
 	}
 }
 
-// TestBrowserAgainstGateway drives the supported agent-browser subset against real Chromium in a browser sandbox.
+// TestBrowserAgainstGateway drives the supported agent-browser subset against real Chromium in a browser sandbox,
+// and Bay's browser evidence round trips (its test_browser_skill_e2e): a batch's trace_ref fetched back from
+// S/browser/traces/{ref} and named by its history entry, learn alone keeping the trace without answering the ref,
+// and a failed batch whose answer, history entry and trace agree.
 func TestBrowserAgainstGateway(t *testing.T) {
 	testenv.Integration(t)
 	browserImage := testenv.Image(t, "browser")
@@ -494,15 +497,19 @@ func TestBrowserAgainstGateway(t *testing.T) {
 		Stderr   string `json:"stderr"`
 		ExitCode int    `json:"exit_code"`
 	}
-	var batch struct {
-		Results        []step `json:"results"`
-		Success        bool   `json:"success"`
-		CompletedSteps int    `json:"completed_steps"`
+	type batchAnswer struct {
+		Results        []step  `json:"results"`
+		Success        bool    `json:"success"`
+		TotalSteps     int     `json:"total_steps"`
+		CompletedSteps int     `json:"completed_steps"`
+		ExecutionID    string  `json:"execution_id"`
+		TraceRef       *string `json:"trace_ref"`
 	}
+	var batch batchAnswer
 	err = c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/browser/exec_batch", map[string]any{"commands": []string{
 		"open data:text/html,<title>Hi</title><p>hello world</p>", "get title", "get text", "eval 1+1", "screenshot shots/a.png",
-	}, "timeout": 120}, &batch)
-	if err != nil || !batch.Success || batch.CompletedSteps != 5 {
+	}, "timeout": 120, "description": "browser batch trace round trip", "tags": "skill:e2e-browser-batch,trace", "learn": true, "include_trace": true}, &batch)
+	if err != nil || !batch.Success || batch.CompletedSteps != 5 || batch.TraceRef == nil || !strings.HasPrefix(*batch.TraceRef, "blob:") {
 		t.Fatalf("batch: %+v %v", batch, err)
 	}
 	if batch.Results[1].Stdout != "Hi\n" || !strings.Contains(batch.Results[2].Stdout, "hello world") || batch.Results[3].Stdout != "2\n" {
@@ -525,6 +532,75 @@ func TestBrowserAgainstGateway(t *testing.T) {
 	if err := c.Do(ctx, "POST", "/v1/sandboxes/"+sb.ID+"/browser/exec", map[string]any{"cmd": "click #nothing"}, &one); err != nil ||
 		one.Success || one.ExitCode != 127 || one.Error == nil {
 		t.Errorf("unsupported command: %+v %v", one, err)
+	}
+
+	type entry struct {
+		ExecType     string  `json:"exec_type"`
+		Success      bool    `json:"success"`
+		PayloadRef   *string `json:"payload_ref"`
+		Description  *string `json:"description"`
+		Tags         *string `json:"tags"`
+		LearnEnabled bool    `json:"learn_enabled"`
+		LearnStatus  *string `json:"learn_status"`
+	}
+	type trace struct {
+		TraceRef string `json:"trace_ref"`
+		Trace    struct {
+			Kind           string `json:"kind"`
+			Steps          []step `json:"steps"`
+			Success        bool   `json:"success"`
+			TotalSteps     int    `json:"total_steps"`
+			CompletedSteps int    `json:"completed_steps"`
+		} `json:"trace"`
+	}
+	S := "/v1/sandboxes/" + sb.ID
+	var e entry
+	if err := c.Do(ctx, "GET", S+"/history/"+batch.ExecutionID, nil, &e); err != nil || e.ExecType != "browser_batch" || !e.LearnEnabled ||
+		e.PayloadRef == nil || *e.PayloadRef != *batch.TraceRef || e.Description == nil || e.Tags == nil || !strings.Contains(*e.Tags, "skill:e2e-browser-batch") {
+		t.Errorf("the batch's history entry: %+v %v", e, err)
+	}
+	var tr trace
+	if err := c.Do(ctx, "GET", S+"/browser/traces/"+*batch.TraceRef, nil, &tr); err != nil || tr.TraceRef != *batch.TraceRef ||
+		tr.Trace.Kind != "browser_batch_trace" || len(tr.Trace.Steps) != 5 || !strings.Contains(tr.Trace.Steps[2].Stdout, "hello world") {
+		t.Errorf("the batch's trace: %+v %v", tr, err)
+	}
+
+	// learn alone: no ref answered, the entry keeps it, and it is fetched back by it.
+	var learnt struct {
+		ExecutionID string  `json:"execution_id"`
+		TraceRef    *string `json:"trace_ref"`
+	}
+	if err := c.Do(ctx, "POST", S+"/browser/exec", map[string]any{"cmd": "open about:blank", "learn": true, "include_trace": false}, &learnt); err != nil ||
+		learnt.TraceRef != nil || !strings.HasPrefix(learnt.ExecutionID, "exec-") {
+		t.Fatalf("learn only: %+v %v", learnt, err)
+	}
+	e = entry{}
+	if err := c.Do(ctx, "GET", S+"/history/"+learnt.ExecutionID, nil, &e); err != nil || e.PayloadRef == nil || e.LearnStatus == nil || *e.LearnStatus != "pending" {
+		t.Fatalf("learn only, the entry: %+v %v", e, err)
+	}
+	tr = trace{}
+	if err := c.Do(ctx, "GET", S+"/browser/traces/"+*e.PayloadRef, nil, &tr); err != nil || tr.Trace.Kind != "browser_exec_trace" ||
+		len(tr.Trace.Steps) != 1 || tr.Trace.Steps[0].Cmd != "open about:blank" {
+		t.Errorf("learn only, the trace: %+v %v", tr, err)
+	}
+
+	// A failed batch: answer, history and trace agree.
+	var failed batchAnswer
+	if err := c.Do(ctx, "POST", S+"/browser/exec_batch", map[string]any{"commands": []string{"open about:blank", "nonexistent-subcommand", "get title"},
+		"timeout": 120, "stop_on_error": true, "learn": true, "include_trace": true}, &failed); err != nil || failed.Success || failed.TotalSteps != 3 ||
+		failed.CompletedSteps >= 3 || failed.TraceRef == nil {
+		t.Fatalf("failed batch: %+v %v", failed, err)
+	}
+	e, tr = entry{}, trace{}
+	if err := c.Do(ctx, "GET", S+"/history/"+failed.ExecutionID, nil, &e); err != nil || e.Success || e.PayloadRef == nil || *e.PayloadRef != *failed.TraceRef {
+		t.Errorf("failed batch, the entry: %+v %v", e, err)
+	}
+	if err := c.Do(ctx, "GET", S+"/browser/traces/"+*failed.TraceRef, nil, &tr); err != nil || tr.Trace.Success || tr.Trace.TotalSteps != 3 ||
+		tr.Trace.CompletedSteps != failed.CompletedSteps {
+		t.Errorf("failed batch, the trace: %+v %v", tr, err)
+	}
+	if err := c.Do(ctx, "GET", S+"/browser/traces/blob:missing-trace", nil, nil); status(err) != 404 {
+		t.Errorf("an unknown trace: %v", err)
 	}
 }
 

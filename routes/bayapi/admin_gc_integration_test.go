@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,11 +86,26 @@ func TestAdminGCAgainstGateway(t *testing.T) {
 	if s, err := c.GetSandbox(ctx, sb.ID); err != nil || s.Status != "ready" {
 		t.Fatalf("before the admin's gc: %+v %v", s, err)
 	}
+	if err := c.Do(ctx, "GET", "/v1/admin/gc/status", nil, nil); status(err) != 403 {
+		t.Fatalf("a tenant's gc status: %v", err)
+	}
+	var st struct {
+		Enabled         bool                       `json:"enabled"`
+		IsRunning       bool                       `json:"is_running"`
+		InstanceID      string                     `json:"instance_id"`
+		IntervalSeconds int                        `json:"interval_seconds"`
+		Tasks           map[string]map[string]bool `json:"tasks"`
+	}
+	if err := ops.Do(ctx, "GET", "/v1/admin/gc/status", nil, &st); err != nil || !st.Enabled || st.IsRunning || st.InstanceID != instance ||
+		st.IntervalSeconds != 3600 || !st.Tasks["orphan_cargo"]["enabled"] || !st.Tasks["idle_session"]["enabled"] {
+		t.Fatalf("gc status: %+v %v", st, err)
+	}
+	// Bay's own tests name their tasks (its conftest's trigger_gc): only those are answered.
 	var rep gcRunJSON
-	if err := ops.Do(ctx, "POST", "/v1/admin/gc/run", map[string]any{}, &rep); err != nil {
+	if err := ops.Do(ctx, "POST", "/v1/admin/gc/run", map[string]any{"tasks": []string{"idle_session", "orphan_cargo"}}, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.cleaned("idle_session") != 1 || rep.cleaned("orphan_workspace") != 1 || rep.TotalErrors != 0 {
+	if len(rep.Results) != 2 || rep.cleaned("idle_session") != 1 || rep.cleaned("orphan_cargo") != 1 || rep.TotalErrors != 0 {
 		t.Fatalf("gc answer: %+v", rep)
 	}
 	if s, err := c.GetSandbox(ctx, sb.ID); err != nil || s.Status != "idle" || s.IdleExpiresAt != nil {
@@ -108,6 +124,42 @@ func TestAdminGCAgainstGateway(t *testing.T) {
 	if r, err := c.Shell(ctx, sb.ID, "cat data.txt", 60); err != nil || strings.TrimSpace(r.Output) != "kept" {
 		t.Fatalf("the workspace after idle gc: %+v %v", r, err)
 	}
+
+	// Bay's test_gc_concurrent_sandbox_delete_idempotent, made concurrent for real: a sandbox is deleted while an
+	// admin's collection runs. Both succeed, the collection reports no error, the sandbox and its managed cargo are
+	// gone, and a second collection finds nothing left to fail on.
+	gone, err := c.CreateSandbox(ctx, "python-default", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(context.Background(), gone.ID) })
+	if _, err := c.WaitReady(ctx, gone.ID, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	volume := inspect(t, "container", g.ns+"-"+gone.ID, `{{range .Mounts}}{{if eq .Destination "/workspace"}}{{.Name}}{{end}}{{end}}`)
+	var wg sync.WaitGroup
+	var delErr, gcErr error
+	var during gcRunJSON
+	wg.Add(2)
+	go func() { defer wg.Done(); delErr = c.DeleteSandbox(ctx, gone.ID) }()
+	go func() {
+		defer wg.Done()
+		gcErr = ops.Do(ctx, "POST", "/v1/admin/gc/run", nil, &during) // every task: none may fail on the sandbox going
+	}()
+	wg.Wait()
+	if delErr != nil || gcErr != nil || during.TotalErrors != 0 {
+		t.Fatalf("delete during gc: delete %v, gc %+v %v", delErr, during, gcErr)
+	}
+	if _, err := c.GetSandbox(ctx, gone.ID); code(err) != "not_found" {
+		t.Errorf("the deleted sandbox: %v", err)
+	}
+	var after gcRunJSON
+	if err := ops.Do(ctx, "POST", "/v1/admin/gc/run", nil, &after); err != nil || after.TotalErrors != 0 {
+		t.Fatalf("gc after the delete: %+v %v", after, err)
+	}
+	testenv.WaitUntil(t, "the deleted sandbox's managed cargo volume to go", func() bool {
+		return exec.Command("docker", "volume", "inspect", volume).Run() != nil
+	})
 }
 
 func inspect(t *testing.T, kind, name, format string) string {

@@ -3,6 +3,7 @@ package bayapi
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -21,9 +22,11 @@ func TestGCAnswer(t *testing.T) {
 		want         []row
 		cleaned, err int
 	}{
-		{"all tasks", nil, []row{{"idle_session", 2, 1}, {"expired_sandbox", 3, 0}, {"orphan_workspace", 4, 1}, {"orphan_container", 5, 0}, {"warm_pool", 6, 0}}, 20, 2},
+		{"all tasks", nil, []row{{"idle_session", 2, 1}, {"expired_sandbox", 3, 0}, {"orphan_cargo", 4, 1}, {"orphan_container", 5, 0}, {"warm_pool", 6, 0}}, 20, 2},
 		{"Bay's idle_session only", []string{"idle_session"}, []row{{"idle_session", 2, 1}}, 2, 1},
-		{"unknown names ignored", []string{"orphan_workspace", "nope"}, []row{{"orphan_workspace", 4, 1}}, 4, 1},
+		{"unknown names ignored", []string{"orphan_cargo", "nope"}, []row{{"orphan_cargo", 4, 1}}, 4, 1},
+		{"Bay's older name orphan_workspace selects orphan_cargo", []string{"orphan_workspace"}, []row{{"orphan_cargo", 4, 1}}, 4, 1},
+		{"Bay's test selection", []string{"orphan_cargo"}, []row{{"orphan_cargo", 4, 1}}, 4, 1},
 		{"an empty list keeps none", []string{}, nil, 0, 0},
 	}
 	for _, tc := range tests {
@@ -54,7 +57,7 @@ func TestAdminGCRoute(t *testing.T) {
 	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": "idle_session"}); st != 422 || out["detail"] == nil || a.mgr.GCRuns() != 0 {
 		t.Fatalf("bad tasks: %d %v", st, out)
 	}
-	st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": []string{"idle_session", "orphan_workspace"}})
+	st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": []string{"idle_session", "orphan_cargo"}})
 	if st != 200 || a.mgr.GCRuns() != 1 || out["total_cleaned"] != 3.0 || out["total_errors"] != 0.0 || len(out["results"].([]any)) != 2 {
 		t.Fatalf("admin: %d %v, %d runs", st, out, a.mgr.GCRuns())
 	}
@@ -67,6 +70,30 @@ func TestAdminGCRoute(t *testing.T) {
 	}
 	b := newTestAPI(t) // lifecycleOnly: no collector
 	if st, out, _ := b.call(t, "POST", "/v1/admin/gc/run", keyAdmin, nil); st != 400 || errCode(out) != "capability_not_supported" {
+		t.Fatalf("no collector: %d %v", st, out)
+	}
+}
+
+// TestAdminGCStatusRoute: Bay's GET /v1/admin/gc/status answers the collector's state in Bay's shape for an admin
+// key, refuses a tenant's key with 403, and on a fleet gateway without the GC lease shows only warm_pool enabled.
+func TestAdminGCStatusRoute(t *testing.T) {
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Sandboxes = c.svc.Sandboxes.(lifecycleOnly).Sandboxes })
+	a.mgr.GCStatus = sandboxes.GCState{Running: true, Interval: 90 * time.Second, Instance: "i-1", Leader: true}
+	if st, out, _ := a.call(t, "GET", "/v1/admin/gc/status", keyAlice, nil); st != 403 || errCode(out) != "forbidden" {
+		t.Fatalf("tenant: %d %v", st, out)
+	}
+	st, out, _ := a.call(t, "GET", "/v1/admin/gc/status", keyAdmin, nil)
+	want := map[string]any{"enabled": true, "is_running": true, "instance_id": "i-1", "interval_seconds": 90.0,
+		"tasks": map[string]any{"idle_session": map[string]any{"enabled": true}, "expired_sandbox": map[string]any{"enabled": true},
+			"orphan_cargo": map[string]any{"enabled": true}, "orphan_container": map[string]any{"enabled": true}, "warm_pool": map[string]any{"enabled": true}}}
+	if st != 200 || !reflect.DeepEqual(out, want) {
+		t.Fatalf("admin: %d %v", st, out)
+	}
+	if got := gcStatusAnswer(sandboxes.GCState{Leader: false}).Tasks; got["idle_session"]["enabled"] || !got["warm_pool"]["enabled"] {
+		t.Errorf("not the lease holder: %v", got)
+	}
+	b := newTestAPI(t) // lifecycleOnly: no collector
+	if st, out, _ := b.call(t, "GET", "/v1/admin/gc/status", keyAdmin, nil); st != 400 || errCode(out) != "capability_not_supported" {
 		t.Fatalf("no collector: %d %v", st, out)
 	}
 }

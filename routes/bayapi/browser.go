@@ -104,9 +104,7 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 	f := bodyFields(r, true)
 	cmd := f.str("cmd", true, "")
 	timeout := f.integer("timeout", defaultExecTimeout, bound(1), bound(maxExecTimeout), false)
-	meta := readExecMeta(f)
-	_ = f.boolean("learn", false)
-	_ = f.boolean("include_trace", false)
+	ev := readBrowserEvidence(f)
 	if !decodeOrFail(w, f) {
 		return
 	}
@@ -125,7 +123,8 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 		writeError(w, r, err)
 		return
 	}
-	eid := h.svc.Record(id, "browser", cmd, step.exit == 0, elapsed, step.stdout, step.stderr, meta.ExecMeta)
+	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Commands: []string{cmd},
+		Steps: []service.BrowserStep{{Cmd: cmd, Stdout: step.stdout, Stderr: step.stderr, ExitCode: step.exit}}, Success: step.exit == 0, Elapsed: elapsed}, ev)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":           step.exit == 0,
 		"output":            step.stdout,
@@ -133,8 +132,13 @@ func (h *Handler) browserExec(w http.ResponseWriter, r *http.Request, p service.
 		"exit_code":         step.exit,
 		"execution_id":      eid,
 		"execution_time_ms": elapsed.Milliseconds(),
-		"trace_ref":         nil,
+		"trace_ref":         ref,
 	})
+}
+
+// readBrowserEvidence reads Bay's description, tags, learn and include_trace of a browser exec or exec_batch.
+func readBrowserEvidence(f *fields) service.BrowserEvidence {
+	return service.BrowserEvidence{ExecMeta: readExecMeta(f).ExecMeta, Learn: f.boolean("learn", false), IncludeTrace: f.boolean("include_trace", false)}
 }
 
 func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -143,9 +147,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 	commands := f.strList("commands", 1)
 	timeout := f.integer("timeout", 60, bound(1), bound(600), false)
 	stopOnError := f.boolean("stop_on_error", true)
-	meta := readExecMeta(f)
-	_ = f.boolean("learn", false)
-	_ = f.boolean("include_trace", false)
+	ev := readBrowserEvidence(f)
 	if !decodeOrFail(w, f) {
 		return
 	}
@@ -160,11 +162,14 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 	start := time.Now()
 	deadline := start.Add(budget)
 	results := []map[string]any{}
+	var steps []service.BrowserStep
 	success := true
 	for i, cmd := range commands {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			results = append(results, map[string]any{"cmd": cmd, "stdout": "", "stderr": "batch timeout exceeded", "exit_code": 124, "step_index": i, "duration_ms": 0})
+			zero := int64(0)
+			steps = append(steps, service.BrowserStep{Cmd: cmd, Stderr: "batch timeout exceeded", ExitCode: 124, DurationMS: &zero})
 			success = false
 			break
 		}
@@ -174,10 +179,11 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 			writeError(w, r, err)
 			return
 		}
+		ms := time.Since(stepStart).Milliseconds()
 		results = append(results, map[string]any{
-			"cmd": cmd, "stdout": step.stdout, "stderr": step.stderr, "exit_code": step.exit,
-			"step_index": i, "duration_ms": time.Since(stepStart).Milliseconds(),
+			"cmd": cmd, "stdout": step.stdout, "stderr": step.stderr, "exit_code": step.exit, "step_index": i, "duration_ms": ms,
 		})
+		steps = append(steps, service.BrowserStep{Cmd: cmd, Stdout: step.stdout, Stderr: step.stderr, ExitCode: step.exit, DurationMS: &ms})
 		if step.exit != 0 {
 			success = false
 			if stopOnError {
@@ -186,12 +192,7 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 		}
 	}
 	elapsed := time.Since(start)
-	var out, errs strings.Builder
-	for _, res := range results {
-		out.WriteString(res["stdout"].(string))
-		errs.WriteString(res["stderr"].(string))
-	}
-	eid := h.svc.Record(id, "browser_batch", strings.Join(commands, "\n"), success, elapsed, out.String(), errs.String(), meta.ExecMeta)
+	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Batch: true, Commands: commands, Steps: steps, Success: success, Elapsed: elapsed}, ev)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"results":           results,
 		"total_steps":       len(commands),
@@ -200,6 +201,17 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 		"duration_ms":       elapsed.Milliseconds(),
 		"execution_id":      eid,
 		"execution_time_ms": elapsed.Milliseconds(),
-		"trace_ref":         nil,
+		"trace_ref":         ref,
 	})
+}
+
+// browserTrace serves Bay's GET S/browser/traces/{ref}: a trace kept by an exec or exec_batch of this sandbox.
+func (h *Handler) browserTrace(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	ref := r.PathValue("ref")
+	trace, err := h.svc.BrowserTrace(r.Context(), p, r.PathValue("id"), ref)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"trace_ref": ref, "trace": trace})
 }

@@ -44,6 +44,7 @@ type fakeAgent struct {
 	lastExec service.ExecRequest
 	pyCount  int
 	browser  []service.BrowserRequest
+	pageText string // what "get text" reads ("text" when empty)
 }
 
 func newFakeAgent() *fakeAgent { return &fakeAgent{files: map[string][]byte{}} }
@@ -162,6 +163,10 @@ func (a *fakeAgent) Browser(_ context.Context, _ sandboxes.Target, req service.B
 		return service.BrowserResult{PNG: []byte("\x89PNG")}, nil
 	case "evaluate":
 		return service.BrowserResult{Value: "2"}, nil
+	case "text":
+		if a.pageText != "" {
+			return service.BrowserResult{Value: a.pageText}, nil
+		}
 	}
 	return service.BrowserResult{Value: "text"}, nil
 }

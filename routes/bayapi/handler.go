@@ -91,6 +91,7 @@ func (h *Handler) table() []route {
 		{"POST", S + "/shell/exec", "Run a shell command", false, true, h.shellExec},
 		{"POST", S + "/browser/exec", "Run one browser command", false, true, h.browserExec},
 		{"POST", S + "/browser/exec_batch", "Run browser commands in order", false, true, h.browserBatch},
+		{"GET", S + "/browser/traces/{ref}", "A trace kept by a browser exec or exec_batch (include_trace or learn)", false, true, h.browserTrace},
 		{"GET", S + "/filesystem/files", "Read a text file", false, true, h.readFile},
 		{"PUT", S + "/filesystem/files", "Write a text file", false, true, h.writeFile},
 		{"DELETE", S + "/filesystem/files", "Delete a file or directory", false, true, h.deleteFile},
@@ -106,6 +107,7 @@ func (h *Handler) table() []route {
 		{"GET", "/v1/cargos/{cid}", "Get a cargo", false, true, h.getCargo},
 		{"DELETE", "/v1/cargos/{cid}", "Delete a cargo (409 while in use)", false, true, h.deleteCargo},
 		{"POST", "/v1/admin/gc/run", "Run a garbage collection now and report it by task (admin keys only)", false, true, h.adminGCRun},
+		{"GET", "/v1/admin/gc/status", "The garbage collector's settings and whether a pass runs (admin keys only)", false, true, h.adminGCStatus},
 		// Our additions.
 		{"POST", S + "/shell/exec/stream", "Run a shell command, streaming output as SSE", false, false, h.execStream},
 		{"GET", S + "/processes", "List processes", false, false, h.listProcesses},
@@ -133,8 +135,7 @@ func (h *Handler) table() []route {
 }
 
 var unsupported = []struct{ path, feature, why string }{
-	{"/v1/sandboxes/{id}/browser/traces/{rest...}", "browser_traces", "browser traces are not recorded (trace_ref is always null)"},
-	{"/v1/admin/{rest...}", "admin", "of Bay's admin API only POST /v1/admin/gc/run is served; collection runs continuously in the lifecycle manager, and Caddy's admin API (/sandboxes) shows it"},
+	{"/v1/admin/{rest...}", "admin", "of Bay's admin API only POST /v1/admin/gc/run and GET /v1/admin/gc/status are served; collection runs continuously in the lifecycle manager, and Caddy's admin API (/sandboxes) shows it"},
 }
 
 type ctxKey int

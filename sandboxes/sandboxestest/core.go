@@ -46,6 +46,8 @@ type Core struct {
 	Store WorkspaceStore
 	// GC is what RunGC reports (the Manager's collection is tested on its own, in sandboxes and on the engine).
 	GC sandboxes.GCReport
+	// GCStatus is what GCState reports.
+	GCStatus sandboxes.GCState
 
 	mu       sync.Mutex
 	gcRuns   int
@@ -148,6 +150,13 @@ func (c *Core) RunGC(ctx context.Context) (sandboxes.GCReport, error) {
 	defer c.mu.Unlock()
 	c.gcRuns++
 	return c.GC, nil
+}
+
+// GCState reports GCStatus, as the Manager's GCState reports its collector.
+func (c *Core) GCState() sandboxes.GCState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.GCStatus
 }
 
 // GCRuns counts the RunGC calls.

@@ -32,3 +32,22 @@ func (s *Service) CollectGarbage(ctx context.Context, p Principal) (sandboxes.GC
 	}
 	return rep, nil
 }
+
+// gcStater is what the Manager offers to report its collector (*sandboxes.Manager.GCState).
+type gcStater interface {
+	GCState() sandboxes.GCState
+}
+
+// GCStatus reports the collector's settings and whether a collection runs now (admin only: it names the
+// gateway's instance and collection rhythm, which tenants have no use for).
+func (s *Service) GCStatus(ctx context.Context, p Principal) (sandboxes.GCState, error) {
+	if !p.Admin {
+		return sandboxes.GCState{}, Errorf(CodeForbidden, "garbage collection status needs an admin key")
+	}
+	c, ok := s.cfg.Sandboxes.(gcStater)
+	if !ok {
+		return sandboxes.GCState{}, Errorf(CodeCapability, "garbage collection status is not available on this gateway").
+			With("capability", "gc").With("available", []string{})
+	}
+	return c.GCState(), nil
+}

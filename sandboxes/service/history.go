@@ -19,6 +19,10 @@ type HistoryStore interface {
 	HistoryPage(sandboxID string, keep func(*sandboxes.HistoryEntry) bool, offset, limit int) ([]*sandboxes.HistoryEntry, int, error)
 	// UpdateHistory edits one entry; false when there is none.
 	UpdateHistory(sandboxID, id string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, bool, error)
+	// Trace returns the browser trace stored under ref with one of a sandbox's entries (store_traces.go).
+	Trace(sandboxID, ref string) ([]byte, bool, error)
+	// TraceSandbox names the sandbox a trace ref belongs to.
+	TraceSandbox(ref string) (string, bool, error)
 }
 
 // History returns one page of the executions of a sandbox p may see that keep accepts (nil: all), newest first,
