@@ -58,6 +58,10 @@ type Record struct {
 	Spec *Profile `json:"spec,omitempty"`
 	// Gateway is the fleet gateway that made a warm member (SharedStore.Identity); only it claims the member.
 	Gateway string `json:"gateway,omitempty"`
+	// ImageWarm marks a sandbox made for a warm pool by image (warm_image.go); AwaitsClaim one whose container's
+	// agent waits for its create's environment at every start (agentapi.EnvAwaitClaim).
+	ImageWarm   bool `json:"image_warm,omitempty"`
+	AwaitsClaim bool `json:"awaits_claim,omitempty"`
 }
 
 // Store keeps Records across restarts. Every method is safe for concurrent use.
