@@ -339,6 +339,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		}
 	}
 	warmFailed := err != nil && e.rec.Warm && !deleted
+	warmImage := e.rec.Warm && e.rec.ImageWarm
 	if warmFailed {
 		m.detachLocked(e)
 	}
@@ -366,6 +367,9 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	m.persist(e)
 	if ev.Type != "" {
 		m.emit(ev)
+	}
+	if err == nil && warmImage {
+		kick(m.warmKick) // a pool by image fills one member at a time per start slot: the next one now
 	}
 }
 

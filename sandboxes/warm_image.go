@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
@@ -116,13 +118,27 @@ func (m *Manager) noteImageDemandLocked(base Profile, req ImageRequest, res Reso
 	return ip
 }
 
-// dropImagePoolLocked forgets a shape's pool and removes its ready members; members still starting are recycled
-// by the collector once they are ready (warmStaleLocked).
+// dropImagePoolLocked forgets a shape's pool and removes its members, ready or starting (a starting one's launch
+// is cancelled, and its removal waits for the engine step under way).
 func (m *Manager) dropImagePoolLocked(hash, why string) {
 	delete(m.imagePools, hash)
-	for _, e := range m.shrinkLocked(hash, len(m.warm[hash])) {
+	for _, e := range m.detachImageMembersLocked(hash) {
 		go m.destroyDetached(e, why)
 	}
+}
+
+// detachImageMembersLocked detaches every member of a shape's pool; the caller destroys them.
+func (m *Manager) detachImageMembersLocked(hash string) []*entry {
+	var out []*entry
+	for _, e := range m.entries {
+		if e.rec.Warm && e.rec.ImageWarm && !e.deleted && e.rec.ProfileHash == hash {
+			out = append(out, e)
+		}
+	}
+	for _, e := range out {
+		m.detachLocked(e)
+	}
+	return out
 }
 
 // warmStaleLocked reports whether a warm member no longer fits a pool: its profile is gone or changed shape, or
@@ -162,7 +178,7 @@ func (m *Manager) refillImagesLocked(now, wall time.Time, ready, starting, held 
 			// Not asked for over the window (or no longer allowed): the pool decays to zero and is forgotten.
 			ip.ps.target = 0
 			delete(m.imagePools, hash)
-			shrink = append(shrink, m.shrinkLocked(hash, len(m.warm[hash]))...)
+			shrink = append(shrink, m.detachImageMembersLocked(hash)...)
 			continue
 		}
 		ceiling := max(1, base.WarmPoolMax)
@@ -178,6 +194,14 @@ func (m *Manager) refillImagesLocked(now, wall time.Time, ready, starting, held 
 			*next = min(*next, ip.ps.backoff.Sub(now))
 			continue
 		}
+		// One limiter for all of a profile's shapes: however many images its creates name, its refills start at
+		// warm_refill_rate at most.
+		lkey := "images\x00" + ip.base
+		l := m.limiters[lkey]
+		if l == nil {
+			l = rate.NewLimiter(rate.Limit(m.cfg.WarmRefillPerSecond), max(1, base.WarmImages))
+			m.limiters[lkey] = l
+		}
 		want := ip.ps.target - ready[hash] - starting[hash] - held[hash]
 		if ip.ps.failures > 0 {
 			want = min(want, 1-starting[hash])
@@ -187,6 +211,10 @@ func (m *Manager) refillImagesLocked(now, wall time.Time, ready, starting, held 
 				break
 			}
 			if m.launching >= limit {
+				break
+			}
+			if !l.AllowN(wall, 1) {
+				*next = min(*next, 50*time.Millisecond)
 				break
 			}
 			e := m.newEntryLockedAfter(ip.profile, "", nil, "", nil, true, wall, nil, ip.ps.unguessable)
