@@ -80,7 +80,14 @@ func (h *Handler) pools(w http.ResponseWriter, r *http.Request) error {
 	if pools == nil {
 		pools = []sandboxes.PoolStats{}
 	}
-	return writeJSON(w, map[string]any{"pools": pools, "refill_concurrency": conc})
+	images, err := svc.WarmImagePools(op())
+	if err != nil {
+		return ErrorFor(err)
+	}
+	if images == nil {
+		images = []sandboxes.ImagePoolStats{}
+	}
+	return writeJSON(w, map[string]any{"pools": pools, "image_pools": images, "refill_concurrency": conc})
 }
 
 // createRequest is the body of POST /sandboxes.
