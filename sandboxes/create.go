@@ -296,6 +296,9 @@ func (m *Manager) finishImageClaim(ctx context.Context, req CreateRequest, e *en
 	e.opMu.Lock()
 	err := m.deliverClaim(ctx, rec, p, rec.Addr, timeout)
 	e.opMu.Unlock()
+	m.mu.Lock()
+	m.noteImageClaimLocked(rec.ProfileHash, err == nil)
+	m.mu.Unlock()
 	if err != nil {
 		m.log.Warn("claiming a warm sandbox by image failed; creating cold", "sandbox", rec.ID, "error", err)
 		if rerr := m.remove(context.WithoutCancel(ctx), rec.ID, "warm claim failed"); rerr != nil {

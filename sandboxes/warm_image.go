@@ -42,6 +42,8 @@ type imagePool struct {
 	profile   Profile      // what the members run: the profile derived from req and resources
 	lastAsked time.Time
 	ps        poolState
+	// claimFailures counts members whose agent did not take their claim.
+	claimFailures uint64
 }
 
 // ImagePoolStats describes one shape's warm pool.
@@ -53,9 +55,12 @@ type ImagePoolStats struct {
 	Target     int       `json:"target"`
 	Ready      int       `json:"ready"`
 	Starting   int       `json:"starting"`
-	Hits       uint64    `json:"hits"`
-	Misses     uint64    `json:"misses"`
-	PeakDemand int       `json:"peak_demand"`
+	// Hits are creates served by a member, Misses cold ones; ClaimFailures are members whose agent did not take
+	// the claim (the create then went cold and counts as a miss too).
+	Hits          uint64 `json:"hits"`
+	Misses        uint64 `json:"misses"`
+	ClaimFailures uint64 `json:"claim_failures"`
+	PeakDemand    int    `json:"peak_demand"`
 	LastAsked  time.Time `json:"last_asked"`
 }
 
@@ -68,7 +73,7 @@ func (m *Manager) WarmImagePools() []ImagePoolStats {
 	var out []ImagePoolStats
 	for hash, ip := range m.imagePools {
 		out = append(out, ImagePoolStats{Profile: ip.base, Image: ip.profile.Image, Hash: hash, Target: ip.ps.target,
-			Ready: ready[hash], Starting: starting[hash], Hits: ip.ps.hits, Misses: ip.ps.misses,
+			Ready: ready[hash], Starting: starting[hash], Hits: ip.ps.hits, Misses: ip.ps.misses, ClaimFailures: ip.claimFailures,
 			PeakDemand: m.demandLocked(&ip.ps, limit), LastAsked: ip.lastAsked})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -307,8 +312,21 @@ func (m *Manager) claimImageLocked(ip *imagePool, derived Profile, now time.Time
 		ip.ps.misses++
 		return nil
 	}
-	ip.ps.hits++
-	return e
+	return e // counted once its agent took the claim (noteImageClaimLocked)
+}
+
+// noteImageClaimLocked counts a claim's outcome in its shape's pool.
+func (m *Manager) noteImageClaimLocked(hash string, ok bool) {
+	ip := m.imagePools[hash]
+	if ip == nil {
+		return
+	}
+	if ok {
+		ip.ps.hits++
+	} else {
+		ip.claimFailures++
+		ip.ps.misses++ // the create goes cold
+	}
 }
 
 // cloneEnv copies a create's environment into its record.

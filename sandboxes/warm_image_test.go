@@ -209,6 +209,9 @@ func TestWarmImageClaimThatFailsGoesCold(t *testing.T) {
 	if sb.LaunchType != LaunchCold || sb.Owner != "bob" {
 		t.Fatalf("after a failed claim: %+v", sb)
 	}
+	if s := m.WarmImagePools()[0]; s.Hits != 0 || s.ClaimFailures != 1 || s.Misses != 2 {
+		t.Errorf("pool figures after a failed claim: %+v", s)
+	}
 }
 
 // TestWarmImagePoolDecays: an image not asked for over warm_demand_window loses its pool and its members.
