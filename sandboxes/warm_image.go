@@ -51,17 +51,17 @@ type ImagePoolStats struct {
 	Profile string `json:"profile"`
 	Image   string `json:"image"`
 	// Hash is the shape's key (the derived profile's Hash).
-	Hash       string    `json:"hash"`
-	Target     int       `json:"target"`
-	Ready      int       `json:"ready"`
-	Starting   int       `json:"starting"`
+	Hash     string `json:"hash"`
+	Target   int    `json:"target"`
+	Ready    int    `json:"ready"`
+	Starting int    `json:"starting"`
 	// Hits are creates served by a member, Misses cold ones; ClaimFailures are members whose agent did not take
 	// the claim (the create then went cold and counts as a miss too).
-	Hits          uint64 `json:"hits"`
-	Misses        uint64 `json:"misses"`
-	ClaimFailures uint64 `json:"claim_failures"`
-	PeakDemand    int    `json:"peak_demand"`
-	LastAsked  time.Time `json:"last_asked"`
+	Hits          uint64    `json:"hits"`
+	Misses        uint64    `json:"misses"`
+	ClaimFailures uint64    `json:"claim_failures"`
+	PeakDemand    int       `json:"peak_demand"`
+	LastAsked     time.Time `json:"last_asked"`
 }
 
 // WarmImagePools reports every kept shape's pool, sorted by profile, image and hash.
