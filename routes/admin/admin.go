@@ -12,7 +12,8 @@
 //	GET    /sandboxes/{id}/agent                                                  the agent's address and token
 //	POST   /sandboxes/{id}/pause | /resume | /fork | /snapshots {"name": ...}     (lifecycle.go)
 //	GET    /sandbox-snapshots[?owner=]   GET|DELETE /sandbox-snapshots/{snapshot id}
-//	GET    /sandbox-pools                 every profile's warm pool: target, size, hits, misses, refill latency
+//	GET    /sandbox-pools                 every profile's warm pool: target, size, hits, misses, refill latency;
+//	                                      image_pools: the pools by image (warm_images)
 package admin
 
 import (
