@@ -292,3 +292,55 @@ func TestWarmImageFloodIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmImagePoolsAcrossAReload: the pools by image are the Manager's, which a config reload keeps. A reload that
+// leaves the profile's shape as it was keeps each pool and its members; one that changes it (its memory) makes each
+// shape's derived profile another, so the pool and its members go and the next create starts it over.
+func TestWarmImagePoolsAcrossAReload(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Profile)
+		kept   bool
+	}{
+		{"the same profile", func(*Profile) {}, true},
+		{"another description and warm_images", func(p *Profile) { p.Description, p.WarmImages = "x", 3 }, true},
+		{"another memory limit", func(p *Profile) { p.Resources.Memory = "512m" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := imageProfile(2, 0)
+			m, _, _ := startClocked(t, p, Config{})
+			ctx := context.Background()
+			if _, err := m.Create(ctx, imageCreate("alice", "registry.example/a:1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { s := m.WarmImagePools(); return len(s) == 1 && s[0].Ready == 1 })
+			before := m.WarmImagePools()[0].Hash
+			members := func() []string {
+				m.mu.RLock()
+				defer m.mu.RUnlock()
+				return slices.Clone(m.warm[before])
+			}
+			was := members()
+			tt.change(&p)
+			if err := m.Apply(ctx, Config{Profiles: []Profile{p}, WarmRefillPerSecond: 1000, WarmDemandWindow: time.Minute,
+				GCInterval: time.Hour, MaxConcurrentStarts: 8}); err != nil {
+				t.Fatal(err)
+			}
+			kick(m.warmKick)
+			if tt.kept {
+				waitFor(t, func() bool { return settled(m) })
+				if s := m.WarmImagePools(); len(s) != 1 || s[0].Hash != before || !slices.Equal(members(), was) {
+					t.Fatalf("after the reload: %+v members %v, want %v", s, members(), was)
+				}
+				return
+			}
+			waitFor(t, func() bool { return len(m.WarmImagePools()) == 0 && warmImageMembers(m) == 0 })
+			sb, err := m.Create(ctx, imageCreate("alice", "registry.example/a:1", nil))
+			if err != nil || sb.LaunchType != LaunchCold {
+				t.Fatalf("the first create after the change: %+v %v", sb, err)
+			}
+			waitFor(t, func() bool { s := m.WarmImagePools(); return len(s) == 1 && s[0].Hash != before && s[0].Ready == 1 })
+		})
+	}
+}
