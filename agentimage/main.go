@@ -36,6 +36,12 @@ func main() {
 		return
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if os.Getenv(agentapi.EnvAwaitClaim) == "1" {
+		// A warm member of a per-image pool: nothing starts before its create's environment arrives (await_claim.go).
+		err := awaitClaim(logger)
+		logger.Error("agent stopped", "error", err)
+		os.Exit(1)
+	}
 	argv, supervise, err := entrypoint.ParseArgs(os.Args[1:])
 	if err != nil {
 		logger.Error("agent stopped", "error", err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,10 @@ import (
 // execd API), cold and from the warm pool, against `docker run --rm --entrypoint true` of the same image, each
 // sample taken right after a baseline sample so both see the same load (after one untimed sample: the SDK's first
 // call in a process costs about a second under load, its own start-up, not the gateway's); and cold for an image of another kind
-// (testenv.FastGPTImage: FastGPT-shaped, debian-slim, built in the run) with our agent injected and FastGPT's
-// entrypoint, under a profile whose allowed_images admits it (such a create never claims a pool member, so it has
-// no warm figure). Run by hand:
+// (testenv.FastGPTImage: FastGPT-shaped, debian-slim, built in the run) with our agent injected, FastGPT's
+// entrypoint and a session's env, under a profile whose allowed_images admits it: cold, and warm from the pool by
+// image (warm_images; the untimed first sample makes the image's pool, and every timed sample must be a pool hit,
+// read from the admin endpoint, or the run fails). Run by hand:
 //
 //	go test -run x -bench OpenSandboxFirstCommand -benchtime 1x ./bench
 func BenchmarkOpenSandboxFirstCommand(b *testing.B) {
@@ -34,6 +36,7 @@ func BenchmarkOpenSandboxFirstCommand(b *testing.B) {
 	admin {$SANDGATE_ADMIN}
 	sandboxes {
 		namespace %s
+		agent_image %s
 		warm_refill_rate 20
 		profile cold {
 			image %s
@@ -58,6 +61,15 @@ func BenchmarkOpenSandboxFirstCommand(b *testing.B) {
 			capabilities shell python filesystem
 			allowed_images %s
 		}
+		profile anyimage-warm {
+			image %s
+			cpus 0.5
+			memory 256m
+			pids 128
+			capabilities shell python filesystem
+			allowed_images %s
+			warm_images 1
+		}
 	}
 }
 
@@ -70,15 +82,15 @@ http://127.0.0.1:%d {
 http://127.0.0.1:%d {
 	sandbox_opensandbox
 }
-`, ns, image, image, image, fastgpt, bayPort, key, osbPort)
-	testenv.StartGateway(b, caddyfile, testenv.GatewayOptions{})
+`, ns, image, image, image, image, fastgpt, image, fastgpt, bayPort, key, osbPort)
+	gw := testenv.StartGateway(b, caddyfile, testenv.GatewayOptions{})
 	if err := testenv.WaitHTTP(b.Context(), fmt.Sprintf("http://127.0.0.1:%d/health", osbPort), testenv.WaitLimit); err != nil {
 		b.Fatal(err)
 	}
 	const samples = 5
 	// Each kind's samples through the SDK, with a `docker run` of the same image right before each (the script).
-	run := func(profile, image, entrypoint string, pause time.Duration) (sdk, base []time.Duration) {
-		out, err := testenv.RunNode(b, filepath.Join("testdata", "opensandbox_first_command.cjs"), "ENTRYPOINT="+entrypoint,
+	run := func(profile, image, entrypoint, env string, pause time.Duration) (sdk, base []time.Duration) {
+		out, err := testenv.RunNode(b, filepath.Join("testdata", "opensandbox_first_command.cjs"), "ENTRYPOINT="+entrypoint, "CREATE_ENV="+env,
 			fmt.Sprintf("OSB_DOMAIN=http://127.0.0.1:%d", osbPort), "OSB_KEY="+key, "OSB_IMAGE="+image, "PROFILE="+profile,
 			fmt.Sprintf("SAMPLES=%d", samples), fmt.Sprintf("PAUSE_MS=%d", pause.Milliseconds()), "NODE_PATH="+mods)
 		if err != nil {
@@ -97,22 +109,27 @@ http://127.0.0.1:%d {
 		}
 		return durations(got.SDK), durations(got.Base)
 	}
-	const keepAlive = `["tail","-f","/dev/null"]`
+	const keepAlive, fastgptEntry, session = `["tail","-f","/dev/null"]`, `["/home/sandbox/entrypoint.sh"]`, `{"FASTGPT_SESSION_ID":"bench"}`
 	kinds := []struct {
-		name, profile, image, entrypoint string
-		pause                            time.Duration
-		sdk, base                        []time.Duration
+		name, profile, image, entrypoint, env string
+		pause                                 time.Duration
+		sdk, base                             []time.Duration
 	}{
-		{name: "cold", profile: "cold", image: image, entrypoint: keepAlive},
-		{name: "warm", profile: "warm", image: image, entrypoint: keepAlive, pause: 2 * time.Second},
-		{name: "anyimage-cold", profile: "anyimage", image: fastgpt, entrypoint: `["/home/sandbox/entrypoint.sh"]`},
+		{name: "cold", profile: "cold", image: image, entrypoint: keepAlive, env: "{}"},
+		{name: "warm", profile: "warm", image: image, entrypoint: keepAlive, env: "{}", pause: 2 * time.Second},
+		{name: "anyimage-cold", profile: "anyimage", image: fastgpt, entrypoint: fastgptEntry, env: session},
+		{name: "anyimage-warm", profile: "anyimage-warm", image: fastgpt, entrypoint: fastgptEntry, env: session, pause: 2 * time.Second},
 	}
 	b.Logf("load average at start: %s", loadAverage())
 	for i := range kinds {
 		k := &kinds[i]
-		k.sdk, k.base = run(k.profile, k.image, k.entrypoint, k.pause)
+		k.sdk, k.base = run(k.profile, k.image, k.entrypoint, k.env, k.pause)
 	}
 	b.Logf("load average at end: %s", loadAverage())
+	// Every timed anyimage-warm sample claimed a warm sandbox of the image (the untimed first one made the pool).
+	if hits := imagePoolHits(b, gw.AdminAddr, fastgpt); hits < samples {
+		b.Fatalf("anyimage-warm: %d of %d samples claimed a warm sandbox by image", hits, samples)
+	}
 	for _, k := range kinds {
 		p50, base := testenv.Percentile(k.sdk, .5), testenv.Percentile(k.base, .5)
 		b.ReportMetric(ms(p50), k.name+"-p50-ms")
@@ -138,4 +155,33 @@ func loadAverage() string {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// imagePoolHits is the hits of image's pool by image (admin GET /sandbox-pools).
+func imagePoolHits(b *testing.B, admin, image string) uint64 {
+	resp, err := http.Get("http://" + admin + "/sandbox-pools")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		ImagePools []struct {
+			Image         string `json:"image"`
+			Hits          uint64 `json:"hits"`
+			ClaimFailures uint64 `json:"claim_failures"`
+		} `json:"image_pools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		b.Fatal(err)
+	}
+	var hits uint64
+	for _, p := range out.ImagePools {
+		if p.Image == image {
+			hits += p.Hits
+			if p.ClaimFailures > 0 {
+				b.Errorf("%s: %d warm claims by image failed", image, p.ClaimFailures)
+			}
+		}
+	}
+	return hits
 }

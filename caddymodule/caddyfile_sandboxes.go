@@ -68,6 +68,7 @@ func init() {
 //	        cmd           [args...]             (replaces the image's CMD; implies inject_agent)
 //	        writable_root                  (relaxes the read-only root filesystem)
 //	        allowed_images <image|pattern>...   (images a caller may ask for, e.g. OpenSandbox's image.uri)
+//	        warm_images   4      (warm pools for the images creates ask for, at most this many; needs allowed_images)
 //	    }
 //	}
 func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -240,6 +241,8 @@ func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 			err = oneInt(d, &p.WarmPoolSize)
 		case "warm_pool_max":
 			err = oneInt(d, &p.WarmPoolMax)
+		case "warm_images":
+			err = oneInt(d, &p.WarmImages)
 		case "network_spares":
 			err = oneInt(d, &p.NetworkSpares)
 		case "network":

@@ -57,6 +57,8 @@ type Death struct {
 type CreateRequest struct {
 	// ownWorkspace makes WorkspaceID the new sandbox's own (deleted with it): a copy made for it (fork, snapshot).
 	ownWorkspace bool
+	// skipPool makes a create cold: a warm claim of it failed (warm_image.go).
+	skipPool bool
 
 	Profile string
 	Owner   string

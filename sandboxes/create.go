@@ -49,6 +49,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, Errorf(CodeEngine, "the sandbox manager is not running")
 	}
 	p, ok := m.profiles[req.Profile]
+	base := p
 	if !ok {
 		known := m.profileIDsLocked()
 		m.mu.Unlock()
@@ -77,6 +78,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	now := time.Now()
 	m.noteDemandLocked(p.ID) // warm.go
+	var ipool *imagePool
+	if req.Image != nil && req.WorkspaceID == "" && !req.skipPool {
+		ipool = m.noteImageDemandLocked(base, *req.Image, req.Resources, p, now) // warm_image.go
+		if ipool != nil && req.UnguessableID {
+			ipool.ps.unguessable = true
+		}
+	}
 	if ps := m.poolLocked(p.ID); req.UnguessableID && !ps.unguessable {
 		// The first such create of this profile: its pool refills with unguessable ids from now on, and the members
 		// it holds with ordinary ids are replaced (they could serve only ordinary creates).
@@ -144,6 +152,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: launch, Duration: time.Since(began)})
 			return sb, nil
 		}
+	}
+	if e := m.claimImageLocked(ipool, p, now, req.UnguessableID); e != nil { // warm_image.go
+		return m.finishImageClaim(ctx, req, e, expires, now, began)
 	}
 	if req.WorkspaceID != "" {
 		if err := m.workspaceMountableLocked(req); err != nil { // workspaces.go
@@ -275,4 +286,45 @@ func (m *Manager) newEntryLockedAfter(p Profile, owner string, env map[string]st
 	m.entries[id] = e
 	m.beginLaunchLocked(e)
 	return e
+}
+
+// finishImageClaim hands a member of a warm pool by image to its create (warm_image.go): the record becomes the
+// create's, then its waiting agent gets the create's environment and starts as a cold one would. A claim that fails
+// removes the member and the create goes on cold. Called with m.mu held; it unlocks it.
+func (m *Manager) finishImageClaim(ctx context.Context, req CreateRequest, e *entry, expires *time.Time, now, began time.Time) (*Sandbox, error) {
+	e.rec.Warm = false
+	e.rec.Owner = req.Owner
+	e.rec.Env = cloneEnv(req.Env)
+	e.rec.LaunchType = LaunchWarm
+	e.rec.CreatedAt = now
+	e.rec.ExpiresAt = expires
+	e.rec.Metadata = maps.Clone(req.Metadata)
+	e.rec.Egress = cloneEgress(req.Egress)
+	setIdleDeadline(e, now)
+	rec, p, timeout := e.rec, e.profile, m.cfg.StartTimeout
+	m.mu.Unlock()
+	kick(m.warmKick)
+	if err := m.persist(e); err != nil {
+		return nil, m.abandonCreate(ctx, rec.ID, err)
+	}
+	e.opMu.Lock()
+	err := m.deliverClaim(ctx, rec, p, rec.Addr, timeout)
+	e.opMu.Unlock()
+	m.mu.Lock()
+	m.noteImageClaimLocked(rec.ProfileHash, err == nil)
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Warn("claiming a warm sandbox by image failed; creating cold", "sandbox", rec.ID, "error", err)
+		if rerr := m.remove(context.WithoutCancel(ctx), rec.ID, "warm claim failed"); rerr != nil {
+			m.log.Warn("removing a warm sandbox whose claim failed", "sandbox", rec.ID, "error", rerr)
+		}
+		req.skipPool = true
+		return m.Create(ctx, req)
+	}
+	m.mu.Lock()
+	sb := m.snapshotLocked(e, time.Now())
+	m.mu.Unlock()
+	m.recordManagedWorkspace(req, sb, now) // workspaces.go; a warm member's workspace is its own
+	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchWarm, Duration: time.Since(began)})
+	return sb, nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 )
 
 // fakeDriver is an in-memory engine for unit tests of the Manager's logic: every started container's agent is
@@ -51,6 +53,12 @@ type fakeDriver struct {
 	honourCancel bool
 	// agentFor, when set, gives each started container its own agent address instead of the shared server's.
 	agentFor func(containerID string) string
+	// claims are the POST /v1/claim bodies the agent took, by the token presented (warm_image.go); peakAwaiting is
+	// the most containers made in the waiting form (agentapi.EnvAwaitClaim) that existed at once.
+	claims       map[string]agentapi.ClaimRequest
+	peakAwaiting int
+	// refuseClaims makes the agent answer every claim 500.
+	refuseClaims bool
 }
 
 type fakeContainer struct {
@@ -60,8 +68,27 @@ type fakeContainer struct {
 
 func newFakeDriver(t *testing.T) *fakeDriver {
 	d := &fakeDriver{containers: map[string]*fakeContainer{}, volumes: map[string]VolumeInfo{}, networks: map[string]int{},
-		events: make(chan ContainerEvent, 16)}
+		events: make(chan ContainerEvent, 16), claims: map[string]agentapi.ClaimRequest{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == agentapi.ClaimPath && r.Method == http.MethodPost {
+			var c agentapi.ClaimRequest
+			if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.Validate() != nil {
+				http.Error(w, "bad claim", http.StatusBadRequest)
+				return
+			}
+			d.mu.Lock()
+			refuse := d.refuseClaims
+			if !refuse {
+				d.claims[r.Header.Get(agentapi.TokenHeader)] = c
+			}
+			d.mu.Unlock()
+			if refuse {
+				http.Error(w, "refused", http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		if r.URL.Path == "/health" {
 			d.mu.Lock()
 			failure := d.startupFailure
@@ -121,6 +148,13 @@ func (d *fakeDriver) Create(_ context.Context, spec ContainerSpec) (string, erro
 	id := fmt.Sprintf("c%04d", d.creates)
 	d.containers[id] = &fakeContainer{spec: spec, state: ContainerState{ID: id, Name: spec.Name, Labels: spec.Labels, Created: time.Now()}}
 	d.peak = max(d.peak, len(d.containers))
+	awaiting := 0
+	for _, c := range d.containers {
+		if c.spec.Env[agentapi.EnvAwaitClaim] == "1" {
+			awaiting++
+		}
+	}
+	d.peakAwaiting = max(d.peakAwaiting, awaiting)
 	d.names = append(d.names, spec.Name)
 	return id, nil
 }

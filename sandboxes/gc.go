@@ -139,8 +139,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 			continue
 		}
 		if e.rec.Warm {
-			p, ok := m.profiles[e.rec.Profile]
-			stale := !ok || p.Hash() != e.rec.ProfileHash || p.warmCeiling() == 0
+			stale := m.warmStaleLocked(e.rec) // warm_image.go
 			old := now.Sub(e.rec.CreatedAt) > m.cfg.WarmMaxAge
 			if ((stale || e.rec.Phase == PhaseFailed) && m.ownWarm(e.rec) || old && leader) && !e.launching {
 				m.detachLocked(e)

@@ -208,6 +208,7 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		tr.step("create")
 		m.mu.Lock()
 		e.rec.ContainerID = id
+		e.rec.AwaitsClaim = spec.Env[agentapi.EnvAwaitClaim] == "1"
 		if e.rec.Phase == PhaseCreating {
 			e.rec.Phase = PhaseStarting
 		}
@@ -235,6 +236,8 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		}
 		m.mu.Lock()
 		e.rec.ContainerID = id
+		e.rec.AwaitsClaim = spec.Env[agentapi.EnvAwaitClaim] == "1"
+		rec.AwaitsClaim = e.rec.AwaitsClaim
 		m.mu.Unlock()
 		m.persist(e)
 		addr, err = m.driver.Start(sctx, id, spec)
@@ -252,6 +255,17 @@ func (m *Manager) bringUp(ctx context.Context, e *entry, timeout time.Duration, 
 		return "", err
 	}
 	tr.step("health")
+	m.mu.RLock()
+	rec, p = e.rec, e.profile
+	m.mu.RUnlock()
+	if rec.AwaitsClaim && !rec.Warm {
+		// A container made for a warm pool by image, claimed since: its agent waits again at every start for the
+		// create's environment (warm_image.go).
+		if err := m.deliverClaim(ctx, rec, p, addr, timeout); err != nil {
+			return "", err
+		}
+		tr.step("claim")
+	}
 	return addr, nil
 }
 
@@ -330,6 +344,7 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 		}
 	}
 	warmFailed := err != nil && e.rec.Warm && !deleted
+	warmImage := e.rec.Warm && e.rec.ImageWarm
 	if warmFailed {
 		m.detachLocked(e)
 	}
@@ -357,6 +372,9 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 	m.persist(e)
 	if ev.Type != "" {
 		m.emit(ev)
+	}
+	if err == nil && warmImage {
+		kick(m.warmKick) // a pool by image fills one member at a time per start slot: the next one now
 	}
 }
 
@@ -466,6 +484,9 @@ func (m *Manager) specFor(rec Record, p Profile) ContainerSpec {
 	env[agentapi.EnvTokenDigest] = agentapi.TokenDigest(rec.Token)
 	env[agentapi.EnvSandboxID] = rec.ID
 	env[agentapi.EnvCapabilities] = strings.Join(p.Capabilities, ",")
+	if rec.Warm && rec.ImageWarm && p.InjectsAgent() {
+		env[agentapi.EnvAwaitClaim] = "1" // its create's environment comes with the claim (warm_image.go)
+	}
 	var agentImage string
 	if p.InjectsAgent() {
 		m.mu.RLock()

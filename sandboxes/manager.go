@@ -37,7 +37,9 @@ type Manager struct {
 	sources  sourceIndex         // agent address -> entries (sources.go)
 	warm     map[string][]string // profile hash -> ready warm members, oldest first
 	pools    map[string]*poolState
-	tuner    *concurrencyTuner
+	// imagePools are the warm pools by image, keyed by the derived profile's hash (warm_image.go).
+	imagePools map[string]*imagePool
+	tuner      *concurrencyTuner
 	// launching counts launches in flight; freeing holds removed sandboxes whose container may still exist and
 	// whose place under max_sandboxes no create has taken yet (warm.go).
 	launching int
@@ -130,7 +132,7 @@ func NewManager(cfg ManagerConfig, driver Driver, store Store, logger *slog.Logg
 	hc.CheckRedirect = agentapi.NoRedirect
 	m := &Manager{
 		mcfg: cfg, driver: driver, store: store, log: logger, http: hc, agentHTTP: agentHTTP,
-		profiles: map[string]Profile{}, entries: map[string]*entry{}, removing: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{},
+		profiles: map[string]Profile{}, entries: map[string]*entry{}, removing: map[string]*entry{}, sources: sourceIndex{}, warm: map[string][]string{}, pools: map[string]*poolState{}, imagePools: map[string]*imagePool{},
 		limiters: map[string]*rate.Limiter{}, subs: map[int]chan Event{}, networks: map[string]bool{},
 		gcKick: make(chan struct{}, 1), expiryKick: make(chan struct{}, 1), warmKick: make(chan struct{}, 1), clock: time.Now,
 	}

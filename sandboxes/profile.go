@@ -98,6 +98,9 @@ type Profile struct {
 	// WarmPoolMax lets the pool grow past WarmPoolSize (its floor) when demand asks for it (warm.go); 0 keeps
 	// the pool at WarmPoolSize.
 	WarmPoolMax int `json:"warm_pool_max,omitempty"`
+	// WarmImages keeps warm pools by image for a profile with allowed_images: at most this many shapes (image,
+	// entrypoint, resources) a create asked for recently (warm_image.go); 0 keeps none.
+	WarmImages int `json:"warm_images,omitempty"`
 	// Network is none, bridge or internal (the default), or the name of an existing Docker network.
 	Network string `json:"network,omitempty"`
 	// NetworkSpares is how many network namespaces the Docker driver keeps made ahead on the profile's network: a
@@ -204,6 +207,12 @@ func (p *Profile) Validate() error {
 	if p.WarmPoolMax < 0 || (p.WarmPoolMax > 0 && p.WarmPoolMax < p.WarmPoolSize) {
 		return fmt.Errorf("profile %q: warm_pool_max must be 0 or at least warm_pool_size", p.ID)
 	}
+	if p.WarmImages < 0 || p.WarmImages > MaxWarmImages {
+		return fmt.Errorf("profile %q: warm_images must be between 0 and %d", p.ID, MaxWarmImages)
+	}
+	if p.WarmImages > 0 && len(p.AllowedImages) == 0 {
+		return fmt.Errorf("profile %q: warm_images keeps pools of the images a create names, and needs allowed_images", p.ID)
+	}
 	if p.NetworkSpares < 0 || p.NetworkSpares > MaxNetworkSpares {
 		return fmt.Errorf("profile %q: network_spares must be between 0 and %d", p.ID, MaxNetworkSpares)
 	}
@@ -252,6 +261,7 @@ func (p *Profile) Hash() string {
 	shape.WarmPoolSize = 0
 	shape.WarmPoolMax = 0
 	shape.Skills = "" // written by the gateway into the workspace, not part of the container
+	shape.WarmImages = 0
 	shape.NetworkSpares = 0
 	shape.IdleTimeout = 0
 	shape.IdleAction = ""

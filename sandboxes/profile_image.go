@@ -174,6 +174,7 @@ func (p Profile) WithImage(req ImageRequest) (Profile, error) {
 	out.Image = canon
 	out.InjectAgent = true
 	out.AllowedImages = nil
+	out.WarmImages = 0
 	out.Capabilities = slices.Clone(p.Capabilities)
 	if len(req.Entrypoint) > 0 {
 		out.Entrypoint, out.Cmd = slices.Clone(req.Entrypoint), nil

@@ -65,6 +65,10 @@ type Record struct {
 	ExpiredAt *time.Time `json:"expired_at,omitempty"`
 	// ResumeTTL is the lifetime a sandbox kept past its TTL gets again when it resumes (its last TTL).
 	ResumeTTL time.Duration `json:"resume_ttl,omitempty"`
+	// ImageWarm marks a sandbox made for a warm pool by image (warm_image.go); AwaitsClaim one whose container's
+	// agent waits for its create's environment at every start (agentapi.EnvAwaitClaim).
+	ImageWarm   bool `json:"image_warm,omitempty"`
+	AwaitsClaim bool `json:"awaits_claim,omitempty"`
 }
 
 // Store keeps Records across restarts. Every method is safe for concurrent use.

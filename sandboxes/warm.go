@@ -155,7 +155,7 @@ func (m *Manager) noteCreateLocked(profile, launchType string) {
 // noteLaunchLocked records a finished launch's duration: the profile's cold start, the engine's throughput at
 // the concurrency it started at, and for a refill its outcome.
 func (m *Manager) noteLaunchLocked(e *entry, d time.Duration, err error, now time.Time) (backoff time.Duration) {
-	ps := m.poolLocked(e.rec.Profile)
+	ps := m.poolOfLocked(e.rec) // warm_image.go: a shape's pool, else the profile's
 	if err == nil && e.freshLaunch {
 		ps.coldStart.add(d.Seconds())
 		if !e.activeAt.IsZero() {
@@ -280,6 +280,7 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 			e.refill = true
 		}
 	}
+	shrink = append(shrink, m.refillImagesLocked(now, wall, ready, starting, held, limit, &next)...) // warm_image.go
 	m.mu.Unlock()
 	for _, e := range shrink {
 		go m.destroyDetached(e, "warm pool shrank")

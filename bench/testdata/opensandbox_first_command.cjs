@@ -3,20 +3,22 @@
 // --rm --entrypoint true` of the same image, so both see the same load. One untimed sample first: a process's first
 // SDK call pays the SDK's own start-up (its HTTP client, code not yet compiled), which is not the gateway's.
 // Env: OSB_DOMAIN, OSB_KEY, OSB_IMAGE, PROFILE, SAMPLES, PAUSE_MS (after each sample: lets a warm pool refill),
-// ENTRYPOINT (a JSON array; default tail -f /dev/null, which keeps a pool claim possible).
+// ENTRYPOINT (a JSON array; default tail -f /dev/null, which keeps a pool claim possible), CREATE_ENV (a JSON object:
+// the create's env, as FastGPT sends its session's).
 // Prints one JSON object {sdk: [ms...], base: [ms...]}.
 const { spawnSync } = require('child_process');
 const { Sandbox, ConnectionConfig } = require('@alibaba-group/opensandbox');
 
 const image = process.env.OSB_IMAGE;
 const entrypoint = JSON.parse(process.env.ENTRYPOINT || '["tail","-f","/dev/null"]');
+const env = JSON.parse(process.env.CREATE_ENV || '{}');
 const pause = () => new Promise((r) => setTimeout(r, Number(process.env.PAUSE_MS || 0)));
 
 async function sample() {
   const connectionConfig = new ConnectionConfig({ domain: process.env.OSB_DOMAIN, apiKey: process.env.OSB_KEY, disableMetrics: true });
   const start = performance.now();
   const sbx = await Sandbox.create({
-    connectionConfig, image, entrypoint, timeoutSeconds: 600,
+    connectionConfig, image, entrypoint, env, timeoutSeconds: 600,
     extensions: { 'sandgate.profile': process.env.PROFILE }, readyTimeoutSeconds: 240, healthCheckPollingInterval: 20,
   });
   const ex = await sbx.commands.run('true');

@@ -2,7 +2,7 @@
 // opensandbox provider sends it; prints one JSON report for opensandbox_fastgpt_integration_test.go.
 // Env: OSB_DOMAIN (http://127.0.0.1:port), OSB_KEY, OSB_IMAGES (comma-separated image references, each optionally
 // followed by |<profile>: the create then names that profile in extensions, as a gateway with several admitting
-// profiles needs).
+// profiles needs), OSB_SESSION_PREFIX (the session id's prefix; default sess-).
 const { Sandbox, ConnectionConfig } = require('@alibaba-group/opensandbox');
 
 const domain = process.env.OSB_DOMAIN;
@@ -24,7 +24,7 @@ async function waitState(sbx, want, limitMs = 240000) {
 // One image: FastGPT's body (runtimeProfile/opensandbox.ts, Docker mode), then what FastGPT does next.
 async function fastgpt(spec, i) {
   const [image, profile] = spec.split('|');
-  const session = 'sess-' + i;
+  const session = (process.env.OSB_SESSION_PREFIX || 'sess-') + i;
   const sbx = await Sandbox.create({
     ...(profile ? { extensions: { 'sandgate.profile': profile } } : {}),
     connectionConfig: conn(),

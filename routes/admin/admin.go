@@ -12,7 +12,8 @@
 //	GET    /sandboxes/{id}/agent                                                  the agent's address and token
 //	POST   /sandboxes/{id}/pause | /resume | /fork | /snapshots {"name": ...}     (lifecycle.go)
 //	GET    /sandbox-snapshots[?owner=]   GET|DELETE /sandbox-snapshots/{snapshot id}
-//	GET    /sandbox-pools                 every profile's warm pool: target, size, hits, misses, refill latency
+//	GET    /sandbox-pools                 every profile's warm pool: target, size, hits, misses, refill latency;
+//	                                      image_pools: the pools by image (warm_images)
 package admin
 
 import (
@@ -80,7 +81,14 @@ func (h *Handler) pools(w http.ResponseWriter, r *http.Request) error {
 	if pools == nil {
 		pools = []sandboxes.PoolStats{}
 	}
-	return writeJSON(w, map[string]any{"pools": pools, "refill_concurrency": conc})
+	images, err := svc.WarmImagePools(op())
+	if err != nil {
+		return ErrorFor(err)
+	}
+	if images == nil {
+		images = []sandboxes.ImagePoolStats{}
+	}
+	return writeJSON(w, map[string]any{"pools": pools, "image_pools": images, "refill_concurrency": conc})
 }
 
 // createRequest is the body of POST /sandboxes.

@@ -17,6 +17,7 @@ func OperatorPrincipal() Principal { return Principal{Owner: "", Admin: true} }
 type operatorView interface {
 	Stats() map[string]int
 	WarmPools() (pools []sandboxes.PoolStats, refillConcurrency int)
+	WarmImagePools() []sandboxes.ImagePoolStats
 	Resolve(id string) (sandboxes.Target, bool)
 }
 
@@ -57,6 +58,15 @@ func (s *Service) WarmPools(p Principal) ([]sandboxes.PoolStats, int, error) {
 	}
 	pools, conc := o.WarmPools()
 	return pools, conc, nil
+}
+
+// WarmImagePools reports the warm pools by image (warm_images; admin only).
+func (s *Service) WarmImagePools(p Principal) ([]sandboxes.ImagePoolStats, error) {
+	o, err := s.operator(p)
+	if err != nil {
+		return nil, err
+	}
+	return o.WarmImagePools(), nil
 }
 
 // AgentAccess is how to reach a running sandbox's agent directly, token included (admin only: the operator's
