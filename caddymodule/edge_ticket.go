@@ -184,7 +184,7 @@ func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *R
 // redisVerifier is sharedVerifier over Redis. The keys carry a tag of the secret (a hash, never the secret): a
 // rotated secret starts an empty namespace, and fleets with different secrets never share a per-subject bound.
 func redisVerifier(secret string, leeway time.Duration, size int, rdb *RedisConfig, tag string) (*tickets.Verifier, string, error) {
-	cl, prefix, key, err := rdb.client()
+	cl, prefix, key, err := redisClient(rdb)
 	if err != nil {
 		return nil, "", fmt.Errorf("replay_redis: %w", err)
 	}

@@ -44,7 +44,7 @@ func (s *RedisStorage) Provision(caddy.Context) error {
 	if s.LockTTL < 0 {
 		return errors.New("storage redis: lock_ttl must not be negative")
 	}
-	cl, prefix, key, err := s.client()
+	cl, prefix, key, err := redisClient(&s.RedisConfig)
 	if err != nil {
 		return err
 	}
