@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -189,13 +188,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		_, _, warn := a.StoreConfig.settings()
+		interval, keep, warn := a.StoreConfig.settings()
 		disks := sandboxes.NewDiskWatch(warn)
 		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
 		h.stop = h.metrics.Follow()
-		h.stopReaper = reapHistory(store, mgr, slogger)
+		h.stopReaper = sandboxes.StartHistoryReaper(store, mgr, slogger)
 		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
-		h.stopStore = runStoreLoops(store, drv, a.StoreConfig, disks, slogger)
+		h.stopStore = sandboxes.StartStoreLoops(store, drv, interval, keep, disks, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -264,21 +263,6 @@ func (a *App) Store() *sandboxes.BoltStore {
 		return nil
 	}
 	return a.holder.store
-}
-
-// reapHistory runs the store's history reaper (sandboxes.BoltStore.ReapHistory) for as long as the Manager lives;
-// the returned function stops it.
-func reapHistory(store *sandboxes.BoltStore, mgr *sandboxes.Manager, log *slog.Logger) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		store.ReapHistory(ctx, mgr, 10*time.Minute, log)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // Start pings the engine (first start only), applies the new settings (validated in full before anything
