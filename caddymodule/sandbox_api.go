@@ -160,43 +160,27 @@ func importLegacyAPIStore(ctx caddy.Context, st *sandboxes.BoltStore, dataDir st
 	return nil
 }
 
-// loadKeys loads the API keys into the data dir's shared ring (generating Bay's credentials.json on first start)
-// and says whether calls without a token are accepted (BAY_SECURITY__ALLOW_ANONYMOUS over allow_anonymous).
+// loadKeys loads the API keys into the data dir's shared ring (bayapi.LoadKeys) and says whether calls without a
+// token are accepted. Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of
+// the config.
 func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env bayapi.BayEnv, dataDir string) (*service.KeyRing, bool, error) {
 	ring, ringKey, err := loadAPIKeyRing(dataDir)
 	if err != nil {
 		return nil, false, err
 	}
 	s.ringKey = ringKey
-	endpoint := s.Endpoint
-	if endpoint == "" {
-		endpoint = env.Endpoint()
-	}
-	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
 	repl := caddy.NewReplacer()
 	extra := make([]service.KeyConfig, 0, len(s.Keys))
 	for _, k := range s.Keys {
 		k.Key = repl.ReplaceKnown(k.Key, "")
 		extra = append(extra, k)
 	}
-	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{
-		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
-	})
+	keys, anonymous, err := bayapi.LoadKeys(context.Background(), st, env, bayapi.KeySettings{APIKey: repl.ReplaceKnown(s.APIKey, ""),
+		Keys: extra, AllowAnonymous: s.AllowAnonymous, Endpoint: s.Endpoint, DataDir: dataDir}, ctx.Slogger())
 	if err != nil {
 		return nil, false, err
 	}
-	anonymous := s.AllowAnonymous
-	if env.AllowAnonymous != nil {
-		anonymous = *env.AllowAnonymous
-	}
-	logger := ctx.Logger()
 	ring.Store(keys)
-	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
-		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
-	if keys.Source == service.KeyFromGenerated {
-		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
-			zap.String("path", filepath.Join(dataDir, service.CredentialsFile)))
-	}
 	return keys, anonymous, nil
 }
 
