@@ -136,7 +136,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("sandbox_pages: the API's keys: %w", err)
 		}
 		p.storeKey = ringKey
-		lookups = append(lookups, liveKeys{ring: ring})
+		lookups = append(lookups, ring)
 	}
 	if len(lookups) > 0 {
 		cfg.Keys = pages.AnyKeys(lookups)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -34,18 +33,16 @@ func init() {
 // the API's keys changes them everywhere. The keys' store is the Manager's one store.
 var apiKeyRings = caddy.NewUsagePool()
 
-type keyRingHolder struct {
-	keys *atomic.Pointer[service.KeyRing]
-}
+type keyRingHolder struct{ keys *service.LiveKeys }
 
 // Destruct has nothing to release: the ring is memory.
 func (keyRingHolder) Destruct() error { return nil }
 
 // loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
-func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[service.KeyRing], key string, err error) {
+func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
 	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return keyRingHolder{keys: new(atomic.Pointer[service.KeyRing])}, nil
+		return keyRingHolder{keys: new(service.LiveKeys)}, nil
 	})
 	if err != nil {
 		return nil, "", err
@@ -57,20 +54,6 @@ func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[service.KeyRing], key 
 // configured, else <caddy data dir>/sandgate.
 func apiDataDir(env bayapi.BayEnv, configured string) (string, error) {
 	return bayapi.ResolveDataDir(env, configured, filepath.Join(caddy.AppDataDir(), "sandgate"))
-}
-
-// liveKeys looks keys up in whatever key ring the sandbox_api of one data dir loaded last, so a reload that
-// changes the API's keys changes who may log in to the console too.
-type liveKeys struct {
-	ring *atomic.Pointer[service.KeyRing]
-}
-
-func (k liveKeys) Lookup(token string) (service.Principal, bool) {
-	ring := k.ring.Load()
-	if ring == nil {
-		return service.Principal{}, false
-	}
-	return ring.Lookup(token)
 }
 
 // SandboxAPI is the `http.handlers.sandbox_api` handler: the Bay-compatible REST API (/health and /v1/...).
