@@ -329,16 +329,7 @@ func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
 	go func() {
 		defer close(done)
 		for ev := range ch {
-			data := map[string]any{"sandbox_id": ev.SandboxID, "profile": ev.Profile, "owner": ev.Owner, "reason": ev.Reason,
-				"launch_type": ev.LaunchType, "warm": ev.Warm}
-			if ev.Duration > 0 {
-				data["duration_seconds"] = ev.Duration.Seconds()
-			}
-			if ev.Death != nil {
-				data["exit_code"] = ev.Death.ExitCode
-				data["message"] = ev.Death.Message
-			}
-			a.events.Emit(a.ctx, "sandbox_"+ev.Type, data)
+			a.events.Emit(a.ctx, "sandbox_"+ev.Type, ev.Fields())
 		}
 	}()
 	return func() {
