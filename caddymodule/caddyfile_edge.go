@@ -307,14 +307,7 @@ func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.
 		}
 	}
 
-	upstreams := &SandboxUpstreams{RewriteHost: opts.rewriteHost}
-	rp := &reverseproxy.Handler{
-		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
-		Headers:             &headers.Handler{Request: &headers.HeaderOps{Set: set}},
-		FlushInterval:       -1,
-		StreamCloseDelay:    caddy.Duration(defaultStreamCloseDelay),
-		StreamTimeout:       caddy.Duration(defaultStreamTimeout),
-	}
+	rp := streamingProxy(&SandboxUpstreams{RewriteHost: opts.rewriteHost}, set)
 	d.Reset()
 	if err := rp.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
@@ -329,4 +322,25 @@ func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.
 		caddyconfig.JSONModuleObject(route, "handler", "sandbox_route", nil),
 		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
 	}, nil
+}
+
+// streamingProxy is a reverse_proxy to the agent: the `sandbox` dynamic upstream, set on the request's headers,
+// streams flushed at once and kept across reloads (the stream defaults above).
+func streamingProxy(upstreams *SandboxUpstreams, set http.Header) *reverseproxy.Handler {
+	return &reverseproxy.Handler{
+		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
+		Headers:             &headers.Handler{Request: &headers.HeaderOps{Set: set}},
+		FlushInterval:       -1,
+		StreamCloseDelay:    caddy.Duration(defaultStreamCloseDelay),
+		StreamTimeout:       caddy.Duration(defaultStreamTimeout),
+	}
+}
+
+// writeProxy is the streamingProxy of a dialect that admits requests itself (OpenSandbox, E2B): the agent token
+// its Forward set, and write permission.
+func writeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler {
+	return streamingProxy(upstreams, http.Header{
+		sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
+		sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
+	})
 }

@@ -12,11 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/sandgate/sandgate/routes/opensandbox"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -147,19 +144,9 @@ func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValu
 			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
 		}
 	}
-	rp := &reverseproxy.Handler{
-		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
-		Headers: &headers.Handler{Request: &headers.HeaderOps{Set: http.Header{
-			sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
-			sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
-		}}},
-		FlushInterval:    -1,
-		StreamCloseDelay: caddy.Duration(defaultStreamCloseDelay),
-		StreamTimeout:    caddy.Duration(defaultStreamTimeout),
-	}
 	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{
 		caddyconfig.JSONModuleObject(m, "handler", "sandbox_opensandbox", nil),
-		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
+		caddyconfig.JSONModuleObject(writeProxy(upstreams), "handler", "reverse_proxy", nil),
 	}}
 	if matcher != nil {
 		route.MatcherSetsRaw = []caddy.ModuleMap{matcher}
