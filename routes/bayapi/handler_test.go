@@ -830,17 +830,6 @@ func TestCleanWorkspacePath(t *testing.T) {
 	}
 }
 
-// realIssuer mints with tickets, as the Caddy glue does.
-type realIssuer struct{ iss *tickets.Issuer }
-
-func (r realIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
-	tk, err := r.iss.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Lifetime: req.TTL, Subject: req.Owner})
-	if err != nil {
-		return service.Ticket{}, err
-	}
-	return service.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
-}
-
 // TestTicketMintFloodIsRateLimitedPerOwner: alice floods the tickets route; past her budget she gets a typed 429 in
 // the error envelope with Retry-After, and bob's tickets are still minted and verify.
 func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
@@ -853,7 +842,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = realIssuer{iss} })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = service.NewTicketMinter(iss, tickets.URLs{}) })
 	mine := a.create(t, keyAlice, nil)
 	bobs := a.create(t, keyBob, nil)
 	limited := 0
