@@ -11,7 +11,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
@@ -108,7 +107,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	if err := importLegacyAPIStore(ctx, app.Store(), dataDir); err != nil {
+	if err := app.Store().ImportLegacyAPIStore(dataDir, ctx.Slogger()); err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
 	keys, anonymous, err := s.loadKeys(ctx, app.Store(), env, dataDir)
@@ -124,21 +123,6 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 		Version: sandgateVersion(), Logger: ctx.Slogger()})
 	if err := s.serveMCP(ctx, svc, keys); err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
-	}
-	return nil
-}
-
-// importLegacyAPIStore takes over, once, the API's state of an install upgraded from the two-store layout
-// (<data dir>/bayapi.db) into the Manager's one store.
-func importLegacyAPIStore(ctx caddy.Context, st *sandboxes.BoltStore, dataDir string) error {
-	legacy := filepath.Join(dataDir, sandboxes.LegacyAPIStoreFile)
-	imported, err := st.ImportAPIStore(legacy)
-	if err != nil {
-		return err
-	}
-	if imported {
-		ctx.Logger().Info("imported the API's old store into the sandbox store", zap.String("from", legacy),
-			zap.String("into", st.Path()), zap.String("set_aside_as", legacy+".migrated"))
 	}
 	return nil
 }
