@@ -115,33 +115,23 @@ func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValu
 	m := new(SandboxOpenSandbox)
 	upstreams := new(SandboxUpstreams)
 	for h.NextBlock(0) {
-		var v string
+		var err error
 		switch h.Val() {
-		case "api_data_dir", "endpoint_host", "max_timeout", "start_timeout", "rewrite_host":
-			key := h.Val()
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			switch key {
-			case "api_data_dir":
-				m.APIDataDir = v
-			case "endpoint_host":
-				m.EndpointHost = v
-			case "rewrite_host":
-				upstreams.RewriteHost = v
-			default:
-				d, err := caddy.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return nil, h.Errf("%s must be a positive duration, not %q", key, v)
-				}
-				if key == "max_timeout" {
-					m.MaxTimeout = caddy.Duration(d)
-				} else {
-					m.StartTimeout = caddy.Duration(d)
-				}
-			}
+		case "api_data_dir":
+			err = oneString(h.Dispenser, &m.APIDataDir)
+		case "endpoint_host":
+			err = oneString(h.Dispenser, &m.EndpointHost)
+		case "rewrite_host":
+			err = oneString(h.Dispenser, &upstreams.RewriteHost)
+		case "max_timeout":
+			err = positiveDuration(h.Dispenser, &m.MaxTimeout)
+		case "start_timeout":
+			err = positiveDuration(h.Dispenser, &m.StartTimeout)
 		default:
 			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{

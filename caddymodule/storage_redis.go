@@ -79,16 +79,7 @@ func (s *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if name != "lock_ttl" {
 			return false, nil
 		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		ttl, err := caddy.ParseDuration(v)
-		if err != nil || ttl <= 0 {
-			return true, d.Errf("lock_ttl must be a positive duration, not %q", v)
-		}
-		s.LockTTL = caddy.Duration(ttl)
-		return true, nil
+		return true, positiveDuration(d, &s.LockTTL)
 	})
 }
 
