@@ -64,10 +64,10 @@ func TestXcaddyBuildFlags(t *testing.T) {
 		want, not   []string // among go build's arguments
 		debug       bool     // DEBUG=1: the symbols kept
 	}{
-		{"in this module, default", "", nil, []string{"-trimpath", "./cmd/caddy"}, nil, false},
-		{"in this module, replaced", "-race -tags=nobadger", nil, []string{"-race", "-tags=nobadger", "./cmd/caddy"}, []string{"-trimpath"}, false},
+		{"in this module, default", "", nil, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx", "./cmd/caddy"}, nil, false},
+		{"in this module, replaced", "-race -tags=nobadger", nil, []string{"-race", "-tags=nobadger", "./cmd/caddy"}, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx"}, false},
 		{"in this module, debug", "", nil, []string{"-trimpath", "./cmd/caddy"}, nil, true},
-		{"throwaway module, default", "", []string{"--version", "v2.11.9"}, []string{"-trimpath", "."}, nil, false},
+		{"throwaway module, default", "", []string{"--version", "v2.11.9"}, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx", "."}, nil, false},
 		{"throwaway module, replaced", "-buildvcs=false", []string{"--version", "v2.11.9"}, []string{"-buildvcs=false", "."}, []string{"-trimpath"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,8 +169,8 @@ func TestXcaddyPathArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	// xcaddy splits them as a shell would (shlex): the quoted -ldflags is one argument, stripped as xcaddy's own.
-	if !strings.HasPrefix(string(flags), "-trimpath -ldflags='-s -w -X ") || !strings.HasSuffix(string(flags), "'") ||
+	if !strings.HasPrefix(string(flags), "-trimpath -tags=nobadger,nomysql,nopgx -ldflags='-s -w -X ") || !strings.HasSuffix(string(flags), "'") ||
 		!strings.Contains(string(flags), "caddymodule.buildVersion=") {
-		t.Errorf("XCADDY_GO_BUILD_FLAGS %q, want -trimpath then the stripped version stamp, quoted", flags)
+		t.Errorf("XCADDY_GO_BUILD_FLAGS %q, want -trimpath, the tags, then the stripped version stamp, quoted", flags)
 	}
 }
