@@ -261,24 +261,7 @@ func (m *Manager) refillWarm(now time.Time) time.Duration {
 		}
 		l.SetBurst(max(1, ceiling))
 		// A claim's refill waits for the claimed sandbox's first call (warm_hold.go).
-		want := ps.target - ready[hash] - starting[hash] - held[hash]
-		if ps.failures > 0 {
-			want = min(want, 1-starting[hash]) // after a failure, one attempt at a time
-		}
-		for ; want > 0; want-- {
-			if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
-				break
-			}
-			if m.launching >= limit {
-				break
-			}
-			// Records and the rate limit keep real time; only the demand and the backoff follow the pool's clock.
-			if !l.AllowN(wall, 1) {
-				break
-			}
-			e := m.newEntryLockedAfter(p, "", nil, "", nil, true, wall, nil, ps.unguessable)
-			e.refill = true
-		}
+		m.refillLocked(p, ps, ready[hash], starting[hash], held[hash], limit, l, wall)
 	}
 	shrink = append(shrink, m.refillImagesLocked(now, wall, ready, starting, held, limit, &next)...) // warm_image.go
 	m.mu.Unlock()
@@ -462,4 +445,30 @@ func (m *Manager) warmVictimLocked() *entry {
 		}
 	}
 	return victim
+}
+
+// refillLocked starts the members a pool lacks (its target less those ready, starting and held; after a failure,
+// one attempt at a time), within the gateway's sandbox cap, the launch limit and the pool's refill rate l. Records
+// and the rate limit keep real time (wall); only the demand and the backoff follow the pool's clock. It returns the
+// entries it started, and whether the rate limit stopped it before the pool was full.
+func (m *Manager) refillLocked(p Profile, ps *poolState, ready, starting, held, limit int, l *rate.Limiter, wall time.Time) (started []*entry, rateLimited bool) {
+	want := ps.target - ready - starting - held
+	if ps.failures > 0 {
+		want = min(want, 1-starting)
+	}
+	for ; want > 0; want-- {
+		if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
+			break
+		}
+		if m.launching >= limit {
+			break
+		}
+		if !l.AllowN(wall, 1) {
+			return started, true
+		}
+		e := m.newEntryLockedAfter(p, "", nil, "", nil, true, wall, nil, ps.unguessable)
+		e.refill = true
+		started = append(started, e)
+	}
+	return started, false
 }

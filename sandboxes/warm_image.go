@@ -207,24 +207,12 @@ func (m *Manager) refillImagesLocked(now, wall time.Time, ready, starting, held 
 			l = rate.NewLimiter(rate.Limit(m.cfg.WarmRefillPerSecond), max(1, base.WarmImages))
 			m.limiters[lkey] = l
 		}
-		want := ip.ps.target - ready[hash] - starting[hash] - held[hash]
-		if ip.ps.failures > 0 {
-			want = min(want, 1-starting[hash])
-		}
-		for ; want > 0; want-- {
-			if m.cfg.MaxSandboxes > 0 && m.heldLocked() >= m.cfg.MaxSandboxes {
-				break
-			}
-			if m.launching >= limit {
-				break
-			}
-			if !l.AllowN(wall, 1) {
-				*next = min(*next, 50*time.Millisecond)
-				break
-			}
-			e := m.newEntryLockedAfter(ip.profile, "", nil, "", nil, true, wall, nil, ip.ps.unguessable)
+		started, rateLimited := m.refillLocked(ip.profile, &ip.ps, ready[hash], starting[hash], held[hash], limit, l, wall)
+		for _, e := range started {
 			e.rec.ImageWarm = true
-			e.refill = true
+		}
+		if rateLimited {
+			*next = min(*next, 50*time.Millisecond)
 		}
 	}
 	return shrink
