@@ -81,6 +81,7 @@ func (s *Service) RunBrowserLearning(ctx context.Context, pol LearnPolicy) {
 	tick := time.NewTicker(pol.Interval)
 	defer tick.Stop()
 	for {
+		started := time.Now()
 		if res, err := s.LearnBrowserRuns(ctx, pol); err != nil {
 			s.cfg.Logger.Warn("browser learning pass", "error", err)
 		} else if res != (LearnResult{}) {
@@ -93,9 +94,21 @@ func (s *Service) RunBrowserLearning(ctx context.Context, pol LearnPolicy) {
 			return
 		case <-tick.C:
 		case <-s.learnKick:
+			// A pass scans every sandbox's history, so a tenant recording learn runs back to back wakes it at most
+			// once a learnMinGap: the runs wait for that pass, which takes them all (up to the batch).
+			gap := time.NewTimer(learnMinGap - time.Since(started))
+			select {
+			case <-ctx.Done():
+				gap.Stop()
+				return
+			case <-gap.C:
+			}
 		}
 	}
 }
+
+// learnMinGap is the least time between the starts of two passes a learn run wakes.
+const learnMinGap = time.Second
 
 // pendingRun is a run waiting to be learned, with the sandbox (and so the owner) that recorded it.
 type pendingRun struct {

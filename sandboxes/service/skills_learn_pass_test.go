@@ -337,3 +337,34 @@ func TestSkillPayloadServesTraces(t *testing.T) {
 		t.Fatalf("unknown ref: %v", err)
 	}
 }
+
+// TestRunBrowserLearning: the loop learns a run as soon as it is recorded (not at its next interval), and ends
+// with its context.
+func TestRunBrowserLearning(t *testing.T) {
+	f := newSkillFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pol := DefaultLearnPolicy()
+	pol.Interval = time.Hour
+	done := make(chan struct{})
+	go func() { f.svc.RunBrowserLearning(ctx, pol); close(done) }()
+	// Recorded directly, not with f.learnRun, which moves the fixture's clock the loop reads.
+	cmds := []string{"open a", "eval 1", "eval 2"}
+	run := BrowserRun{Batch: true, Commands: cmds, Success: true}
+	for _, c := range cmds {
+		run.Steps = append(run.Steps, BrowserStep{Cmd: c})
+	}
+	id, _ := f.svc.RecordBrowser(ctx, "sb-alice", run, BrowserEvidence{Learn: true})
+	for *f.entry(t, "sb-alice", id).LearnStatus == LearnPending {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the recorded run was never learned")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if e := f.entry(t, "sb-alice", id); *e.LearnStatus != LearnProcessed {
+		t.Fatalf("learn_status %s", *e.LearnStatus)
+	}
+	cancel()
+	<-done
+}
