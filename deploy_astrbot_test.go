@@ -56,7 +56,7 @@ func TestAstrBotDeployCaddyfile(t *testing.T) {
 }
 
 // astrBotCalls makes AstrBot's calls against a gateway serving deploy/astrbot/Caddyfile: Bay's profiles, create
-// python-default, wait ready, an exec, a file round trip, delete.
+// python-default, wait ready, an exec, Ship's conventions (user, HOME, env file, skills), a file round trip, delete.
 func astrBotCalls(ctx context.Context, t *testing.T, baseURL, key string) {
 	t.Helper()
 	bay := client.New(baseURL, key)
@@ -82,6 +82,13 @@ func astrBotCalls(ctx context.Context, t *testing.T, baseURL, key string) {
 	res, err := bay.Shell(ctx, sb.ID, "echo astrbot-$((40+2))", 60)
 	if err != nil || !strings.Contains(res.Output, "astrbot-42") {
 		t.Fatalf("shell/exec: %v %+v", err, res)
+	}
+	// Ship's conventions, as the file turns them on: Ship's user and HOME, its env file, and the built-in skill
+	// written before that first exec.
+	res, err = bay.Shell(ctx, sb.ID, `echo "$(id -un):$(id -u):$HOME"; test -f .bay_env.sh && echo env-file; stat -c %U skills/python-sandbox/SKILL.md`, 60)
+	if err != nil || !strings.Contains(res.Output, "shipyard:1000:/workspace") || !strings.Contains(res.Output, "env-file") ||
+		!strings.Contains(res.Output, "\nshipyard") {
+		t.Fatalf("Ship's conventions: %v %+v", err, res)
 	}
 	if err := bay.WriteFile(ctx, sb.ID, "notes.txt", "kept"); err != nil {
 		t.Fatal(err)

@@ -62,17 +62,22 @@ func TestXcaddyBuildFlags(t *testing.T) {
 		name, flags string
 		args        []string // xcaddy.sh's arguments
 		want, not   []string // among go build's arguments
+		debug       bool     // DEBUG=1: the symbols kept
 	}{
-		{"in this module, default", "", nil, []string{"-trimpath", "./cmd/caddy"}, nil},
-		{"in this module, replaced", "-race -tags=nobadger", nil, []string{"-race", "-tags=nobadger", "./cmd/caddy"}, []string{"-trimpath"}},
-		{"throwaway module, default", "", []string{"--version", "v2.11.9"}, []string{"-trimpath", "."}, nil},
-		{"throwaway module, replaced", "-buildvcs=false", []string{"--version", "v2.11.9"}, []string{"-buildvcs=false", "."}, []string{"-trimpath"}},
+		{"in this module, default", "", nil, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx", "./cmd/caddy"}, nil, false},
+		{"in this module, replaced", "-race -tags=nobadger", nil, []string{"-race", "-tags=nobadger", "./cmd/caddy"}, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx"}, false},
+		{"in this module, debug", "", nil, []string{"-trimpath", "./cmd/caddy"}, nil, true},
+		{"throwaway module, default", "", []string{"--version", "v2.11.9"}, []string{"-trimpath", "-tags=nobadger,nomysql,nopgx", "."}, nil, false},
+		{"throwaway module, replaced", "-buildvcs=false", []string{"--version", "v2.11.9"}, []string{"-buildvcs=false", "."}, []string{"-trimpath"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(record)
 			out := filepath.Join(t.TempDir(), "caddy")
 			cmd := exec.Command("./xcaddy.sh", append(tc.args, "--output", out)...)
-			cmd.Env = append(os.Environ(), "SANDGATE_NO_XCADDY=1", "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS="+tc.flags)
+			cmd.Env = append(os.Environ(), "SANDGATE_NO_XCADDY=1", "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS="+tc.flags, "DEBUG=")
+			if tc.debug {
+				cmd.Env = append(cmd.Env, "DEBUG=1")
+			}
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("xcaddy.sh: %v\n%s", err, b)
 			}
@@ -91,8 +96,12 @@ func TestXcaddyBuildFlags(t *testing.T) {
 					t.Errorf("go build %q has %s", args, n)
 				}
 			}
-			if i := slices.Index(args, "-ldflags"); i < 0 || i+1 >= len(args) || !strings.Contains(args[i+1], "caddymodule.buildVersion=") {
-				t.Errorf("go build %q lacks the version stamp", args)
+			i := slices.Index(args, "-ldflags")
+			if i < 0 || i+1 >= len(args) || !strings.Contains(args[i+1], "caddymodule.buildVersion=") {
+				t.Fatalf("go build %q lacks the version stamp", args)
+			}
+			if stripped := strings.HasPrefix(args[i+1], "-s -w "); stripped != !tc.debug {
+				t.Errorf("go build -ldflags %q: stripped %v, want %v (DEBUG=1 keeps the symbols)", args[i+1], stripped, !tc.debug)
 			}
 		})
 	}
@@ -135,7 +144,7 @@ func TestXcaddyPathArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("./xcaddy.sh", "--version", "v2.11.9", "--with", "github.com/caddy-dns/cloudflare", "--output", "/tmp/x")
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS=")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XCADDY_GO_BUILD_FLAGS=", "DEBUG=")
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("xcaddy.sh: %v\n%s", err, b)
@@ -159,7 +168,9 @@ func TestXcaddyPathArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(flags), "-trimpath -ldflags=") || !strings.Contains(string(flags), "caddymodule.buildVersion=") {
-		t.Errorf("XCADDY_GO_BUILD_FLAGS %q, want -trimpath then the version stamp", flags)
+	// xcaddy splits them as a shell would (shlex): the quoted -ldflags is one argument, stripped as xcaddy's own.
+	if !strings.HasPrefix(string(flags), "-trimpath -tags=nobadger,nomysql,nopgx -ldflags='-s -w -X ") || !strings.HasSuffix(string(flags), "'") ||
+		!strings.Contains(string(flags), "caddymodule.buildVersion=") {
+		t.Errorf("XCADDY_GO_BUILD_FLAGS %q, want -trimpath, the tags, then the stripped version stamp, quoted", flags)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -192,13 +191,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		_, _, warn := a.StoreConfig.settings()
+		interval, keep, warn := a.StoreConfig.settings()
 		disks := sandboxes.NewDiskWatch(warn)
 		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
 		h.stop = h.metrics.Follow()
-		h.stopReaper = reapHistory(store, mgr, slogger)
+		h.stopReaper = sandboxes.StartHistoryReaper(store, mgr, slogger)
 		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
-		h.stopStore = runStoreLoops(store, drv, a.StoreConfig, disks, slogger)
+		h.stopStore = sandboxes.StartStoreLoops(store, drv, interval, keep, disks, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -269,21 +268,6 @@ func (a *App) Store() *sandboxes.BoltStore {
 	return a.holder.store
 }
 
-// reapHistory runs the store's history reaper (sandboxes.BoltStore.ReapHistory) for as long as the Manager lives;
-// the returned function stops it.
-func reapHistory(store *sandboxes.BoltStore, mgr *sandboxes.Manager, log *slog.Logger) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		store.ReapHistory(ctx, mgr, 10*time.Minute, log)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
 // Start pings the engine (first start only), applies the new settings (validated in full before anything
 // changes) and starts the Manager's loops once.
 func (a *App) Start() error {
@@ -348,16 +332,7 @@ func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
 	go func() {
 		defer close(done)
 		for ev := range ch {
-			data := map[string]any{"sandbox_id": ev.SandboxID, "profile": ev.Profile, "owner": ev.Owner, "reason": ev.Reason,
-				"launch_type": ev.LaunchType, "warm": ev.Warm}
-			if ev.Duration > 0 {
-				data["duration_seconds"] = ev.Duration.Seconds()
-			}
-			if ev.Death != nil {
-				data["exit_code"] = ev.Death.ExitCode
-				data["message"] = ev.Death.Message
-			}
-			a.events.Emit(a.ctx, "sandbox_"+ev.Type, data)
+			a.events.Emit(a.ctx, "sandbox_"+ev.Type, ev.Fields())
 		}
 	}()
 	return func() {

@@ -283,38 +283,10 @@ func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.
 	route := &SandboxRoute{Kind: string(kind), Port: opts.port, StartTimeout: opts.startTimeout,
 		SharedOrigin: opts.sharedOrigin && kind == tickets.KindApp}
 
-	set := http.Header{
-		// The agent's credential, known only to the gateway; the client's X-Sandgate-* headers were removed.
-		sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
-		sandboxroute.GatewayHeaderPrefix + "Permission": []string{"{http.vars." + varPermission + "}"},
-	}
-	switch kind {
-	case tickets.KindCDP:
-		// Chromium refuses a Host that is not an IP or localhost; the external host travels in X-Forwarded-Host,
-		// and the agent writes it, the scheme and the prefix into the /json URLs.
-		set.Set("Host", "127.0.0.1")
-		set.Set("X-Forwarded-Prefix", "{http.vars."+varPrefix+"}")
-		if !opts.allowBrowserClose {
-			set.Set(sandboxroute.GatewayHeaderPrefix+"CDP-Filter", "browser_close")
-		}
-	case tickets.KindApp, tickets.KindVNC:
-		set.Set("X-Forwarded-Prefix", "{http.vars."+varPrefix+"}")
-	}
-	if opts.maxMessage > 0 {
-		switch kind {
-		case tickets.KindCDP, tickets.KindPTY, tickets.KindTerminal, tickets.KindVNC:
-			set.Set(sandboxroute.GatewayHeaderPrefix+"WS-Max-Message", strconv.FormatInt(opts.maxMessage, 10))
-		}
-	}
-
-	upstreams := &SandboxUpstreams{RewriteHost: opts.rewriteHost}
-	rp := &reverseproxy.Handler{
-		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
-		Headers:             &headers.Handler{Request: &headers.HeaderOps{Set: set}},
-		FlushInterval:       -1,
-		StreamCloseDelay:    caddy.Duration(defaultStreamCloseDelay),
-		StreamTimeout:       caddy.Duration(defaultStreamTimeout),
-	}
+	set := sandboxroute.ProxyHeaders(kind, sandboxroute.ProxyValues{Token: "{http.vars." + varAgentToken + "}",
+		Permission: "{http.vars." + varPermission + "}", Prefix: "{http.vars." + varPrefix + "}",
+		AllowBrowserClose: opts.allowBrowserClose, MaxMessage: opts.maxMessage})
+	rp := streamingProxy(&SandboxUpstreams{RewriteHost: opts.rewriteHost}, set)
 	d.Reset()
 	if err := rp.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
@@ -329,4 +301,25 @@ func proxyHandlers(h httpcaddyfile.Helper, d *caddyfile.Dispenser, kind tickets.
 		caddyconfig.JSONModuleObject(route, "handler", "sandbox_route", nil),
 		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
 	}, nil
+}
+
+// streamingProxy is a reverse_proxy to the agent: the `sandbox` dynamic upstream, set on the request's headers,
+// streams flushed at once and kept across reloads (the stream defaults above).
+func streamingProxy(upstreams *SandboxUpstreams, set http.Header) *reverseproxy.Handler {
+	return &reverseproxy.Handler{
+		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
+		Headers:             &headers.Handler{Request: &headers.HeaderOps{Set: set}},
+		FlushInterval:       -1,
+		StreamCloseDelay:    caddy.Duration(defaultStreamCloseDelay),
+		StreamTimeout:       caddy.Duration(defaultStreamTimeout),
+	}
+}
+
+// writeProxy is the streamingProxy of a dialect that admits requests itself (OpenSandbox, E2B): the agent token
+// its Forward set, and write permission.
+func writeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler {
+	return streamingProxy(upstreams, http.Header{
+		sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
+		sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
+	})
 }

@@ -1,10 +1,7 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -106,27 +103,4 @@ func parseStoreOption(d *caddyfile.Dispenser, app *App) error {
 	}
 	app.StoreConfig = o
 	return nil
-}
-
-// runStoreLoops backs the store up and watches the data dir's and the engine's disks for as long as the Manager
-// lives; the returned function stops both and waits for them.
-func runStoreLoops(store *sandboxes.BoltStore, drv sandboxes.Driver, opts *StoreOptions, disks *sandboxes.DiskWatch, log *slog.Logger) func() {
-	interval, keep, _ := opts.settings()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() {
-		defer func() { done <- struct{}{} }()
-		store.RunBackups(ctx, interval, keep, log)
-	}()
-	disks.Watch("data", filepath.Dir(store.Path()))
-	engine, _ := drv.(sandboxes.EngineDataRoot)
-	go func() {
-		defer func() { done <- struct{}{} }()
-		disks.RunDiskWatch(ctx, time.Minute, engine, log)
-	}()
-	return func() {
-		cancel()
-		<-done
-		<-done
-	}
 }

@@ -2,11 +2,9 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -36,14 +34,11 @@ named by --key-env (default SANDGATE_API_KEY). Nothing but MCP messages is writt
 }
 
 func cmdSandgateMCP(fl caddycmd.Flags) (int, error) {
-	url := strings.TrimRight(fl.String("url"), "/")
-	if url == "" {
-		return caddy1(errors.New("--url is required"))
+	url, err := mcpapi.BridgeURL(fl.String("url"))
+	if err != nil {
+		return caddy1(err)
 	}
-	if !strings.HasSuffix(url, "/mcp") {
-		url += "/mcp"
-	}
-	key, err := bridgeKey(fl.String("key-file"), fl.String("key-env"))
+	key, err := mcpapi.BridgeKey(fl.String("key-file"), fl.String("key-env"))
 	if err != nil {
 		return caddy1(err)
 	}
@@ -53,23 +48,6 @@ func cmdSandgateMCP(fl caddycmd.Flags) (int, error) {
 		return caddy1(err)
 	}
 	return 0, nil
-}
-
-func bridgeKey(file, envName string) (string, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("reading the API key: %w", err)
-		}
-		if k := strings.TrimSpace(string(b)); k != "" {
-			return k, nil
-		}
-		return "", fmt.Errorf("the key file %s is empty", file)
-	}
-	if k := strings.TrimSpace(os.Getenv(envName)); k != "" {
-		return k, nil
-	}
-	return "", fmt.Errorf("no API key: give --key-file or set %s", envName)
 }
 
 func caddy1(err error) (int, error) { return 1, fmt.Errorf("sandgate-mcp: %w", err) }

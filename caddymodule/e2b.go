@@ -13,11 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/sandgate/sandgate/routes/e2b"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
@@ -261,18 +259,7 @@ func (f *e2bForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandbox
 // e2bEdgeProxy is the edge's reverse_proxy: the sandbox upstream, the agent token, streams flushed at once (Connect
 // server streams, NDJSON) and kept across reloads as sandbox_proxy's are. It never follows a redirect: the
 // sandbox's answer goes back as it is, its cookies and worker scopes stripped (sandboxroute.GuardAnswer).
-func e2bEdgeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler {
-	return &reverseproxy.Handler{
-		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
-		Headers: &headers.Handler{Request: &headers.HeaderOps{Set: http.Header{
-			sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
-			sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
-		}}},
-		FlushInterval:    -1,
-		StreamCloseDelay: caddy.Duration(defaultStreamCloseDelay),
-		StreamTimeout:    caddy.Duration(defaultStreamTimeout),
-	}
-}
+func e2bEdgeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler { return writeProxy(upstreams) }
 
 // parseSandboxE2BEdge reads
 //

@@ -9,21 +9,15 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route: the key's owner must
-// own the sandbox (admin keys reach any), checked against the Manager, as the REST API scopes its calls.
+// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
 type apiKeyChecker struct {
-	keys liveKeys
+	keys *service.LiveKeys
 	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
 	svc *service.Service
 }
 
 func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
-	p, ok := k.keys.Lookup(token)
-	if !ok {
-		return false
-	}
-	_, err := k.svc.Visible(ctx, p, sandboxID)
-	return err == nil
+	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
 }
 
 // newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
@@ -43,5 +37,5 @@ func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string,
 	}
 	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
 	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
-	return apiKeyChecker{keys: liveKeys{ring: ring}, svc: svc}, ringKey, nil
+	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ type SandboxTicket struct {
 	poolKey  string
 	storeKey string
 	logger   *zap.Logger
+	slog     *slog.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -83,7 +85,7 @@ func (*SandboxTicket) CaddyModule() caddy.ModuleInfo {
 
 // Provision reads the secret and takes the shared verifier for it.
 func (h *SandboxTicket) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
+	h.logger, h.slog = ctx.Logger(), ctx.Slogger()
 	raw := h.Secret
 	if raw == "" {
 		raw = defaultSecret
@@ -184,7 +186,7 @@ func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *R
 // redisVerifier is sharedVerifier over Redis. The keys carry a tag of the secret (a hash, never the secret): a
 // rotated secret starts an empty namespace, and fleets with different secrets never share a per-subject bound.
 func redisVerifier(secret string, leeway time.Duration, size int, rdb *RedisConfig, tag string) (*tickets.Verifier, string, error) {
-	cl, prefix, key, err := rdb.client()
+	cl, prefix, key, err := redisClient(rdb)
 	if err != nil {
 		return nil, "", fmt.Errorf("replay_redis: %w", err)
 	}
@@ -215,35 +217,9 @@ func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	grant, err := h.gate.Authorize(w, r)
 	if err != nil {
-		reqID := requestID(repl)
-		if errors.Is(err, sandboxroute.ErrNotSandboxRoute) {
-			sandboxroute.WriteJSONError(w, http.StatusNotFound, sandboxroute.ErrorDetail{Code: "not_found",
-				Message: "no sandbox route here", RequestID: reqID})
-			return nil
-		}
-		if errors.Is(err, tickets.ErrUnavailable) {
-			// Fail closed: the fleet's spent-ticket store did not answer, so the ticket cannot be proven unspent.
-			h.logger.Warn("ticket refused: spent-ticket store unavailable", zap.Error(err),
-				zap.String("remote_ip", clientIP(r)), zap.String("request_id", reqID))
-			sandboxroute.WriteTicketStoreUnavailable(w, reqID)
-			return nil
-		}
-		if errors.Is(err, sandboxroute.ErrCrossOrigin) {
-			if c := h.logger.Check(zap.InfoLevel, "session refused"); c != nil {
-				c.Write(zap.String("reason", "cross_origin"), zap.String("detail", err.Error()),
-					zap.String("remote_ip", clientIP(r)), zap.String("request_id", reqID))
-			}
-			sandboxroute.WriteCrossOrigin(w, reqID)
-			return nil
-		}
-		if !sandboxroute.IsRefusal(err) {
+		if !sandboxroute.WriteRefusal(w, err, h.slog, sandboxroute.Refused{RemoteIP: clientIP(r), RequestID: requestID(repl)}) {
 			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}
-		if c := h.logger.Check(zap.InfoLevel, "ticket refused"); c != nil {
-			c.Write(zap.String("reason", reasonOf(err)), zap.String("detail", err.Error()),
-				zap.String("remote_ip", clientIP(r)), zap.String("request_id", reqID))
-		}
-		sandboxroute.WriteUnauthorized(w, reqID)
 		return nil
 	}
 	a := grant.Address
@@ -261,14 +237,6 @@ func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			zap.String("subject", grant.Claims.Subject))
 	}
 	return next.ServeHTTP(w, r)
-}
-
-func reasonOf(err error) string {
-	var te *tickets.Error
-	if errors.As(err, &te) {
-		return string(te.Reason)
-	}
-	return "unknown"
 }
 
 func requestID(repl *caddy.Replacer) string {

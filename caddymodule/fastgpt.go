@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,9 +75,9 @@ func (h *FastGPTProxy) Provision(ctx caddy.Context) error {
 	p, err := fastgpt.New(fastgpt.Config{
 		Secret:          secret,
 		AppURL:          get(h.AppURL, fastgptEnvAppURL),
-		RequestTimeout:  lenientDuration(get(h.RequestTimeout, fastgptEnvRequestTimeout)),
+		RequestTimeout:  fastgpt.LenientSeconds(get(h.RequestTimeout, fastgptEnvRequestTimeout), caddy.ParseDuration),
 		RewriteHost:     get(h.RewriteHost, fastgptEnvRewriteHost),
-		AddressCacheTTL: lenientDuration(get(h.AddressCacheTTL, fastgptEnvCacheTTL)),
+		AddressCacheTTL: fastgpt.LenientSeconds(get(h.AddressCacheTTL, fastgptEnvCacheTTL), caddy.ParseDuration),
 		Routes:          routes,
 		Logger:          ctx.Slogger(),
 	})
@@ -139,7 +138,7 @@ func (h *FastGPTProxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.RewriteHost = v
 		case "request_timeout", "address_cache_ttl":
 			if !strings.Contains(v, "{") {
-				if _, err := strictDuration(v); err != nil {
+				if _, err := fastgpt.ParseSeconds(v, caddy.ParseDuration); err != nil {
 					return d.Errf("%s: %v", opt, err)
 				}
 			}
@@ -173,34 +172,6 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
-}
-
-// strictDuration reads whole seconds (the original's variables) or a Caddy duration.
-func strictDuration(s string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n <= 0 {
-			return 0, fmt.Errorf("%q must be positive", s)
-		}
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := caddy.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is neither seconds nor a duration", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q must be positive", s)
-	}
-	return d, nil
-}
-
-// lenientDuration is strictDuration with the original's fallback for environment values: empty, unparsable or
-// non-positive means the default (zero here, which the proxy replaces with its default).
-func lenientDuration(s string) time.Duration {
-	d, err := strictDuration(s)
-	if err != nil {
-		return 0
-	}
-	return d
 }
 
 // Interface guards.

@@ -12,11 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/sandgate/sandgate/routes/opensandbox"
-	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -118,48 +115,28 @@ func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValu
 	m := new(SandboxOpenSandbox)
 	upstreams := new(SandboxUpstreams)
 	for h.NextBlock(0) {
-		var v string
+		var err error
 		switch h.Val() {
-		case "api_data_dir", "endpoint_host", "max_timeout", "start_timeout", "rewrite_host":
-			key := h.Val()
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			switch key {
-			case "api_data_dir":
-				m.APIDataDir = v
-			case "endpoint_host":
-				m.EndpointHost = v
-			case "rewrite_host":
-				upstreams.RewriteHost = v
-			default:
-				d, err := caddy.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return nil, h.Errf("%s must be a positive duration, not %q", key, v)
-				}
-				if key == "max_timeout" {
-					m.MaxTimeout = caddy.Duration(d)
-				} else {
-					m.StartTimeout = caddy.Duration(d)
-				}
-			}
+		case "api_data_dir":
+			err = oneString(h.Dispenser, &m.APIDataDir)
+		case "endpoint_host":
+			err = oneString(h.Dispenser, &m.EndpointHost)
+		case "rewrite_host":
+			err = oneString(h.Dispenser, &upstreams.RewriteHost)
+		case "max_timeout":
+			err = positiveDuration(h.Dispenser, &m.MaxTimeout)
+		case "start_timeout":
+			err = positiveDuration(h.Dispenser, &m.StartTimeout)
 		default:
 			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
 		}
-	}
-	rp := &reverseproxy.Handler{
-		DynamicUpstreamsRaw: caddyconfig.JSONModuleObject(upstreams, "source", "sandbox", nil),
-		Headers: &headers.Handler{Request: &headers.HeaderOps{Set: http.Header{
-			sandboxroute.GatewayHeaderPrefix + "Token":      []string{"{http.vars." + varAgentToken + "}"},
-			sandboxroute.GatewayHeaderPrefix + "Permission": []string{"write"},
-		}}},
-		FlushInterval:    -1,
-		StreamCloseDelay: caddy.Duration(defaultStreamCloseDelay),
-		StreamTimeout:    caddy.Duration(defaultStreamTimeout),
+		if err != nil {
+			return nil, err
+		}
 	}
 	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{
 		caddyconfig.JSONModuleObject(m, "handler", "sandbox_opensandbox", nil),
-		caddyconfig.JSONModuleObject(rp, "handler", "reverse_proxy", nil),
+		caddyconfig.JSONModuleObject(writeProxy(upstreams), "handler", "reverse_proxy", nil),
 	}}
 	if matcher != nil {
 		route.MatcherSetsRaw = []caddy.ModuleMap{matcher}

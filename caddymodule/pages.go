@@ -110,22 +110,12 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 	}
-	if len(p.ConsoleKeys) > 0 || p.APIKeys {
-		cfg.ShowUsage = true // CPU and memory in the console's list, from the Manager's engine
+	keys := make([]service.KeyConfig, len(p.ConsoleKeys))
+	for i, k := range p.ConsoleKeys {
+		k.Key = repl.ReplaceKnown(k.Key, "")
+		keys[i] = k
 	}
-	var lookups []pages.KeyLookup
-	if len(p.ConsoleKeys) > 0 {
-		keys := make([]service.KeyConfig, len(p.ConsoleKeys))
-		for i, k := range p.ConsoleKeys {
-			k.Key = repl.ReplaceKnown(k.Key, "")
-			keys[i] = k
-		}
-		sk, err := pages.NewStaticKeys(keys)
-		if err != nil {
-			return fmt.Errorf("sandbox_pages: %w", err)
-		}
-		lookups = append(lookups, sk)
-	}
+	var apiKeys pages.KeyLookup
 	if p.APIKeys {
 		dataDir, err := apiDataDir(app.BayEnv(), p.APIDataDir)
 		if err != nil {
@@ -135,12 +125,12 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("sandbox_pages: the API's keys: %w", err)
 		}
-		p.storeKey = ringKey
-		lookups = append(lookups, liveKeys{ring: ring})
+		p.storeKey, apiKeys = ringKey, ring
 	}
-	if len(lookups) > 0 {
-		cfg.Keys = pages.AnyKeys(lookups)
+	if cfg.Keys, err = pages.ConsoleKeys(keys, apiKeys); err != nil {
+		return fmt.Errorf("sandbox_pages: %w", err)
 	}
+	cfg.ShowUsage = cfg.Keys != nil // CPU and memory in the console's list, from the Manager's engine
 	p.handler, err = pages.New(cfg)
 	return err
 }

@@ -1,13 +1,6 @@
 package caddymodule
 
 import (
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,33 +10,12 @@ import (
 	"github.com/sandgate/sandgate/internal/redisstore"
 )
 
-// RedisConfig says how a module reaches the Redis a gateway fleet shares (docs/kubernetes.md, "Gateway fleet:
-// shared store"): sandbox_ticket's and sandbox_pages' spent tickets, and the `storage redis` of certificates.
-// Every field takes placeholders, so the password can come from {env.REDIS_PASSWORD}.
-type RedisConfig struct {
-	// Address is host:port.
-	Address string `json:"address,omitempty"`
-	// Username (a Redis 6 ACL user) and Password; both optional.
-	Username string `json:"username,omitempty"`
-	Password string `json:"password,omitempty"`
-	// DB is the logical database number.
-	DB int `json:"db,omitempty"`
-	// KeyPrefix starts every key written; default "sandgate:". Gateways of one fleet use the same one; another
-	// fleet on the same Redis uses another.
-	KeyPrefix string `json:"key_prefix,omitempty"`
-	// TLS connects with TLS when set.
-	TLS *RedisTLS `json:"tls,omitempty"`
-}
+// RedisConfig says how a module reaches the Redis a gateway fleet shares (redisstore.Config): sandbox_ticket's
+// and sandbox_pages' replay_redis, and the `storage redis` of certificates.
+type RedisConfig = redisstore.Config
 
 // RedisTLS is the TLS of a Redis connection.
-type RedisTLS struct {
-	// ServerName to verify; default the address's host.
-	ServerName string `json:"server_name,omitempty"`
-	// CAFile is a PEM file of the roots to trust; default the system's.
-	CAFile string `json:"ca_file,omitempty"`
-}
-
-const defaultRedisPrefix = "sandgate:"
+type RedisTLS = redisstore.TLSConfig
 
 // redisClients holds one client (one connection pool) per Redis target across config reloads, shared by every
 // module that names the same target.
@@ -53,50 +25,15 @@ type pooledRedis struct{ *redis.Client }
 
 func (p pooledRedis) Destruct() error { return p.Close() }
 
-// resolved is the config with placeholders expanded; prefix is KeyPrefix or its default.
-func (c *RedisConfig) resolved() (redisstore.Options, string, error) {
+// redisClient takes the pooled client of c's target; release it with releaseRedis(key). No I/O: the client dials
+// on its first command.
+func redisClient(c *RedisConfig) (cl *redis.Client, prefix, key string, err error) {
 	repl := caddy.NewReplacer()
-	o := redisstore.Options{
-		Addr:     repl.ReplaceKnown(c.Address, ""),
-		Username: repl.ReplaceKnown(c.Username, ""),
-		Password: repl.ReplaceKnown(c.Password, ""),
-		DB:       c.DB,
-	}
-	if o.Addr == "" {
-		return o, "", fmt.Errorf("redis: address is required (host:port)")
-	}
-	prefix := repl.ReplaceKnown(c.KeyPrefix, "")
-	if prefix == "" {
-		prefix = defaultRedisPrefix
-	}
-	if c.TLS != nil {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: repl.ReplaceKnown(c.TLS.ServerName, "")}
-		if f := repl.ReplaceKnown(c.TLS.CAFile, ""); f != "" {
-			pem, err := os.ReadFile(f)
-			if err != nil {
-				return o, "", fmt.Errorf("redis: tls ca_file: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return o, "", fmt.Errorf("redis: tls ca_file %s holds no PEM certificate", f)
-			}
-		}
-		o.TLS = cfg
-	}
-	return o, prefix, nil
-}
-
-// client takes the pooled client of the config's target; release it with releaseRedis(key). No I/O: the client
-// dials on its first command.
-func (c *RedisConfig) client() (*redis.Client, string, string, error) {
-	o, prefix, err := c.resolved()
+	o, prefix, target, err := c.Resolve(func(s string) string { return repl.ReplaceKnown(s, "") })
 	if err != nil {
 		return nil, "", "", err
 	}
-	// The pool key is a hash: it holds the password.
-	id, _ := json.Marshal([]any{o.Addr, o.Username, o.Password, o.DB, c.TLS})
-	sum := sha256.Sum256(id)
-	key := "sandgate.redis." + hex.EncodeToString(sum[:])
+	key = "sandgate.redis." + target
 	v, _, err := redisClients.LoadOrNew(key, func() (caddy.Destructor, error) {
 		cl, err := redisstore.NewClient(o)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandgate/sandgate/internal/redisstore"
 	"github.com/sandgate/sandgate/internal/testing/testenv"
 )
 
@@ -21,7 +22,7 @@ func TestRedisConfigTLS(t *testing.T) {
 	ctx := context.Background()
 	ping := func(c *RedisConfig) error {
 		t.Helper()
-		cl, _, key, err := c.client()
+		cl, _, key, err := redisClient(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,19 +56,19 @@ func TestRedisConfigErrors(t *testing.T) {
 		{Address: "127.0.0.1:1", TLS: &RedisTLS{CAFile: notPEM}},
 		{Address: "127.0.0.1:1", DB: -1},
 	} {
-		if _, _, _, err := c.client(); err == nil {
+		if _, _, _, err := redisClient(c); err == nil {
 			t.Fatalf("%+v accepted", c)
 		}
 	}
-	a, pa, ka, err := (&RedisConfig{Address: "127.0.0.1:1", Password: "x"}).client()
+	a, pa, ka, err := redisClient(&RedisConfig{Address: "127.0.0.1:1", Password: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, pb, kb, err := (&RedisConfig{Address: "127.0.0.1:1", Password: "x", KeyPrefix: "other:"}).client()
+	b, pb, kb, err := redisClient(&RedisConfig{Address: "127.0.0.1:1", Password: "x", KeyPrefix: "other:"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != b || ka != kb || pa != defaultRedisPrefix || pb != "other:" {
+	if a != b || ka != kb || pa != redisstore.DefaultKeyPrefix || pb != "other:" {
 		t.Fatalf("one target, two clients or wrong prefixes: %p %p %q %q", a, b, pa, pb)
 	}
 	_ = releaseRedis(ka)

@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
@@ -34,18 +32,16 @@ func init() {
 // the API's keys changes them everywhere. The keys' store is the Manager's one store.
 var apiKeyRings = caddy.NewUsagePool()
 
-type keyRingHolder struct {
-	keys *atomic.Pointer[service.KeyRing]
-}
+type keyRingHolder struct{ keys *service.LiveKeys }
 
 // Destruct has nothing to release: the ring is memory.
 func (keyRingHolder) Destruct() error { return nil }
 
 // loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
-func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[service.KeyRing], key string, err error) {
+func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
 	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return keyRingHolder{keys: new(atomic.Pointer[service.KeyRing])}, nil
+		return keyRingHolder{keys: new(service.LiveKeys)}, nil
 	})
 	if err != nil {
 		return nil, "", err
@@ -57,20 +53,6 @@ func loadAPIKeyRing(dataDir string) (ring *atomic.Pointer[service.KeyRing], key 
 // configured, else <caddy data dir>/sandgate.
 func apiDataDir(env bayapi.BayEnv, configured string) (string, error) {
 	return bayapi.ResolveDataDir(env, configured, filepath.Join(caddy.AppDataDir(), "sandgate"))
-}
-
-// liveKeys looks keys up in whatever key ring the sandbox_api of one data dir loaded last, so a reload that
-// changes the API's keys changes who may log in to the console too.
-type liveKeys struct {
-	ring *atomic.Pointer[service.KeyRing]
-}
-
-func (k liveKeys) Lookup(token string) (service.Principal, bool) {
-	ring := k.ring.Load()
-	if ring == nil {
-		return service.Principal{}, false
-	}
-	return ring.Lookup(token)
 }
 
 // SandboxAPI is the `http.handlers.sandbox_api` handler: the Bay-compatible REST API (/health and /v1/...).
@@ -125,7 +107,7 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	if err := importLegacyAPIStore(ctx, app.Store(), dataDir); err != nil {
+	if err := app.Store().ImportLegacyAPIStore(dataDir, ctx.Slogger()); err != nil {
 		return fmt.Errorf("sandbox_api: %w", err)
 	}
 	keys, anonymous, err := s.loadKeys(ctx, app.Store(), env, dataDir)
@@ -145,58 +127,27 @@ func (s *SandboxAPI) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// importLegacyAPIStore takes over, once, the API's state of an install upgraded from the two-store layout
-// (<data dir>/bayapi.db) into the Manager's one store.
-func importLegacyAPIStore(ctx caddy.Context, st *sandboxes.BoltStore, dataDir string) error {
-	legacy := filepath.Join(dataDir, sandboxes.LegacyAPIStoreFile)
-	imported, err := st.ImportAPIStore(legacy)
-	if err != nil {
-		return err
-	}
-	if imported {
-		ctx.Logger().Info("imported the API's old store into the sandbox store", zap.String("from", legacy),
-			zap.String("into", st.Path()), zap.String("set_aside_as", legacy+".migrated"))
-	}
-	return nil
-}
-
-// loadKeys loads the API keys into the data dir's shared ring (generating Bay's credentials.json on first start)
-// and says whether calls without a token are accepted (BAY_SECURITY__ALLOW_ANONYMOUS over allow_anonymous).
+// loadKeys loads the API keys into the data dir's shared ring (bayapi.LoadKeys) and says whether calls without a
+// token are accepted. Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of
+// the config.
 func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env bayapi.BayEnv, dataDir string) (*service.KeyRing, bool, error) {
 	ring, ringKey, err := loadAPIKeyRing(dataDir)
 	if err != nil {
 		return nil, false, err
 	}
 	s.ringKey = ringKey
-	endpoint := s.Endpoint
-	if endpoint == "" {
-		endpoint = env.Endpoint()
-	}
-	// Keys may be runtime placeholders ({env.NAME}, {file./run/secrets/key}) so they stay out of the config.
 	repl := caddy.NewReplacer()
 	extra := make([]service.KeyConfig, 0, len(s.Keys))
 	for _, k := range s.Keys {
 		k.Key = repl.ReplaceKnown(k.Key, "")
 		extra = append(extra, k)
 	}
-	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{
-		EnvKey: env.APIKey, ConfigKey: repl.ReplaceKnown(s.APIKey, ""), Extra: extra, DataDir: dataDir, Endpoint: endpoint,
-	})
+	keys, anonymous, err := bayapi.LoadKeys(context.Background(), st, env, bayapi.KeySettings{APIKey: repl.ReplaceKnown(s.APIKey, ""),
+		Keys: extra, AllowAnonymous: s.AllowAnonymous, Endpoint: s.Endpoint, DataDir: dataDir}, ctx.Slogger())
 	if err != nil {
 		return nil, false, err
 	}
-	anonymous := s.AllowAnonymous
-	if env.AllowAnonymous != nil {
-		anonymous = *env.AllowAnonymous
-	}
-	logger := ctx.Logger()
 	ring.Store(keys)
-	logger.Info("sandbox API keys loaded", zap.String("source", string(keys.Source)), zap.Int("keys", keys.Len()),
-		zap.Bool("allow_anonymous", anonymous), zap.String("data_dir", dataDir))
-	if keys.Source == service.KeyFromGenerated {
-		logger.Warn("generated an API key; it is in credentials.json (mode 0600)",
-			zap.String("path", filepath.Join(dataDir, service.CredentialsFile)))
-	}
 	return keys, anonymous, nil
 }
 

@@ -44,7 +44,7 @@ func (s *RedisStorage) Provision(caddy.Context) error {
 	if s.LockTTL < 0 {
 		return errors.New("storage redis: lock_ttl must not be negative")
 	}
-	cl, prefix, key, err := s.client()
+	cl, prefix, key, err := redisClient(&s.RedisConfig)
 	if err != nil {
 		return err
 	}
@@ -79,16 +79,7 @@ func (s *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if name != "lock_ttl" {
 			return false, nil
 		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		ttl, err := caddy.ParseDuration(v)
-		if err != nil || ttl <= 0 {
-			return true, d.Errf("lock_ttl must be a positive duration, not %q", v)
-		}
-		s.LockTTL = caddy.Duration(ttl)
-		return true, nil
+		return true, positiveDuration(d, &s.LockTTL)
 	})
 }
 

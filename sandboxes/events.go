@@ -41,6 +41,22 @@ func (ev Event) Err() error {
 	return diedError(ev.SandboxID, ev.Death)
 }
 
+// Fields are the event as an event bus's payload (Caddy's events app re-emits every event as sandbox_<type> with
+// them): the sandbox, profile, owner, reason, launch type and warm flag always; duration_seconds when there is a
+// duration; exit_code and message for a death.
+func (ev Event) Fields() map[string]any {
+	data := map[string]any{"sandbox_id": ev.SandboxID, "profile": ev.Profile, "owner": ev.Owner, "reason": ev.Reason,
+		"launch_type": ev.LaunchType, "warm": ev.Warm}
+	if ev.Duration > 0 {
+		data["duration_seconds"] = ev.Duration.Seconds()
+	}
+	if ev.Death != nil {
+		data["exit_code"] = ev.Death.ExitCode
+		data["message"] = ev.Death.Message
+	}
+	return data
+}
+
 // Subscribe returns a channel of lifecycle events and a function that ends the subscription. A subscriber that
 // does not keep up loses events rather than slowing the Manager.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +19,21 @@ const LegacyAPIStoreFile = "bayapi.db"
 // legacyAPIBuckets are the buckets the API's store had: stored keys, execution history (nested per sandbox),
 // cargos (workspaces) and exports. Their names and values are this store's too, so they are copied as they are.
 var legacyAPIBuckets = [][]byte{bucketKeys, bucketHistory, bucketCargos, bucketExports}
+
+// ImportLegacyAPIStore imports <dataDir>/bayapi.db (LegacyAPIStoreFile) with ImportAPIStore, once, and logs it
+// when it did.
+func (s *BoltStore) ImportLegacyAPIStore(dataDir string, log *slog.Logger) error {
+	legacy := filepath.Join(dataDir, LegacyAPIStoreFile)
+	imported, err := s.ImportAPIStore(legacy)
+	if err != nil {
+		return err
+	}
+	if imported {
+		log.Info("imported the API's old store into the sandbox store", "from", legacy, "into", s.Path(),
+			"set_aside_as", legacy+".migrated")
+	}
+	return nil
+}
 
 // ImportAPIStore takes over an API store an earlier version wrote at path: its buckets are copied into this store
 // in one transaction, then the file is renamed to path + ".migrated" so it is never read again. It reports whether

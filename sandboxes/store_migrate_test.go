@@ -1,12 +1,15 @@
 package sandboxes
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,9 +55,13 @@ func TestImportAPIStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	imported, err := st.ImportAPIStore(legacy)
-	if err != nil || !imported {
-		t.Fatalf("import: %v %v", imported, err)
+	// As the gateway starts: the data dir's bayapi.db, logged when imported.
+	var logs bytes.Buffer
+	if err := st.ImportLegacyAPIStore(filepath.Dir(legacy), slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if !strings.Contains(logs.String(), "imported the API's old store") || !strings.Contains(logs.String(), "set_aside_as="+legacy+".migrated") {
+		t.Errorf("the import was not logged: %s", logs.String())
 	}
 	if _, err := os.Stat(legacy); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the old store is still at %s: %v", legacy, err)

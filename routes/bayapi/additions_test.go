@@ -1,49 +1,63 @@
 package bayapi
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-type fakeStreamer struct {
+// streamingAgent answers the agent's streaming routes as the agent does (agentapi's wire types), for the service's
+// real agent client, and records what the gateway sent it.
+type streamingAgent struct {
+	mu     sync.Mutex
 	since  string
 	signal string
-	pty    service.PTYRequest
+	pty    agentapi.PTYCreateRequest
 }
 
-func (f *fakeStreamer) ExecStream(_ context.Context, _ sandboxes.Target, req service.ExecRequest) (io.ReadCloser, error) {
-	return io.NopCloser(strings.NewReader("event: start\nid: 0:0\ndata: {\"id\":\"p1\"}\n\nevent: stdout\nid: 2:0\ndata: {\"data\":\"" + req.Command + "\"}\n\nevent: end\ndata: {}\n\n")), nil
-}
-
-func (f *fakeStreamer) Processes(context.Context, sandboxes.Target) (json.RawMessage, error) {
-	return json.RawMessage(`{"processes":[{"id":"p1","status":"running"}]}`), nil
-}
-
-func (f *fakeStreamer) ProcessOutput(_ context.Context, _ sandboxes.Target, _ string, since string) (io.ReadCloser, error) {
-	f.since = since
-	return io.NopCloser(strings.NewReader("event: end\ndata: {}\n\n")), nil
-}
-
-func (f *fakeStreamer) Signal(_ context.Context, _ sandboxes.Target, _, signal string) error {
-	f.signal = signal
-	return nil
-}
-
-func (f *fakeStreamer) CreatePTY(_ context.Context, _ sandboxes.Target, req service.PTYRequest) (json.RawMessage, error) {
-	f.pty = req
-	return json.RawMessage(`{"id":"pty-1","ws_path":"/v1/pty/pty-1/ws"}`), nil
+func (f *streamingAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sse := func(events string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, events)
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/exec":
+		var req agentapi.ExecRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		sse("event: start\nid: 0:0\ndata: {\"id\":\"p1\"}\n\nevent: stdout\nid: 2:0\ndata: {\"data\":\"" + req.Cmd + "\"}\n\nevent: end\ndata: {}\n\n")
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/processes":
+		_ = json.NewEncoder(w).Encode(agentapi.ProcessList{Processes: []agentapi.ExecResult{{ID: "p1", Status: "running"}}})
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/processes/p1/events":
+		f.since = r.URL.Query().Get(agentapi.QuerySince)
+		sse("event: end\ndata: {}\n\n")
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/processes/p1/signal":
+		var req agentapi.SignalRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.signal = req.Signal
+		_, _ = io.WriteString(w, "{}")
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/pty":
+		_ = json.NewDecoder(r.Body).Decode(&f.pty)
+		_ = json.NewEncoder(w).Encode(agentapi.PTYSession{ID: "pty-1", Cols: f.pty.Cols, Rows: f.pty.Rows, Status: "running"})
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 func TestStreamingAdditions(t *testing.T) {
-	fs := &fakeStreamer{}
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Streamer = fs })
+	fs := &streamingAgent{}
+	agent := httptest.NewServer(fs)
+	t.Cleanup(agent.Close)
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Streamer = service.NewAgentClient(nil) })
+	a.mgr.AgentAddr = strings.TrimPrefix(agent.URL, "http://")
 	id := a.create(t, keyAlice, nil)
 	S := a.srv.URL + "/v1/sandboxes/" + id
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -707,20 +708,36 @@ func TestCargos(t *testing.T) {
 	}
 }
 
-type fakeIssuer struct{ got service.TicketRequest }
-
-func (f *fakeIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
-	f.got = req
-	return service.Ticket{Ticket: "tk", URL: "https://x/sandboxes/" + req.SandboxID + "/vnc/?ticket=tk", ExpiresAt: time.Unix(0, 0)}, nil
-}
-
+// TestTickets mints with the service's real minter and checks what the ticket says by verifying it.
 func TestTickets(t *testing.T) {
-	iss := &fakeIssuer{}
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = iss })
+	secret := []byte(strings.Repeat("s", tickets.MinSecretLength))
+	var a *testAPI
+	now := func() time.Time { return a.clock.Now() }
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: secret, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls, err := tickets.ParseURLs("https://x", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = newTestAPI(t, func(c *testConfig) { c.svc.Tickets = service.NewTicketMinter(iss, urls) })
 	id := a.create(t, keyAlice, nil)
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyAlice, map[string]any{"scope": "vnc", "ttl": 30})
-	if st != 201 || out["ticket"] != "tk" || iss.got.Scope != "vnc" || iss.got.TTL != 30*time.Second || iss.got.Owner != "default" {
-		t.Fatalf("ticket: %d %v %+v", st, out, iss.got)
+	tk, _ := out["ticket"].(string)
+	if st != 201 || tk == "" || !strings.HasPrefix(fmt.Sprint(out["url"]), "https://x/sandboxes/"+id+"/vnc/") {
+		t.Fatalf("ticket: %d %v", st, out)
+	}
+	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: secret, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.Verify(tk, tickets.Expect{SandboxID: id, Kind: tickets.KindVNC, Permission: tickets.PermRead})
+	if err != nil {
+		t.Fatalf("the ticket does not open %s's vnc: %v", id, err)
+	}
+	if ttl := c.ExpiresAt.Sub(c.IssuedAt.Time); ttl != 30*time.Second || c.Subject != "default" {
+		t.Errorf("ticket claims %+v: lifetime %s, want 30s for owner default", c, ttl)
 	}
 	if st, _, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/tickets", keyBob, map[string]any{}); st != 404 {
 		t.Errorf("bob got a ticket for alice's sandbox: %d", st)
@@ -817,17 +834,6 @@ func TestCleanWorkspacePath(t *testing.T) {
 	}
 }
 
-// realIssuer mints with tickets, as the Caddy glue does.
-type realIssuer struct{ iss *tickets.Issuer }
-
-func (r realIssuer) Issue(_ context.Context, req service.TicketRequest) (service.Ticket, error) {
-	tk, err := r.iss.Issue(tickets.IssueRequest{SandboxID: req.SandboxID, Kind: tickets.Kind(req.Scope), Lifetime: req.TTL, Subject: req.Owner})
-	if err != nil {
-		return service.Ticket{}, err
-	}
-	return service.Ticket{Ticket: tk.Token, ExpiresAt: tk.ExpiresAt}, nil
-}
-
 // TestTicketMintFloodIsRateLimitedPerOwner: alice floods the tickets route; past her budget she gets a typed 429 in
 // the error envelope with Retry-After, and bob's tickets are still minted and verify.
 func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
@@ -840,7 +846,7 @@ func TestTicketMintFloodIsRateLimitedPerOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = realIssuer{iss} })
+	a := newTestAPI(t, func(c *testConfig) { c.svc.Tickets = service.NewTicketMinter(iss, tickets.URLs{}) })
 	mine := a.create(t, keyAlice, nil)
 	bobs := a.create(t, keyBob, nil)
 	limited := 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -144,4 +145,33 @@ func setDefault[T int | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// ParseSeconds reads a duration as the original's variables give it, whole seconds ("10"), or in parse's syntax
+// (the gateway passes Caddy's, "1m30s", "1d"); it must be positive.
+func ParseSeconds(s string, parse func(string) (time.Duration, error)) (time.Duration, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("%q must be positive", s)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither seconds nor a duration", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q must be positive", s)
+	}
+	return d, nil
+}
+
+// LenientSeconds is ParseSeconds with the original's fallback for environment values: empty, unparsable or
+// non-positive means the default (zero here, which New replaces with its default).
+func LenientSeconds(s string, parse func(string) (time.Duration, error)) time.Duration {
+	d, err := ParseSeconds(s, parse)
+	if err != nil {
+		return 0
+	}
+	return d
 }

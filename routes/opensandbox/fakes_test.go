@@ -5,7 +5,6 @@ import (
 
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
-	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
 // newFake is the core's test double with OpenSandbox's profiles: every sandbox's agent answers at agent, and a
@@ -25,7 +24,3 @@ func newFake(agent string) *sandboxestest.Core {
 	f.NewID = func(n int, _ sandboxes.CreateRequest) string { return fmt.Sprintf("sandbox-%012x", n) }
 	return f
 }
-
-type fakeKeys map[string]service.Principal
-
-func (k fakeKeys) Lookup(key string) (service.Principal, bool) { p, ok := k[key]; return p, ok }

@@ -47,9 +47,13 @@ func newRig(t *testing.T) *rig {
 	}))
 	t.Cleanup(rg.agent.Close)
 	rg.f = newFake(strings.TrimPrefix(rg.agent.URL, "http://"))
-	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.f}), Keys: fakeKeys{
-		keyAlice: {Owner: "alice"}, keyBob: {Owner: "bob"}, keyAdmin: {Owner: "ops", Admin: true},
-	}})
+	keys, err := service.NewKeyRing([]service.KeyConfig{
+		{Key: keyAlice, Owner: "alice"}, {Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.f}), Keys: keys})
 	rg.srv = httptest.NewServer(h)
 	t.Cleanup(rg.srv.Close)
 	return rg

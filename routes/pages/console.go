@@ -129,6 +129,26 @@ func NewStaticKeys(keys []service.KeyConfig) (*service.KeyRing, error) {
 	return service.NewKeyRing(keys)
 }
 
+// ConsoleKeys are the keys that may log in to the console: its own (static, each non-empty), then the API's (api,
+// nil for none). With neither it is nil, which turns the console off.
+func ConsoleKeys(static []service.KeyConfig, api KeyLookup) (KeyLookup, error) {
+	var lookups []KeyLookup
+	if len(static) > 0 {
+		sk, err := NewStaticKeys(static)
+		if err != nil {
+			return nil, err
+		}
+		lookups = append(lookups, sk)
+	}
+	if api != nil {
+		lookups = append(lookups, api)
+	}
+	if len(lookups) == 0 {
+		return nil, nil
+	}
+	return AnyKeys(lookups), nil
+}
+
 // serveConsole routes /console/...
 func (h *Handler) serveConsole(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Keys == nil {
