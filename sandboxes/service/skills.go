@@ -68,10 +68,13 @@ func (b *SkillPayload) Ref() string { return skillBlobRefPrefix + b.ID }
 
 // SkillCandidate is a skill proposed from executions, Bay's shape.
 type SkillCandidate struct {
-	ID                  string         `json:"id"`
-	SkillKey            string         `json:"skill_key"`
-	ScenarioKey         *string        `json:"scenario_key"`
-	PayloadRef          *string        `json:"payload_ref"`
+	ID          string  `json:"id"`
+	SkillKey    string  `json:"skill_key"`
+	ScenarioKey *string `json:"scenario_key"`
+	PayloadRef  *string `json:"payload_ref"`
+	// PayloadHash names a learned candidate's commands (skills_learn.go): a run whose segment has the hash of one
+	// of its skill key's candidates makes no new one. null for a caller's candidate.
+	PayloadHash         *string        `json:"payload_hash"`
 	SkillType           string         `json:"skill_type"`
 	AutoReleaseEligible bool           `json:"auto_release_eligible"`
 	AutoReleaseReason   *string        `json:"auto_release_reason"`

@@ -27,6 +27,8 @@ import (
 // is "error", with nothing of it kept). Exactly once: the records a run makes have ids derived from its execution
 // id and are written in one transaction, so a pass that finds them (a restart after the records were written but
 // before the run was marked, or two passes at once) only marks the run.
+// Deduplication (Bay's): a segment whose commands hash (payload_hash) to those of a candidate of the same skill key
+// makes no candidate; the run is still processed.
 
 // LearnPolicy is how the pass learns (Bay's browser_learning settings; DefaultLearnPolicy has its defaults).
 type LearnPolicy struct {
@@ -230,12 +232,21 @@ func (s *Service) learnRun(_ context.Context, pol LearnPolicy, run pendingRun, r
 		if b, err := tx.Get(sandboxes.SkillCandidates, learnID("sc-", e.ID, 0)); err != nil || b != nil {
 			return err // learned by an earlier pass: only the mark is left to write
 		}
+		known, err := learnedHashes(tx, key)
+		if err != nil {
+			return err
+		}
 		by := learnBy
 		for i, seg := range segs {
 			commands := make([]string, len(seg))
 			for j, st := range seg {
 				commands[j] = st.Cmd
 			}
+			hash := commandsHash(commands)
+			if known[hash] {
+				continue // the skill key already has a candidate of these commands (Bay's dedup)
+			}
+			known[hash] = true
 			payload, err := json.Marshal(map[string]any{"skill_type": SkillTypeBrowser, "segment_index": i,
 				"source_execution_id": e.ID, "commands": commands, "steps": seg})
 			if err != nil {
@@ -264,7 +275,7 @@ func (s *Service) learnRun(_ context.Context, pol LearnPolicy, run pendingRun, r
 				status = SkillEvaluating
 			}
 			score := m.Score
-			c := &SkillCandidate{ID: learnID("sc-", e.ID, i), SkillKey: key, ScenarioKey: scenario, PayloadRef: &ref,
+			c := &SkillCandidate{ID: learnID("sc-", e.ID, i), SkillKey: key, ScenarioKey: scenario, PayloadRef: &ref, PayloadHash: &hash,
 				SkillType: SkillTypeBrowser, AutoReleaseEligible: passed && pol.AutoRelease, AutoReleaseReason: &reason,
 				SourceExecutionIDs: []string{e.ID}, Status: status, LatestScore: &score, LatestPass: &passed,
 				LastEvaluatedAt: &now, CreatedBy: &by, CreatedAt: now, UpdatedAt: now}
@@ -309,6 +320,25 @@ func (s *Service) learnRun(_ context.Context, pol LearnPolicy, run pendingRun, r
 	res.Candidates += made.Candidates
 	res.PromotedCanary += made.PromotedCanary
 	return LearnProcessed, nil
+}
+
+// commandsHash is a segment's payload hash: hex SHA-256 of its commands in order, as a JSON array.
+func commandsHash(commands []string) string {
+	b, _ := json.Marshal(commands) // strings always encode
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// learnedHashes are the payload hashes of key's candidates (deleted ones included, as Bay counts every row).
+func learnedHashes(tx sandboxes.SkillTx, key string) (map[string]bool, error) {
+	all, err := skillAll[SkillCandidate](tx, sandboxes.SkillCandidates)
+	known := map[string]bool{}
+	for _, c := range all {
+		if c.SkillKey == key && c.PayloadHash != nil {
+			known[*c.PayloadHash] = true
+		}
+	}
+	return known, err
 }
 
 // activeRelease is key's active release, nil when none.

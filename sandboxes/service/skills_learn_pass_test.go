@@ -368,3 +368,30 @@ func TestRunBrowserLearning(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestLearnDedup: a run repeating the commands of a learned candidate of its skill key makes no new candidate (and
+// is still processed); the same commands under another key do.
+func TestLearnDedup(t *testing.T) {
+	f := newSkillFixture(t)
+	ctx := context.Background()
+	cmds := []string{"open a", "eval 1"}
+	f.learnRun(t, "sb-alice", "skill:login", "", cmds)
+	f.learnRun(t, "sb-alice", "skill:login", "", cmds)
+	pol := DefaultLearnPolicy()
+	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Processed != 2 || res.Candidates != 1 {
+		t.Fatalf("pass %+v %v", res, err)
+	}
+	f.learnRun(t, "sb-alice", "skill:checkout", "", cmds)
+	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Processed != 1 || res.Candidates != 1 {
+		t.Fatalf("second pass %+v %v", res, err)
+	}
+	cs := f.candidates(t, alice)
+	if len(cs) != 2 || cs[0].PayloadHash == nil || cs[1].PayloadHash == nil || *cs[0].PayloadHash != *cs[1].PayloadHash || cs[0].SkillKey == cs[1].SkillKey {
+		t.Fatalf("candidates %+v", cs)
+	}
+	// A caller's candidate has no payload hash.
+	c, err := f.svc.CreateSkillCandidate(ctx, alice, NewSkillCandidate{SkillKey: "login", SourceExecutionIDs: []string{f.aliceExec}})
+	if err != nil || c.PayloadHash != nil {
+		t.Fatalf("manual candidate %+v %v", c, err)
+	}
+}
