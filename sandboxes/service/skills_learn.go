@@ -142,7 +142,8 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 				owners[sb.Owner] = true
 			}
 			page, _, err := s.cfg.History.HistoryPage(sb.ID, func(e *sandboxes.HistoryEntry) bool {
-				return e.LearnEnabled && e.LearnStatus != nil && *e.LearnStatus == LearnPending
+				return e.LearnEnabled && (e.ExecType == "browser" || e.ExecType == "browser_batch") &&
+					(e.LearnStatus == nil || *e.LearnStatus == LearnPending)
 			}, 0, sandboxes.MaxHistoryEntries) // a sandbox keeps at most that many; the oldest are learned first
 			if err != nil {
 				return res, fmt.Errorf("reading the history of %s: %w", sb.ID, err)
