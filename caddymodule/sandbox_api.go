@@ -184,7 +184,9 @@ func (s *SandboxAPI) service(ctx caddy.Context, app *App, minter service.TicketI
 		Tickets: minter,
 	}
 	st.SetLogger(ctx.Slogger()) // history write failures are the API's to report
-	return service.New(ops)
+	svc := service.New(ops)
+	go svc.RunBrowserLearning(ctx, service.DefaultLearnPolicy()) // Bay's learning pass, for as long as this config lives
+	return svc
 }
 
 // serveMCP links the MCP server of this API's data dir to the service, when mcp is configured.

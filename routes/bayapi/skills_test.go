@@ -321,6 +321,27 @@ func TestBrowserSkillRun(t *testing.T) {
 	if h := a.skillCall(t, 200, "GET", "/v1/skills/releases/"+rid+"/health", keyAlice, nil); h["samples"] != float64(1) || h["success_rate"] != float64(1) {
 		t.Errorf("health after the replay: %v", h)
 	}
+	// include_trace keeps the replay's trace: its ref is answered, on the entry, and reads back as a payload too
+	// (kind browser_trace), to alice only.
+	traced := a.skillCall(t, 200, "POST", S+"/browser/skills/title/run", keyAlice, map[string]any{"include_trace": true})
+	tref, _ := traced["trace_ref"].(string)
+	if !strings.HasPrefix(tref, "blob:") {
+		t.Fatalf("run with include_trace: %v", traced)
+	}
+	if e := a.skillCall(t, 200, "GET", S+"/history/"+traced["execution_id"].(string), keyAlice, nil); e["payload_ref"] != tref {
+		t.Errorf("the traced replay's entry: %v", e)
+	}
+	tr := a.skillCall(t, 200, "GET", S+"/browser/traces/"+tref, keyAlice, nil)["trace"].(map[string]any)
+	if tr["kind"] != "browser_batch_trace" || len(tr["steps"].([]any)) != 2 {
+		t.Errorf("the replay's trace: %v", tr)
+	}
+	if p := a.skillCall(t, 200, "GET", "/v1/skills/payloads/"+tref, keyAlice, nil); p["kind"] != "browser_trace" || p["payload_ref"] != tref ||
+		p["payload"].(map[string]any)["kind"] != "browser_batch_trace" {
+		t.Errorf("the trace as a payload: %v", p)
+	}
+	if st, out, _ := a.call(t, "GET", "/v1/skills/payloads/"+tref, keyBob, nil); st != 404 || errCode(out) != "not_found" {
+		t.Errorf("bob reads alice's trace as a payload: %d %v", st, out)
+	}
 	// Bob cannot replay alice's skill in his own sandbox.
 	bobs := a.create(t, keyBob, map[string]any{"profile": "browser-python"})
 	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+bobs+"/browser/skills/title/run", keyBob, nil); st != 404 || errCode(out) != "not_found" {

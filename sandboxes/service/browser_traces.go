@@ -15,7 +15,7 @@ import (
 // any execution, and, when the caller asks for its trace (include_trace) or to learn from it (learn), its steps are
 // kept as a trace under a blob:blob-... ref, fetched back through the sandbox (BrowserTrace). Bay's answer carries the
 // ref only for include_trace; learn alone keeps it on the history entry (payload_ref) and marks the entry pending
-// for Bay's learning pass, which turns runs into skill candidates (the skills registry; not this file).
+// for the learning pass, which turns runs into skill candidates (skills_learn.go).
 
 // TraceRefPrefix starts every trace ref (Bay's payload ref scheme).
 const TraceRefPrefix = "blob:"
@@ -210,6 +210,9 @@ func (s *Service) RecordBrowser(ctx context.Context, id string, run BrowserRun, 
 	if err := s.cfg.History.AddHistory(e); err != nil { // queued; stored in the background
 		s.cfg.Logger.Warn("recording browser execution", "sandbox", id, "error", err)
 		return e.ID, nil
+	}
+	if ev.Learn {
+		s.kickLearning()
 	}
 	return e.ID, answer
 }

@@ -45,6 +45,8 @@ type Service struct {
 	cfg Config
 	// injections remembers the skills written into each sandbox (skills_inject.go).
 	injections skillInjections
+	// learnKick wakes the browser learning loop when a learn run is recorded (skills_learn.go).
+	learnKick chan struct{}
 }
 
 // New builds the operations over cfg.
@@ -61,7 +63,7 @@ func New(cfg Config) *Service {
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = 1 << 30
 	}
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, learnKick: make(chan struct{}, 1)}
 }
 
 // Tickets is the ticket issuer, nil when the gateway mints none.

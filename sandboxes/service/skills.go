@@ -31,6 +31,9 @@ const (
 	SkillRolledBack = "rolled_back"
 	StageCanary     = "canary"
 	StageStable     = "stable"
+	// Skill types: a candidate made by a caller is code; one the browser learning pass makes is browser.
+	SkillTypeCode    = "code"
+	SkillTypeBrowser = "browser"
 )
 
 // SkillStatuses are the candidate statuses a list may filter on (Bay's enum, its auto-release ones included).
@@ -65,10 +68,13 @@ func (b *SkillPayload) Ref() string { return skillBlobRefPrefix + b.ID }
 
 // SkillCandidate is a skill proposed from executions, Bay's shape.
 type SkillCandidate struct {
-	ID                  string         `json:"id"`
-	SkillKey            string         `json:"skill_key"`
-	ScenarioKey         *string        `json:"scenario_key"`
-	PayloadRef          *string        `json:"payload_ref"`
+	ID          string  `json:"id"`
+	SkillKey    string  `json:"skill_key"`
+	ScenarioKey *string `json:"scenario_key"`
+	PayloadRef  *string `json:"payload_ref"`
+	// PayloadHash names a learned candidate's commands (skills_learn.go): a run whose segment has the hash of one
+	// of its skill key's candidates makes no new one. null for a caller's candidate.
+	PayloadHash         *string        `json:"payload_hash"`
 	SkillType           string         `json:"skill_type"`
 	AutoReleaseEligible bool           `json:"auto_release_eligible"`
 	AutoReleaseReason   *string        `json:"auto_release_reason"`
@@ -300,8 +306,12 @@ func ParseSkillPayloadRef(ref string) (string, error) {
 	return id, nil
 }
 
-// SkillPayload reads the payload ref names (Bay's GET /v1/skills/payloads/{ref}).
-func (s *Service) SkillPayload(_ context.Context, p Principal, ref string) (*SkillPayload, error) {
+// TraceKindPayload is the kind a browser trace is served under as a payload (Bay's artifact blob kind).
+const TraceKindPayload = "browser_trace"
+
+// SkillPayload reads the payload ref names (Bay's GET /v1/skills/payloads/{ref}): a stored payload of p's, else a
+// browser trace, under the rule traces are read by (TracePayload: p must see the sandbox that recorded it).
+func (s *Service) SkillPayload(ctx context.Context, p Principal, ref string) (*SkillPayload, error) {
 	owner, err := s.skillOwner(p)
 	if err != nil {
 		return nil, err
@@ -320,7 +330,14 @@ func (s *Service) SkillPayload(_ context.Context, p Principal, ref string) (*Ski
 		return nil, skillWrap(err, "reading a skill payload")
 	}
 	if !found {
-		return nil, Errorf(CodeNotFound, "Artifact blob not found: %s", id)
+		trace, err := s.TracePayload(ctx, p, ref)
+		if err != nil {
+			if AsError(err).Code == CodeNotFound {
+				return nil, Errorf(CodeNotFound, "Artifact blob not found: %s", clip(id))
+			}
+			return nil, err
+		}
+		return &SkillPayload{ID: id, Kind: TraceKindPayload, Payload: trace}, nil
 	}
 	return blob, nil
 }
@@ -370,7 +387,7 @@ func (s *Service) CreateSkillCandidate(ctx context.Context, p Principal, req New
 	}
 	now := s.cfg.Now().UTC()
 	c := &SkillCandidate{
-		ID: NewID("sc-"), SkillKey: key, ScenarioKey: req.ScenarioKey, PayloadRef: req.PayloadRef, SkillType: "code",
+		ID: NewID("sc-"), SkillKey: key, ScenarioKey: req.ScenarioKey, PayloadRef: req.PayloadRef, SkillType: SkillTypeCode,
 		Summary: req.Summary, UsageNotes: req.UsageNotes, Preconditions: req.Preconditions, Postconditions: req.Postconditions,
 		SourceExecutionIDs: slices.Clone(req.SourceExecutionIDs), Status: SkillDraft, CreatedBy: &owner,
 		CreatedAt: now, UpdatedAt: now,

@@ -103,28 +103,45 @@ func (s *Service) PromoteSkillCandidate(_ context.Context, p Principal, id strin
 		if c.LatestPass == nil || !*c.LatestPass {
 			return Errorf(CodeConflict, "Candidate has no passing evaluation; promotion is blocked").With("candidate_id", id)
 		}
-		releases, err := skillAll[SkillRelease](tx, sandboxes.SkillReleases)
-		if err != nil {
-			return err
-		}
-		version, err := nextVersion(tx, releases, c.SkillKey)
-		if err != nil {
-			return err
-		}
-		now := s.cfg.Now().UTC()
-		rel = &SkillRelease{ID: NewID("sr-"), SkillKey: c.SkillKey, CandidateID: c.ID, Version: version, Stage: req.Stage,
-			IsActive: true, ReleaseMode: "manual", PromotedBy: &owner, PromotedAt: now,
+		rel = &SkillRelease{ID: NewID("sr-"), Stage: req.Stage, ReleaseMode: ReleaseManual, PromotedBy: &owner,
 			UpgradeOfReleaseID: req.UpgradeOfReleaseID, UpgradeReason: req.UpgradeReason, ChangeSummary: req.ChangeSummary}
-		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, s.cfg.MaxSkillRecords); err != nil {
-			return err
-		}
-		c.Status, c.PromotionReleaseID, c.UpdatedAt = SkillPromoted, &rel.ID, now
-		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
+		return s.releaseCandidate(tx, c, rel)
 	})
 	if err != nil {
 		return nil, skillWrap(err, "promoting a skill candidate")
 	}
 	return rel, nil
+}
+
+// Release modes (Bay's): a caller's promotion or rollback is manual; the browser learning pass's is auto.
+const (
+	ReleaseManual = "manual"
+	ReleaseAuto   = "auto"
+)
+
+// releaseCandidate stores rel (its ID, Stage, ReleaseMode, PromotedBy and optional fields set) as the next version of
+// c's skill key, the only active one, and marks c promoted by it: promoted_canary or promoted_stable for a browser
+// candidate released automatically, else promoted (Bay's statuses).
+func (s *Service) releaseCandidate(tx sandboxes.SkillTx, c *SkillCandidate, rel *SkillRelease) error {
+	releases, err := skillAll[SkillRelease](tx, sandboxes.SkillReleases)
+	if err != nil {
+		return err
+	}
+	version, err := nextVersion(tx, releases, c.SkillKey)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now().UTC()
+	rel.SkillKey, rel.CandidateID, rel.Version, rel.IsActive, rel.PromotedAt = c.SkillKey, c.ID, version, true, now
+	if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, s.cfg.MaxSkillRecords); err != nil {
+		return err
+	}
+	c.Status = SkillPromoted
+	if c.SkillType == SkillTypeBrowser && rel.ReleaseMode == ReleaseAuto {
+		c.Status = "promoted_" + rel.Stage
+	}
+	c.PromotionReleaseID, c.UpdatedAt = &rel.ID, now
+	return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 }
 
 // SkillReleases lists p's releases, newest promotion first, filtered by q.SkillKey, q.Stage and q.ActiveOnly.
@@ -196,6 +213,20 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 	}
 	var rel *SkillRelease
 	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
+		rel, err = s.rollbackRelease(tx, id, ReleaseManual, owner)
+		return err
+	})
+	if err != nil {
+		return nil, skillWrap(err, "rolling back a skill release")
+	}
+	return rel, nil
+}
+
+// rollbackRelease makes the new release that rolls id back (mode and by are who did it; an automatic rollback names
+// the release it replaced in auto_promoted_from, as Bay's does).
+func (s *Service) rollbackRelease(tx sandboxes.SkillTx, id, mode, by string) (*SkillRelease, error) {
+	var rel *SkillRelease
+	err := func() error {
 		cur, err := getRelease(tx, id)
 		if err != nil {
 			return err
@@ -219,7 +250,10 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 		}
 		now := s.cfg.Now().UTC()
 		rel = &SkillRelease{ID: NewID("sr-"), SkillKey: cur.SkillKey, CandidateID: prev.CandidateID, Version: version,
-			Stage: prev.Stage, IsActive: true, ReleaseMode: "manual", PromotedBy: &owner, PromotedAt: now, RollbackOf: &cur.ID}
+			Stage: prev.Stage, IsActive: true, ReleaseMode: mode, PromotedBy: &by, PromotedAt: now, RollbackOf: &cur.ID}
+		if mode == ReleaseAuto {
+			rel.AutoPromotedFrom = &cur.ID
+		}
 		if err := skillPut(tx, sandboxes.SkillReleases, rel.ID, rel, s.cfg.MaxSkillRecords); err != nil {
 			return err
 		}
@@ -231,11 +265,8 @@ func (s *Service) RollbackSkillRelease(_ context.Context, p Principal, id string
 			return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, skillWrap(err, "rolling back a skill release")
-	}
-	return rel, nil
+	}()
+	return rel, err
 }
 
 // DeleteSkillRelease soft-deletes a release (an active one too: it stops being active) and clears the promotion
