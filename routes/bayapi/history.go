@@ -3,13 +3,18 @@ package bayapi
 import (
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
-var execTypes = []string{"python", "shell", "browser", "browser_batch"}
+// checkExecType adds Bay's issue for an exec_type query parameter that is not one of service.ExecTypes ("" is any).
+func checkExecType(q *fields, execType string) {
+	if execType != "" && !slices.Contains(service.ExecTypes, execType) {
+		q.issue("string_pattern_mismatch", q.loc("exec_type"), "String should match pattern '^(python|shell|browser|browser_batch)$'", execType,
+			map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
+	}
+}
 
 func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
@@ -21,30 +26,12 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 	tags := q.str("tags", false, "")
 	hasNotes := q.boolean("has_notes", false)
 	hasDescription := q.boolean("has_description", false)
-	if execType != "" && !slices.Contains(execTypes, execType) {
-		q.issue("string_pattern_mismatch", q.loc("exec_type"), "String should match pattern '^(python|shell|browser|browser_batch)$'", execType,
-			map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
-	}
+	checkExecType(q, execType)
 	if !decodeOrFail(w, q) {
 		return
 	}
-	var want []string
-	for _, t := range strings.Split(tags, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			want = append(want, t)
-		}
-	}
-	keep := func(e *sandboxes.HistoryEntry) bool {
-		switch {
-		case execType != "" && e.ExecType != execType,
-			successOnly && !e.Success,
-			hasNotes && (e.Notes == nil || *e.Notes == ""),
-			hasDescription && (e.Description == nil || *e.Description == ""),
-			len(want) > 0 && !hasAnyTag(e.Tags, want):
-			return false
-		}
-		return true
-	}
+	keep := service.HistoryFilter{ExecType: execType, SuccessOnly: successOnly, Tags: tags, HasNotes: hasNotes,
+		HasDescription: hasDescription}.Keep()
 	// Only the page is held in memory; total counts every match.
 	page, total, err := h.svc.History(r.Context(), p, id, keep, int(offset), int(limit))
 	if err != nil {
@@ -54,39 +41,22 @@ func (h *Handler) listHistory(w http.ResponseWriter, r *http.Request, p service.
 	writeJSON(w, http.StatusOK, map[string]any{"entries": page, "total": total})
 }
 
-func hasAnyTag(tags *string, want []string) bool {
-	if tags == nil {
-		return false
-	}
-	for _, t := range strings.Split(*tags, ",") {
-		if slices.Contains(want, strings.TrimSpace(t)) {
-			return true
-		}
-	}
-	return false
-}
-
 func (h *Handler) lastHistory(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	id := r.PathValue("id")
 	q := queryFields(r)
 	execType := q.str("exec_type", false, "")
-	if execType != "" && !slices.Contains(execTypes, execType) {
-		q.issue("string_pattern_mismatch", q.loc("exec_type"), "String should match pattern '^(python|shell|browser|browser_batch)$'", execType,
-			map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
-	}
+	checkExecType(q, execType)
 	if !decodeOrFail(w, q) {
 		return
 	}
-	all, _, err := h.svc.History(r.Context(), p, id, func(e *sandboxes.HistoryEntry) bool { return execType == "" || e.ExecType == execType }, 0, 1)
+	found, _, err := h.svc.History(r.Context(), p, id, service.HistoryFilter{ExecType: execType}.Keep(), 0, 1)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	for _, e := range all { // newest first
-		if execType == "" || e.ExecType == execType {
-			writeJSON(w, http.StatusOK, e)
-			return
-		}
+	if len(found) > 0 { // newest first
+		writeJSON(w, http.StatusOK, found[0])
+		return
 	}
 	if execType != "" {
 		writeError(w, r, service.Errorf(service.CodeNotFound, "No %s execution history for sandbox %s", execType, id))

@@ -152,7 +152,7 @@ var queryParams = map[string][]any{
 	"DELETE " + sbPath + "/filesystem/files":    {requiredQP("path")},
 	"GET " + sbPath + "/filesystem/directories": {qp("path", "string", map[string]any{"default": "."})},
 	"GET " + sbPath + "/filesystem/download":    {requiredQP("path")},
-	"GET " + sbPath + "/history": {qp("exec_type", "string", map[string]any{"enum": execTypes}), qp("success_only", "boolean", nil),
+	"GET " + sbPath + "/history": {qp("exec_type", "string", map[string]any{"enum": service.ExecTypes}), qp("success_only", "boolean", nil),
 		qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 500, "default": 100}), qp("offset", "integer", map[string]any{"minimum": 0}),
 		qp("tags", "string", nil), qp("has_notes", "boolean", nil), qp("has_description", "boolean", nil)},
 	"GET /v1/cargos": {qp("limit", "integer", map[string]any{"minimum": 1, "maximum": 200}), qp("cursor", "string", nil), qp("managed", "boolean", nil)},
