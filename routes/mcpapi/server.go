@@ -192,3 +192,20 @@ func tool[In validator](s *Server, t *mcp.Tool, run func(ctx context.Context, c 
 		return res, nil, nil
 	})
 }
+
+// optionalTool registers a tool whose run needs an optional part O of the caller's operations (the history tools'
+// HistoryOps, the skills tools' SkillOps); a configuration whose operations lack it answers capability_not_supported
+// with missing. run's result is answered as JSON.
+func optionalTool[O any, In validator](s *Server, t *mcp.Tool, missing string, run func(ctx context.Context, o O, p service.Principal, in In) (any, error)) {
+	tool(s, t, func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, error) {
+		o, ok := c.ops.(O)
+		if !ok {
+			return nil, service.Errorf(service.CodeCapability, "%s", missing)
+		}
+		v, err := run(ctx, o, c.p, in)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(v)
+	})
+}

@@ -82,26 +82,9 @@ type annotateArgs struct {
 
 func (a annotateArgs) validate() error { return executionArgs{a.SandboxID, a.ExecutionID}.validate() }
 
-func historyOps(c caller) (HistoryOps, error) {
-	if o, ok := c.ops.(HistoryOps); ok {
-		return o, nil
-	}
-	return nil, service.Errorf(service.CodeCapability, "execution history is not served by this gateway")
-}
-
 // historyTool registers a history tool whose run gets the HistoryOps.
 func historyTool[In validator](s *Server, t *mcp.Tool, run func(ctx context.Context, o HistoryOps, p service.Principal, in In) (any, error)) {
-	tool(s, t, func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, error) {
-		o, err := historyOps(c)
-		if err != nil {
-			return nil, err
-		}
-		v, err := run(ctx, o, c.p, in)
-		if err != nil {
-			return nil, err
-		}
-		return jsonResult(v)
-	})
+	optionalTool(s, t, "execution history is not served by this gateway", run)
 }
 
 func (s *Server) addHistoryTools() {

@@ -158,27 +158,10 @@ type deleteCandidateArgs struct {
 
 func (a deleteCandidateArgs) validate() error { return required("candidate_id", a.CandidateID) }
 
-// skillOps is the caller's operations as SkillOps; a configuration without them answers capability_not_supported.
-func skillOps(c caller) (SkillOps, error) {
-	if o, ok := c.ops.(SkillOps); ok {
-		return o, nil
-	}
-	return nil, service.Errorf(service.CodeCapability, "skills are not served by this gateway")
-}
-
-// skillTool registers a skills tool whose run gets the SkillOps.
+// skillTool registers a skills tool whose run gets the SkillOps; a configuration without them answers
+// capability_not_supported.
 func skillTool[In validator](s *Server, t *mcp.Tool, run func(ctx context.Context, o SkillOps, p service.Principal, in In) (any, error)) {
-	tool(s, t, func(ctx context.Context, c caller, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, error) {
-		o, err := skillOps(c)
-		if err != nil {
-			return nil, err
-		}
-		v, err := run(ctx, o, c.p, in)
-		if err != nil {
-			return nil, err
-		}
-		return jsonResult(v)
-	})
+	optionalTool(s, t, "skills are not served by this gateway", run)
 }
 
 func (s *Server) addSkillTools() {
