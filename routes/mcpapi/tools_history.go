@@ -42,10 +42,7 @@ func (a historyArgs) validate() error {
 	if a.Limit < 0 || a.Limit > 500 {
 		return invalid("limit must be between 1 and 500")
 	}
-	if err := checkExecType(a.ExecType); err != nil {
-		return err
-	}
-	return checkID(a.SandboxID)
+	return lastExecutionArgs{a.SandboxID, a.ExecType}.validate()
 }
 
 type executionArgs struct {
