@@ -476,23 +476,30 @@ func (s *Service) SkillCandidates(_ context.Context, p Principal, q SkillQuery) 
 	if q.Status != "" && !slices.Contains(SkillStatuses, q.Status) {
 		return nil, 0, Errorf(CodeValidation, "Invalid candidate status: %s", q.Status)
 	}
-	var all []*SkillCandidate
-	err = s.cfg.Skills.ViewSkills(owner, func(tx sandboxes.SkillTx) error {
-		all, err = skillAll[SkillCandidate](tx, sandboxes.SkillCandidates)
-		return err
-	})
-	if err != nil {
-		return nil, 0, skillWrap(err, "listing skill candidates")
-	}
-	all = slices.DeleteFunc(all, func(c *SkillCandidate) bool {
+	return listSkills(s, owner, sandboxes.SkillCandidates, q, func(c *SkillCandidate) bool {
 		return c.IsDeleted || (q.Status != "" && c.Status != q.Status) || (q.SkillKey != "" && c.SkillKey != q.SkillKey)
-	})
-	slices.SortStableFunc(all, func(a, b *SkillCandidate) int {
+	}, func(a, b *SkillCandidate) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
+}
+
+// listSkills reads owner's records of kind, drops those drop says, sorts the rest stably by cmp and answers q's page
+// with the count of all kept.
+func listSkills[T any](s *Service, owner string, kind sandboxes.SkillKind, q SkillQuery, drop func(*T) bool, cmp func(a, b *T) int) ([]*T, int, error) {
+	var all []*T
+	err := s.cfg.Skills.ViewSkills(owner, func(tx sandboxes.SkillTx) error {
+		var err error
+		all, err = skillAll[T](tx, kind)
+		return err
+	})
+	if err != nil {
+		return nil, 0, skillWrap(err, "listing skill "+string(kind))
+	}
+	all = slices.DeleteFunc(all, drop)
+	slices.SortStableFunc(all, cmp)
 	return page(all, q.Limit, q.Offset)
 }
 

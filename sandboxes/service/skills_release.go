@@ -153,25 +153,15 @@ func (s *Service) SkillReleases(_ context.Context, p Principal, q SkillQuery) ([
 	if q.Stage != "" && !slices.Contains(SkillStages, q.Stage) {
 		return nil, 0, Errorf(CodeValidation, "Invalid release stage: %s", q.Stage)
 	}
-	var all []*SkillRelease
-	err = s.cfg.Skills.ViewSkills(owner, func(tx sandboxes.SkillTx) error {
-		all, err = skillAll[SkillRelease](tx, sandboxes.SkillReleases)
-		return err
-	})
-	if err != nil {
-		return nil, 0, skillWrap(err, "listing skill releases")
-	}
-	all = slices.DeleteFunc(all, func(r *SkillRelease) bool {
+	return listSkills(s, owner, sandboxes.SkillReleases, q, func(r *SkillRelease) bool {
 		return r.IsDeleted || (q.SkillKey != "" && r.SkillKey != q.SkillKey) || (q.Stage != "" && r.Stage != q.Stage) ||
 			(q.ActiveOnly && !r.IsActive)
-	})
-	slices.SortStableFunc(all, func(a, b *SkillRelease) int {
+	}, func(a, b *SkillRelease) int {
 		if c := b.PromotedAt.Compare(a.PromotedAt); c != 0 {
 			return c
 		}
 		return b.Version - a.Version
 	})
-	return page(all, q.Limit, q.Offset)
 }
 
 // ActiveSkillReleases are owner's active releases with their candidates, one per skill key, by key.
