@@ -440,17 +440,29 @@ func (s *Service) eachOwnerExecution(ctx context.Context, owner string, fn func(
 	}
 }
 
-// getCandidate reads a candidate that is not deleted.
-func getCandidate(tx sandboxes.SkillTx, id string) (*SkillCandidate, error) {
-	c := new(SkillCandidate)
-	found, err := skillGet(tx, sandboxes.SkillCandidates, id, c)
+// deleted reports whether the record that embeds d is soft-deleted.
+func (d SkillDeletion) deleted() bool { return d.IsDeleted }
+
+// skillGetLive reads the record id of kind that is not deleted; a missing or deleted one is not_found, "<what> not
+// found: <id>".
+func skillGetLive[T any, P interface {
+	*T
+	deleted() bool
+}](tx sandboxes.SkillTx, kind sandboxes.SkillKind, id, what string) (*T, error) {
+	v := P(new(T))
+	found, err := skillGet(tx, kind, id, v)
 	if err != nil {
 		return nil, err
 	}
-	if !found || c.IsDeleted {
-		return nil, Errorf(CodeNotFound, "Skill candidate not found: %s", id)
+	if !found || v.deleted() {
+		return nil, Errorf(CodeNotFound, "%s not found: %s", what, id)
 	}
-	return c, nil
+	return v, nil
+}
+
+// getCandidate reads a candidate that is not deleted.
+func getCandidate(tx sandboxes.SkillTx, id string) (*SkillCandidate, error) {
+	return skillGetLive[SkillCandidate](tx, sandboxes.SkillCandidates, id, "Skill candidate")
 }
 
 // SkillCandidate reads one of p's candidates.

@@ -41,16 +41,9 @@ type SkillPromotion struct {
 	ChangeSummary      *string
 }
 
+// getRelease reads a release that is not deleted.
 func getRelease(tx sandboxes.SkillTx, id string) (*SkillRelease, error) {
-	r := new(SkillRelease)
-	found, err := skillGet(tx, sandboxes.SkillReleases, id, r)
-	if err != nil {
-		return nil, err
-	}
-	if !found || r.IsDeleted {
-		return nil, Errorf(CodeNotFound, "Skill release not found: %s", id)
-	}
-	return r, nil
+	return skillGetLive[SkillRelease](tx, sandboxes.SkillReleases, id, "Skill release")
 }
 
 // nextVersion deactivates key's active releases and returns the version after the highest ever given (deleted
