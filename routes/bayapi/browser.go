@@ -156,53 +156,71 @@ func (h *Handler) browserBatch(w http.ResponseWriter, r *http.Request, p service
 		writeError(w, r, err)
 		return
 	}
+	out, err := h.runBrowserBatch(r, b, commands, timeout, stopOnError)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Batch: true, Commands: commands, Steps: out.steps, Success: out.success, Elapsed: out.elapsed}, ev)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"results":           out.results,
+		"total_steps":       len(commands),
+		"completed_steps":   len(out.results),
+		"success":           out.success,
+		"duration_ms":       out.elapsed.Milliseconds(),
+		"execution_id":      eid,
+		"execution_time_ms": out.elapsed.Milliseconds(),
+		"trace_ref":         ref,
+	})
+}
+
+// batchOutcome is what running a batch of browser commands gave: Bay's results, the steps to record, whether every
+// step ran and exited 0, and how long the batch took.
+type batchOutcome struct {
+	results []map[string]any
+	steps   []service.BrowserStep
+	success bool
+	elapsed time.Duration
+}
+
+// runBrowserBatch runs commands in order within timeout seconds in all (exec_batch and a browser skill's run): a
+// command the budget does not reach answers exit 124 "batch timeout exceeded" and ends the batch, a failing one ends
+// it when stopOnError. A lifecycle error of the agent is returned for the caller to answer as an API error.
+func (h *Handler) runBrowserBatch(r *http.Request, b *service.BrowserSession, commands []string, timeout int64, stopOnError bool) (batchOutcome, error) {
 	budget := time.Duration(timeout) * time.Second
 	ctx, cancel := contextWithTimeout(r, budget+service.AgentGrace)
 	defer cancel()
 	start := time.Now()
 	deadline := start.Add(budget)
-	results := []map[string]any{}
-	var steps []service.BrowserStep
-	success := true
+	out := batchOutcome{results: []map[string]any{}, success: true}
 	for i, cmd := range commands {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			results = append(results, map[string]any{"cmd": cmd, "stdout": "", "stderr": "batch timeout exceeded", "exit_code": 124, "step_index": i, "duration_ms": 0})
+			out.results = append(out.results, map[string]any{"cmd": cmd, "stdout": "", "stderr": "batch timeout exceeded", "exit_code": 124, "step_index": i, "duration_ms": 0})
 			zero := int64(0)
-			steps = append(steps, service.BrowserStep{Cmd: cmd, Stderr: "batch timeout exceeded", ExitCode: 124, DurationMS: &zero})
-			success = false
+			out.steps = append(out.steps, service.BrowserStep{Cmd: cmd, Stderr: "batch timeout exceeded", ExitCode: 124, DurationMS: &zero})
+			out.success = false
 			break
 		}
 		stepStart := time.Now()
 		step, err := h.runBrowserCommand(ctx, b, cmd, remaining)
 		if err != nil {
-			writeError(w, r, err)
-			return
+			return batchOutcome{}, err
 		}
 		ms := time.Since(stepStart).Milliseconds()
-		results = append(results, map[string]any{
+		out.results = append(out.results, map[string]any{
 			"cmd": cmd, "stdout": step.stdout, "stderr": step.stderr, "exit_code": step.exit, "step_index": i, "duration_ms": ms,
 		})
-		steps = append(steps, service.BrowserStep{Cmd: cmd, Stdout: step.stdout, Stderr: step.stderr, ExitCode: step.exit, DurationMS: &ms})
+		out.steps = append(out.steps, service.BrowserStep{Cmd: cmd, Stdout: step.stdout, Stderr: step.stderr, ExitCode: step.exit, DurationMS: &ms})
 		if step.exit != 0 {
-			success = false
+			out.success = false
 			if stopOnError {
 				break
 			}
 		}
 	}
-	elapsed := time.Since(start)
-	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Batch: true, Commands: commands, Steps: steps, Success: success, Elapsed: elapsed}, ev)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"results":           results,
-		"total_steps":       len(commands),
-		"completed_steps":   len(results),
-		"success":           success,
-		"duration_ms":       elapsed.Milliseconds(),
-		"execution_id":      eid,
-		"execution_time_ms": elapsed.Milliseconds(),
-		"trace_ref":         ref,
-	})
+	out.elapsed = time.Since(start)
+	return out, nil
 }
 
 // browserTrace serves Bay's GET S/browser/traces/{ref}: a trace kept by an exec or exec_batch of this sandbox.

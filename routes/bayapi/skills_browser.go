@@ -2,7 +2,6 @@ package bayapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
@@ -30,41 +29,11 @@ func (h *Handler) runBrowserSkill(w http.ResponseWriter, r *http.Request, p serv
 		writeError(w, r, err)
 		return
 	}
-	budget := time.Duration(timeout) * time.Second
-	ctx, cancel := contextWithTimeout(r, budget+service.AgentGrace)
-	defer cancel()
-	start := time.Now()
-	deadline := start.Add(budget)
-	results := []map[string]any{}
-	var steps []service.BrowserStep
-	success := true
-	for i, cmd := range commands {
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			results = append(results, map[string]any{"cmd": cmd, "stdout": "", "stderr": "batch timeout exceeded", "exit_code": 124, "step_index": i, "duration_ms": 0})
-			zero := int64(0)
-			steps = append(steps, service.BrowserStep{Cmd: cmd, Stderr: "batch timeout exceeded", ExitCode: 124, DurationMS: &zero})
-			success = false
-			break
-		}
-		stepStart := time.Now()
-		step, err := h.runBrowserCommand(ctx, b, cmd, remaining)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		ms := time.Since(stepStart).Milliseconds()
-		results = append(results, map[string]any{"cmd": cmd, "stdout": step.stdout, "stderr": step.stderr, "exit_code": step.exit,
-			"step_index": i, "duration_ms": ms})
-		steps = append(steps, service.BrowserStep{Cmd: cmd, Stdout: step.stdout, Stderr: step.stderr, ExitCode: step.exit, DurationMS: &ms})
-		if step.exit != 0 {
-			success = false
-			if stopOnError {
-				break
-			}
-		}
+	out, err := h.runBrowserBatch(r, b, commands, timeout, stopOnError)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
-	elapsed := time.Since(start)
 	tags := ""
 	if meta.Tags != nil {
 		tags = *meta.Tags
@@ -72,11 +41,11 @@ func (h *Handler) runBrowserSkill(w http.ResponseWriter, r *http.Request, p serv
 	merged := service.MergeSkillTags(tags, "skill:"+key, "release:"+rel.ID, "stage:"+rel.Stage)
 	meta.Tags = &merged
 	// Recorded as the batch it is; include_trace keeps its trace and answers the ref, as exec_batch does.
-	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Batch: true, Commands: commands, Steps: steps, Success: success, Elapsed: elapsed},
+	eid, ref := h.svc.RecordBrowser(r.Context(), id, service.BrowserRun{Batch: true, Commands: commands, Steps: out.steps, Success: out.success, Elapsed: out.elapsed},
 		service.BrowserEvidence{ExecMeta: meta.ExecMeta, IncludeTrace: includeTrace})
 	writeJSON(w, http.StatusOK, map[string]any{
-		"skill_key": key, "release_id": rel.ID, "execution_id": eid, "execution_time_ms": elapsed.Milliseconds(),
-		"trace_ref": ref, "results": results, "total_steps": len(commands), "completed_steps": len(results),
-		"success": success, "duration_ms": elapsed.Milliseconds(),
+		"skill_key": key, "release_id": rel.ID, "execution_id": eid, "execution_time_ms": out.elapsed.Milliseconds(),
+		"trace_ref": ref, "results": out.results, "total_steps": len(commands), "completed_steps": len(out.results),
+		"success": out.success, "duration_ms": out.elapsed.Milliseconds(),
 	})
 }
