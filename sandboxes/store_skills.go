@@ -139,19 +139,16 @@ func (t *skillTx) Count(kind SkillKind) (int, error) {
 
 // ViewSkills runs fn over owner's skill records in a read transaction.
 func (s *BoltStore) ViewSkills(owner string, fn func(SkillTx) error) error {
-	prefix, err := skillOwnerPrefix(owner)
-	if err != nil {
-		return err
-	}
-	db, err := s.open()
-	if err != nil {
-		return err
-	}
-	return db.View(func(tx *bolt.Tx) error { return fn(&skillTx{tx: tx, prefix: prefix}) })
+	return s.skillsTx(owner, false, fn)
 }
 
 // UpdateSkills runs fn over owner's skill records in one write transaction.
 func (s *BoltStore) UpdateSkills(owner string, fn func(SkillTx) error) error {
+	return s.skillsTx(owner, true, fn)
+}
+
+// skillsTx runs fn over owner's skill records in one transaction, a write one when write.
+func (s *BoltStore) skillsTx(owner string, write bool, fn func(SkillTx) error) error {
 	prefix, err := skillOwnerPrefix(owner)
 	if err != nil {
 		return err
@@ -160,5 +157,9 @@ func (s *BoltStore) UpdateSkills(owner string, fn func(SkillTx) error) error {
 	if err != nil {
 		return err
 	}
-	return s.update(db, func(tx *bolt.Tx) error { return fn(&skillTx{tx: tx, prefix: prefix}) })
+	run := func(tx *bolt.Tx) error { return fn(&skillTx{tx: tx, prefix: prefix}) }
+	if write {
+		return s.update(db, run)
+	}
+	return db.View(run)
 }
