@@ -85,15 +85,13 @@ func dropEntryTrace(tx *bolt.Tx, sandboxID string, key, stored []byte) error {
 	if stored == nil || json.Unmarshal(stored, &ref) != nil || ref.PayloadRef == nil {
 		return nil
 	}
-	if tb := tx.Bucket(bucketTraces); tb != nil {
-		if sb := tb.Bucket([]byte(sandboxID)); sb != nil {
-			if err := sb.Delete([]byte(*ref.PayloadRef)); err != nil {
+	if sb := sandboxTraces(tx, sandboxID); sb != nil {
+		if err := sb.Delete([]byte(*ref.PayloadRef)); err != nil {
+			return err
+		}
+		if order := sb.Bucket(traceOrder); order != nil {
+			if err := order.Delete(key); err != nil {
 				return err
-			}
-			if order := sb.Bucket(traceOrder); order != nil {
-				if err := order.Delete(key); err != nil {
-					return err
-				}
 			}
 		}
 	}
@@ -103,13 +101,18 @@ func dropEntryTrace(tx *bolt.Tx, sandboxID string, key, stored []byte) error {
 	return nil
 }
 
-// dropTraces removes every trace of a sandbox, with their index entries.
-func dropTraces(tx *bolt.Tx, sandboxID string) error {
+// sandboxTraces is the bucket of a sandbox's traces, nil when it has none.
+func sandboxTraces(tx *bolt.Tx, sandboxID string) *bolt.Bucket {
 	tb := tx.Bucket(bucketTraces)
 	if tb == nil {
 		return nil
 	}
-	sb := tb.Bucket([]byte(sandboxID))
+	return tb.Bucket([]byte(sandboxID))
+}
+
+// dropTraces removes every trace of a sandbox, with their index entries.
+func dropTraces(tx *bolt.Tx, sandboxID string) error {
+	sb := sandboxTraces(tx, sandboxID)
 	if sb == nil {
 		return nil
 	}
@@ -123,7 +126,7 @@ func dropTraces(tx *bolt.Tx, sandboxID string) error {
 			return err
 		}
 	}
-	err := tb.DeleteBucket([]byte(sandboxID))
+	err := tx.Bucket(bucketTraces).DeleteBucket([]byte(sandboxID))
 	if errors.Is(err, bolterrors.ErrBucketNotFound) {
 		return nil
 	}
@@ -139,11 +142,7 @@ func (s *BoltStore) Trace(sandboxID, ref string) ([]byte, bool, error) {
 	}
 	var out []byte
 	err = db.View(func(tx *bolt.Tx) error {
-		tb := tx.Bucket(bucketTraces)
-		if tb == nil {
-			return nil
-		}
-		sb := tb.Bucket([]byte(sandboxID))
+		sb := sandboxTraces(tx, sandboxID)
 		if sb == nil {
 			return nil
 		}
