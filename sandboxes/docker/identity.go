@@ -76,22 +76,14 @@ func (d *Driver) prepareIdentity(ctx context.Context, spec sandboxes.ContainerSp
 	}
 	helperHC := &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: spec.Volume,
 		Target: sandboxes.WorkspaceMount, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}
-	helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.Image, Entrypoint: []string{agentSourcePath},
-		Labels: map[string]string{fillLabel: "true"}}, helperHC, nil, nil, "")
+	helper, remove, err := d.createHelper(ctx, spec.Image, helperHC)
 	if err != nil {
 		return fmt.Errorf("creating the helper container of the sandbox user: %w", err)
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = d.cli.ContainerRemove(rmCtx, helper.ID, container.RemoveOptions{Force: true})
-	}()
+	defer remove()
 	ident, ok := d.identities.get(img.ID)
 	if !ok {
-		if ident.passwd, err = d.readImageFile(ctx, helper.ID, "/etc/passwd"); err != nil {
-			return err
-		}
-		if ident.group, err = d.readImageFile(ctx, helper.ID, "/etc/group"); err != nil {
+		if ident, err = d.readIdentity(ctx, helper); err != nil {
 			return err
 		}
 		d.identities.put(img.ID, ident)
@@ -106,7 +98,7 @@ func (d *Driver) prepareIdentity(ctx context.Context, spec sandboxes.ContainerSp
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	if err := d.cli.CopyToContainer(ctx, helper.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+	if err := d.cli.CopyToContainer(ctx, helper, "/", &buf, container.CopyToContainerOptions{}); err != nil {
 		return fmt.Errorf("handing the workspace to the sandbox user: %w", err)
 	}
 	passwd, group, err := writeIdentity(spec.IdentityDir, p, ident)
@@ -136,26 +128,31 @@ func (d *Driver) ensureIdentity(ctx context.Context, spec sandboxes.ContainerSpe
 	}
 	ident, ok := d.identities.get(img.ID)
 	if !ok {
-		helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.Image, Entrypoint: []string{agentSourcePath},
-			Labels: map[string]string{fillLabel: "true"}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+		helper, remove, err := d.createHelper(ctx, spec.Image, &container.HostConfig{NetworkMode: "none"})
 		if err != nil {
 			return fmt.Errorf("creating the helper container of the sandbox user: %w", err)
 		}
-		defer func() {
-			rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = d.cli.ContainerRemove(rmCtx, helper.ID, container.RemoveOptions{Force: true})
-		}()
-		if ident.passwd, err = d.readImageFile(ctx, helper.ID, "/etc/passwd"); err != nil {
-			return err
-		}
-		if ident.group, err = d.readImageFile(ctx, helper.ID, "/etc/group"); err != nil {
+		defer remove()
+		if ident, err = d.readIdentity(ctx, helper); err != nil {
 			return err
 		}
 		d.identities.put(img.ID, ident)
 	}
 	_, _, err = writeIdentity(spec.IdentityDir, spec.Profile, ident)
 	return err
+}
+
+// readIdentity reads the image's passwd and group files through a created helper container of it.
+func (d *Driver) readIdentity(ctx context.Context, helperID string) (imageIdentity, error) {
+	passwd, err := d.readImageFile(ctx, helperID, "/etc/passwd")
+	if err != nil {
+		return imageIdentity{}, err
+	}
+	group, err := d.readImageFile(ctx, helperID, "/etc/group")
+	if err != nil {
+		return imageIdentity{}, err
+	}
+	return imageIdentity{passwd: passwd, group: group}, nil
 }
 
 // readImageFile reads one regular file of a created container's image, at most maxIdentityFile bytes.

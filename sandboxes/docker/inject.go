@@ -177,16 +177,11 @@ func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandbox
 		{Type: mount.TypeVolume, Source: spec.Volume, Target: "/workspace", VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 		{Type: mount.TypeVolume, Source: homeVol, Target: sandboxes.SandboxHome, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 	}}
-	helper, err := d.cli.ContainerCreate(ctx, &container.Config{Image: spec.AgentImage, Entrypoint: []string{agentSourcePath},
-		Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
+	helper, remove, err := d.createHelper(ctx, spec.AgentImage, hc)
 	if err != nil {
 		return fmt.Errorf("creating the helper container: %w", err)
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = d.cli.ContainerRemove(rmCtx, helper.ID, container.RemoveOptions{Force: true})
-	}()
+	defer remove()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	uid, gid := sandboxUID, sandboxUID
@@ -204,7 +199,7 @@ func (d *Driver) ownMounts(ctx context.Context, containerID string, spec sandbox
 	}
 	// Without CopyUIDGID the engine applies the archive's own owners; with it, it would look the helper's USER
 	// up in the engine host's passwd database instead.
-	if err := d.cli.CopyToContainer(ctx, helper.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+	if err := d.cli.CopyToContainer(ctx, helper, "/", &buf, container.CopyToContainerOptions{}); err != nil {
 		return fmt.Errorf("handing the workspace and HOME to the sandbox user: %w", err)
 	}
 	return nil
@@ -253,36 +248,39 @@ func (d *Driver) ensureAgentVolume(ctx context.Context, agentImage, prefix strin
 	return vol, nil
 }
 
+// createHelper creates, and never starts, a helper container of image with hc, labelled fillLabel so a sweep finds
+// one a crash left behind; remove force-removes it on a context of its own (30s), so a cancelled request still
+// cleans up.
+func (d *Driver) createHelper(ctx context.Context, image string, hc *container.HostConfig) (id string, remove func(), err error) {
+	created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: image, Entrypoint: []string{agentSourcePath},
+		Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
+	if err != nil {
+		return "", nil, err
+	}
+	return created.ID, func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = d.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true})
+	}, nil
+}
+
 // fillAgentVolume copies the agent binary from the image into the volume through two created containers: the
 // engine holds a container's lock while it streams an archive out of it, so reading and writing through one
 // container would wait on itself.
 func (d *Driver) fillAgentVolume(ctx context.Context, imageID, vol string) error {
 	none := &container.HostConfig{NetworkMode: "none"}
-	newContainer := func(hc *container.HostConfig) (string, error) {
-		created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: imageID, Entrypoint: []string{agentSourcePath},
-			Labels: map[string]string{fillLabel: "true"}}, hc, nil, nil, "")
-		if err != nil {
-			return "", err
-		}
-		return created.ID, nil
-	}
-	remove := func(id string) {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = d.cli.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
-	}
-	src, err := newContainer(none)
+	src, removeSrc, err := d.createHelper(ctx, imageID, none)
 	if err != nil {
 		return fmt.Errorf("creating the source container: %w", err)
 	}
-	defer remove(src)
+	defer removeSrc()
 	dstHC := *none
 	dstHC.Mounts = []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: agentFillPoint, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}
-	dst, err := newContainer(&dstHC)
+	dst, removeDst, err := d.createHelper(ctx, imageID, &dstHC)
 	if err != nil {
 		return fmt.Errorf("creating the filling container: %w", err)
 	}
-	defer remove(dst)
+	defer removeDst()
 	rc, _, err := d.cli.CopyFromContainer(ctx, src, agentSourcePath)
 	if err != nil {
 		return fmt.Errorf("reading %s from the agent image: %w", agentSourcePath, err)
