@@ -556,15 +556,7 @@ func (s *Service) EvaluateSkillCandidate(_ context.Context, p Principal, id stri
 
 // DeleteSkillCandidate soft-deletes a candidate; one an active release was promoted from is a conflict.
 func (s *Service) DeleteSkillCandidate(_ context.Context, p Principal, id string, reason *string) (*SkillDeletion, error) {
-	owner, err := s.skillOwner(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkText("reason", reason, MaxSkillText); err != nil {
-		return nil, err
-	}
-	var del SkillDeletion
-	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
+	return s.softDeleteSkill(p, reason, "deleting a skill candidate", func(tx sandboxes.SkillTx, del SkillDeletion) error {
 		c, err := getCandidate(tx, id)
 		if err != nil {
 			return err
@@ -578,13 +570,29 @@ func (s *Service) DeleteSkillCandidate(_ context.Context, p Principal, id string
 				return Errorf(CodeConflict, "Candidate referenced by active release cannot be deleted").With("candidate_id", id)
 			}
 		}
-		now := s.cfg.Now().UTC()
-		c.SkillDeletion = SkillDeletion{IsDeleted: true, DeletedAt: &now, DeletedBy: &owner, DeleteReason: reason}
-		del = c.SkillDeletion
+		c.SkillDeletion = del
 		return skillPut(tx, sandboxes.SkillCandidates, c.ID, c, 0)
 	})
+}
+
+// softDeleteSkill is the frame of a soft delete by p: the reason checked, then fn run in one write transaction with
+// the deletion to record (now, by p's owner, for reason), which it answers; doing names the work in errors.
+func (s *Service) softDeleteSkill(p Principal, reason *string, doing string, fn func(tx sandboxes.SkillTx, del SkillDeletion) error) (*SkillDeletion, error) {
+	owner, err := s.skillOwner(p)
 	if err != nil {
-		return nil, skillWrap(err, "deleting a skill candidate")
+		return nil, err
+	}
+	if err := checkText("reason", reason, MaxSkillText); err != nil {
+		return nil, err
+	}
+	var del SkillDeletion
+	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
+		now := s.cfg.Now().UTC()
+		del = SkillDeletion{IsDeleted: true, DeletedAt: &now, DeletedBy: &owner, DeleteReason: reason}
+		return fn(tx, del)
+	})
+	if err != nil {
+		return nil, skillWrap(err, doing)
 	}
 	return &del, nil
 }

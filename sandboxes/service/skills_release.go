@@ -255,23 +255,14 @@ func (s *Service) rollbackRelease(tx sandboxes.SkillTx, id, mode, by string) (*S
 // DeleteSkillRelease soft-deletes a release (an active one too: it stops being active) and clears the promotion
 // pointer of the candidate that names it.
 func (s *Service) DeleteSkillRelease(_ context.Context, p Principal, id string, reason *string) (*SkillDeletion, error) {
-	owner, err := s.skillOwner(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkText("reason", reason, MaxSkillText); err != nil {
-		return nil, err
-	}
-	var del SkillDeletion
-	err = s.updateSkills(owner, func(tx sandboxes.SkillTx) error {
+	return s.softDeleteSkill(p, reason, "deleting a skill release", func(tx sandboxes.SkillTx, del SkillDeletion) error {
 		r, err := getRelease(tx, id)
 		if err != nil {
 			return err
 		}
-		now := s.cfg.Now().UTC()
+		now := *del.DeletedAt
 		r.IsActive = false
-		r.SkillDeletion = SkillDeletion{IsDeleted: true, DeletedAt: &now, DeletedBy: &owner, DeleteReason: reason}
-		del = r.SkillDeletion
+		r.SkillDeletion = del
 		if err := skillPut(tx, sandboxes.SkillReleases, r.ID, r, 0); err != nil {
 			return err
 		}
@@ -289,8 +280,4 @@ func (s *Service) DeleteSkillRelease(_ context.Context, p Principal, id string, 
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, skillWrap(err, "deleting a skill release")
-	}
-	return &del, nil
 }
