@@ -46,19 +46,22 @@ func TestWarmImageClaimOnTheEngine(t *testing.T) {
 	if ci := h.inspect(sb.ID); !strings.Contains(strings.Join(ci.Config.Env, " "), agentapi.EnvAwaitClaim+"=1") {
 		t.Fatalf("the claimed sandbox's container was not made in the waiting form: %v", ci.Config.Env)
 	}
-	check := func(when string) {
+	// check waits for the entrypoint's run-th run with the create's env to have written its files (its last log
+	// line comes after them), then reads them through a command.
+	check := func(when string, run int) {
 		t.Helper()
 		agent := h.agent(h.ready(sb.ID))
 		h.waitFor(when+": the entrypoint's log with the create's env", func() (bool, string) {
 			l := h.containerLog(sb.ID)
-			return strings.Contains(l, "entrypoint: uid=65532 home=/home/sandbox token=none mark=claimed"), l
+			return strings.Count(l, "entrypoint: uid=65532 home=/home/sandbox token=none mark=claimed") >= run &&
+				strings.Count(l, "entrypoint: password written") >= run, l
 		})
 		res, err := agent.Exec(ctx, agentapi.ExecRequest{Cmd: `echo "$FASTGPT_TEST_MARK ${SANDGATE_AWAIT_CLAIM:-none} $(id -u)"; cat ~/.entrypoint-ran`})
 		if err != nil || res.Stdout != "claimed none 65532\nuid=65532 home=/home/sandbox\n" {
 			t.Fatalf("%s: exec %+v %v", when, res, err)
 		}
 	}
-	check("after the claim")
+	check("after the claim", 1)
 	if l := h.containerLog(sb.ID); strings.Count(l, "entrypoint: password written") != 1 {
 		t.Fatalf("the entrypoint ran %d times before and at the claim, want once: %s", strings.Count(l, "entrypoint: password written"), l)
 	}
@@ -67,7 +70,7 @@ func TestWarmImageClaimOnTheEngine(t *testing.T) {
 	if err := h.mgr.Stop(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	check("after a stop and a start")
+	check("after a stop and a start", 2)
 	if l := h.containerLog(sb.ID); strings.Count(l, "mark=claimed") != 2 {
 		t.Fatalf("the entrypoint's runs with the create's env: %d, want 2: %s", strings.Count(l, "mark=claimed"), l)
 	}
