@@ -7,7 +7,9 @@ const { Sandbox } = require('@e2b/desktop')
 const { chromium } = require('playwright-core')
 
 const report = {}
-const deadline = Date.now() + Number(process.env.DEADLINE_MS || 240_000)
+// The backstop for a hang only: the steps wait for the desktop's state, and on a busy machine (CI, make test-stress)
+// the whole walk has taken over 4 minutes.
+const deadline = Date.now() + Number(process.env.DEADLINE_MS || 900_000)
 const remaining = () => Math.max(1000, deadline - Date.now())
 
 // until polls an SDK call until it gives a truthy value: the desktop's state is the sandbox's, not ours.
@@ -29,7 +31,7 @@ async function windowTitles(desktop) {
 }
 
 async function main() {
-  const desktop = await Sandbox.create({ timeoutMs: 600_000 })
+  const desktop = await Sandbox.create({ timeoutMs: 1_200_000 })
   try {
     report.id = desktop.sandboxId
     const shot = Buffer.from(await desktop.screenshot())
