@@ -97,26 +97,38 @@ async function viewStream(url, { expectFailure = false } = {}) {
     context.setDefaultTimeout(remaining())
     const page = await context.newPage()
     const resp = await page.goto(url)
-    const out = { status: resp.status() }
-    if (expectFailure) {
-      // Without the password noVNC asks for one: its credentials dialog opens. Anything else it reports (connected,
-      // failed) ends the wait too, and is reported.
-      const status = () => page.locator('#noVNC_status').innerText().catch(() => '')
-      await until('noVNC to ask for the password or fail', async () =>
-        (await page.locator('#noVNC_credentials_dlg.noVNC_open').count()) > 0 || /Connected|Failed|wrong|closed|Disconnected/.test(await status()))
-      out.asksPassword = (await page.locator('#noVNC_credentials_dlg.noVNC_open').count()) > 0
-      out.status_text = await status()
-      return out
-    }
-    await page.locator('#noVNC_container canvas').waitFor({ timeout: remaining() })
-    out.lit = await until('lit pixels on the noVNC canvas', () => page.evaluate(() => {
+    const out = { status: resp.status(), attempts: 1 }
+    const status = () => page.locator('#noVNC_status').innerText().catch(() => '')
+    const asks = async () => (await page.locator('#noVNC_credentials_dlg.noVNC_open').count()) > 0
+    const lit = () => page.evaluate(() => {
       const c = document.querySelector('#noVNC_container canvas')
       if (!c || c.width === 0) return 0
       const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data
-      let lit = 0
-      for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] > 30) lit++
-      return lit > 1000 ? lit : 0
-    }))
+      let n = 0
+      for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] > 30) n++
+      return n > 1000 ? n : 0
+    }).catch(() => 0)
+    // noVNC connects once, when the page loads. Right after stream.start() the VNC server behind websockify may
+    // not be listening yet; noVNC then reports the connection failed or closed and stays so. Load the page again,
+    // as a user would, until it shows what is awaited: the desktop on its canvas, or (without the password) its
+    // credentials dialog.
+    for (;;) {
+      const seen = await until('noVNC to show the desktop, ask for the password or fail', async () => {
+        if (expectFailure && await asks()) return 'asks'
+        if (!expectFailure) {
+          const n = await lit()
+          if (n) return n
+        }
+        return /Failed|closed|Disconnected|wrong/i.test(await status()) ? 'failed' : ''
+      })
+      if (seen !== 'failed' || out.attempts >= 20) {
+        if (expectFailure) out.asksPassword = seen === 'asks'
+        else if (seen !== 'failed') out.lit = seen
+        break
+      }
+      out.attempts++
+      await page.reload()
+    }
     out.status_text = await page.locator('#noVNC_status').innerText().catch(() => '')
     return out
   } finally {
