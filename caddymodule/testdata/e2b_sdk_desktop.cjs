@@ -112,8 +112,11 @@ async function viewStream(url, { expectFailure = false } = {}) {
     // not be listening yet; noVNC then reports the connection failed or closed and stays so. Load the page again,
     // as a user would, until it shows what is awaited: the desktop on its canvas, or (without the password) its
     // credentials dialog.
+    // A load that shows neither within 90 s (a connection that hangs) is loaded again too.
     for (;;) {
+      const loaded = Date.now()
       const seen = await until('noVNC to show the desktop, ask for the password or fail', async () => {
+        if (Date.now() - loaded > 90_000) return 'failed'
         if (expectFailure && await asks()) return 'asks'
         if (!expectFailure) {
           const n = await lit()
