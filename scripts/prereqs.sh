@@ -51,18 +51,84 @@ ensure_docker() {
 	start_dockerd
 }
 
-# start_dockerd starts the engine in a session of its own (setsid --fork), not in the caller's process group: Ctrl-C
-# on `make run` signals the terminal's foreground process group, and an engine in it stopped with every sandbox. It
+# start_dockerd starts the engine in a session of its own (setsid), not in the caller's process group: Ctrl-C on
+# `make run` signals the terminal's foreground process group, and an engine in it stopped with every sandbox. It
 # outlives this script and the gateway; README.md says how to stop it (its pid is in /var/run/docker.pid).
-start_dockerd() {
-	mkdir -p "$STATE_DIR"
-	note "starting dockerd in its own session (log: $STATE_DIR/dockerd.log; stop it with: kill \$(cat /var/run/docker.pid))"
-	setsid --fork dockerd >"$STATE_DIR/dockerd.log" 2>&1 </dev/null
-	for _ in $(seq 1 60); do
+#
+# Two engines on one data root fight over its lock files, and the loser exits ("error while opening volume store
+# metadata database: timeout"), so starts are serialised: .ci/run ensures the engine from two steps at once (the images
+# and runsc's registration), and an engine that is still starting, or still shutting down (a stopped session's, which
+# keeps its pid file until it has stopped every container), is waited for rather than raced. An engine that exits
+# while starting is started again, twice at most; what it said last is printed, not only its log's name.
+DOCKERD_PIDFILE=${DOCKERD_PIDFILE:-/var/run/docker.pid}
+DOCKERD_WAIT=${SANDGATE_DOCKERD_WAIT:-120}
+
+# process_alive PID: the process exists and is not a zombie (an engine we started and that exited stays one until
+# this shell ends).
+process_alive() {
+	local state
+	state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+# pidfile_engine prints the pid in $DOCKERD_PIDFILE when that process is alive (a stale file, left by kill -9, names
+# a dead or reused pid: it is ignored unless the process is alive).
+pidfile_engine() {
+	local pid
+	pid=$(cat "$DOCKERD_PIDFILE" 2>/dev/null || true)
+	[ -n "$pid" ] && process_alive "$pid" && echo "$pid"
+}
+
+# await_engine PID SECONDS: 0 once the engine answers, 1 once process PID has gone, 2 when SECONDS ran out.
+await_engine() {
+	local deadline=$((SECONDS + $2))
+	while [ "$SECONDS" -lt "$deadline" ]; do
 		docker_answers && return 0
+		process_alive "$1" || { docker_answers && return 0; return 1; }
 		sleep 0.5
 	done
-	fail "dockerd did not answer within 30 s; see $STATE_DIR/dockerd.log."
+	return 2
+}
+
+start_dockerd() {
+	mkdir -p "$STATE_DIR"
+	local rc=0
+	# The lock is fd 9, closed for the engine itself (9>&- below): an engine holding it would block every later start.
+	exec 9>"$STATE_DIR/dockerd.lock"
+	flock 9
+	start_dockerd_locked || rc=$?
+	exec 9>&-
+	return "$rc"
+}
+
+start_dockerd_locked() {
+	docker_answers && return 0
+	local log=$STATE_DIR/dockerd.log pid rc attempt since
+	pid=$(pidfile_engine || true)
+	if [ -n "$pid" ]; then
+		note "dockerd $pid is running but does not answer yet (starting, or shutting down); waiting up to $DOCKERD_WAIT s"
+		rc=0
+		await_engine "$pid" "$DOCKERD_WAIT" || rc=$?
+		[ "$rc" = 0 ] && return 0
+		[ "$rc" = 2 ] && fail "dockerd $pid did not answer within $DOCKERD_WAIT s and is still running; stop it (kill $pid) or see its log."
+	fi
+	for attempt in 1 2 3; do
+		since=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
+		note "starting dockerd in its own session (log: $log; stop it with: kill \$(cat $DOCKERD_PIDFILE))"
+		printf '== %s prereqs.sh starts dockerd (attempt %s)\n' "$(date -u +%FT%TZ)" "$attempt" >>"$log"
+		setsid dockerd >>"$log" 2>&1 </dev/null 9>&- &
+		pid=$!
+		rc=0
+		await_engine "$pid" "$DOCKERD_WAIT" || rc=$?
+		[ "$rc" = 0 ] && return 0
+		if [ "$rc" = 2 ]; then
+			tail -c "+$since" "$log" | tail -n 5 >&2
+			fail "dockerd $pid did not answer within $DOCKERD_WAIT s; see $log."
+		fi
+		note "dockerd exited while starting: $(tail -c "+$since" "$log" | grep -E 'failed to start daemon|level=(fatal|error)' | tail -n 1)"
+	done
+	tail -c "+$since" "$log" | tail -n 5 >&2
+	fail "dockerd exited three times while starting; see $log."
 }
 
 ensure_base_image() {
@@ -197,7 +263,7 @@ ensure_runsc() {
 	jq --arg p "$RUNSC_BIN" '.runtimes = ((.runtimes // {}) + {runsc: {path: $p}})' <<<"$current" >"$DOCKER_DAEMON_JSON.new"
 	mv "$DOCKER_DAEMON_JSON.new" "$DOCKER_DAEMON_JSON"
 	local pid
-	pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+	pid=$(cat "$DOCKERD_PIDFILE" 2>/dev/null || true)
 	[ -n "$pid" ] || pid=$(pgrep -x -o dockerd || true)
 	[ -n "$pid" ] || fail "registered runsc in $DOCKER_DAEMON_JSON but found no dockerd to reload; send it SIGHUP."
 	note "registering runsc with the engine (SIGHUP to dockerd $pid: a reload, nothing restarts)"
