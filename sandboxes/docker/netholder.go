@@ -133,7 +133,7 @@ func (d *Driver) refillHolders(spec sandboxes.ContainerSpec) {
 }
 
 // makeHolder creates and starts one holder on spec's network, hardened like a sandbox, and returns its id (also
-// when its start failed, for the caller to remove).
+// when its start failed, and its name when its create failed, for the caller to remove).
 func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (string, error) {
 	image := spec.Image
 	if spec.AgentImage != "" {
@@ -157,9 +157,13 @@ func (d *Driver) makeHolder(ctx context.Context, spec sandboxes.ContainerSpec) (
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
-	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Network+"-holder-"+hex.EncodeToString(suffix))
+	name := spec.Network + "-holder-" + hex.EncodeToString(suffix)
+	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
-		return "", fmt.Errorf("creating a holder: %w", err)
+		// A create cut short (Close cancels the refills) may have made the container all the same; the caller
+		// removes it by name, or it would stay behind, created and never started, where no sweep of this gateway's
+		// looks again.
+		return name, fmt.Errorf("creating a holder: %w", err)
 	}
 	if err := d.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return created.ID, fmt.Errorf("starting holder %s: %w", created.ID, err)
