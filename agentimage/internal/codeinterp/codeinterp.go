@@ -101,26 +101,22 @@ func (s *Service) Register(r Routes) {
 	r.HandleFunc("DELETE "+p+"/contexts/{id}", s.serveDelete)
 }
 
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// decode reads a request's body (bounded), parses it with parse, and decodes the sandbox-wide environment the
+// gateway sends beside it; every failure is the agent's typed error.
+func decode[T any](w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (req T, sandboxEnv map[string]string, err error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		return nil, agentapi.Errorf(agentapi.CodeTooLarge, "the request body is over %d bytes", maxBodyBytes)
+		return req, nil, agentapi.Errorf(agentapi.CodeTooLarge, "the request body is over %d bytes", maxBodyBytes)
 	}
-	return b, nil
+	if req, err = parse(b); err != nil {
+		return req, nil, err
+	}
+	sandboxEnv, err = ParseEnvHeader(r.Header.Get(agentapi.E2BEnvHeader))
+	return req, sandboxEnv, err
 }
 
 func (s *Service) serveExecute(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	req, err := ParseExecute(body)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	sandboxEnv, err := ParseEnvHeader(r.Header.Get(agentapi.E2BEnvHeader))
+	req, sandboxEnv, err := decode(w, r, ParseExecute)
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return
@@ -179,17 +175,7 @@ func (s *Service) execute(ctx context.Context, w http.ResponseWriter, c *codeCon
 }
 
 func (s *Service) serveCreate(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	req, err := ParseCreateContext(body)
-	if err != nil {
-		agentapi.WriteError(w, err)
-		return
-	}
-	sandboxEnv, err := ParseEnvHeader(r.Header.Get(agentapi.E2BEnvHeader))
+	req, sandboxEnv, err := decode(w, r, ParseCreateContext)
 	if err != nil {
 		agentapi.WriteError(w, err)
 		return
