@@ -368,10 +368,13 @@ func TestExecuteStreamsJavaScript(t *testing.T) {
 	}
 	srv, _ := newTestServer(t, Config{})
 	flag := filepath.Join(t.TempDir(), "go")
+	// The timer prints between the cells, then says so: the next cell is sent only after that (a timer due in 1 ms
+	// can fire after a next cell that arrives sooner, and its output is then that cell's successor's).
+	printed := filepath.Join(t.TempDir(), "late-printed")
 	code := "console.log('first'); console.error('err');\nconst fs = require('fs');\n" +
 		"const started = Date.now(); const seen = await new Promise((r) => { const t = setInterval(() => {\n" +
 		"  if (fs.existsSync(" + jsonString(flag) + ")) { clearInterval(t); r(true) } else if (Date.now() - started > 30000) { clearInterval(t); r(false) } }, 10) });\n" +
-		"setTimeout(() => console.log('late'), 0); console.log(seen ? 'second' : 'no flag')"
+		"setTimeout(() => { console.log('late'); fs.writeFileSync(" + jsonString(printed) + ", '') }, 0); console.log(seen ? 'second' : 'no flag')"
 	sawFirst := false
 	lines, _ := execute(t, context.Background(), srv, nil, ExecuteRequest{Code: code, Language: "js"}, func(l line) {
 		if l["type"] == lineStdout && strings.Contains(str(l["text"]), "first") && !sawFirst {
@@ -385,8 +388,20 @@ func TestExecuteStreamsJavaScript(t *testing.T) {
 	if !sawFirst || !strings.Contains(got, "stdout:first\n") || !strings.Contains(got, "stderr:err\n") || !strings.HasSuffix(got, "stdout:second\n end_of_execution") {
 		t.Fatalf("lines %q", got)
 	}
+	waitForFile(t, printed)
 	lines, _ = execute(t, context.Background(), srv, nil, ExecuteRequest{Code: "1", Language: "js"}, nil)
 	if got := strings.Join(summary(lines), " "); got != "count:2 stdout:late\n result:1 end_of_execution" {
 		t.Fatalf("next cell: %q", got)
+	}
+}
+
+// waitForFile waits until path exists (a cell's timer writes it); the test's deadline bounds the wait.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
