@@ -357,31 +357,40 @@ func (s *BoltStore) UpdateHistory(sandboxID, id string, fn func(*HistoryEntry)) 
 		}
 		c := sb.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			s.hist.decoded.Add(1)
-			var h storedHistory
-			if err := json.Unmarshal(v, &h); err != nil {
-				return fmt.Errorf("decoding history entry %s: %w", k, err)
-			}
-			if h.ID != id {
-				continue
-			}
-			h.HistoryEntry.SandboxID = h.Sandbox
-			fn(&h.HistoryEntry)
-			b, err := json.Marshal(h)
-			if err != nil {
+			found, err = s.rewriteHistory(tx, sb, sandboxID, id, k, v, fn)
+			if found != nil || err != nil {
 				return err
 			}
-			e := h.HistoryEntry
-			found = &e
-			// An edit may end (a run learned) or start (a mark set back to pending) its wait for the learning pass.
-			if err := setLearnQueued(tx, sandboxID, k, e.AwaitsLearning()); err != nil {
-				return err
-			}
-			return sb.Put(append([]byte(nil), k...), b)
 		}
 		return nil
 	})
 	return found, found != nil, err
+}
+
+// rewriteHistory applies fn to the entry stored at k (value v) of sandboxID's bucket sb, and stores it, when it is
+// entry id; it answers the entry as stored, nil when k holds another.
+func (s *BoltStore) rewriteHistory(tx *bolt.Tx, sb *bolt.Bucket, sandboxID, id string, k, v []byte, fn func(*HistoryEntry)) (*HistoryEntry, error) {
+	s.hist.decoded.Add(1)
+	var h storedHistory
+	if err := json.Unmarshal(v, &h); err != nil {
+		return nil, fmt.Errorf("decoding history entry %s: %w", k, err)
+	}
+	if h.ID != id {
+		return nil, nil
+	}
+	h.HistoryEntry.SandboxID = h.Sandbox
+	fn(&h.HistoryEntry)
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	e := h.HistoryEntry
+	k = append([]byte(nil), k...) // bbolt keeps a Put's key until the commit, and k may be a cursor's
+	// An edit may end (a run learned) or start (a mark set back to pending) its wait for the learning pass.
+	if err := setLearnQueued(tx, sandboxID, k, e.AwaitsLearning()); err != nil {
+		return nil, err
+	}
+	return &e, sb.Put(k, b)
 }
 
 // DropHistory forgets a deleted sandbox's history.

@@ -136,6 +136,36 @@ func (s *BoltStore) PendingLearn() ([]*HistoryEntry, error) {
 	return out, nil
 }
 
+// UpdatePendingLearn is UpdateHistory for an entry waiting to be learned: it looks for entry id among sandboxID's
+// entries in the learn queue only, so marking a run learned reads the runs still waiting, not the whole history.
+// It reports false when the entry is not waiting (another pass marked it, or it is gone).
+func (s *BoltStore) UpdatePendingLearn(sandboxID, id string, fn func(*HistoryEntry)) (*HistoryEntry, bool, error) {
+	db, err := s.openHistory()
+	if err != nil {
+		return nil, false, err
+	}
+	var found *HistoryEntry
+	err = s.update(db, func(tx *bolt.Tx) error {
+		q, sb := tx.Bucket(bucketLearnQueue).Bucket([]byte(sandboxID)), tx.Bucket(bucketHistory).Bucket([]byte(sandboxID))
+		if q == nil || sb == nil {
+			return nil
+		}
+		c := q.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			v := sb.Get(k)
+			if v == nil {
+				continue
+			}
+			found, err = s.rewriteHistory(tx, sb, sandboxID, id, append([]byte(nil), k...), v, fn)
+			if found != nil || err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return found, found != nil, err
+}
+
 // HistoryEntriesRead is how many stored history entries this store has decoded since it was made (every read of
 // the history counts the entries it looks at): what a read of the history costs, for tests and benchmarks.
 func (s *BoltStore) HistoryEntriesRead() uint64 { return s.hist.decoded.Load() }

@@ -126,6 +126,9 @@ type LearnQueue interface {
 	// PendingLearn returns every stored entry for which AwaitsLearning holds, newest first within a sandbox, with
 	// SandboxID set.
 	PendingLearn() ([]*sandboxes.HistoryEntry, error)
+	// UpdatePendingLearn edits one entry among a sandbox's entries waiting to be learned; false when it is not
+	// waiting.
+	UpdatePendingLearn(sandboxID, id string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, bool, error)
 }
 
 // LearnBrowserRuns runs one pass: the oldest pol.Batch pending runs of every sandbox are learned, then the automatic
@@ -177,10 +180,9 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 			res.Errored++
 		}
 		now := s.cfg.Now().UTC()
-		_, _, err := s.cfg.History.UpdateHistory(run.sb.ID, run.entry.ID, func(e *sandboxes.HistoryEntry) {
+		if err := s.markLearned(run, func(e *sandboxes.HistoryEntry) {
 			e.LearnStatus, e.LearnError, e.LearnProcessedAt = &status, learnErr, &now
-		})
-		if err != nil {
+		}); err != nil {
 			return res, fmt.Errorf("marking %s learned: %w", run.entry.ID, err)
 		}
 	}
@@ -190,6 +192,19 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 	}
 	slices.Sort(ownerList)
 	return res, s.watchAutoCanaries(ctx, pol, ownerList, &res)
+}
+
+// markLearned writes run's learning mark: through the learn queue when the store has one (reading the runs still
+// waiting, not the sandbox's whole history), else, or when the run is no longer waiting there (another pass marked
+// it first), by its id over the whole history, as the mark was always written.
+func (s *Service) markLearned(run pendingRun, fn func(*sandboxes.HistoryEntry)) error {
+	if q, ok := s.cfg.History.(LearnQueue); ok {
+		if _, found, err := q.UpdatePendingLearn(run.sb.ID, run.entry.ID, fn); err != nil || found {
+			return err
+		}
+	}
+	_, _, err := s.cfg.History.UpdateHistory(run.sb.ID, run.entry.ID, fn)
+	return err
 }
 
 // pendingRuns are the runs of boxes waiting to be learned, in boxes' order and newest first within a sandbox (the
