@@ -151,6 +151,9 @@ func (s *BoltStore) open() (*bolt.DB, error) {
 				return err
 			}
 		}
+		if tx.Bucket(bucketLearnQueue) == nil {
+			return buildLearnQueue(tx) // a file from before the learn queue (store_learn.go): built once
+		}
 		return nil
 	})
 	if err != nil {

@@ -85,6 +85,8 @@ type history struct {
 	stopped chan struct{}
 	running bool
 	closed  bool
+	// decoded counts the stored entries reads have decoded (BoltStore.HistoryEntriesRead).
+	decoded atomic.Uint64
 }
 
 var errHistoryClosed = errors.New("the store is closed: execution history is not recorded")
@@ -238,6 +240,11 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 			if err := sb.Put(historyKey(seq), b); err != nil {
 				return err
 			}
+			if e.AwaitsLearning() { // store_learn.go
+				if err := setLearnQueued(tx, e.SandboxID, historyKey(seq), true); err != nil {
+					return err
+				}
+			}
 			if err := putTrace(tx, e, seq); err != nil {
 				return err
 			}
@@ -250,6 +257,9 @@ func putHistory(db *bolt.DB, entries []*HistoryEntry) error {
 					break
 				}
 				if err := dropEntryTrace(tx, e.SandboxID, k, sb.Get(k)); err != nil {
+					return err
+				}
+				if err := setLearnQueued(tx, e.SandboxID, k, false); err != nil {
 					return err
 				}
 				if err := sb.Delete(k); err != nil {
@@ -297,6 +307,7 @@ func (s *BoltStore) HistoryPage(sandboxID string, keep func(*HistoryEntry) bool,
 		}
 		c := sb.Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			s.hist.decoded.Add(1)
 			var h storedHistory
 			if err := json.Unmarshal(v, &h); err != nil {
 				return fmt.Errorf("decoding history entry %s: %w", k, err)
@@ -346,26 +357,40 @@ func (s *BoltStore) UpdateHistory(sandboxID, id string, fn func(*HistoryEntry)) 
 		}
 		c := sb.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			var h storedHistory
-			if err := json.Unmarshal(v, &h); err != nil {
-				return fmt.Errorf("decoding history entry %s: %w", k, err)
-			}
-			if h.ID != id {
-				continue
-			}
-			h.HistoryEntry.SandboxID = h.Sandbox
-			fn(&h.HistoryEntry)
-			b, err := json.Marshal(h)
-			if err != nil {
+			found, err = s.rewriteHistory(tx, sb, sandboxID, id, k, v, fn)
+			if found != nil || err != nil {
 				return err
 			}
-			e := h.HistoryEntry
-			found = &e
-			return sb.Put(append([]byte(nil), k...), b)
 		}
 		return nil
 	})
 	return found, found != nil, err
+}
+
+// rewriteHistory applies fn to the entry stored at k (value v) of sandboxID's bucket sb, and stores it, when it is
+// entry id; it answers the entry as stored, nil when k holds another.
+func (s *BoltStore) rewriteHistory(tx *bolt.Tx, sb *bolt.Bucket, sandboxID, id string, k, v []byte, fn func(*HistoryEntry)) (*HistoryEntry, error) {
+	s.hist.decoded.Add(1)
+	var h storedHistory
+	if err := json.Unmarshal(v, &h); err != nil {
+		return nil, fmt.Errorf("decoding history entry %s: %w", k, err)
+	}
+	if h.ID != id {
+		return nil, nil
+	}
+	h.HistoryEntry.SandboxID = h.Sandbox
+	fn(&h.HistoryEntry)
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	e := h.HistoryEntry
+	k = append([]byte(nil), k...) // bbolt keeps a Put's key until the commit, and k may be a cursor's
+	// An edit may end (a run learned) or start (a mark set back to pending) its wait for the learning pass.
+	if err := setLearnQueued(tx, sandboxID, k, e.AwaitsLearning()); err != nil {
+		return nil, err
+	}
+	return &e, sb.Put(k, b)
 }
 
 // DropHistory forgets a deleted sandbox's history.
@@ -376,6 +401,9 @@ func (s *BoltStore) DropHistory(sandboxID string) error {
 	}
 	return s.update(db, func(tx *bolt.Tx) error {
 		if err := dropTraces(tx, sandboxID); err != nil {
+			return err
+		}
+		if err := dropLearnQueue(tx, sandboxID); err != nil {
 			return err
 		}
 		err := tx.Bucket(bucketHistory).DeleteBucket([]byte(sandboxID))

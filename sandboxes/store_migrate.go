@@ -78,7 +78,7 @@ func (s *BoltStore) ImportAPIStore(path string) (bool, error) {
 					return fmt.Errorf("bucket %s: %w", name, err)
 				}
 			}
-			return nil
+			return buildLearnQueue(dst) // the imported history's runs waiting to be learned (store_learn.go)
 		})
 	})
 	if cerr := old.Close(); err == nil && cerr != nil {

@@ -22,7 +22,7 @@ const TraceRefPrefix = "blob:"
 
 // Learning marks of a history entry (Bay's learn_status).
 const (
-	LearnPending = "pending"
+	LearnPending = sandboxes.LearnStatusPending
 	LearnSkipped = "skipped"
 )
 

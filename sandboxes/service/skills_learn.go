@@ -96,8 +96,9 @@ func (s *Service) RunBrowserLearning(ctx context.Context, pol LearnPolicy) {
 			return
 		case <-tick.C:
 		case <-s.learnKick:
-			// A pass scans every sandbox's history, so a tenant recording learn runs back to back wakes it at most
-			// once a learnMinGap: the runs wait for that pass, which takes them all (up to the batch).
+			// A pass lists every sandbox and checks the automatic canaries, so a tenant recording learn runs back
+			// to back wakes it at most once a learnMinGap: the runs wait for that pass, which takes them all (up to
+			// the batch).
 			gap := time.NewTimer(learnMinGap - time.Since(started))
 			select {
 			case <-ctx.Done():
@@ -118,6 +119,18 @@ type pendingRun struct {
 	entry *sandboxes.HistoryEntry
 }
 
+// LearnQueue is implemented by a HistoryStore that indexes the runs waiting to be learned (BoltStore does, in the
+// history's own transactions: store_learn.go). With it a pass reads those runs only; without it, a pass reads every
+// sandbox's whole history to find them.
+type LearnQueue interface {
+	// PendingLearn returns every stored entry for which AwaitsLearning holds, newest first within a sandbox, with
+	// SandboxID set.
+	PendingLearn() ([]*sandboxes.HistoryEntry, error)
+	// UpdatePendingLearn edits one entry among a sandbox's entries waiting to be learned; false when it is not
+	// waiting.
+	UpdatePendingLearn(sandboxID, id string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, bool, error)
+}
+
 // LearnBrowserRuns runs one pass: the oldest pol.Batch pending runs of every sandbox are learned, then the automatic
 // canaries of the owners of those sandboxes are checked. An owner with no sandbox has no executions, so its
 // canaries have no samples and would be neither rolled back nor promoted.
@@ -129,33 +142,28 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 	if pol.Batch <= 0 {
 		pol.Batch = DefaultLearnPolicy().Batch
 	}
-	var pending []pendingRun
+	var boxes []*sandboxes.Sandbox
 	owners := map[string]bool{}
 	cursor := ""
 	for {
-		boxes, next, err := s.cfg.Sandboxes.List(ctx, sandboxes.ListOptions{Limit: 200, Cursor: cursor})
+		page, next, err := s.cfg.Sandboxes.List(ctx, sandboxes.ListOptions{Limit: 200, Cursor: cursor})
 		if err != nil {
 			return res, fmt.Errorf("listing sandboxes to learn from: %w", err)
 		}
-		for _, sb := range boxes {
+		for _, sb := range page {
 			if sb.Owner != "" {
 				owners[sb.Owner] = true
 			}
-			page, _, err := s.cfg.History.HistoryPage(sb.ID, func(e *sandboxes.HistoryEntry) bool {
-				return e.LearnEnabled && (e.ExecType == "browser" || e.ExecType == "browser_batch") &&
-					(e.LearnStatus == nil || *e.LearnStatus == LearnPending)
-			}, 0, sandboxes.MaxHistoryEntries) // a sandbox keeps at most that many; the oldest are learned first
-			if err != nil {
-				return res, fmt.Errorf("reading the history of %s: %w", sb.ID, err)
-			}
-			for _, e := range page {
-				pending = append(pending, pendingRun{sb: *sb, entry: e})
-			}
 		}
+		boxes = append(boxes, page...)
 		if next == "" || next == cursor {
 			break
 		}
 		cursor = next
+	}
+	pending, err := s.pendingRuns(boxes)
+	if err != nil {
+		return res, err
 	}
 	slices.SortStableFunc(pending, func(a, b pendingRun) int { return a.entry.CreatedAt.Compare(b.entry.CreatedAt) })
 	for _, run := range pending[:min(len(pending), pol.Batch)] {
@@ -172,10 +180,9 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 			res.Errored++
 		}
 		now := s.cfg.Now().UTC()
-		_, _, err := s.cfg.History.UpdateHistory(run.sb.ID, run.entry.ID, func(e *sandboxes.HistoryEntry) {
+		if err := s.markLearned(run, func(e *sandboxes.HistoryEntry) {
 			e.LearnStatus, e.LearnError, e.LearnProcessedAt = &status, learnErr, &now
-		})
-		if err != nil {
+		}); err != nil {
 			return res, fmt.Errorf("marking %s learned: %w", run.entry.ID, err)
 		}
 	}
@@ -185,6 +192,56 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 	}
 	slices.Sort(ownerList)
 	return res, s.watchAutoCanaries(ctx, pol, ownerList, &res)
+}
+
+// markLearned writes run's learning mark: through the learn queue when the store has one (reading the runs still
+// waiting, not the sandbox's whole history), else, or when the run is no longer waiting there (another pass marked
+// it first), by its id over the whole history, as the mark was always written.
+func (s *Service) markLearned(run pendingRun, fn func(*sandboxes.HistoryEntry)) error {
+	if q, ok := s.cfg.History.(LearnQueue); ok {
+		if _, found, err := q.UpdatePendingLearn(run.sb.ID, run.entry.ID, fn); err != nil || found {
+			return err
+		}
+	}
+	_, _, err := s.cfg.History.UpdateHistory(run.sb.ID, run.entry.ID, fn)
+	return err
+}
+
+// pendingRuns are the runs of boxes waiting to be learned, in boxes' order and newest first within a sandbox (the
+// pass then orders them oldest first, keeping this order among runs of one instant). Runs of a sandbox the Manager
+// no longer lists are left for the history reaper.
+func (s *Service) pendingRuns(boxes []*sandboxes.Sandbox) ([]pendingRun, error) {
+	var pending []pendingRun
+	if q, ok := s.cfg.History.(LearnQueue); ok {
+		all, err := q.PendingLearn()
+		if err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			return nil, nil
+		}
+		bySandbox := map[string][]*sandboxes.HistoryEntry{}
+		for _, e := range all {
+			bySandbox[e.SandboxID] = append(bySandbox[e.SandboxID], e)
+		}
+		for _, sb := range boxes {
+			for _, e := range bySandbox[sb.ID] {
+				pending = append(pending, pendingRun{sb: *sb, entry: e})
+			}
+		}
+		return pending, nil
+	}
+	for _, sb := range boxes {
+		page, _, err := s.cfg.History.HistoryPage(sb.ID, (*sandboxes.HistoryEntry).AwaitsLearning,
+			0, sandboxes.MaxHistoryEntries) // a sandbox keeps at most that many; the oldest are learned first
+		if err != nil {
+			return nil, fmt.Errorf("reading the history of %s: %w", sb.ID, err)
+		}
+		for _, e := range page {
+			pending = append(pending, pendingRun{sb: *sb, entry: e})
+		}
+	}
+	return pending, nil
 }
 
 // learnID is the id of the index-th record of prefix that run id makes: the same on every pass.
