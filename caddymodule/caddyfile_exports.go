@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -52,41 +53,20 @@ func (o *ExportOptions) limits() sandboxes.ExportLimits {
 	return l
 }
 
-// parseExportsOption reads
-//
-//	exports {
-//	    max_per_owner 10000
-//	    quota         8m
-//	    ttl           7d
-//	}
-func parseExportsOption(d *caddyfile.Dispenser, app *App) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	o := &ExportOptions{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var err error
-		switch d.Val() {
-		case "max_per_owner":
-			err = oneInt(d, &o.MaxPerOwner)
-		case "quota":
-			if err = oneString(d, &o.Quota); err == nil {
-				if _, perr := sandboxes.ParseBytes(o.Quota); perr != nil {
-					err = d.WrapErr(perr)
-				}
-			}
-		case "ttl":
-			err = oneCaddyDuration(d, &o.TTL)
-		default:
-			return d.Errf("unknown exports option %q", d.Val())
+// parseExportsOption reads `exports { max_per_owner 10000; quota 8m; ttl 7d }`.
+func parseExportsOption(app *App) opt.Option {
+	return func(d *caddyfile.Dispenser) error {
+		o := &ExportOptions{}
+		quota := opt.Arg(func(v string) error { o.Quota = v; _, err := sandboxes.ParseBytes(v); return err })
+		err := opt.NoArgs(d)
+		if err == nil {
+			err = opt.Block{"max_per_owner": opt.Int(&o.MaxPerOwner), "quota": quota, "ttl": opt.Duration(&o.TTL)}.
+				Parse(d, "unknown exports option %q")
 		}
-		if err != nil {
-			return err
+		if err == nil && o.validate() != nil {
+			err = d.Err(o.validate().Error())
 		}
+		app.Exports = o
+		return err
 	}
-	if err := o.validate(); err != nil {
-		return d.Err(err.Error())
-	}
-	app.Exports = o
-	return nil
 }

@@ -31,7 +31,7 @@ func TestExportsOptionParsing(t *testing.T) {
 		d := caddyfile.NewTestDispenser(tc.in)
 		d.Next()
 		app := new(App)
-		err := parseExportsOption(d, app)
+		err := parseExportsOption(app)(d)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.err)

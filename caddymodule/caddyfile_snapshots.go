@@ -5,6 +5,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -52,45 +53,22 @@ func (o *SnapshotOptions) limits() sandboxes.SnapshotLimits {
 	return l
 }
 
-// parseSnapshotsOption reads
-//
-//	snapshots {
-//	    max_size      10g
-//	    quota         20g
-//	    max_per_owner 50
-//	}
-func parseSnapshotsOption(d *caddyfile.Dispenser, app *App) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	o := &SnapshotOptions{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var err error
-		switch d.Val() {
-		case "max_size":
-			err = oneString(d, &o.MaxSize)
-		case "quota":
-			err = oneString(d, &o.Quota)
-		case "max_per_owner":
-			err = oneInt(d, &o.MaxPerOwner)
-		default:
-			return d.Errf("unknown snapshots option %q", d.Val())
+// parseSnapshotsOption reads `snapshots { max_size 10g; quota 20g; max_per_owner 50 }`.
+func parseSnapshotsOption(app *App) opt.Option {
+	return func(d *caddyfile.Dispenser) error {
+		o := &SnapshotOptions{}
+		size := func(dst *string) opt.Option {
+			return opt.Arg(func(v string) error { *dst = v; _, err := sandboxes.ParseBytes(v); return err })
 		}
-		if err != nil {
-			return err
+		err := opt.NoArgs(d)
+		if err == nil {
+			err = opt.Block{"max_size": size(&o.MaxSize), "quota": size(&o.Quota), "max_per_owner": opt.Int(&o.MaxPerOwner)}.
+				Parse(d, "unknown snapshots option %q")
 		}
-		for _, s := range []string{o.MaxSize, o.Quota} {
-			if s == "" {
-				continue
-			}
-			if _, err := sandboxes.ParseBytes(s); err != nil {
-				return d.WrapErr(err)
-			}
+		if err == nil && o.MaxPerOwner < 0 {
+			err = d.Err("snapshots: max_per_owner must not be negative")
 		}
+		app.Snapshots = o
+		return err
 	}
-	if o.MaxPerOwner < 0 {
-		return d.Err("snapshots: max_per_owner must not be negative")
-	}
-	app.Snapshots = o
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -55,52 +56,32 @@ func (o *StoreOptions) settings() (interval time.Duration, keep int, warn float6
 	return
 }
 
-// parseStoreOption reads
-//
-//	store {
-//	    backup_interval 1h    (or off)
-//	    backup_keep     3
-//	    disk_warn       90%
-//	}
-func parseStoreOption(d *caddyfile.Dispenser, app *App) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	o := &StoreOptions{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var err error
-		switch d.Val() {
-		case "backup_interval":
-			var s string
-			if err = oneString(d, &s); err == nil {
-				if s == "off" {
-					o.BackupInterval = -1
-				} else if v, perr := caddy.ParseDuration(s); perr != nil || v <= 0 {
-					err = d.Errf("backup_interval %q: a positive duration or off", s)
-				} else {
-					o.BackupInterval = caddy.Duration(v)
-				}
+// parseStoreOption reads `store { backup_interval 1h|off; backup_keep 3; disk_warn 90% }`.
+func parseStoreOption(app *App) opt.Option {
+	return func(d *caddyfile.Dispenser) error {
+		o := &StoreOptions{}
+		keep := opt.Arg(func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("backup_keep %q: at least 1", v)
 			}
-		case "backup_keep":
-			if err = oneInt(d, &o.BackupKeep); err == nil && o.BackupKeep < 1 {
-				err = d.Errf("backup_keep %d: at least 1", o.BackupKeep)
+			o.BackupKeep = n
+			return nil
+		})
+		warn := opt.Arg(func(v string) error {
+			n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
+			if err != nil || n < 1 || n > 100 {
+				return fmt.Errorf("disk_warn %q: a percentage from 1%% to 100%%", v)
 			}
-		case "disk_warn":
-			var s string
-			if err = oneString(d, &s); err == nil {
-				n, perr := strconv.Atoi(strings.TrimSuffix(s, "%"))
-				if perr != nil || n < 1 || n > 100 {
-					err = d.Errf("disk_warn %q: a percentage from 1%% to 100%%", s)
-				}
-				o.DiskWarnPercent = n
-			}
-		default:
-			return d.Errf("unknown store option %q", d.Val())
+			o.DiskWarnPercent = n
+			return nil
+		})
+		err := opt.NoArgs(d)
+		if err == nil {
+			err = opt.Block{"backup_interval": opt.DurationOrOff("backup_interval", &o.BackupInterval), "backup_keep": keep, "disk_warn": warn}.
+				Parse(d, "unknown store option %q")
 		}
-		if err != nil {
-			return err
-		}
+		app.StoreConfig = o
+		return err
 	}
-	app.StoreConfig = o
-	return nil
 }

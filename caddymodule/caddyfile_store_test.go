@@ -28,7 +28,7 @@ func TestStoreOptionParsing(t *testing.T) {
 		d := caddyfile.NewTestDispenser(tc.in)
 		d.Next()
 		app := new(App)
-		err := parseStoreOption(d, app)
+		err := parseStoreOption(app)(d)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.err)

@@ -4,6 +4,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/docker"
 )
@@ -45,20 +46,13 @@ func (d *DockerDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
 	if disp.NextArg() {
 		return disp.ArgErr()
 	}
-	for disp.NextBlock(0) {
-		switch disp.Val() {
-		case "host":
-			if !disp.AllArgs(&d.Host) {
-				return disp.ArgErr()
-			}
-		case "state":
-			// Sandbox state shared by a fleet lives in the Kubernetes API; a Docker host is one gateway's.
+	return opt.Block{
+		"host": opt.String(&d.Host),
+		// Sandbox state shared by a fleet lives in the Kubernetes API; a Docker host is one gateway's.
+		"state": func(disp *caddyfile.Dispenser) error {
 			return disp.Errf("state is an option of the kubernetes driver (a gateway fleet keeps sandbox records in the Kubernetes API); the docker driver keeps them in the gateway's own store")
-		default:
-			return disp.Errf("unknown docker driver option %q", disp.Val())
-		}
-	}
-	return nil
+		},
+	}.Parse(disp, "unknown docker driver option %q")
 }
 
 var (

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/e2b"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
@@ -130,56 +131,31 @@ func (h *SandboxE2B) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	return nil
 }
 
-// parseSandboxE2B reads
-//
-//	sandbox_e2b {
-//	    prefix       /e2b                      # E2B_API_URL's path; default the site's root
-//	    domain       sandbox.localhost:8443    # E2B_DOMAIN, named in create answers
-//	    template     <name> <profile>          # repeatable: E2B template names onto profiles
-//	    max_timeout  <duration>                # cap on a sandbox's timeout
-//	    api_data_dir <dir>                     # the sandbox_api whose keys are accepted
-//	}
+// parseSandboxE2B reads `sandbox_e2b { ... }`, one row per option.
 func parseSandboxE2B(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := &SandboxE2B{Templates: map[string]string{}}
 	h.Next()
-	if h.NextArg() {
-		return nil, h.ArgErr()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
-	for h.NextBlock(0) {
-		switch key := h.Val(); key {
-		case "prefix", "domain", "api_data_dir", "max_timeout":
-			var v string
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			switch key {
-			case "prefix":
-				m.Prefix = v
-			case "domain":
-				m.Domain = v
-			case "api_data_dir":
-				m.APIDataDir = v
-			default:
-				d, err := caddy.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return nil, h.Errf("max_timeout must be a positive duration, not %q", v)
-				}
-				m.MaxTimeout = caddy.Duration(d)
-			}
-		case "template":
-			var name, profile string
-			if !h.AllArgs(&name, &profile) {
-				return nil, h.ArgErr()
-			}
-			if _, dup := m.Templates[name]; dup {
-				return nil, h.Errf("template %q is named twice", name)
-			}
-			m.Templates[name] = profile
-		default:
-			return nil, h.Errf("unknown sandbox_e2b option %q", key)
+	template := func(d *caddyfile.Dispenser) error { // template <name> <profile>, repeatable
+		var name, profile string
+		if !d.AllArgs(&name, &profile) {
+			return d.ArgErr()
 		}
+		if _, dup := m.Templates[name]; dup {
+			return d.Errf("template %q is named twice", name)
+		}
+		m.Templates[name] = profile
+		return nil
 	}
-	return m, nil
+	return m, opt.Block{
+		"prefix":       opt.String(&m.Prefix), // E2B_API_URL's path; default the site's root
+		"domain":       opt.String(&m.Domain), // E2B_DOMAIN, named in create answers
+		"api_data_dir": opt.String(&m.APIDataDir),
+		"max_timeout":  opt.PositiveDuration("max_timeout", &m.MaxTimeout),
+		"template":     template,
+	}.Parse(h.Dispenser, "unknown sandbox_e2b option %q")
 }
 
 // SandboxE2BEdge is the `http.handlers.sandbox_e2b_edge` handler: E2B's edge on the content origin
@@ -274,21 +250,10 @@ func parseSandboxE2BEdge(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 	if h.NextArg() {
 		return nil, h.ArgErr()
 	}
-	for h.NextBlock(0) {
-		switch key := h.Val(); key {
-		case "domain":
-			args := h.RemainingArgs()
-			if len(args) == 0 {
-				return nil, h.ArgErr()
-			}
-			m.Domains = append(m.Domains, args...)
-		case "rewrite_host":
-			if !h.AllArgs(&upstreams.RewriteHost) {
-				return nil, h.ArgErr()
-			}
-		default:
-			return nil, h.Errf("unknown sandbox_e2b_edge option %q", key)
-		}
+	err := opt.Block{"domain": opt.List(&m.Domains), "rewrite_host": opt.String(&upstreams.RewriteHost)}.
+		Parse(h.Dispenser, "unknown sandbox_e2b_edge option %q")
+	if err != nil {
+		return nil, err
 	}
 	m.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(upstreams), "handler", "reverse_proxy", nil)
 	return m, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/hostrewrite"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 )
@@ -67,17 +68,7 @@ func (u *SandboxUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "rewrite_host":
-			if !d.AllArgs(&u.RewriteHost) {
-				return d.ArgErr()
-			}
-		default:
-			return d.Errf("unknown sandbox upstreams option %q", d.Val())
-		}
-	}
-	return nil
+	return opt.Block{"rewrite_host": opt.String(&u.RewriteHost)}.Parse(d, "unknown sandbox upstreams option %q")
 }
 
 var (

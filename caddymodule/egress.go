@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap/exp/zapslog"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/egress"
 )
 
@@ -82,36 +82,21 @@ func (h *SandboxEgress) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "dial_timeout", "idle_timeout":
-			opt := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
+	positive := func(name string, dst *caddy.Duration) opt.Option {
+		return opt.Arg(func(v string) error {
+			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {
-				return d.Errf("%s: want a positive duration, got %q", opt, d.Val())
+				return fmt.Errorf("%s: want a positive duration, got %q", name, v)
 			}
-			if opt == "dial_timeout" {
-				h.DialTimeout = caddy.Duration(dur)
-			} else {
-				h.IdleTimeout = caddy.Duration(dur)
-			}
-		case "max_tunnels":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("max_tunnels: want a positive number, got %q", d.Val())
-			}
-			h.MaxTunnels = n
-		default:
-			return d.Errf("sandbox_egress: unknown option %q", d.Val())
-		}
+			*dst = caddy.Duration(dur)
+			return nil
+		})
 	}
-	return nil
+	return opt.Block{
+		"dial_timeout": positive("dial_timeout", &h.DialTimeout),
+		"idle_timeout": positive("idle_timeout", &h.IdleTimeout),
+		"max_tunnels":  opt.PositiveInt("max_tunnels", &h.MaxTunnels),
+	}.Parse(d, "sandbox_egress: unknown option %q")
 }
 
 var (

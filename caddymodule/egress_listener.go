@@ -3,12 +3,12 @@ package caddymodule
 import (
 	"log/slog"
 	"net"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap/exp/zapslog"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/egress"
 )
 
@@ -54,22 +54,8 @@ func (l *EgressConnLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "max_conns_per_source":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("max_conns_per_source: want a positive number, got %q", d.Val())
-			}
-			l.MaxConnsPerSource = n
-		default:
-			return d.Errf("sandbox_egress_limit: unknown option %q", d.Val())
-		}
-	}
-	return nil
+	return opt.Block{"max_conns_per_source": opt.PositiveInt("max_conns_per_source", &l.MaxConnsPerSource)}.
+		Parse(d, "sandbox_egress_limit: unknown option %q")
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/fastgpt"
 )
 
@@ -120,45 +121,28 @@ func (h *FastGPTProxy) Cleanup() error {
 //	}
 func (h *FastGPTProxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	if err := opt.NoArgs(d); err != nil {
+		return err
 	}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		var v string
-		if err := oneString(d, &v); err != nil {
-			return err
-		}
-		switch opt {
-		case "secret":
-			h.Secret = v
-		case "app_url":
-			h.AppURL = v
-		case "rewrite_host":
-			h.RewriteHost = v
-		case "request_timeout", "address_cache_ttl":
-			if !strings.Contains(v, "{") {
-				if _, err := fastgpt.ParseSeconds(v, caddy.ParseDuration); err != nil {
-					return d.Errf("%s: %v", opt, err)
-				}
+	// checked reads an option that parse checks unless it holds a placeholder (resolved at Provision).
+	checked := func(name string, dst *string, parse func(string) error) opt.Option {
+		return opt.Arg(func(v string) error {
+			*dst = v
+			if err := parse(v); err != nil && !strings.Contains(v, "{") {
+				return fmt.Errorf("%s: %v", name, err)
 			}
-			if opt == "request_timeout" {
-				h.RequestTimeout = v
-			} else {
-				h.AddressCacheTTL = v
-			}
-		case "serve":
-			if !strings.Contains(v, "{") {
-				if _, err := fastgpt.ParseRoutes(v); err != nil {
-					return d.Errf("serve: %v", err)
-				}
-			}
-			h.Serve = v
-		default:
-			return d.Errf("unknown fastgpt_proxy option %q", opt)
-		}
+			return nil
+		})
 	}
-	return nil
+	seconds := func(v string) error { _, err := fastgpt.ParseSeconds(v, caddy.ParseDuration); return err }
+	return opt.Block{
+		"secret":            opt.String(&h.Secret),
+		"app_url":           opt.String(&h.AppURL),
+		"rewrite_host":      opt.String(&h.RewriteHost),
+		"request_timeout":   checked("request_timeout", &h.RequestTimeout, seconds),
+		"address_cache_ttl": checked("address_cache_ttl", &h.AddressCacheTTL, seconds),
+		"serve":             checked("serve", &h.Serve, func(v string) error { _, err := fastgpt.ParseRoutes(v); return err }),
+	}.Parse(d, "unknown fastgpt_proxy option %q")
 }
 
 func parseFastGPTProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/opensandbox"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -109,30 +110,20 @@ func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValu
 		return nil, err
 	}
 	h.Next()
-	if h.NextArg() {
-		return nil, h.ArgErr()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
 	m := new(SandboxOpenSandbox)
 	upstreams := new(SandboxUpstreams)
-	for h.NextBlock(0) {
-		var err error
-		switch h.Val() {
-		case "api_data_dir":
-			err = oneString(h.Dispenser, &m.APIDataDir)
-		case "endpoint_host":
-			err = oneString(h.Dispenser, &m.EndpointHost)
-		case "rewrite_host":
-			err = oneString(h.Dispenser, &upstreams.RewriteHost)
-		case "max_timeout":
-			err = positiveDuration(h.Dispenser, &m.MaxTimeout)
-		case "start_timeout":
-			err = positiveDuration(h.Dispenser, &m.StartTimeout)
-		default:
-			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = opt.Block{
+		"api_data_dir":  opt.String(&m.APIDataDir),
+		"endpoint_host": opt.String(&m.EndpointHost),
+		"rewrite_host":  opt.String(&upstreams.RewriteHost),
+		"max_timeout":   opt.PositiveDuration("max_timeout", &m.MaxTimeout),
+		"start_timeout": opt.PositiveDuration("start_timeout", &m.StartTimeout),
+	}.Parse(h.Dispenser, "unknown sandbox_opensandbox option %q")
+	if err != nil {
+		return nil, err
 	}
 	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{
 		caddyconfig.JSONModuleObject(m, "handler", "sandbox_opensandbox", nil),

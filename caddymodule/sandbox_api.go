@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
 	"github.com/sandgate/sandgate/sandboxes"
@@ -229,74 +231,33 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	return nil
 }
 
-// parseSandboxAPI reads
-//
-//	sandbox_api {
-//	    api_key          <key>                 # Bay's security.api_key (owner "default")
-//	    key              <key> <owner> [admin] # more keys; repeatable
-//	    allow_anonymous                        # calls without a token, owner from X-Owner
-//	    data_dir         <dir>                 # credentials.json (and an old bayapi.db to import)
-//	    endpoint         <url>                 # written into credentials.json
-//	    max_upload       <size>                # e.g. 512m
-//	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
-//	    ticket_base_url  <url>                 # the gateway's origin, for ticket URLs
-//	    content_base_url <url>                 # the content origin's base, for app ticket URLs
-//	    mcp              [<path>]              # the MCP server, default path /mcp
-//	}
+// parseSandboxAPI reads `sandbox_api { ... }`, one row per option (the SandboxAPI fields say what each is).
 func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	s := new(SandboxAPI)
-	d := h.Dispenser
-	d.Next()
-	if d.NextArg() {
-		return nil, d.ArgErr()
+	h.Next()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
-	for d.NextBlock(0) {
-		var err error
-		switch d.Val() {
-		case "api_key":
-			err = oneString(d, &s.APIKey)
-		case "key":
-			args := d.RemainingArgs()
-			if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
-				return nil, d.Errf("usage: key <secret> <owner> [admin]")
-			}
-			s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
-		case "allow_anonymous":
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			s.AllowAnonymous = true
-		case "data_dir":
-			err = oneString(d, &s.DataDir)
-		case "endpoint":
-			err = oneString(d, &s.Endpoint)
-		case "max_upload":
-			var v string
-			if err = oneString(d, &v); err == nil {
-				s.MaxUploadBytes, err = sandboxes.ParseBytes(v)
-			}
-		case "ticket_secret":
-			err = oneString(d, &s.TicketSecret)
-		case "ticket_base_url":
-			err = oneString(d, &s.TicketBaseURL)
-		case "content_base_url":
-			err = oneString(d, &s.ContentBaseURL)
-		case "mcp":
-			s.MCP = "/mcp"
-			if d.NextArg() {
-				s.MCP = d.Val()
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-		default:
-			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
+	key := func(d *caddyfile.Dispenser) error { // key <secret> <owner> [admin], repeatable
+		args := d.RemainingArgs()
+		if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
+			return d.Errf("usage: key <secret> <owner> [admin]")
 		}
-		if err != nil {
-			return nil, d.WrapErr(err)
-		}
+		s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+		return nil
 	}
-	return s, nil
+	return s, opt.Block{
+		"api_key":          opt.String(&s.APIKey), // owner "default"
+		"key":              key,
+		"allow_anonymous":  opt.Flag(&s.AllowAnonymous),
+		"data_dir":         opt.String(&s.DataDir),
+		"endpoint":         opt.String(&s.Endpoint),
+		"max_upload":       opt.Arg(func(v string) (err error) { s.MaxUploadBytes, err = sandboxes.ParseBytes(v); return err }),
+		"ticket_secret":    opt.String(&s.TicketSecret),
+		"ticket_base_url":  opt.String(&s.TicketBaseURL),
+		"content_base_url": opt.String(&s.ContentBaseURL),
+		"mcp":              opt.OptString(&s.MCP, "/mcp"),
+	}.Parse(h.Dispenser, "unknown sandbox_api option %q")
 }
 
 // Validate checks the keys.

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/certmagic"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/internal/redisstore"
 )
 
@@ -72,15 +73,10 @@ func (s *RedisStorage) Cleanup() error {
 // UnmarshalCaddyfile reads the `storage redis { ... }` block.
 func (s *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // "redis"
-	if d.NextArg() {
-		return d.ArgErr()
+	if err := opt.NoArgs(d); err != nil {
+		return err
 	}
-	return unmarshalRedisBlock(d, &s.RedisConfig, func(name string) (bool, error) {
-		if name != "lock_ttl" {
-			return false, nil
-		}
-		return true, positiveDuration(d, &s.LockTTL)
-	})
+	return unmarshalRedisBlock(d, &s.RedisConfig, opt.Block{"lock_ttl": opt.PositiveDuration("lock_ttl", &s.LockTTL)})
 }
 
 var (
