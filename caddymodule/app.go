@@ -191,13 +191,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		interval, keep, warn := a.StoreConfig.settings()
-		disks := sandboxes.NewDiskWatch(warn)
+		st, _ := a.StoreConfig.settings() // checked by Validate
+		disks := sandboxes.NewDiskWatch(st.DiskWarnRatio)
 		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
 		h.stop = h.metrics.Follow()
 		h.stopReaper = sandboxes.StartHistoryReaper(store, mgr, slogger)
-		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
-		h.stopStore = sandboxes.StartStoreLoops(store, drv, interval, keep, disks, slogger)
+		// Backups and disk warnings (caddyfile_limits.go): the first config's settings hold while the Manager lives.
+		h.stopStore = sandboxes.StartStoreLoops(store, drv, st.BackupInterval, st.BackupKeep, disks, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -213,12 +213,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 func (a *App) managerConfig() sandboxes.Config {
+	snapshots, _ := a.Snapshots.limits() // checked by Validate
 	return sandboxes.Config{
 		Profiles: sandboxes.WithEgressDefault(a.Profiles, a.Egress), MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
 		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval), ExpiryRetention: time.Duration(a.ExpiryRetention),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
-		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
+		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: snapshots,
 		AgentImage:       a.AgentImage,
 		WarmDemandWindow: time.Duration(a.WarmDemandWindow), WarmRetryBackoff: time.Duration(a.WarmRetryBackoff),
 		WarmRefillHold: time.Duration(a.WarmRefillHold),
@@ -235,13 +236,13 @@ func (a *App) Validate() error {
 		a.WarmDemandWindow < 0 || a.WarmRetryBackoff < 0 {
 		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
 	}
-	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+	if _, err := a.Snapshots.limits(); err != nil { // caddyfile_limits.go
 		return err
 	}
-	if err := a.Exports.validate(); err != nil { // caddyfile_exports.go
+	if _, err := a.Exports.limits(); err != nil {
 		return err
 	}
-	if err := a.StoreConfig.validate(); err != nil { // caddyfile_store.go
+	if _, err := a.StoreConfig.settings(); err != nil {
 		return err
 	}
 	switch a.OnExit {

@@ -178,11 +178,12 @@ func (s *SandboxAPI) ticketMinter() (service.TicketIssuer, error) {
 // service builds the operations the REST API and the MCP server share, over the app's Manager and store.
 func (s *SandboxAPI) service(ctx caddy.Context, app *App, minter service.TicketIssuer) *service.Service {
 	st := app.Store()
+	exports, _ := app.Exports.limits() // checked by the app's Validate
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
 		Sandboxes: app.Manager(), Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Skills: st, Fetch: bayapi.FetchPublic,
-		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
+		ExportLimits: exports, MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 		Tickets: minter,
 	}
 	st.SetLogger(ctx.Slogger()) // history write failures are the API's to report
