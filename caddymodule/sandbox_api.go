@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -288,3 +289,54 @@ var (
 	_ caddy.Validator             = (*SandboxAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxAPI)(nil)
 )
+
+// mcpServers keeps one MCP server per API data dir across reloads: its sessions live in the server, so a client's
+// session id keeps working after `caddy reload`; the new config only points the tools at its own handler (SetOps).
+var mcpServers = caddy.NewUsagePool()
+
+type mcpHolder struct{ s *mcpapi.Server }
+
+// Destruct has nothing to release: sessions end with their idle timeout or the process.
+func (mcpHolder) Destruct() error { return nil }
+
+// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.Delete(key).
+func loadMCPServer(key string, logger *slog.Logger) (*mcpapi.Server, error) {
+	val, _, err := mcpServers.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return mcpHolder{s: mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger})}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(mcpHolder).s, nil
+}
+
+// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
+type apiKeyChecker struct {
+	keys *service.LiveKeys
+	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
+	svc *service.Service
+}
+
+func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
+	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
+}
+
+// newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
+// returned key.
+func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
+	app, err := sandboxesApp(ctx)
+	if err != nil {
+		return apiKeyChecker{}, "", err
+	}
+	dir, err := apiDataDir(app.BayEnv(), dataDir)
+	if err != nil {
+		return apiKeyChecker{}, "", err
+	}
+	ring, ringKey, err := loadAPIKeyRing(dir)
+	if err != nil {
+		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
+	}
+	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
+	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
+	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
+}
