@@ -13,11 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/e2b"
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -164,7 +162,8 @@ func parseSandboxE2B(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 type SandboxE2BEdge struct {
 	// Domains are the sandbox domains (hosts): {port}-{id}.{domain} is routed, {domain} takes E2B's routing headers.
 	Domains []string `json:"domains,omitempty"`
-	// ProxyRaw is the reverse_proxy that streams admitted requests to the agent.
+	// ProxyRaw is the reverse_proxy that streams admitted requests to the agent (writeProxy: streams flushed at once,
+	// kept across reloads; the answer goes back as it is, cookies and worker scopes stripped by sandboxroute.GuardAnswer).
 	ProxyRaw json.RawMessage `json:"proxy,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 
 	edge  *e2b.Edge
@@ -183,7 +182,7 @@ func (h *SandboxE2BEdge) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_e2b_edge: %w", err)
 	}
 	if h.ProxyRaw == nil {
-		h.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(new(SandboxUpstreams)), "handler", "reverse_proxy", nil)
+		h.ProxyRaw = caddyconfig.JSONModuleObject(writeProxy(new(SandboxUpstreams)), "handler", "reverse_proxy", nil)
 	}
 	mod, err := ctx.LoadModule(h, "ProxyRaw")
 	if err != nil {
@@ -212,30 +211,12 @@ func (h *SandboxE2BEdge) Validate() error {
 }
 
 func (h *SandboxE2BEdge) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	fwd := &e2bForwarder{proxy: h.proxy, next: next}
+	fwd := &varsForwarder{serve: func(w http.ResponseWriter, r *http.Request) error { return h.proxy.ServeHTTP(w, r, next) }}
 	if !h.edge.Serve(w, r, fwd) {
 		return next.ServeHTTP(w, r)
 	}
 	return fwd.err
 }
-
-// e2bForwarder hands an admitted request to the edge's reverse_proxy with the sandbox upstream's variables set.
-type e2bForwarder struct {
-	proxy caddyhttp.MiddlewareHandler
-	next  caddyhttp.Handler
-	err   error
-}
-
-func (f *e2bForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
-	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
-	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
-	f.err = f.proxy.ServeHTTP(w, r, f.next)
-}
-
-// e2bEdgeProxy is the edge's reverse_proxy: the sandbox upstream, the agent token, streams flushed at once (Connect
-// server streams, NDJSON) and kept across reloads as sandbox_proxy's are. It never follows a redirect: the
-// sandbox's answer goes back as it is, its cookies and worker scopes stripped (sandboxroute.GuardAnswer).
-func e2bEdgeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler { return writeProxy(upstreams) }
 
 // parseSandboxE2BEdge reads
 //
@@ -255,7 +236,7 @@ func parseSandboxE2BEdge(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 	if err != nil {
 		return nil, err
 	}
-	m.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(upstreams), "handler", "reverse_proxy", nil)
+	m.ProxyRaw = caddyconfig.JSONModuleObject(writeProxy(upstreams), "handler", "reverse_proxy", nil)
 	return m, nil
 }
 
@@ -267,6 +248,6 @@ var (
 	_ caddy.Provisioner           = (*SandboxE2BEdge)(nil)
 	_ caddy.Validator             = (*SandboxE2BEdge)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxE2BEdge)(nil)
-	_ e2b.Forwarder               = (*e2bForwarder)(nil)
+	_ e2b.Forwarder               = (*varsForwarder)(nil)
 	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
 )

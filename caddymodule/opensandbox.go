@@ -73,21 +73,22 @@ func (h *SandboxOpenSandbox) Cleanup() error {
 }
 
 func (h *SandboxOpenSandbox) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	fwd := &nextForwarder{next: next}
+	fwd := &varsForwarder{serve: next.ServeHTTP}
 	h.handler.Serve(w, r, fwd)
 	return fwd.err
 }
 
-// nextForwarder hands an admitted proxy request to Caddy's reverse_proxy with the sandbox upstream.
-type nextForwarder struct {
-	next caddyhttp.Handler
-	err  error
+// varsForwarder hands a request the dialect admitted to serve (Caddy's reverse_proxy with the `sandbox`
+// upstream, next here or E2B's edge proxy) with the upstream's variables set: the sandbox and its agent token.
+type varsForwarder struct {
+	serve func(w http.ResponseWriter, r *http.Request) error
+	err   error
 }
 
-func (f *nextForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
+func (f *varsForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
 	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
 	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
-	f.err = f.next.ServeHTTP(w, r)
+	f.err = f.serve(w, r)
 }
 
 // parseSandboxOpenSandbox expands
@@ -148,6 +149,6 @@ var (
 	_ caddy.CleanerUpper          = (*SandboxOpenSandbox)(nil)
 	_ caddy.Validator             = (*SandboxOpenSandbox)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxOpenSandbox)(nil)
-	_ opensandbox.Forwarder       = (*nextForwarder)(nil)
+	_ opensandbox.Forwarder       = (*varsForwarder)(nil)
 	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
 )
