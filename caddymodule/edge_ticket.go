@@ -95,33 +95,15 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_ticket: the ticket secret (%s) is %d bytes; at least %d are required",
 			raw, len(secret), tickets.MinSecretLength)
 	}
-	var kind tickets.Kind
-	if h.Kind != "" {
-		k, err := tickets.ParseKind(h.Kind)
-		if err != nil {
-			return fmt.Errorf("sandbox_ticket: %w", err)
-		}
-		kind = k
-	}
-	session := time.Duration(h.Session)
-	switch {
-	case session == 0:
-		session = tickets.DefaultSessionLifetime
-	case session < 0:
-		session = 0
-	}
 	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache, h.ReplayRedis)
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
 	h.poolKey = poolKey
-	bases := make([]string, 0, len(h.BaseDomains))
-	for _, b := range h.BaseDomains {
-		if b = strings.Trim(strings.ToLower(b), "."); b != "" {
-			bases = append(bases, b)
-		}
+	h.gate, err = sandboxroute.NewGate(sandboxroute.GateConfig{Verifier: v, BaseDomains: h.BaseDomains, Kind: h.Kind, Session: time.Duration(h.Session)})
+	if err != nil {
+		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
-	h.gate = &sandboxroute.Gate{Verifier: v, BaseDomains: bases, Kind: kind, SessionLifetime: session}
 	if h.APIKeys {
 		checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
 		if err != nil {
