@@ -97,26 +97,9 @@ func (h *SandboxE2B) Cleanup() error {
 
 // Validate checks the settings.
 func (h *SandboxE2B) Validate() error {
-	if h.MaxTimeout < 0 {
-		return errors.New("sandbox_e2b: max_timeout must not be negative")
-	}
-	if h.Prefix != "" && (!strings.HasPrefix(h.Prefix, "/") || strings.ContainsAny(h.Prefix, "*?{} ")) {
-		return fmt.Errorf("sandbox_e2b: prefix %q must be a path starting with /", h.Prefix)
-	}
-	d := strings.ToLower(h.Domain)
-	if host, _, ok := strings.Cut(d, ":"); ok {
-		d = host
-	}
-	for _, reserved := range []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"} {
-		if d == reserved {
-			// The SDK sends envd traffic for these to https://sandbox.<domain> instead of {port}-{id}.<domain>.
-			return fmt.Errorf("sandbox_e2b: domain %q is one of E2B's own, which the SDKs route differently", h.Domain)
-		}
-	}
-	for name, profile := range h.Templates {
-		if name == "" || profile == "" {
-			return errors.New("sandbox_e2b: a template needs a name and a profile")
-		}
+	cfg := e2b.Config{Prefix: h.Prefix, Domain: h.Domain, Templates: h.Templates, MaxTimeout: time.Duration(h.MaxTimeout)}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sandbox_e2b: %w", err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -262,20 +261,15 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 	}.Parse(h.Dispenser, "unknown sandbox_api option %q")
 }
 
-// Validate checks the keys.
+// Validate checks the keys, the MCP path and the upload cap.
 func (s *SandboxAPI) Validate() error {
-	seen := map[string]bool{}
-	for _, k := range s.Keys {
-		if k.Key == "" || k.Owner == "" {
-			return fmt.Errorf("sandbox_api: a key needs a secret and an owner")
-		}
-		if seen[k.Key] || k.Key == s.APIKey {
-			return fmt.Errorf("sandbox_api: a key is configured twice")
-		}
-		seen[k.Key] = true
+	if err := (bayapi.KeySettings{APIKey: s.APIKey, Keys: s.Keys}).Validate(); err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	if s.MCP != "" && (!strings.HasPrefix(s.MCP, "/") || s.MCP == "/" || s.MCP == "/v1" || strings.HasPrefix(s.MCP, "/v1/") || s.MCP == "/health") {
-		return fmt.Errorf("sandbox_api: mcp path %q must start with / and not overlap the REST API", s.MCP)
+	if s.MCP != "" {
+		if err := bayapi.CheckBesideAPI("mcp", s.MCP); err != nil {
+			return fmt.Errorf("sandbox_api: %w", err)
+		}
 	}
 	if s.MaxUploadBytes < 0 {
 		return fmt.Errorf("sandbox_api: max_upload must not be negative")
