@@ -24,15 +24,6 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("fastgpt_proxy", httpcaddyfile.Before, "respond")
 }
 
-// The environment variables of fastgpt-agent-sandbox-proxy, used as the defaults of the options.
-const (
-	fastgptEnvSecret         = "{env.AGENT_SANDBOX_PROXY_SECRET}"
-	fastgptEnvAppURL         = "{env.FASTGPT_APP_URL}"
-	fastgptEnvRequestTimeout = "{env.FASTGPT_APP_REQUEST_TIMEOUT_SECS}"
-	fastgptEnvRewriteHost    = "{env.AGENT_SANDBOX_PROXY_REWRITE_HOST}"
-	fastgptEnvCacheTTL       = "{env.AGENT_SANDBOX_PROXY_ADDRESS_CACHE_TTL_SECS}"
-)
-
 // FastGPTProxy is a drop-in for FastGPT's fastgpt-agent-sandbox-proxy: /health, the /fs and /terminal WebSockets
 // and /preview/{sandbox_id}/{session_id}/{path}. Other paths go to the next handler. Every option accepts
 // placeholders and defaults to the original's environment variable.
@@ -64,28 +55,15 @@ func (*FastGPTProxy) CaddyModule() caddy.ModuleInfo {
 // as the original refuses to start.
 func (h *FastGPTProxy) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
-	get := func(v, def string) string { return strings.TrimSpace(repl.ReplaceAll(orDefault(v, def), "")) }
-	secret := get(h.Secret, fastgptEnvSecret)
-	if secret == "" {
-		return fmt.Errorf("fastgpt_proxy: no secret: set AGENT_SANDBOX_PROXY_SECRET or the secret option")
+	settings := fastgpt.Settings{Secret: h.Secret, AppURL: h.AppURL, RequestTimeout: h.RequestTimeout,
+		RewriteHost: h.RewriteHost, AddressCacheTTL: h.AddressCacheTTL, Serve: h.Serve}
+	cfg, err := settings.Config(func(s string) string { return repl.ReplaceAll(s, "") }, caddy.ParseDuration, ctx.Slogger())
+	if err == nil {
+		h.proxy, err = fastgpt.New(cfg)
 	}
-	routes, err := fastgpt.ParseRoutes(get(h.Serve, "all"))
 	if err != nil {
 		return fmt.Errorf("fastgpt_proxy: %w", err)
 	}
-	p, err := fastgpt.New(fastgpt.Config{
-		Secret:          secret,
-		AppURL:          get(h.AppURL, fastgptEnvAppURL),
-		RequestTimeout:  fastgpt.LenientSeconds(get(h.RequestTimeout, fastgptEnvRequestTimeout), caddy.ParseDuration),
-		RewriteHost:     get(h.RewriteHost, fastgptEnvRewriteHost),
-		AddressCacheTTL: fastgpt.LenientSeconds(get(h.AddressCacheTTL, fastgptEnvCacheTTL), caddy.ParseDuration),
-		Routes:          routes,
-		Logger:          ctx.Slogger(),
-	})
-	if err != nil {
-		return fmt.Errorf("fastgpt_proxy: %w", err)
-	}
-	h.proxy = p
 	return nil
 }
 
@@ -149,13 +127,6 @@ func parseFastGPTProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, err
 	m := new(FastGPTProxy)
 	err := m.UnmarshalCaddyfile(h.Dispenser)
 	return m, err
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // Interface guards.
