@@ -86,14 +86,9 @@ func (*SandboxTicket) CaddyModule() caddy.ModuleInfo {
 // Provision reads the secret and takes the shared verifier for it.
 func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	h.logger, h.slog = ctx.Logger(), ctx.Slogger()
-	raw := h.Secret
-	if raw == "" {
-		raw = defaultSecret
-	}
-	secret := caddy.NewReplacer().ReplaceKnown(raw, "")
-	if len(secret) < tickets.MinSecretLength {
-		return fmt.Errorf("sandbox_ticket: the ticket secret (%s) is %d bytes; at least %d are required",
-			raw, len(secret), tickets.MinSecretLength)
+	secret, err := ticketSecret(h.Secret)
+	if err != nil {
+		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
 	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache, h.ReplayRedis)
 	if err != nil {
@@ -122,6 +117,19 @@ func (h *SandboxTicket) Cleanup() error {
 		err = errors.Join(err, derr)
 	}
 	return err
+}
+
+// ticketSecret is the secret raw names (placeholders expanded; default {env.SANDGATE_TICKET_SECRET}), the same for
+// sandbox_ticket, sandbox_pages and sandbox_api, so all of them reach the same verifier.
+func ticketSecret(raw string) (string, error) {
+	if raw == "" {
+		raw = defaultSecret
+	}
+	secret := caddy.NewReplacer().ReplaceKnown(raw, "")
+	if len(secret) < tickets.MinSecretLength {
+		return "", fmt.Errorf("the ticket secret (%s) is %d bytes; at least %d are required", raw, len(secret), tickets.MinSecretLength)
+	}
+	return secret, nil
 }
 
 // sharedVerifier returns a ticket verifier over the store of spent nonces that every handler with the same secret

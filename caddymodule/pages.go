@@ -68,14 +68,9 @@ func (*Pages) CaddyModule() caddy.ModuleInfo {
 // Provision builds the handler: no I/O, the Manager comes from the sandboxes app.
 func (p *Pages) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
-	secret := p.TicketSecret
-	if secret == "" {
-		secret = defaultSecret
-	}
-	secret = repl.ReplaceKnown(secret, "") // as sandbox_ticket does, so both reach the same verifier
-	if len(secret) < tickets.MinSecretLength {
-		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
-			tickets.MinSecretLength, tickets.EnvSecret)
+	secret, err := ticketSecret(p.TicketSecret)
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: %w", err)
 	}
 	app, err := sandboxesApp(ctx)
 	if err != nil {
@@ -110,11 +105,6 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 	}
-	keys := make([]service.KeyConfig, len(p.ConsoleKeys))
-	for i, k := range p.ConsoleKeys {
-		k.Key = repl.ReplaceKnown(k.Key, "")
-		keys[i] = k
-	}
 	var apiKeys pages.KeyLookup
 	if p.APIKeys {
 		dataDir, err := apiDataDir(app.BayEnv(), p.APIDataDir)
@@ -127,7 +117,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		}
 		p.storeKey, apiKeys = ringKey, ring
 	}
-	if cfg.Keys, err = pages.ConsoleKeys(keys, apiKeys); err != nil {
+	if cfg.Keys, err = pages.ConsoleKeys(expandKeys(p.ConsoleKeys), apiKeys); err != nil {
 		return fmt.Errorf("sandbox_pages: %w", err)
 	}
 	cfg.ShowUsage = cfg.Keys != nil // CPU and memory in the console's list, from the Manager's engine

@@ -18,7 +18,6 @@ import (
 	"github.com/sandgate/sandgate/routes/mcpapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
-	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {
@@ -139,11 +138,7 @@ func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env ba
 	}
 	s.ringKey = ringKey
 	repl := caddy.NewReplacer()
-	extra := make([]service.KeyConfig, 0, len(s.Keys))
-	for _, k := range s.Keys {
-		k.Key = repl.ReplaceKnown(k.Key, "")
-		extra = append(extra, k)
-	}
+	extra := expandKeys(s.Keys)
 	keys, anonymous, err := bayapi.LoadKeys(context.Background(), st, env, bayapi.KeySettings{APIKey: repl.ReplaceKnown(s.APIKey, ""),
 		Keys: extra, AllowAnonymous: s.AllowAnonymous, Endpoint: s.Endpoint, DataDir: dataDir}, ctx.Slogger())
 	if err != nil {
@@ -153,26 +148,25 @@ func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env ba
 	return keys, anonymous, nil
 }
 
+// expandKeys expands the keys' runtime placeholders ({env.NAME}, {file./run/secrets/key}).
+func expandKeys(keys []service.KeyConfig) []service.KeyConfig {
+	repl := caddy.NewReplacer()
+	out := make([]service.KeyConfig, len(keys))
+	for i, k := range keys {
+		k.Key = repl.ReplaceKnown(k.Key, "")
+		out[i] = k
+	}
+	return out
+}
+
 // ticketMinter mints the tickets of POST /v1/sandboxes/{id}/tickets; nil (the route disabled) with no secret.
 func (s *SandboxAPI) ticketMinter() (service.TicketIssuer, error) {
 	repl := caddy.NewReplacer()
-	rawSecret := s.TicketSecret
-	if rawSecret == "" {
-		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
-	}
-	secret := repl.ReplaceKnown(rawSecret, "")
+	secret := s.TicketSecret
 	if secret == "" {
-		return nil, nil
+		secret = defaultSecret // the sandbox_ticket verifier's default too
 	}
-	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
-	if err != nil {
-		return nil, fmt.Errorf("ticket_secret: %w", err)
-	}
-	urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
-	if err != nil {
-		return nil, fmt.Errorf("ticket URLs: %w", err)
-	}
-	return service.NewTicketMinter(iss, urls), nil
+	return service.TicketMinterFor(repl.ReplaceKnown(secret, ""), repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
 }
 
 // service builds the operations the REST API and the MCP server share, over the app's Manager and store.
