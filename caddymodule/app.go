@@ -10,17 +10,21 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 	"github.com/sandgate/sandgate/sandboxes/metrics"
 )
 
 func init() {
 	caddy.RegisterModule(new(App))
+	caddy.RegisterModule(new(DockerDriver))
 }
 
 // managers keeps each sandbox Manager alive across config reloads, keyed by identity (engine endpoint and label
@@ -342,15 +346,6 @@ func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
 	}
 }
 
-// Interface guards.
-var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.Validator    = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
-	_ caddy.Destructor   = (*managerHolder)(nil)
-)
-
 // applyBayEnv reads the BAY_* environment and gives the app the profiles a Bay deployment expects
 // (bayapi.BayEnv.ProfilesFor).
 func (a *App) applyBayEnv() error {
@@ -402,3 +397,55 @@ func runningManager() *sandboxes.Manager {
 // BayEnv is what the BAY_* environment said when this app was provisioned: read once per config, in Provision,
 // and handed to every module of that config (sandbox_api's keys and data dir, the console's key ring).
 func (a *App) BayEnv() bayapi.BayEnv { return a.bayEnv }
+
+// DockerDriver is the `sandboxes.drivers.docker` module: sandboxes are containers on one Docker engine.
+type DockerDriver struct {
+	// Host is the engine endpoint (unix:///var/run/docker.sock, tcp://...); empty means DOCKER_HOST or the default socket.
+	Host string `json:"host,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*DockerDriver) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "sandboxes.drivers.docker", New: func() caddy.Module { return new(DockerDriver) }}
+}
+
+// Endpoint names the engine.
+func (d *DockerDriver) Endpoint() string {
+	if d.Host == "" {
+		return "docker:default"
+	}
+	return "docker:" + d.Host
+}
+
+// NewDriver makes the Engine API client (API version negotiated: the engine may be as old as 20.10 / API 1.41).
+// It does no I/O.
+func (d *DockerDriver) NewDriver() (sandboxes.Driver, error) { return docker.New(d.Host) }
+
+// UnmarshalCaddyfile reads
+//
+//	driver docker {
+//	    host <endpoint>
+//	}
+func (d *DockerDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+	disp.Next() // the driver name
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	return opt.Block{
+		"host": opt.String(&d.Host),
+		// Sandbox state shared by a fleet lives in the Kubernetes API; a Docker host is one gateway's.
+		"state": func(disp *caddyfile.Dispenser) error {
+			return disp.Errf("state is an option of the kubernetes driver (a gateway fleet keeps sandbox records in the Kubernetes API); the docker driver keeps them in the gateway's own store")
+		},
+	}.Parse(disp, "unknown docker driver option %q")
+}
+
+var (
+	_ caddy.App             = (*App)(nil)
+	_ caddy.Provisioner     = (*App)(nil)
+	_ caddy.Validator       = (*App)(nil)
+	_ caddy.CleanerUpper    = (*App)(nil)
+	_ caddy.Destructor      = (*managerHolder)(nil)
+	_ Driver                = (*DockerDriver)(nil)
+	_ caddyfile.Unmarshaler = (*DockerDriver)(nil)
+)

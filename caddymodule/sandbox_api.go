@@ -6,13 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/spf13/cobra"
 
+	"github.com/sandgate/sandgate/internal/buildversion"
 	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
@@ -26,6 +33,25 @@ func init() {
 	// First of the responding handlers (before respond and reverse_proxy): it answers only /health and /v1/...
 	// and passes everything else on, so a site can serve the API and respond/proxy the rest without an `order` line.
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "sandgate-mcp",
+		Usage: "--url <https://gateway> (--key-file <file> | --key-env <VAR>)",
+		Short: "Bridges MCP over stdio to a sandgate gateway's /mcp",
+		Long:  mcpapi.BridgeHelp,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().String("url", "", "gateway base URL, e.g. https://gw.example.com")
+			cmd.Flags().String("key-file", "", "file holding the API key")
+			cmd.Flags().String("key-env", "SANDGATE_API_KEY", "environment variable holding the API key, when no --key-file")
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				if err := mcpapi.RunBridge(ctx, fl.String("url"), fl.String("key-file"), fl.String("key-env")); err != nil {
+					return 1, fmt.Errorf("sandgate-mcp: %w", err)
+				}
+				return 0, nil
+			})
+		},
+	})
 }
 
 // apiKeyRings holds, per API data dir, the key ring the latest sandbox_api of that dir loaded, across reloads: the
@@ -328,3 +354,12 @@ func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string,
 	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
 	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
 }
+
+// buildVersion is set by the build scripts (xcaddy.sh, from scripts/version.sh) with
+// -ldflags "-X github.com/sandgate/sandgate/caddymodule.buildVersion=...".
+var buildVersion string
+
+// sandgateVersion is the semantic version of sandgate in this binary, for /health and the containers' version.
+var sandgateVersion = sync.OnceValue(func() string { return buildversion.Of(buildVersion, "github.com/sandgate/sandgate") })
+
+// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.
