@@ -77,14 +77,14 @@ type App struct {
 	OnExit string `json:"on_exit,omitempty"`
 	// Egress is the outbound proxy every profile without its own gets (HTTP(S)_PROXY, NO_PROXY).
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
-	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
+	// Snapshots bounds stored workspace snapshots (caddyfile_sandboxes.go).
 	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
-	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_exports.go).
+	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_sandboxes.go).
 	Exports *ExportOptions `json:"exports,omitempty"`
 	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
 	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
 	AgentImage string `json:"agent_image,omitempty"`
-	// StoreConfig is the store's backups and the disk warnings (caddyfile_store.go).
+	// StoreConfig is the store's backups and the disk warnings (caddyfile_sandboxes.go, sandboxes/limits_config.go).
 	StoreConfig *StoreOptions `json:"store,omitempty"`
 
 	driver  Driver
@@ -95,7 +95,7 @@ type App struct {
 	events  *caddyevents.App
 	cfg     sandboxes.Config
 	unwatch func()
-	// bayEnv is the BAY_* environment as Provision read it (app_lookup.go hands it to the config's modules).
+	// bayEnv is the BAY_* environment as Provision read it (sandboxesApp hands it to the config's modules).
 	bayEnv bayapi.BayEnv
 }
 
@@ -257,7 +257,7 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Manager is the sandbox Manager; modules get the app with sandboxesApp (app_lookup.go).
+// Manager is the sandbox Manager; modules get the app with sandboxesApp.
 func (a *App) Manager() *sandboxes.Manager {
 	if a.holder == nil {
 		return nil

@@ -63,7 +63,7 @@ func parseSandboxesOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.Profiles = append(app.Profiles, p)
 			return err
 		},
-		"egress_proxy": appEgress(app), // defaults for every profile (caddyfile_customise.go)
+		"egress_proxy": appEgress(app), // defaults for every profile (profileCustomise)
 		"no_proxy":     appEgress(app),
 	}.Parse(d, "unknown sandboxes option %q")
 	if err != nil {
@@ -84,7 +84,7 @@ func appEgress(app *App) opt.Option {
 }
 
 // parseProfile reads `profile <id> { ... }`, one row per option (sandboxes.Profile says what each means); the
-// customisation options are caddyfile_customise.go's.
+// customisation options are profileCustomise's.
 func parseProfile(d *caddyfile.Dispenser) (sandboxes.Profile, error) {
 	var p sandboxes.Profile
 	if !d.Args(&p.ID) {

@@ -38,7 +38,7 @@ type SandboxRoute struct {
 	Port int `json:"port,omitempty"`
 	// StartTimeout bounds the wait for an idle sandbox to start; 0 means 60s.
 	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
-	// SharedOrigin is the operator's opt-in to serve apps on a site that also serves the console (see origin.go).
+	// SharedOrigin is the operator's opt-in to serve apps on a site that also serves the console (see checkOrigins).
 	SharedOrigin bool `json:"shared_origin,omitempty"`
 
 	route  *sandboxroute.Route

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// What `caddy sandgate-mcp` (caddymodule/cmd_mcp.go) reads from its flags before it runs Bridge.
+// What `caddy sandgate-mcp` (caddymodule/sandbox_api.go) reads from its flags; RunBridge runs it.
 
 // BridgeURL is the MCP endpoint of a gateway's base URL: /mcp appended unless the URL already ends in it.
 func BridgeURL(base string) (string, error) {
