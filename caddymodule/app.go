@@ -236,10 +236,6 @@ func (a *App) Validate() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if a.GCInterval < 0 || a.ExpiryRetention < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 ||
-		a.WarmDemandWindow < 0 || a.WarmRetryBackoff < 0 {
-		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
-	}
 	if _, err := a.Snapshots.limits(); err != nil { // caddyfile_limits.go
 		return err
 	}

@@ -87,13 +87,7 @@ func (h *SandboxE2B) Provision(ctx caddy.Context) error {
 }
 
 // Cleanup releases this config's reference to the API's key ring.
-func (h *SandboxE2B) Cleanup() error {
-	if h.storeKey == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(h.storeKey)
-	return err
-}
+func (h *SandboxE2B) Cleanup() error { return releaseKeyRing(h.storeKey) }
 
 // Validate checks the settings.
 func (h *SandboxE2B) Validate() error {

@@ -111,12 +111,7 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 
 // Cleanup releases the shared store of spent nonces and the API's key ring.
 func (h *SandboxTicket) Cleanup() error {
-	err := releaseVerifier(h.poolKey)
-	if h.storeKey != "" {
-		_, derr := apiKeyRings.Delete(h.storeKey)
-		err = errors.Join(err, derr)
-	}
-	return err
+	return errors.Join(releaseVerifier(h.poolKey), releaseKeyRing(h.storeKey))
 }
 
 // ticketSecret is the secret raw names (placeholders expanded; default {env.SANDGATE_TICKET_SECRET}), the same for

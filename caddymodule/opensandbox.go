@@ -64,13 +64,7 @@ func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 }
 
 // Cleanup releases this config's reference to the API's key ring.
-func (h *SandboxOpenSandbox) Cleanup() error {
-	if h.storeKey == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(h.storeKey)
-	return err
-}
+func (h *SandboxOpenSandbox) Cleanup() error { return releaseKeyRing(h.storeKey) }
 
 func (h *SandboxOpenSandbox) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	fwd := &varsForwarder{serve: next.ServeHTTP}

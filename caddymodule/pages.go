@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -139,10 +140,7 @@ func (p *Pages) Cleanup() error {
 	if p.handler != nil {
 		p.handler.Close()
 	}
-	if p.storeKey != "" {
-		_, _ = apiKeyRings.Delete(p.storeKey) // releasing a ring cannot fail
-	}
-	return releaseVerifier(p.secretKey)
+	return errors.Join(releaseKeyRing(p.storeKey), releaseVerifier(p.secretKey))
 }
 
 // UnmarshalCaddyfile reads `sandbox_pages { ... }`, one row per option; leeway, replay_cache and replay_redis

@@ -64,7 +64,7 @@ type keyRingHolder struct{ keys *service.LiveKeys }
 // Destruct has nothing to release: the ring is memory.
 func (keyRingHolder) Destruct() error { return nil }
 
-// loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
+// loadAPIKeyRing takes a reference to the key ring of dataDir; release it with releaseKeyRing(key).
 func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
 	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
@@ -74,6 +74,15 @@ func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err err
 		return nil, "", err
 	}
 	return val.(keyRingHolder).keys, key, nil
+}
+
+// releaseKeyRing drops a reference taken by loadAPIKeyRing; an empty key is a no-op.
+func releaseKeyRing(key string) error {
+	if key == "" {
+		return nil
+	}
+	_, err := apiKeyRings.Delete(key)
+	return err
 }
 
 // apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
@@ -230,8 +239,7 @@ func (s *SandboxAPI) Cleanup() error {
 	if s.ringKey == "" {
 		return nil
 	}
-	_, err := apiKeyRings.Delete(s.ringKey)
-	errs := []error{err}
+	errs := []error{releaseKeyRing(s.ringKey)}
 	if s.mcp != nil {
 		_, err := mcpServers.Delete(s.ringKey)
 		errs = append(errs, err)
@@ -335,8 +343,7 @@ func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) b
 	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
 }
 
-// newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with apiKeyRings.Delete on the
-// returned key.
+// newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with releaseKeyRing(key).
 func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
 	app, err := sandboxesApp(ctx)
 	if err != nil {
