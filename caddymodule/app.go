@@ -40,38 +40,22 @@ type App struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Profiles are the kinds of sandbox that can be created.
 	Profiles []sandboxes.Profile `json:"profiles,omitempty"`
-	// MaxSandboxes caps all sandboxes on this gateway, warm ones included; 0 means no cap.
-	MaxSandboxes int `json:"max_sandboxes,omitempty"`
-	// MaxPerOwner caps the sandboxes of one API key's owner; 0 means no cap.
-	MaxPerOwner int `json:"max_per_owner,omitempty"`
-	// GCInterval is how often idle, expired and orphaned sandboxes are collected (default 1m).
-	GCInterval caddy.Duration `json:"gc_interval,omitempty"`
-	// ExpiryRetention is how long a sandbox its TTL paused or stopped (E2B's autoPause) is kept before it is
-	// deleted (default 24h; sandboxes/expiry.go).
-	ExpiryRetention caddy.Duration `json:"expiry_retention,omitempty"`
-	// DefaultTTL is the lifetime of a sandbox created without a ttl; 0 means it never expires.
-	DefaultTTL caddy.Duration `json:"default_ttl,omitempty"`
-	// StartTimeout bounds the wait for an agent's readiness (default 60s).
-	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
-	// WarmMaxAge recycles warm-pool members older than this (default 30m).
-	WarmMaxAge caddy.Duration `json:"warm_max_age,omitempty"`
-	// OrphanMinAge spares unowned containers and volumes younger than this from the sweep, which runs this often
-	// (default 5m).
-	OrphanMinAge caddy.Duration `json:"orphan_min_age,omitempty"`
-	// MaxConcurrentStarts bounds containers being created and started at once (default 4).
-	MaxConcurrentStarts int `json:"max_concurrent_starts,omitempty"`
-	// WarmRefillRate is warm-pool refills per second per profile (default 2).
-	WarmRefillRate float64 `json:"warm_refill_rate,omitempty"`
-	// WarmDemandWindow is how long a pool that follows demand (warm_pool_max) remembers creates; it shrinks back
-	// this long after a burst (default 5m).
-	WarmDemandWindow caddy.Duration `json:"warm_demand_window,omitempty"`
-	// WarmRetryBackoff is the first pause of a pool's refills after a failed one, doubling up to 5m (default 1s).
-	WarmRetryBackoff caddy.Duration `json:"warm_retry_backoff,omitempty"`
-	// WarmRefillHold bounds how long the refill a warm claim triggers waits for the claimed sandbox's first agent
-	// call to end (default 500ms; negative: refill at once, the Caddyfile's "off").
-	WarmRefillHold caddy.Duration `json:"warm_refill_hold,omitempty"`
-	// AllowHostBinds lets profiles mount host paths (binds); the Docker socket is refused regardless.
-	AllowHostBinds bool `json:"allow_host_binds,omitempty"`
+	// The Manager's settings: sandboxes.Config says what each does and its default (0 takes it). Durations are
+	// Caddy's; WarmRefillRate is Config.WarmRefillPerSecond.
+	MaxSandboxes        int            `json:"max_sandboxes,omitempty"`
+	MaxPerOwner         int            `json:"max_per_owner,omitempty"`
+	GCInterval          caddy.Duration `json:"gc_interval,omitempty"`
+	ExpiryRetention     caddy.Duration `json:"expiry_retention,omitempty"` // E2B's autoPause: sandboxes/expiry.go
+	DefaultTTL          caddy.Duration `json:"default_ttl,omitempty"`
+	StartTimeout        caddy.Duration `json:"start_timeout,omitempty"`
+	WarmMaxAge          caddy.Duration `json:"warm_max_age,omitempty"`
+	OrphanMinAge        caddy.Duration `json:"orphan_min_age,omitempty"`
+	MaxConcurrentStarts int            `json:"max_concurrent_starts,omitempty"`
+	WarmRefillRate      float64        `json:"warm_refill_rate,omitempty"`
+	WarmDemandWindow    caddy.Duration `json:"warm_demand_window,omitempty"`
+	WarmRetryBackoff    caddy.Duration `json:"warm_retry_backoff,omitempty"`
+	WarmRefillHold      caddy.Duration `json:"warm_refill_hold,omitempty"` // negative: refill at once, the Caddyfile's "off"
+	AllowHostBinds      bool           `json:"allow_host_binds,omitempty"` // the engine's socket is refused regardless
 	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
 	// a reload never does).
 	OnExit string `json:"on_exit,omitempty"`
@@ -81,8 +65,7 @@ type App struct {
 	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
 	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_sandboxes.go).
 	Exports *ExportOptions `json:"exports,omitempty"`
-	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
-	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
+	// AgentImage is the Manager's Config.AgentImage: where the agent comes from for inject_agent, entrypoint, cmd.
 	AgentImage string `json:"agent_image,omitempty"`
 	// StoreConfig is the store's backups and the disk warnings (caddyfile_sandboxes.go, sandboxes/limits_config.go).
 	StoreConfig *StoreOptions `json:"store,omitempty"`
