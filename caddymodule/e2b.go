@@ -226,5 +226,4 @@ var (
 	_ caddy.Validator             = (*SandboxE2BEdge)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxE2BEdge)(nil)
 	_ e2b.Forwarder               = (*varsForwarder)(nil)
-	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
 )

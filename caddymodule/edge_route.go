@@ -18,7 +18,6 @@ import (
 	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/hostrewrite"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {
@@ -53,19 +52,13 @@ func (*SandboxRoute) CaddyModule() caddy.ModuleInfo {
 // Provision links the route to the sandbox Manager.
 func (h *SandboxRoute) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	kind, err := tickets.ParseKind(h.Kind)
-	if err != nil {
-		return fmt.Errorf("sandbox_route: %w", err)
-	}
-	if h.Port < 0 || h.Port > 65535 || (h.Port != 0 && kind != tickets.KindApp) {
-		return fmt.Errorf("sandbox_route: port %d is not valid for kind %s", h.Port, kind)
-	}
 	app, err := sandboxesApp(ctx)
+	if err == nil {
+		h.route, err = sandboxroute.NewRoute(app.Manager(), h.Kind, h.Port, time.Duration(h.StartTimeout))
+	}
 	if err != nil {
 		return fmt.Errorf("sandbox_route: %w", err)
 	}
-	mgr := app.Manager()
-	h.route = &sandboxroute.Route{Sandboxes: mgr, Kind: kind, Port: h.Port, StartTimeout: time.Duration(h.StartTimeout)}
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -144,5 +143,4 @@ var (
 	_ caddy.Validator             = (*SandboxOpenSandbox)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxOpenSandbox)(nil)
 	_ opensandbox.Forwarder       = (*varsForwarder)(nil)
-	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
 )
