@@ -24,7 +24,7 @@ func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "admin.api.sandboxes", New: func() caddy.Module { return new(AdminAPI) }}
 }
 
-// Routes returns the admin routes; the Manager is looked up per request (runningManager, app_lookup.go) and
+// Routes returns the admin routes; the Manager is looked up per request (runningManager, app.go) and
 // reached through a lifecycle-only service, the one road into the core.
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	h := &admin.Handler{Service: runningService}

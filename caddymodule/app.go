@@ -10,17 +10,21 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/docker"
 	"github.com/sandgate/sandgate/sandboxes/metrics"
 )
 
 func init() {
 	caddy.RegisterModule(new(App))
+	caddy.RegisterModule(new(DockerDriver))
 }
 
 // managers keeps each sandbox Manager alive across config reloads, keyed by identity (engine endpoint and label
@@ -36,51 +40,34 @@ type App struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Profiles are the kinds of sandbox that can be created.
 	Profiles []sandboxes.Profile `json:"profiles,omitempty"`
-	// MaxSandboxes caps all sandboxes on this gateway, warm ones included; 0 means no cap.
-	MaxSandboxes int `json:"max_sandboxes,omitempty"`
-	// MaxPerOwner caps the sandboxes of one API key's owner; 0 means no cap.
-	MaxPerOwner int `json:"max_per_owner,omitempty"`
-	// GCInterval is how often idle, expired and orphaned sandboxes are collected (default 1m).
-	GCInterval caddy.Duration `json:"gc_interval,omitempty"`
-	// ExpiryRetention is how long a sandbox its TTL paused or stopped (E2B's autoPause) is kept before it is
-	// deleted (default 24h; sandboxes/expiry.go).
-	ExpiryRetention caddy.Duration `json:"expiry_retention,omitempty"`
-	// DefaultTTL is the lifetime of a sandbox created without a ttl; 0 means it never expires.
-	DefaultTTL caddy.Duration `json:"default_ttl,omitempty"`
-	// StartTimeout bounds the wait for an agent's readiness (default 60s).
-	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
-	// WarmMaxAge recycles warm-pool members older than this (default 30m).
-	WarmMaxAge caddy.Duration `json:"warm_max_age,omitempty"`
-	// OrphanMinAge spares unowned containers and volumes younger than this from the sweep, which runs this often
-	// (default 5m).
-	OrphanMinAge caddy.Duration `json:"orphan_min_age,omitempty"`
-	// MaxConcurrentStarts bounds containers being created and started at once (default 4).
-	MaxConcurrentStarts int `json:"max_concurrent_starts,omitempty"`
-	// WarmRefillRate is warm-pool refills per second per profile (default 2).
-	WarmRefillRate float64 `json:"warm_refill_rate,omitempty"`
-	// WarmDemandWindow is how long a pool that follows demand (warm_pool_max) remembers creates; it shrinks back
-	// this long after a burst (default 5m).
-	WarmDemandWindow caddy.Duration `json:"warm_demand_window,omitempty"`
-	// WarmRetryBackoff is the first pause of a pool's refills after a failed one, doubling up to 5m (default 1s).
-	WarmRetryBackoff caddy.Duration `json:"warm_retry_backoff,omitempty"`
-	// WarmRefillHold bounds how long the refill a warm claim triggers waits for the claimed sandbox's first agent
-	// call to end (default 500ms; negative: refill at once, the Caddyfile's "off").
-	WarmRefillHold caddy.Duration `json:"warm_refill_hold,omitempty"`
-	// AllowHostBinds lets profiles mount host paths (binds); the Docker socket is refused regardless.
-	AllowHostBinds bool `json:"allow_host_binds,omitempty"`
+	// The Manager's settings: sandboxes.Config says what each does and its default (0 takes it). Durations are
+	// Caddy's; WarmRefillRate is Config.WarmRefillPerSecond.
+	MaxSandboxes        int            `json:"max_sandboxes,omitempty"`
+	MaxPerOwner         int            `json:"max_per_owner,omitempty"`
+	GCInterval          caddy.Duration `json:"gc_interval,omitempty"`
+	ExpiryRetention     caddy.Duration `json:"expiry_retention,omitempty"` // E2B's autoPause: sandboxes/expiry.go
+	DefaultTTL          caddy.Duration `json:"default_ttl,omitempty"`
+	StartTimeout        caddy.Duration `json:"start_timeout,omitempty"`
+	WarmMaxAge          caddy.Duration `json:"warm_max_age,omitempty"`
+	OrphanMinAge        caddy.Duration `json:"orphan_min_age,omitempty"`
+	MaxConcurrentStarts int            `json:"max_concurrent_starts,omitempty"`
+	WarmRefillRate      float64        `json:"warm_refill_rate,omitempty"`
+	WarmDemandWindow    caddy.Duration `json:"warm_demand_window,omitempty"`
+	WarmRetryBackoff    caddy.Duration `json:"warm_retry_backoff,omitempty"`
+	WarmRefillHold      caddy.Duration `json:"warm_refill_hold,omitempty"` // negative: refill at once, the Caddyfile's "off"
+	AllowHostBinds      bool           `json:"allow_host_binds,omitempty"` // the engine's socket is refused regardless
 	// OnExit is "keep" (default: sandboxes survive a gateway restart) or "destroy" (remove them when Caddy exits;
 	// a reload never does).
 	OnExit string `json:"on_exit,omitempty"`
 	// Egress is the outbound proxy every profile without its own gets (HTTP(S)_PROXY, NO_PROXY).
 	Egress *sandboxes.Egress `json:"egress,omitempty"`
-	// Snapshots bounds stored workspace snapshots (caddyfile_snapshots.go).
+	// Snapshots bounds stored workspace snapshots (caddyfile_sandboxes.go).
 	Snapshots *SnapshotOptions `json:"snapshots,omitempty"`
-	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_exports.go).
+	// Exports bounds the files owners' sandboxes register for import by their other sandboxes (caddyfile_sandboxes.go).
 	Exports *ExportOptions `json:"exports,omitempty"`
-	// AgentImage is the image our agent is copied from into sandboxes of profiles that run other images
-	// (inject_agent, entrypoint, cmd); default sandgate/sandbox:base.
+	// AgentImage is the Manager's Config.AgentImage: where the agent comes from for inject_agent, entrypoint, cmd.
 	AgentImage string `json:"agent_image,omitempty"`
-	// StoreConfig is the store's backups and the disk warnings (caddyfile_store.go).
+	// StoreConfig is the store's backups and the disk warnings (caddyfile_sandboxes.go, sandboxes/limits_config.go).
 	StoreConfig *StoreOptions `json:"store,omitempty"`
 
 	driver  Driver
@@ -91,7 +78,7 @@ type App struct {
 	events  *caddyevents.App
 	cfg     sandboxes.Config
 	unwatch func()
-	// bayEnv is the BAY_* environment as Provision read it (app_lookup.go hands it to the config's modules).
+	// bayEnv is the BAY_* environment as Provision read it (sandboxesApp hands it to the config's modules).
 	bayEnv bayapi.BayEnv
 }
 
@@ -191,13 +178,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		interval, keep, warn := a.StoreConfig.settings()
-		disks := sandboxes.NewDiskWatch(warn)
+		st, _ := a.StoreConfig.settings() // checked by Validate
+		disks := sandboxes.NewDiskWatch(st.DiskWarnRatio)
 		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
 		h.stop = h.metrics.Follow()
 		h.stopReaper = sandboxes.StartHistoryReaper(store, mgr, slogger)
-		// Backups and disk warnings (caddyfile_store.go): the first config's settings hold while the Manager lives.
-		h.stopStore = sandboxes.StartStoreLoops(store, drv, interval, keep, disks, slogger)
+		// Backups and disk warnings (caddyfile_limits.go): the first config's settings hold while the Manager lives.
+		h.stopStore = sandboxes.StartStoreLoops(store, drv, st.BackupInterval, st.BackupKeep, disks, slogger)
 		return h, nil
 	})
 	if err != nil {
@@ -213,12 +200,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 func (a *App) managerConfig() sandboxes.Config {
+	snapshots, _ := a.Snapshots.limits() // checked by Validate
 	return sandboxes.Config{
 		Profiles: sandboxes.WithEgressDefault(a.Profiles, a.Egress), MaxSandboxes: a.MaxSandboxes, MaxPerOwner: a.MaxPerOwner,
 		DefaultTTL: time.Duration(a.DefaultTTL), GCInterval: time.Duration(a.GCInterval), ExpiryRetention: time.Duration(a.ExpiryRetention),
 		StartTimeout: time.Duration(a.StartTimeout), WarmMaxAge: time.Duration(a.WarmMaxAge),
 		OrphanMinAge: time.Duration(a.OrphanMinAge), MaxConcurrentStarts: a.MaxConcurrentStarts,
-		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: a.Snapshots.limits(),
+		WarmRefillPerSecond: a.WarmRefillRate, AllowHostBinds: a.AllowHostBinds, Snapshots: snapshots,
 		AgentImage:       a.AgentImage,
 		WarmDemandWindow: time.Duration(a.WarmDemandWindow), WarmRetryBackoff: time.Duration(a.WarmRetryBackoff),
 		WarmRefillHold: time.Duration(a.WarmRefillHold),
@@ -231,17 +219,13 @@ func (a *App) Validate() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if a.GCInterval < 0 || a.ExpiryRetention < 0 || a.StartTimeout < 0 || a.WarmMaxAge < 0 || a.OrphanMinAge < 0 || a.MaxConcurrentStarts < 0 || a.WarmRefillRate < 0 ||
-		a.WarmDemandWindow < 0 || a.WarmRetryBackoff < 0 {
-		return fmt.Errorf("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
-	}
-	if err := a.Snapshots.validate(); err != nil { // caddyfile_snapshots.go
+	if _, err := a.Snapshots.limits(); err != nil { // caddyfile_limits.go
 		return err
 	}
-	if err := a.Exports.validate(); err != nil { // caddyfile_exports.go
+	if _, err := a.Exports.limits(); err != nil {
 		return err
 	}
-	if err := a.StoreConfig.validate(); err != nil { // caddyfile_store.go
+	if _, err := a.StoreConfig.settings(); err != nil {
 		return err
 	}
 	switch a.OnExit {
@@ -252,7 +236,7 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Manager is the sandbox Manager; modules get the app with sandboxesApp (app_lookup.go).
+// Manager is the sandbox Manager; modules get the app with sandboxesApp.
 func (a *App) Manager() *sandboxes.Manager {
 	if a.holder == nil {
 		return nil
@@ -341,15 +325,6 @@ func (a *App) forwardEvents(mgr *sandboxes.Manager) func() {
 	}
 }
 
-// Interface guards.
-var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.Validator    = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
-	_ caddy.Destructor   = (*managerHolder)(nil)
-)
-
 // applyBayEnv reads the BAY_* environment and gives the app the profiles a Bay deployment expects
 // (bayapi.BayEnv.ProfilesFor).
 func (a *App) applyBayEnv() error {
@@ -361,3 +336,95 @@ func (a *App) applyBayEnv() error {
 	a.Profiles = env.ProfilesFor(a.Profiles)
 	return nil
 }
+
+// sandboxesApp is how every module provisioned in a config finds the sandbox Manager (app.Manager()) and the
+// BAY_* settings (app.BayEnv()): the `sandboxes` app of that same config, loaded if the config did not name it.
+// Loading it provisions it, which does no I/O, so modules call this from their Provision.
+func sandboxesApp(ctx caddy.Context) (*App, error) {
+	mod, err := ctx.App("sandboxes")
+	if err != nil {
+		return nil, fmt.Errorf("loading the sandboxes app: %w", err)
+	}
+	app, ok := mod.(*App)
+	if !ok {
+		return nil, fmt.Errorf("the sandboxes app is a %T, not sandgate's", mod)
+	}
+	if app.Manager() == nil {
+		return nil, fmt.Errorf("the sandboxes app has no Manager")
+	}
+	return app, nil
+}
+
+// runningManager is the admin endpoint's lookup, the one exception to sandboxesApp. The admin endpoint can outlive
+// the config its routes were provisioned with (a reload that fails validation keeps the old apps running but not
+// necessarily the admin server's context), so it goes through the reload-surviving pool: the Manager most recently
+// started, or nil when no sandboxes app is running.
+func runningManager() *sandboxes.Manager {
+	var best *managerHolder
+	managers.Range(func(_, v any) bool {
+		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
+			best = h
+		}
+		return true
+	})
+	if best == nil {
+		return nil
+	}
+	return best.mgr
+}
+
+// BayEnv is what the BAY_* environment said when this app was provisioned: read once per config, in Provision,
+// and handed to every module of that config (sandbox_api's keys and data dir, the console's key ring).
+func (a *App) BayEnv() bayapi.BayEnv { return a.bayEnv }
+
+// DockerDriver is the `sandboxes.drivers.docker` module: sandboxes are containers on one Docker engine.
+type DockerDriver struct {
+	// Host is the engine endpoint (unix:///var/run/docker.sock, tcp://...); empty means DOCKER_HOST or the default socket.
+	Host string `json:"host,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*DockerDriver) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "sandboxes.drivers.docker", New: func() caddy.Module { return new(DockerDriver) }}
+}
+
+// Endpoint names the engine.
+func (d *DockerDriver) Endpoint() string {
+	if d.Host == "" {
+		return "docker:default"
+	}
+	return "docker:" + d.Host
+}
+
+// NewDriver makes the Engine API client (API version negotiated: the engine may be as old as 20.10 / API 1.41).
+// It does no I/O.
+func (d *DockerDriver) NewDriver() (sandboxes.Driver, error) { return docker.New(d.Host) }
+
+// UnmarshalCaddyfile reads
+//
+//	driver docker {
+//	    host <endpoint>
+//	}
+func (d *DockerDriver) UnmarshalCaddyfile(disp *caddyfile.Dispenser) error {
+	disp.Next() // the driver name
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	return opt.Block{
+		"host": opt.String(&d.Host),
+		// Sandbox state shared by a fleet lives in the Kubernetes API; a Docker host is one gateway's.
+		"state": func(disp *caddyfile.Dispenser) error {
+			return disp.Errf("state is an option of the kubernetes driver (a gateway fleet keeps sandbox records in the Kubernetes API); the docker driver keeps them in the gateway's own store")
+		},
+	}.Parse(disp, "unknown docker driver option %q")
+}
+
+var (
+	_ caddy.App             = (*App)(nil)
+	_ caddy.Provisioner     = (*App)(nil)
+	_ caddy.Validator       = (*App)(nil)
+	_ caddy.CleanerUpper    = (*App)(nil)
+	_ caddy.Destructor      = (*managerHolder)(nil)
+	_ Driver                = (*DockerDriver)(nil)
+	_ caddyfile.Unmarshaler = (*DockerDriver)(nil)
+)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/tickets"
@@ -36,22 +38,7 @@ const (
 	defaultStreamTimeout    = 24 * time.Hour
 )
 
-// parseSandboxTicket reads
-//
-//	sandbox_ticket [<matcher>] [<kind>] {
-//	    secret       <secret>            # default {env.SANDGATE_TICKET_SECRET}
-//	    base_domains <domain>...         # enable {port}-{id}.<domain> and {id}.<domain>
-//	    session      <duration>|off      # session cookie lifetime, default 10m
-//	    leeway       <duration>          # default 5s
-//	    replay_cache <entries>           # live spent tickets kept per subject, default 100000
-//	    replay_redis {                   # keep spent tickets in the fleet's Redis, not in memory
-//	        address <host:port>
-//	        password {env.REDIS_PASSWORD}
-//	        key_prefix <prefix>          # default sandgate:
-//	        ...                          # username, db, tls [<server name>] { ca_file <pem> }
-//	    }
-//	    api_keys     [<api data dir>]    # sandbox_api's keys open the mcp route of their owner's sandboxes
-//	}
+// parseSandboxTicket reads `sandbox_ticket [<matcher>] [<kind>] { ... }`, one row per option.
 func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	t := new(SandboxTicket)
 	h.Next() // the directive name
@@ -64,73 +51,25 @@ func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 			return nil, h.ArgErr()
 		}
 	}
-	for h.NextBlock(0) {
-		switch h.Val() {
-		case "secret":
-			if !h.AllArgs(&t.Secret) {
-				return nil, h.ArgErr()
-			}
-		case "base_domains":
-			args := h.RemainingArgs()
-			if len(args) == 0 {
-				return nil, h.ArgErr()
-			}
-			t.BaseDomains = append(t.BaseDomains, args...)
-		case "session":
-			var v string
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			if v == "off" {
-				t.Session = -1
-				continue
-			}
-			d, err := caddy.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return nil, h.Errf("session must be a positive duration or off, not %q", v)
-			}
-			t.Session = caddy.Duration(d)
-		case "leeway":
-			var v string
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			d, err := caddy.ParseDuration(v)
-			if err != nil || d < 0 {
-				return nil, h.Errf("leeway must be a duration, not %q", v)
-			}
-			t.Leeway = caddy.Duration(d)
-		case "replay_cache":
-			var v string
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return nil, h.Errf("replay_cache must be a positive number of entries, not %q", v)
-			}
-			t.ReplayCache = n
-		case "replay_redis":
-			if h.NextArg() {
-				return nil, h.ArgErr()
-			}
-			t.ReplayRedis = new(RedisConfig)
-			if err := unmarshalRedisBlock(h.Dispenser, t.ReplayRedis, nil); err != nil {
-				return nil, err
-			}
-		case "api_keys":
-			t.APIKeys = true
-			if h.NextArg() {
-				t.APIDataDir = h.Val()
-			}
-			if h.NextArg() {
-				return nil, h.ArgErr()
-			}
-		default:
-			return nil, h.Errf("unknown sandbox_ticket option %q", h.Val())
-		}
+	return t, opt.Block{
+		"secret":       opt.String(&t.Secret),                                                        // default {env.SANDGATE_TICKET_SECRET}
+		"base_domains": opt.List(&t.BaseDomains),                                                     // enable {port}-{id}.<domain> and {id}.<domain>
+		"session":      opt.DurationOrOff("session", &t.Session),                                     // session cookie lifetime, default 10m
+		"leeway":       opt.Arg(func(v string) error { return nonNegative("leeway", v, &t.Leeway) }), // default 5s
+		"replay_cache": opt.PositiveInt("replay_cache", &t.ReplayCache),                              // live spent tickets kept per subject, default 100000
+		"replay_redis": redisOption(&t.ReplayRedis),                                                  // spent tickets in the fleet's Redis (redis.go), not in memory
+		"api_keys":     opt.FlagArg(&t.APIKeys, &t.APIDataDir),                                       // [<api data dir>]: sandbox_api's keys open the mcp route of their owner's sandboxes
+	}.Parse(h.Dispenser, "unknown sandbox_ticket option %q")
+}
+
+// nonNegative reads a duration that may be zero.
+func nonNegative(name, v string, dst *caddy.Duration) error {
+	d, err := caddy.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%s must be a duration, not %q", name, v)
 	}
-	return t, nil
+	*dst = caddy.Duration(d)
+	return nil
 }
 
 // proxyOptions are sandbox_proxy's own subdirectives; everything else in its block goes to reverse_proxy.
@@ -229,50 +168,31 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 	}
 	d.DeleteN(len(args))
 
+	maxMessage := opt.Arg(func(v string) error {
+		n, err := sandboxes.ParseBytes(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("max_message must be a positive size, not %q", v)
+		}
+		opts.maxMessage = n
+		return nil
+	})
+	own := opt.Block{
+		"start_timeout":       opt.PositiveDuration("start_timeout", &opts.startTimeout),
+		"rewrite_host":        opt.String(&opts.rewriteHost),
+		"max_message":         maxMessage,
+		"allow_browser_close": opt.Flag(&opts.allowBrowserClose),
+		"shared_origin":       opt.Flag(&opts.sharedOrigin),
+	}
 	for d.NextBlock(0) {
-		if d.Nesting() != 1 {
+		read, ok := own[d.Val()]
+		if !ok || d.Nesting() != 1 {
 			continue
 		}
-		switch d.Val() {
-		case "start_timeout":
-			if !d.NextArg() {
-				return opts, d.ArgErr()
-			}
-			v, err := caddy.ParseDuration(d.Val())
-			if err != nil || v <= 0 {
-				return opts, d.Errf("start_timeout must be a positive duration, not %q", d.Val())
-			}
-			opts.startTimeout = caddy.Duration(v)
-			d.DeleteN(2)
-		case "rewrite_host":
-			if !d.NextArg() {
-				return opts, d.ArgErr()
-			}
-			opts.rewriteHost = d.Val()
-			d.DeleteN(2)
-		case "max_message":
-			if !d.NextArg() {
-				return opts, d.ArgErr()
-			}
-			n, err := sandboxes.ParseBytes(d.Val())
-			if err != nil || n < 1 {
-				return opts, d.Errf("max_message must be a positive size, not %q", d.Val())
-			}
-			opts.maxMessage = n
-			d.DeleteN(2)
-		case "allow_browser_close":
-			if d.NextArg() {
-				return opts, d.ArgErr()
-			}
-			opts.allowBrowserClose = true
-			d.DeleteN(1)
-		case "shared_origin":
-			if d.NextArg() {
-				return opts, d.ArgErr()
-			}
-			opts.sharedOrigin = true
-			d.DeleteN(1)
+		n := 1 + d.CountRemainingArgs()
+		if err := read(d); err != nil {
+			return opts, err
 		}
+		d.DeleteN(n)
 	}
 	d.Reset()
 	return opts, nil

@@ -31,7 +31,7 @@ func TestExportsOptionParsing(t *testing.T) {
 		d := caddyfile.NewTestDispenser(tc.in)
 		d.Next()
 		app := new(App)
-		err := parseExportsOption(d, app)
+		err := parseExportsOption(app)(d)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.err)
@@ -42,16 +42,16 @@ func TestExportsOptionParsing(t *testing.T) {
 			t.Errorf("%q: %+v, %v; want %+v", tc.in, app.Exports, err, tc.want)
 			continue
 		}
-		if got := app.Exports.limits(); got != tc.limits {
+		if got, err := app.Exports.limits(); err != nil || got != tc.limits {
 			t.Errorf("%q: limits %+v, want %+v", tc.in, got, tc.limits)
 		}
 	}
 	var none *ExportOptions
-	if l := none.limits(); l != (sandboxes.ExportLimits{}) {
+	if l, err := none.limits(); err != nil || l != (sandboxes.ExportLimits{}) {
 		t.Errorf("no exports block: %+v", l)
 	}
 	for _, bad := range []*ExportOptions{{MaxPerOwner: -1}, {Quota: "x"}, {TTL: -1}} {
-		if err := bad.validate(); err == nil {
+		if _, err := bad.limits(); err == nil {
 			t.Errorf("%+v passed validation", *bad)
 		}
 	}

@@ -28,7 +28,7 @@ func TestStoreOptionParsing(t *testing.T) {
 		d := caddyfile.NewTestDispenser(tc.in)
 		d.Next()
 		app := new(App)
-		err := parseStoreOption(d, app)
+		err := parseStoreOption(app)(d)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.err)
@@ -40,11 +40,11 @@ func TestStoreOptionParsing(t *testing.T) {
 		}
 	}
 	var none *StoreOptions
-	iv, keep, warn := none.settings()
-	if iv != time.Hour || keep != sandboxes.DefaultStoreBackupKeep || warn != sandboxes.DefaultDiskWarnRatio {
-		t.Errorf("defaults: %v %d %v", iv, keep, warn)
+	st, err := none.settings()
+	if err != nil || st.BackupInterval != time.Hour || st.BackupKeep != sandboxes.DefaultStoreBackupKeep || st.DiskWarnRatio != sandboxes.DefaultDiskWarnRatio {
+		t.Errorf("defaults: %+v, %v", st, err)
 	}
-	if err := (&StoreOptions{DiskWarnPercent: 101}).validate(); err == nil {
+	if _, err := (&StoreOptions{DiskWarnPercent: 101}).settings(); err == nil {
 		t.Error("disk_warn_percent 101 passed validation")
 	}
 }

@@ -13,10 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/e2b"
-	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -88,36 +87,13 @@ func (h *SandboxE2B) Provision(ctx caddy.Context) error {
 }
 
 // Cleanup releases this config's reference to the API's key ring.
-func (h *SandboxE2B) Cleanup() error {
-	if h.storeKey == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(h.storeKey)
-	return err
-}
+func (h *SandboxE2B) Cleanup() error { return releaseKeyRing(h.storeKey) }
 
 // Validate checks the settings.
 func (h *SandboxE2B) Validate() error {
-	if h.MaxTimeout < 0 {
-		return errors.New("sandbox_e2b: max_timeout must not be negative")
-	}
-	if h.Prefix != "" && (!strings.HasPrefix(h.Prefix, "/") || strings.ContainsAny(h.Prefix, "*?{} ")) {
-		return fmt.Errorf("sandbox_e2b: prefix %q must be a path starting with /", h.Prefix)
-	}
-	d := strings.ToLower(h.Domain)
-	if host, _, ok := strings.Cut(d, ":"); ok {
-		d = host
-	}
-	for _, reserved := range []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"} {
-		if d == reserved {
-			// The SDK sends envd traffic for these to https://sandbox.<domain> instead of {port}-{id}.<domain>.
-			return fmt.Errorf("sandbox_e2b: domain %q is one of E2B's own, which the SDKs route differently", h.Domain)
-		}
-	}
-	for name, profile := range h.Templates {
-		if name == "" || profile == "" {
-			return errors.New("sandbox_e2b: a template needs a name and a profile")
-		}
+	cfg := e2b.Config{Prefix: h.Prefix, Domain: h.Domain, Templates: h.Templates, MaxTimeout: time.Duration(h.MaxTimeout)}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sandbox_e2b: %w", err)
 	}
 	return nil
 }
@@ -130,56 +106,31 @@ func (h *SandboxE2B) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	return nil
 }
 
-// parseSandboxE2B reads
-//
-//	sandbox_e2b {
-//	    prefix       /e2b                      # E2B_API_URL's path; default the site's root
-//	    domain       sandbox.localhost:8443    # E2B_DOMAIN, named in create answers
-//	    template     <name> <profile>          # repeatable: E2B template names onto profiles
-//	    max_timeout  <duration>                # cap on a sandbox's timeout
-//	    api_data_dir <dir>                     # the sandbox_api whose keys are accepted
-//	}
+// parseSandboxE2B reads `sandbox_e2b { ... }`, one row per option.
 func parseSandboxE2B(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := &SandboxE2B{Templates: map[string]string{}}
 	h.Next()
-	if h.NextArg() {
-		return nil, h.ArgErr()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
-	for h.NextBlock(0) {
-		switch key := h.Val(); key {
-		case "prefix", "domain", "api_data_dir", "max_timeout":
-			var v string
-			if !h.AllArgs(&v) {
-				return nil, h.ArgErr()
-			}
-			switch key {
-			case "prefix":
-				m.Prefix = v
-			case "domain":
-				m.Domain = v
-			case "api_data_dir":
-				m.APIDataDir = v
-			default:
-				d, err := caddy.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return nil, h.Errf("max_timeout must be a positive duration, not %q", v)
-				}
-				m.MaxTimeout = caddy.Duration(d)
-			}
-		case "template":
-			var name, profile string
-			if !h.AllArgs(&name, &profile) {
-				return nil, h.ArgErr()
-			}
-			if _, dup := m.Templates[name]; dup {
-				return nil, h.Errf("template %q is named twice", name)
-			}
-			m.Templates[name] = profile
-		default:
-			return nil, h.Errf("unknown sandbox_e2b option %q", key)
+	template := func(d *caddyfile.Dispenser) error { // template <name> <profile>, repeatable
+		var name, profile string
+		if !d.AllArgs(&name, &profile) {
+			return d.ArgErr()
 		}
+		if _, dup := m.Templates[name]; dup {
+			return d.Errf("template %q is named twice", name)
+		}
+		m.Templates[name] = profile
+		return nil
 	}
-	return m, nil
+	return m, opt.Block{
+		"prefix":       opt.String(&m.Prefix), // E2B_API_URL's path; default the site's root
+		"domain":       opt.String(&m.Domain), // E2B_DOMAIN, named in create answers
+		"api_data_dir": opt.String(&m.APIDataDir),
+		"max_timeout":  opt.PositiveDuration("max_timeout", &m.MaxTimeout),
+		"template":     template,
+	}.Parse(h.Dispenser, "unknown sandbox_e2b option %q")
 }
 
 // SandboxE2BEdge is the `http.handlers.sandbox_e2b_edge` handler: E2B's edge on the content origin
@@ -188,7 +139,8 @@ func parseSandboxE2B(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 type SandboxE2BEdge struct {
 	// Domains are the sandbox domains (hosts): {port}-{id}.{domain} is routed, {domain} takes E2B's routing headers.
 	Domains []string `json:"domains,omitempty"`
-	// ProxyRaw is the reverse_proxy that streams admitted requests to the agent.
+	// ProxyRaw is the reverse_proxy that streams admitted requests to the agent (writeProxy: streams flushed at once,
+	// kept across reloads; the answer goes back as it is, cookies and worker scopes stripped by sandboxroute.GuardAnswer).
 	ProxyRaw json.RawMessage `json:"proxy,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 
 	edge  *e2b.Edge
@@ -207,7 +159,7 @@ func (h *SandboxE2BEdge) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_e2b_edge: %w", err)
 	}
 	if h.ProxyRaw == nil {
-		h.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(new(SandboxUpstreams)), "handler", "reverse_proxy", nil)
+		h.ProxyRaw = caddyconfig.JSONModuleObject(writeProxy(new(SandboxUpstreams)), "handler", "reverse_proxy", nil)
 	}
 	mod, err := ctx.LoadModule(h, "ProxyRaw")
 	if err != nil {
@@ -236,30 +188,12 @@ func (h *SandboxE2BEdge) Validate() error {
 }
 
 func (h *SandboxE2BEdge) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	fwd := &e2bForwarder{proxy: h.proxy, next: next}
+	fwd := &varsForwarder{serve: func(w http.ResponseWriter, r *http.Request) error { return h.proxy.ServeHTTP(w, r, next) }}
 	if !h.edge.Serve(w, r, fwd) {
 		return next.ServeHTTP(w, r)
 	}
 	return fwd.err
 }
-
-// e2bForwarder hands an admitted request to the edge's reverse_proxy with the sandbox upstream's variables set.
-type e2bForwarder struct {
-	proxy caddyhttp.MiddlewareHandler
-	next  caddyhttp.Handler
-	err   error
-}
-
-func (f *e2bForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
-	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
-	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
-	f.err = f.proxy.ServeHTTP(w, r, f.next)
-}
-
-// e2bEdgeProxy is the edge's reverse_proxy: the sandbox upstream, the agent token, streams flushed at once (Connect
-// server streams, NDJSON) and kept across reloads as sandbox_proxy's are. It never follows a redirect: the
-// sandbox's answer goes back as it is, its cookies and worker scopes stripped (sandboxroute.GuardAnswer).
-func e2bEdgeProxy(upstreams *SandboxUpstreams) *reverseproxy.Handler { return writeProxy(upstreams) }
 
 // parseSandboxE2BEdge reads
 //
@@ -274,23 +208,12 @@ func parseSandboxE2BEdge(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 	if h.NextArg() {
 		return nil, h.ArgErr()
 	}
-	for h.NextBlock(0) {
-		switch key := h.Val(); key {
-		case "domain":
-			args := h.RemainingArgs()
-			if len(args) == 0 {
-				return nil, h.ArgErr()
-			}
-			m.Domains = append(m.Domains, args...)
-		case "rewrite_host":
-			if !h.AllArgs(&upstreams.RewriteHost) {
-				return nil, h.ArgErr()
-			}
-		default:
-			return nil, h.Errf("unknown sandbox_e2b_edge option %q", key)
-		}
+	err := opt.Block{"domain": opt.List(&m.Domains), "rewrite_host": opt.String(&upstreams.RewriteHost)}.
+		Parse(h.Dispenser, "unknown sandbox_e2b_edge option %q")
+	if err != nil {
+		return nil, err
 	}
-	m.ProxyRaw = caddyconfig.JSONModuleObject(e2bEdgeProxy(upstreams), "handler", "reverse_proxy", nil)
+	m.ProxyRaw = caddyconfig.JSONModuleObject(writeProxy(upstreams), "handler", "reverse_proxy", nil)
 	return m, nil
 }
 
@@ -302,6 +225,5 @@ var (
 	_ caddy.Provisioner           = (*SandboxE2BEdge)(nil)
 	_ caddy.Validator             = (*SandboxE2BEdge)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxE2BEdge)(nil)
-	_ e2b.Forwarder               = (*e2bForwarder)(nil)
-	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
+	_ e2b.Forwarder               = (*varsForwarder)(nil)
 )

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
@@ -87,47 +87,14 @@ func (p *SandboxPermission) CertificateAllowed(ctx context.Context, name string)
 func (p *SandboxPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the module name
 	p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "base_domains":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			p.BaseDomains = append(p.BaseDomains, args...)
-		case "cert_burst":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return d.Errf("cert_burst %q: not a positive number", v)
-			}
-			p.CertBurst = n
-		case "cert_interval":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("cert_interval %q: not a positive duration", v)
-			}
-			p.CertInterval = caddy.Duration(dur)
-		case "ports_cache":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("ports_cache %q: not a positive duration", v)
-			}
-			p.PortsCache = caddy.Duration(dur)
-		default:
-			return d.Errf("unknown sandbox permission option %q", d.Val())
-		}
+	err := opt.Block{
+		"base_domains":  opt.List(&p.BaseDomains),
+		"cert_burst":    opt.PositiveInt("cert_burst", &p.CertBurst),            // new names approved at once per sandbox (8)
+		"cert_interval": opt.PositiveDuration("cert_interval", &p.CertInterval), // one more new name per interval (1m)
+		"ports_cache":   opt.PositiveDuration("ports_cache", &p.PortsCache),     // how long a sandbox's listening ports are remembered (5s)
+	}.Parse(d, "unknown sandbox permission option %q")
+	if err != nil {
+		return err
 	}
 	if len(p.BaseDomains) == 0 {
 		return d.Err("permission sandbox needs at least one base domain")

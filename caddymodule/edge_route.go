@@ -3,19 +3,26 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
+	"github.com/sandgate/sandgate/routes/hostrewrite"
 	"github.com/sandgate/sandgate/routes/sandboxroute"
-	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {
 	caddy.RegisterModule(new(SandboxRoute))
+	caddy.RegisterModule(new(SandboxUpstreams))
 }
 
 // SandboxRoute is the `http.handlers.sandbox_route` handler that `sandbox_proxy` puts in front of its
@@ -30,7 +37,7 @@ type SandboxRoute struct {
 	Port int `json:"port,omitempty"`
 	// StartTimeout bounds the wait for an idle sandbox to start; 0 means 60s.
 	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
-	// SharedOrigin is the operator's opt-in to serve apps on a site that also serves the console (see origin.go).
+	// SharedOrigin is the operator's opt-in to serve apps on a site that also serves the console (see checkOrigins).
 	SharedOrigin bool `json:"shared_origin,omitempty"`
 
 	route  *sandboxroute.Route
@@ -45,19 +52,13 @@ func (*SandboxRoute) CaddyModule() caddy.ModuleInfo {
 // Provision links the route to the sandbox Manager.
 func (h *SandboxRoute) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	kind, err := tickets.ParseKind(h.Kind)
-	if err != nil {
-		return fmt.Errorf("sandbox_route: %w", err)
-	}
-	if h.Port < 0 || h.Port > 65535 || (h.Port != 0 && kind != tickets.KindApp) {
-		return fmt.Errorf("sandbox_route: port %d is not valid for kind %s", h.Port, kind)
-	}
 	app, err := sandboxesApp(ctx)
+	if err == nil {
+		h.route, err = sandboxroute.NewRoute(app.Manager(), h.Kind, h.Port, time.Duration(h.StartTimeout))
+	}
 	if err != nil {
 		return fmt.Errorf("sandbox_route: %w", err)
 	}
-	mgr := app.Manager()
-	h.route = &sandboxroute.Route{Sandboxes: mgr, Kind: kind, Port: h.Port, StartTimeout: time.Duration(h.StartTimeout)}
 	return nil
 }
 
@@ -89,7 +90,120 @@ func (h *SandboxRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 	return next.ServeHTTP(sandboxroute.GuardAnswer(w, addr), r)
 }
 
+// SandboxUpstreams is the `http.reverse_proxy.upstreams.sandbox` dynamic upstream source: the sandbox named by
+// {http.vars.sandbox_id} -> its agent's address, from the Manager's memory (no I/O, no per-sandbox config).
+type SandboxUpstreams struct {
+	// RewriteHost replaces a loopback agent host (localhost, 127.0.0.1, ::1) with this host, keeping the port: set
+	// it (e.g. host.docker.internal) when the gateway runs in a container and sandboxes publish ports on the host.
+	RewriteHost string `json:"rewrite_host,omitempty"`
+
+	resolver sandboxroute.Resolver
+}
+
+// CaddyModule returns the Caddy module information.
+func (*SandboxUpstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.reverse_proxy.upstreams.sandbox", New: func() caddy.Module { return new(SandboxUpstreams) }}
+}
+
+// Provision links the source to the sandbox Manager.
+func (u *SandboxUpstreams) Provision(ctx caddy.Context) error {
+	app, err := sandboxesApp(ctx)
+	if err != nil {
+		return fmt.Errorf("sandbox upstreams: %w", err)
+	}
+	mgr := app.Manager()
+	u.resolver = mgr
+	u.RewriteHost = caddy.NewReplacer().ReplaceKnown(u.RewriteHost, "")
+	return nil
+}
+
+// GetUpstreams returns the agent of the request's sandbox.
+func (u *SandboxUpstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
+	id, _ := caddyhttp.GetVar(r.Context(), varSandboxID).(string)
+	if id == "" {
+		return nil, fmt.Errorf("no {http.vars.%s}: put sandbox_ticket before the proxy", varSandboxID)
+	}
+	t, ok := u.resolver.Resolve(id)
+	if !ok || t.Addr == "" {
+		return nil, fmt.Errorf("sandbox %s is not running", id)
+	}
+	return []*reverseproxy.Upstream{{Dial: hostrewrite.Addr(t.Addr, u.RewriteHost)}}, nil
+}
+
+// UnmarshalCaddyfile reads
+//
+//	dynamic sandbox {
+//	    rewrite_host <host>
+//	}
+func (u *SandboxUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the source name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return opt.Block{"rewrite_host": opt.String(&u.RewriteHost)}.Parse(d, "unknown sandbox upstreams option %q")
+}
+
 var (
 	_ caddy.Provisioner           = (*SandboxRoute)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxRoute)(nil)
+	_ caddy.Provisioner           = (*SandboxUpstreams)(nil)
+	_ reverseproxy.UpstreamSource = (*SandboxUpstreams)(nil)
+	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
 )
+
+// checkOrigins holds the provisioned http app to the origin rule (sandboxroute.OriginRule), so JSON configs are held
+// to it too: a site is the set of a server's top-level routes with the same host matchers, which is what a
+// Caddyfile site block adapts to.
+func checkOrigins(app *caddyhttp.App) error {
+	if app == nil {
+		return nil
+	}
+	for _, srvName := range slices.Sorted(maps.Keys(app.Servers)) {
+		var rule sandboxroute.OriginRule
+		for _, r := range app.Servers[srvName].Routes {
+			var console, apps bool
+			walkHandlers(r.Handlers, &console, &apps)
+			rule.Serves(fmt.Sprintf("server %s, site %s", srvName, hostKey(r.MatcherSets)), console, apps)
+		}
+		if err := rule.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostKey names the hosts a top-level route is for; "every host" for a route without a host matcher.
+func hostKey(sets caddyhttp.MatcherSets) string {
+	var hosts []string
+	for _, set := range sets {
+		for _, m := range set {
+			switch h := m.(type) {
+			case caddyhttp.MatchHost:
+				hosts = append(hosts, h...)
+			case *caddyhttp.MatchHost:
+				hosts = append(hosts, (*h)...)
+			}
+		}
+	}
+	if len(hosts) == 0 {
+		return "every host"
+	}
+	slices.Sort(hosts)
+	return strings.Join(hosts, ",")
+}
+
+// walkHandlers records whether handlers serve the console or sandbox apps (without shared_origin), through subroutes.
+func walkHandlers(hs []caddyhttp.MiddlewareHandler, console, apps *bool) {
+	for _, h := range hs {
+		switch h := h.(type) {
+		case *Pages:
+			*console = *console || h.APIKeys || len(h.ConsoleKeys) > 0
+		case *SandboxRoute:
+			*apps = *apps || h.Kind == "app" && !h.SharedOrigin
+		case *caddyhttp.Subroute:
+			for _, r := range h.Routes {
+				walkHandlers(r.Handlers, console, apps)
+			}
+		}
+	}
+}

@@ -86,42 +86,19 @@ func (*SandboxTicket) CaddyModule() caddy.ModuleInfo {
 // Provision reads the secret and takes the shared verifier for it.
 func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	h.logger, h.slog = ctx.Logger(), ctx.Slogger()
-	raw := h.Secret
-	if raw == "" {
-		raw = defaultSecret
-	}
-	secret := caddy.NewReplacer().ReplaceKnown(raw, "")
-	if len(secret) < tickets.MinSecretLength {
-		return fmt.Errorf("sandbox_ticket: the ticket secret (%s) is %d bytes; at least %d are required",
-			raw, len(secret), tickets.MinSecretLength)
-	}
-	var kind tickets.Kind
-	if h.Kind != "" {
-		k, err := tickets.ParseKind(h.Kind)
-		if err != nil {
-			return fmt.Errorf("sandbox_ticket: %w", err)
-		}
-		kind = k
-	}
-	session := time.Duration(h.Session)
-	switch {
-	case session == 0:
-		session = tickets.DefaultSessionLifetime
-	case session < 0:
-		session = 0
+	secret, err := ticketSecret(h.Secret)
+	if err != nil {
+		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
 	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache, h.ReplayRedis)
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
 	h.poolKey = poolKey
-	bases := make([]string, 0, len(h.BaseDomains))
-	for _, b := range h.BaseDomains {
-		if b = strings.Trim(strings.ToLower(b), "."); b != "" {
-			bases = append(bases, b)
-		}
+	h.gate, err = sandboxroute.NewGate(sandboxroute.GateConfig{Verifier: v, BaseDomains: h.BaseDomains, Kind: h.Kind, Session: time.Duration(h.Session)})
+	if err != nil {
+		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
-	h.gate = &sandboxroute.Gate{Verifier: v, BaseDomains: bases, Kind: kind, SessionLifetime: session}
 	if h.APIKeys {
 		checker, storeKey, err := newAPIKeyChecker(ctx, h.APIDataDir)
 		if err != nil {
@@ -134,12 +111,20 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 
 // Cleanup releases the shared store of spent nonces and the API's key ring.
 func (h *SandboxTicket) Cleanup() error {
-	err := releaseVerifier(h.poolKey)
-	if h.storeKey != "" {
-		_, derr := apiKeyRings.Delete(h.storeKey)
-		err = errors.Join(err, derr)
+	return errors.Join(releaseVerifier(h.poolKey), releaseKeyRing(h.storeKey))
+}
+
+// ticketSecret is the secret raw names (placeholders expanded; default {env.SANDGATE_TICKET_SECRET}), the same for
+// sandbox_ticket, sandbox_pages and sandbox_api, so all of them reach the same verifier.
+func ticketSecret(raw string) (string, error) {
+	if raw == "" {
+		raw = defaultSecret
 	}
-	return err
+	secret := caddy.NewReplacer().ReplaceKnown(raw, "")
+	if len(secret) < tickets.MinSecretLength {
+		return "", fmt.Errorf("the ticket secret (%s) is %d bytes; at least %d are required", raw, len(secret), tickets.MinSecretLength)
+	}
+	return secret, nil
 }
 
 // sharedVerifier returns a ticket verifier over the store of spent nonces that every handler with the same secret

@@ -3,8 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap/exp/zapslog"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/egress"
 )
 
@@ -21,6 +22,7 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("sandbox_egress", parseSandboxEgress)
 	// Before respond, so a catch-all respond on the proxy's site cannot answer the sandboxes' requests.
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_egress", httpcaddyfile.Before, "respond")
+	caddy.RegisterModule(new(EgressConnLimit))
 }
 
 // SandboxEgress is the allow-list forward proxy for sandboxes (routes/egress). Serve it on a site the sandboxes
@@ -82,40 +84,72 @@ func (h *SandboxEgress) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "dial_timeout", "idle_timeout":
-			opt := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
+	positive := func(name string, dst *caddy.Duration) opt.Option {
+		return opt.Arg(func(v string) error {
+			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {
-				return d.Errf("%s: want a positive duration, got %q", opt, d.Val())
+				return fmt.Errorf("%s: want a positive duration, got %q", name, v)
 			}
-			if opt == "dial_timeout" {
-				h.DialTimeout = caddy.Duration(dur)
-			} else {
-				h.IdleTimeout = caddy.Duration(dur)
-			}
-		case "max_tunnels":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("max_tunnels: want a positive number, got %q", d.Val())
-			}
-			h.MaxTunnels = n
-		default:
-			return d.Errf("sandbox_egress: unknown option %q", d.Val())
-		}
+			*dst = caddy.Duration(dur)
+			return nil
+		})
 	}
+	return opt.Block{
+		"dial_timeout": positive("dial_timeout", &h.DialTimeout),
+		"idle_timeout": positive("idle_timeout", &h.IdleTimeout),
+		"max_tunnels":  opt.PositiveInt("max_tunnels", &h.MaxTunnels),
+	}.Parse(d, "sandbox_egress: unknown option %q")
+}
+
+// EgressConnLimit caps the connections one source address (one sandbox) holds open on the egress proxy's server,
+// request heads still arriving included (routes/egress.LimitSources). Put it in the listener_wrappers of the server
+// that serves sandbox_egress:
+//
+//	servers :3128 {
+//	    listener_wrappers {
+//	        sandbox_egress_limit {
+//	            max_conns_per_source <n>
+//	        }
+//	    }
+//	}
+type EgressConnLimit struct {
+	// MaxConnsPerSource is the cap; default 256 (egress.DefaultMaxConnsPerSource).
+	MaxConnsPerSource int `json:"max_conns_per_source,omitempty"`
+
+	log *slog.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (*EgressConnLimit) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "caddy.listeners.sandbox_egress_limit", New: func() caddy.Module { return new(EgressConnLimit) }}
+}
+
+// Provision sets up the logger.
+func (l *EgressConnLimit) Provision(ctx caddy.Context) error {
+	l.log = slog.New(zapslog.NewHandler(ctx.Logger().Core()))
 	return nil
+}
+
+// WrapListener applies the cap.
+func (l *EgressConnLimit) WrapListener(ln net.Listener) net.Listener {
+	return egress.LimitSources(ln, l.MaxConnsPerSource, l.log)
+}
+
+// UnmarshalCaddyfile reads `sandbox_egress_limit { max_conns_per_source <n> }`.
+func (l *EgressConnLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return opt.Block{"max_conns_per_source": opt.PositiveInt("max_conns_per_source", &l.MaxConnsPerSource)}.
+		Parse(d, "sandbox_egress_limit: unknown option %q")
 }
 
 var (
 	_ caddy.Provisioner           = (*SandboxEgress)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxEgress)(nil)
 	_ caddyfile.Unmarshaler       = (*SandboxEgress)(nil)
+	_ caddy.Provisioner           = (*EgressConnLimit)(nil)
+	_ caddy.ListenerWrapper       = (*EgressConnLimit)(nil)
+	_ caddyfile.Unmarshaler       = (*EgressConnLimit)(nil)
 )

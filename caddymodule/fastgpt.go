@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/fastgpt"
 )
 
@@ -22,15 +23,6 @@ func init() {
 	// a catch-all `respond 404` without an `order` line.
 	httpcaddyfile.RegisterDirectiveOrder("fastgpt_proxy", httpcaddyfile.Before, "respond")
 }
-
-// The environment variables of fastgpt-agent-sandbox-proxy, used as the defaults of the options.
-const (
-	fastgptEnvSecret         = "{env.AGENT_SANDBOX_PROXY_SECRET}"
-	fastgptEnvAppURL         = "{env.FASTGPT_APP_URL}"
-	fastgptEnvRequestTimeout = "{env.FASTGPT_APP_REQUEST_TIMEOUT_SECS}"
-	fastgptEnvRewriteHost    = "{env.AGENT_SANDBOX_PROXY_REWRITE_HOST}"
-	fastgptEnvCacheTTL       = "{env.AGENT_SANDBOX_PROXY_ADDRESS_CACHE_TTL_SECS}"
-)
 
 // FastGPTProxy is a drop-in for FastGPT's fastgpt-agent-sandbox-proxy: /health, the /fs and /terminal WebSockets
 // and /preview/{sandbox_id}/{session_id}/{path}. Other paths go to the next handler. Every option accepts
@@ -63,28 +55,15 @@ func (*FastGPTProxy) CaddyModule() caddy.ModuleInfo {
 // as the original refuses to start.
 func (h *FastGPTProxy) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
-	get := func(v, def string) string { return strings.TrimSpace(repl.ReplaceAll(orDefault(v, def), "")) }
-	secret := get(h.Secret, fastgptEnvSecret)
-	if secret == "" {
-		return fmt.Errorf("fastgpt_proxy: no secret: set AGENT_SANDBOX_PROXY_SECRET or the secret option")
+	settings := fastgpt.Settings{Secret: h.Secret, AppURL: h.AppURL, RequestTimeout: h.RequestTimeout,
+		RewriteHost: h.RewriteHost, AddressCacheTTL: h.AddressCacheTTL, Serve: h.Serve}
+	cfg, err := settings.Config(func(s string) string { return repl.ReplaceAll(s, "") }, caddy.ParseDuration, ctx.Slogger())
+	if err == nil {
+		h.proxy, err = fastgpt.New(cfg)
 	}
-	routes, err := fastgpt.ParseRoutes(get(h.Serve, "all"))
 	if err != nil {
 		return fmt.Errorf("fastgpt_proxy: %w", err)
 	}
-	p, err := fastgpt.New(fastgpt.Config{
-		Secret:          secret,
-		AppURL:          get(h.AppURL, fastgptEnvAppURL),
-		RequestTimeout:  fastgpt.LenientSeconds(get(h.RequestTimeout, fastgptEnvRequestTimeout), caddy.ParseDuration),
-		RewriteHost:     get(h.RewriteHost, fastgptEnvRewriteHost),
-		AddressCacheTTL: fastgpt.LenientSeconds(get(h.AddressCacheTTL, fastgptEnvCacheTTL), caddy.ParseDuration),
-		Routes:          routes,
-		Logger:          ctx.Slogger(),
-	})
-	if err != nil {
-		return fmt.Errorf("fastgpt_proxy: %w", err)
-	}
-	h.proxy = p
 	return nil
 }
 
@@ -120,58 +99,34 @@ func (h *FastGPTProxy) Cleanup() error {
 //	}
 func (h *FastGPTProxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	if err := opt.NoArgs(d); err != nil {
+		return err
 	}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		var v string
-		if err := oneString(d, &v); err != nil {
-			return err
-		}
-		switch opt {
-		case "secret":
-			h.Secret = v
-		case "app_url":
-			h.AppURL = v
-		case "rewrite_host":
-			h.RewriteHost = v
-		case "request_timeout", "address_cache_ttl":
-			if !strings.Contains(v, "{") {
-				if _, err := fastgpt.ParseSeconds(v, caddy.ParseDuration); err != nil {
-					return d.Errf("%s: %v", opt, err)
-				}
+	// checked reads an option that parse checks unless it holds a placeholder (resolved at Provision).
+	checked := func(name string, dst *string, parse func(string) error) opt.Option {
+		return opt.Arg(func(v string) error {
+			*dst = v
+			if err := parse(v); err != nil && !strings.Contains(v, "{") {
+				return fmt.Errorf("%s: %v", name, err)
 			}
-			if opt == "request_timeout" {
-				h.RequestTimeout = v
-			} else {
-				h.AddressCacheTTL = v
-			}
-		case "serve":
-			if !strings.Contains(v, "{") {
-				if _, err := fastgpt.ParseRoutes(v); err != nil {
-					return d.Errf("serve: %v", err)
-				}
-			}
-			h.Serve = v
-		default:
-			return d.Errf("unknown fastgpt_proxy option %q", opt)
-		}
+			return nil
+		})
 	}
-	return nil
+	seconds := func(v string) error { _, err := fastgpt.ParseSeconds(v, caddy.ParseDuration); return err }
+	return opt.Block{
+		"secret":            opt.String(&h.Secret),
+		"app_url":           opt.String(&h.AppURL),
+		"rewrite_host":      opt.String(&h.RewriteHost),
+		"request_timeout":   checked("request_timeout", &h.RequestTimeout, seconds),
+		"address_cache_ttl": checked("address_cache_ttl", &h.AddressCacheTTL, seconds),
+		"serve":             checked("serve", &h.Serve, func(v string) error { _, err := fastgpt.ParseRoutes(v); return err }),
+	}.Parse(d, "unknown fastgpt_proxy option %q")
 }
 
 func parseFastGPTProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := new(FastGPTProxy)
 	err := m.UnmarshalCaddyfile(h.Dispenser)
 	return m, err
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // Interface guards.

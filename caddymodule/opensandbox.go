@@ -9,10 +9,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/opensandbox"
 	"github.com/sandgate/sandgate/sandboxes"
 )
@@ -63,30 +63,25 @@ func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 }
 
 // Cleanup releases this config's reference to the API's key ring.
-func (h *SandboxOpenSandbox) Cleanup() error {
-	if h.storeKey == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(h.storeKey)
-	return err
-}
+func (h *SandboxOpenSandbox) Cleanup() error { return releaseKeyRing(h.storeKey) }
 
 func (h *SandboxOpenSandbox) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	fwd := &nextForwarder{next: next}
+	fwd := &varsForwarder{serve: next.ServeHTTP}
 	h.handler.Serve(w, r, fwd)
 	return fwd.err
 }
 
-// nextForwarder hands an admitted proxy request to Caddy's reverse_proxy with the sandbox upstream.
-type nextForwarder struct {
-	next caddyhttp.Handler
-	err  error
+// varsForwarder hands a request the dialect admitted to serve (Caddy's reverse_proxy with the `sandbox`
+// upstream, next here or E2B's edge proxy) with the upstream's variables set: the sandbox and its agent token.
+type varsForwarder struct {
+	serve func(w http.ResponseWriter, r *http.Request) error
+	err   error
 }
 
-func (f *nextForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
+func (f *varsForwarder) Forward(w http.ResponseWriter, r *http.Request, t sandboxes.Target) {
 	caddyhttp.SetVar(r.Context(), varSandboxID, t.SandboxID)
 	caddyhttp.SetVar(r.Context(), varAgentToken, t.Token)
-	f.err = f.next.ServeHTTP(w, r)
+	f.err = f.serve(w, r)
 }
 
 // parseSandboxOpenSandbox expands
@@ -109,30 +104,20 @@ func parseSandboxOpenSandbox(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValu
 		return nil, err
 	}
 	h.Next()
-	if h.NextArg() {
-		return nil, h.ArgErr()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
 	m := new(SandboxOpenSandbox)
 	upstreams := new(SandboxUpstreams)
-	for h.NextBlock(0) {
-		var err error
-		switch h.Val() {
-		case "api_data_dir":
-			err = oneString(h.Dispenser, &m.APIDataDir)
-		case "endpoint_host":
-			err = oneString(h.Dispenser, &m.EndpointHost)
-		case "rewrite_host":
-			err = oneString(h.Dispenser, &upstreams.RewriteHost)
-		case "max_timeout":
-			err = positiveDuration(h.Dispenser, &m.MaxTimeout)
-		case "start_timeout":
-			err = positiveDuration(h.Dispenser, &m.StartTimeout)
-		default:
-			return nil, h.Errf("unknown sandbox_opensandbox option %q", h.Val())
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = opt.Block{
+		"api_data_dir":  opt.String(&m.APIDataDir),
+		"endpoint_host": opt.String(&m.EndpointHost),
+		"rewrite_host":  opt.String(&upstreams.RewriteHost),
+		"max_timeout":   opt.PositiveDuration("max_timeout", &m.MaxTimeout),
+		"start_timeout": opt.PositiveDuration("start_timeout", &m.StartTimeout),
+	}.Parse(h.Dispenser, "unknown sandbox_opensandbox option %q")
+	if err != nil {
+		return nil, err
 	}
 	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{
 		caddyconfig.JSONModuleObject(m, "handler", "sandbox_opensandbox", nil),
@@ -157,6 +142,5 @@ var (
 	_ caddy.CleanerUpper          = (*SandboxOpenSandbox)(nil)
 	_ caddy.Validator             = (*SandboxOpenSandbox)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxOpenSandbox)(nil)
-	_ opensandbox.Forwarder       = (*nextForwarder)(nil)
-	_ caddyfile.Unmarshaler       = (*SandboxUpstreams)(nil)
+	_ opensandbox.Forwarder       = (*varsForwarder)(nil)
 )

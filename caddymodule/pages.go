@@ -1,9 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/pages"
 	"github.com/sandgate/sandgate/sandboxes/service"
 	"github.com/sandgate/sandgate/tickets"
@@ -68,14 +69,9 @@ func (*Pages) CaddyModule() caddy.ModuleInfo {
 // Provision builds the handler: no I/O, the Manager comes from the sandboxes app.
 func (p *Pages) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
-	secret := p.TicketSecret
-	if secret == "" {
-		secret = defaultSecret
-	}
-	secret = repl.ReplaceKnown(secret, "") // as sandbox_ticket does, so both reach the same verifier
-	if len(secret) < tickets.MinSecretLength {
-		return fmt.Errorf("sandbox_pages: the ticket secret must be at least %d bytes: set %s or ticket_secret",
-			tickets.MinSecretLength, tickets.EnvSecret)
+	secret, err := ticketSecret(p.TicketSecret)
+	if err != nil {
+		return fmt.Errorf("sandbox_pages: %w", err)
 	}
 	app, err := sandboxesApp(ctx)
 	if err != nil {
@@ -110,11 +106,6 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		PageSessionLifetime: time.Duration(p.SessionLifetime),
 		ConsoleSessionTTL:   time.Duration(p.ConsoleSessionTTL),
 	}
-	keys := make([]service.KeyConfig, len(p.ConsoleKeys))
-	for i, k := range p.ConsoleKeys {
-		k.Key = repl.ReplaceKnown(k.Key, "")
-		keys[i] = k
-	}
 	var apiKeys pages.KeyLookup
 	if p.APIKeys {
 		dataDir, err := apiDataDir(app.BayEnv(), p.APIDataDir)
@@ -127,7 +118,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 		}
 		p.storeKey, apiKeys = ringKey, ring
 	}
-	if cfg.Keys, err = pages.ConsoleKeys(keys, apiKeys); err != nil {
+	if cfg.Keys, err = pages.ConsoleKeys(expandKeys(p.ConsoleKeys), apiKeys); err != nil {
 		return fmt.Errorf("sandbox_pages: %w", err)
 	}
 	cfg.ShowUsage = cfg.Keys != nil // CPU and memory in the console's list, from the Manager's engine
@@ -149,130 +140,54 @@ func (p *Pages) Cleanup() error {
 	if p.handler != nil {
 		p.handler.Close()
 	}
-	if p.storeKey != "" {
-		_, _ = apiKeyRings.Delete(p.storeKey) // releasing a ring cannot fail
-	}
-	return releaseVerifier(p.secretKey)
+	return errors.Join(releaseKeyRing(p.storeKey), releaseVerifier(p.secretKey))
 }
 
-// UnmarshalCaddyfile reads:
-//
-//	sandbox_pages {
-//	    ticket_secret <secret>
-//	    console_key <key> [owner <name>] [admin]
-//	    api_keys [<api data dir>]  # sandbox_api's keys log in to the console too
-//	    ticket_lifetime <duration>
-//	    session_lifetime <duration>
-//	    console_session_ttl <duration>
-//	    base_domains <domain...>
-//	    content_base_url <url>     # the content origin's base: the console opens apps there
-//	    leeway <duration>          # as in sandbox_ticket
-//	    replay_cache <n>           # as in sandbox_ticket
-//	    replay_redis { ... }       # as in sandbox_ticket
-//	}
+// UnmarshalCaddyfile reads `sandbox_pages { ... }`, one row per option; leeway, replay_cache and replay_redis
+// as in sandbox_ticket.
 func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	if err := opt.NoArgs(d); err != nil {
+		return err
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "ticket_secret":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			p.TicketSecret = d.Val()
-		case "api_keys":
-			p.APIKeys = true
-			if d.NextArg() {
-				p.APIDataDir = d.Val()
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "console_key":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			k := service.KeyConfig{Key: d.Val()}
-			for d.NextArg() {
-				switch d.Val() {
-				case "admin":
-					k.Admin = true
-				case "owner":
-					if !d.NextArg() {
-						return d.ArgErr()
-					}
-					k.Owner = d.Val()
-				default:
-					return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
-				}
-			}
-			p.ConsoleKeys = append(p.ConsoleKeys, k)
-		case "ticket_lifetime", "session_lifetime", "console_session_ttl":
-			name := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
-				return d.Errf("%s: %q is not a positive duration", name, d.Val())
-			}
-			switch name {
-			case "ticket_lifetime":
-				p.TicketLifetime = caddy.Duration(dur)
-			case "session_lifetime":
-				p.SessionLifetime = caddy.Duration(dur)
-			default:
-				p.ConsoleSessionTTL = caddy.Duration(dur)
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "leeway":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("leeway: %v", err)
-			}
-			p.Leeway = caddy.Duration(dur)
-		case "replay_cache":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n <= 0 {
-				return d.Errf("replay_cache: %q is not a positive number", d.Val())
-			}
-			p.ReplayCache = n
-		case "replay_redis":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			p.ReplayRedis = new(RedisConfig)
-			if err := unmarshalRedisBlock(d, p.ReplayRedis, nil); err != nil {
-				return err
-			}
-		case "content_base_url":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			p.ContentBaseURL = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "base_domains":
-			p.BaseDomains = append(p.BaseDomains, d.RemainingArgs()...)
-			if len(p.BaseDomains) == 0 {
-				return d.ArgErr()
-			}
-		default:
-			return d.Errf("sandbox_pages: unknown option %q", d.Val())
+	return opt.Block{
+		"ticket_secret":       opt.String(&p.TicketSecret),
+		"api_keys":            opt.FlagArg(&p.APIKeys, &p.APIDataDir), // [<api data dir>]: sandbox_api's keys log in to the console too
+		"console_key":         consoleKeyOption(&p.ConsoleKeys),
+		"ticket_lifetime":     opt.PositiveDuration("ticket_lifetime", &p.TicketLifetime),
+		"session_lifetime":    opt.PositiveDuration("session_lifetime", &p.SessionLifetime),
+		"console_session_ttl": opt.PositiveDuration("console_session_ttl", &p.ConsoleSessionTTL),
+		"leeway":              opt.Duration(&p.Leeway),
+		"replay_cache":        opt.PositiveInt("replay_cache", &p.ReplayCache),
+		"replay_redis":        redisOption(&p.ReplayRedis),
+		"content_base_url":    opt.String(&p.ContentBaseURL), // the content origin's base: the console opens apps there
+		"base_domains":        opt.List(&p.BaseDomains),
+	}.Parse(d, "sandbox_pages: unknown option %q")
+}
+
+// consoleKeyOption reads `console_key <key> [owner <name>] [admin]`, repeatable.
+func consoleKeyOption(keys *[]service.KeyConfig) opt.Option {
+	return func(d *caddyfile.Dispenser) error {
+		if !d.NextArg() {
+			return d.ArgErr()
 		}
+		k := service.KeyConfig{Key: d.Val()}
+		for d.NextArg() {
+			switch d.Val() {
+			case "admin":
+				k.Admin = true
+			case "owner":
+				if !d.NextArg() {
+					return d.ArgErr()
+				}
+				k.Owner = d.Val()
+			default:
+				return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
+			}
+		}
+		*keys = append(*keys, k)
+		return nil
 	}
-	return nil
 }
 
 // Validate catches a console key without a value (a typo'd env placeholder is caught at Provision).

@@ -1,12 +1,18 @@
 package caddymodule
 
 import (
+	"errors"
+	"fmt"
+	"maps"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
 
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/internal/redisstore"
 )
 
@@ -66,67 +72,116 @@ func releaseRedis(key string) error {
 //	    tls        [<server name>] { ca_file <pem> }
 //	}
 //
-// It leaves options it does not know to other, which answers whether it took the option.
-func unmarshalRedisBlock(d *caddyfile.Dispenser, c *RedisConfig, other func(name string) (bool, error)) error {
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		switch name {
-		case "address", "username", "password", "key_prefix":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			switch name {
-			case "address":
-				c.Address = v
-			case "username":
-				c.Username = v
-			case "password":
-				c.Password = v
-			default:
-				c.KeyPrefix = v
-			}
-		case "db":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return d.Errf("db must be a database number, not %q", v)
-			}
-			c.DB = n
-		case "tls":
-			c.TLS = &RedisTLS{}
-			if d.NextArg() {
-				c.TLS.ServerName = d.Val()
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			for n := d.Nesting(); d.NextBlock(n); {
-				if d.Val() != "ca_file" {
-					return d.Errf("unknown redis tls option %q (ca_file)", d.Val())
-				}
-				if !d.AllArgs(&c.TLS.CAFile) {
-					return d.ArgErr()
-				}
-			}
-		default:
-			took := false
-			if other != nil {
-				var err error
-				if took, err = other(name); err != nil {
-					return err
-				}
-			}
-			if !took {
-				return d.Errf("unknown redis option %q", name)
-			}
+// and the options of more, the module's own.
+func unmarshalRedisBlock(d *caddyfile.Dispenser, c *RedisConfig, more opt.Block) error {
+	db := opt.Arg(func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("db must be a database number, not %q", v)
 		}
+		c.DB = n
+		return nil
+	})
+	tls := func(d *caddyfile.Dispenser) error {
+		c.TLS = &RedisTLS{}
+		if err := opt.OptString(&c.TLS.ServerName, "")(d); err != nil {
+			return err
+		}
+		return opt.Block{"ca_file": opt.String(&c.TLS.CAFile)}.Parse(d, "unknown redis tls option %q (ca_file)")
+	}
+	b := opt.Block{"address": opt.String(&c.Address), "username": opt.String(&c.Username), "password": opt.String(&c.Password),
+		"key_prefix": opt.String(&c.KeyPrefix), "db": db, "tls": tls}
+	maps.Copy(b, more)
+	if err := b.Parse(d, "unknown redis option %q"); err != nil {
+		return err
 	}
 	if c.Address == "" {
 		return d.Err("redis: address is required")
 	}
 	return nil
 }
+
+// redisOption reads an option with a redis block (`replay_redis { ... }`) into *dst.
+func redisOption(dst **RedisConfig) opt.Option {
+	return func(d *caddyfile.Dispenser) error {
+		*dst = new(RedisConfig)
+		if err := opt.NoArgs(d); err != nil {
+			return err
+		}
+		return unmarshalRedisBlock(d, *dst, nil)
+	}
+}
+
+func init() {
+	caddy.RegisterModule(new(RedisStorage))
+}
+
+// RedisStorage is the `caddy.storage.redis` module: Caddy's storage (certificates, ACME accounts, locks) in the
+// fleet's Redis, so a certificate one gateway obtains is loaded, not obtained again, by every other. Global option:
+//
+//	storage redis {
+//	    address    <host:port>
+//	    password   {env.REDIS_PASSWORD}
+//	    key_prefix <prefix>     # default sandgate:; the storage's keys go under <prefix>certmagic:
+//	    lock_ttl   <duration>   # how long a dead gateway's lock blocks the others, default 30s
+//	    ...                     # username, db, tls: as in unmarshalRedisBlock
+//	}
+type RedisStorage struct {
+	RedisConfig
+	// LockTTL is how long a lock outlives a holder that stopped refreshing it; 0 means 30s.
+	LockTTL caddy.Duration `json:"lock_ttl,omitempty"`
+
+	storage *redisstore.Storage
+	poolKey string
+}
+
+// CaddyModule returns the Caddy module information.
+func (*RedisStorage) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "caddy.storage.redis", New: func() caddy.Module { return new(RedisStorage) }}
+}
+
+// Provision takes the pooled client; no I/O.
+func (s *RedisStorage) Provision(caddy.Context) error {
+	if s.LockTTL < 0 {
+		return errors.New("storage redis: lock_ttl must not be negative")
+	}
+	cl, prefix, key, err := redisClient(&s.RedisConfig)
+	if err != nil {
+		return err
+	}
+	s.poolKey = key
+	s.storage = redisstore.NewStorage(cl, prefix+"certmagic:", time.Duration(s.LockTTL))
+	return nil
+}
+
+// CertMagicStorage implements caddy.StorageConverter.
+func (s *RedisStorage) CertMagicStorage() (certmagic.Storage, error) {
+	if s.storage == nil {
+		return nil, errors.New("storage redis: not provisioned")
+	}
+	return s.storage, nil
+}
+
+// Cleanup stops the refreshers of locks still held (they expire in Redis) and releases the client.
+func (s *RedisStorage) Cleanup() error {
+	if s.storage != nil {
+		s.storage.Close()
+	}
+	return releaseRedis(s.poolKey)
+}
+
+// UnmarshalCaddyfile reads the `storage redis { ... }` block.
+func (s *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // "redis"
+	if err := opt.NoArgs(d); err != nil {
+		return err
+	}
+	return unmarshalRedisBlock(d, &s.RedisConfig, opt.Block{"lock_ttl": opt.PositiveDuration("lock_ttl", &s.LockTTL)})
+}
+
+var (
+	_ caddy.Provisioner      = (*RedisStorage)(nil)
+	_ caddy.CleanerUpper     = (*RedisStorage)(nil)
+	_ caddy.StorageConverter = (*RedisStorage)(nil)
+	_ caddyfile.Unmarshaler  = (*RedisStorage)(nil)
+)

@@ -4,19 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
-	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/spf13/cobra"
 
+	"github.com/sandgate/sandgate/internal/buildversion"
+	opt "github.com/sandgate/sandgate/internal/caddyfileopt"
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/routes/mcpapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/service"
-	"github.com/sandgate/sandgate/tickets"
 )
 
 func init() {
@@ -25,6 +33,25 @@ func init() {
 	// First of the responding handlers (before respond and reverse_proxy): it answers only /health and /v1/...
 	// and passes everything else on, so a site can serve the API and respond/proxy the rest without an `order` line.
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "sandgate-mcp",
+		Usage: "--url <https://gateway> (--key-file <file> | --key-env <VAR>)",
+		Short: "Bridges MCP over stdio to a sandgate gateway's /mcp",
+		Long:  mcpapi.BridgeHelp,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().String("url", "", "gateway base URL, e.g. https://gw.example.com")
+			cmd.Flags().String("key-file", "", "file holding the API key")
+			cmd.Flags().String("key-env", "SANDGATE_API_KEY", "environment variable holding the API key, when no --key-file")
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				if err := mcpapi.RunBridge(ctx, fl.String("url"), fl.String("key-file"), fl.String("key-env")); err != nil {
+					return 1, fmt.Errorf("sandgate-mcp: %w", err)
+				}
+				return 0, nil
+			})
+		},
+	})
 }
 
 // apiKeyRings holds, per API data dir, the key ring the latest sandbox_api of that dir loaded, across reloads: the
@@ -37,7 +64,7 @@ type keyRingHolder struct{ keys *service.LiveKeys }
 // Destruct has nothing to release: the ring is memory.
 func (keyRingHolder) Destruct() error { return nil }
 
-// loadAPIKeyRing takes a reference to the key ring of dataDir; release it with apiKeyRings.Delete(key).
+// loadAPIKeyRing takes a reference to the key ring of dataDir; release it with releaseKeyRing(key).
 func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
 	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
@@ -47,6 +74,15 @@ func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err err
 		return nil, "", err
 	}
 	return val.(keyRingHolder).keys, key, nil
+}
+
+// releaseKeyRing drops a reference taken by loadAPIKeyRing; an empty key is a no-op.
+func releaseKeyRing(key string) error {
+	if key == "" {
+		return nil
+	}
+	_, err := apiKeyRings.Delete(key)
+	return err
 }
 
 // apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
@@ -137,11 +173,7 @@ func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env ba
 	}
 	s.ringKey = ringKey
 	repl := caddy.NewReplacer()
-	extra := make([]service.KeyConfig, 0, len(s.Keys))
-	for _, k := range s.Keys {
-		k.Key = repl.ReplaceKnown(k.Key, "")
-		extra = append(extra, k)
-	}
+	extra := expandKeys(s.Keys)
 	keys, anonymous, err := bayapi.LoadKeys(context.Background(), st, env, bayapi.KeySettings{APIKey: repl.ReplaceKnown(s.APIKey, ""),
 		Keys: extra, AllowAnonymous: s.AllowAnonymous, Endpoint: s.Endpoint, DataDir: dataDir}, ctx.Slogger())
 	if err != nil {
@@ -151,36 +183,36 @@ func (s *SandboxAPI) loadKeys(ctx caddy.Context, st *sandboxes.BoltStore, env ba
 	return keys, anonymous, nil
 }
 
+// expandKeys expands the keys' runtime placeholders ({env.NAME}, {file./run/secrets/key}).
+func expandKeys(keys []service.KeyConfig) []service.KeyConfig {
+	repl := caddy.NewReplacer()
+	out := make([]service.KeyConfig, len(keys))
+	for i, k := range keys {
+		k.Key = repl.ReplaceKnown(k.Key, "")
+		out[i] = k
+	}
+	return out
+}
+
 // ticketMinter mints the tickets of POST /v1/sandboxes/{id}/tickets; nil (the route disabled) with no secret.
 func (s *SandboxAPI) ticketMinter() (service.TicketIssuer, error) {
 	repl := caddy.NewReplacer()
-	rawSecret := s.TicketSecret
-	if rawSecret == "" {
-		rawSecret = "{env." + tickets.EnvSecret + "}" // the sandbox_ticket verifier's default too
-	}
-	secret := repl.ReplaceKnown(rawSecret, "")
+	secret := s.TicketSecret
 	if secret == "" {
-		return nil, nil
+		secret = defaultSecret // the sandbox_ticket verifier's default too
 	}
-	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
-	if err != nil {
-		return nil, fmt.Errorf("ticket_secret: %w", err)
-	}
-	urls, err := tickets.ParseURLs(repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
-	if err != nil {
-		return nil, fmt.Errorf("ticket URLs: %w", err)
-	}
-	return service.NewTicketMinter(iss, urls), nil
+	return service.TicketMinterFor(repl.ReplaceKnown(secret, ""), repl.ReplaceKnown(s.TicketBaseURL, ""), repl.ReplaceKnown(s.ContentBaseURL, ""))
 }
 
 // service builds the operations the REST API and the MCP server share, over the app's Manager and store.
 func (s *SandboxAPI) service(ctx caddy.Context, app *App, minter service.TicketIssuer) *service.Service {
 	st := app.Store()
+	exports, _ := app.Exports.limits() // checked by the app's Validate
 	agents := service.NewAgentClient(app.Manager().AgentHTTPClient())
 	ops := service.Config{
 		Sandboxes: app.Manager(), Agent: agents, Streamer: agents, History: st,
 		ManagedWorkspace: bayapi.ManagedCargo(), Exports: st, Skills: st, Fetch: bayapi.FetchPublic,
-		ExportLimits: app.Exports.limits(), MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
+		ExportLimits: exports, MaxUploadBytes: s.MaxUploadBytes, Logger: ctx.Slogger(),
 		Tickets: minter,
 	}
 	st.SetLogger(ctx.Slogger()) // history write failures are the API's to report
@@ -207,8 +239,7 @@ func (s *SandboxAPI) Cleanup() error {
 	if s.ringKey == "" {
 		return nil
 	}
-	_, err := apiKeyRings.Delete(s.ringKey)
-	errs := []error{err}
+	errs := []error{releaseKeyRing(s.ringKey)}
 	if s.mcp != nil {
 		_, err := mcpServers.Delete(s.ringKey)
 		errs = append(errs, err)
@@ -229,90 +260,44 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	return nil
 }
 
-// parseSandboxAPI reads
-//
-//	sandbox_api {
-//	    api_key          <key>                 # Bay's security.api_key (owner "default")
-//	    key              <key> <owner> [admin] # more keys; repeatable
-//	    allow_anonymous                        # calls without a token, owner from X-Owner
-//	    data_dir         <dir>                 # credentials.json (and an old bayapi.db to import)
-//	    endpoint         <url>                 # written into credentials.json
-//	    max_upload       <size>                # e.g. 512m
-//	    ticket_secret    <secret>              # enables POST /v1/sandboxes/{id}/tickets
-//	    ticket_base_url  <url>                 # the gateway's origin, for ticket URLs
-//	    content_base_url <url>                 # the content origin's base, for app ticket URLs
-//	    mcp              [<path>]              # the MCP server, default path /mcp
-//	}
+// parseSandboxAPI reads `sandbox_api { ... }`, one row per option (the SandboxAPI fields say what each is).
 func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	s := new(SandboxAPI)
-	d := h.Dispenser
-	d.Next()
-	if d.NextArg() {
-		return nil, d.ArgErr()
+	h.Next()
+	if err := opt.NoArgs(h.Dispenser); err != nil {
+		return nil, err
 	}
-	for d.NextBlock(0) {
-		var err error
-		switch d.Val() {
-		case "api_key":
-			err = oneString(d, &s.APIKey)
-		case "key":
-			args := d.RemainingArgs()
-			if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
-				return nil, d.Errf("usage: key <secret> <owner> [admin]")
-			}
-			s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
-		case "allow_anonymous":
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			s.AllowAnonymous = true
-		case "data_dir":
-			err = oneString(d, &s.DataDir)
-		case "endpoint":
-			err = oneString(d, &s.Endpoint)
-		case "max_upload":
-			var v string
-			if err = oneString(d, &v); err == nil {
-				s.MaxUploadBytes, err = sandboxes.ParseBytes(v)
-			}
-		case "ticket_secret":
-			err = oneString(d, &s.TicketSecret)
-		case "ticket_base_url":
-			err = oneString(d, &s.TicketBaseURL)
-		case "content_base_url":
-			err = oneString(d, &s.ContentBaseURL)
-		case "mcp":
-			s.MCP = "/mcp"
-			if d.NextArg() {
-				s.MCP = d.Val()
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-		default:
-			return nil, d.Errf("unknown sandbox_api option %q", d.Val())
+	key := func(d *caddyfile.Dispenser) error { // key <secret> <owner> [admin], repeatable
+		args := d.RemainingArgs()
+		if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
+			return d.Errf("usage: key <secret> <owner> [admin]")
 		}
-		if err != nil {
-			return nil, d.WrapErr(err)
-		}
+		s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+		return nil
 	}
-	return s, nil
+	return s, opt.Block{
+		"api_key":          opt.String(&s.APIKey), // owner "default"
+		"key":              key,
+		"allow_anonymous":  opt.Flag(&s.AllowAnonymous),
+		"data_dir":         opt.String(&s.DataDir),
+		"endpoint":         opt.String(&s.Endpoint),
+		"max_upload":       opt.Arg(func(v string) (err error) { s.MaxUploadBytes, err = sandboxes.ParseBytes(v); return err }),
+		"ticket_secret":    opt.String(&s.TicketSecret),
+		"ticket_base_url":  opt.String(&s.TicketBaseURL),
+		"content_base_url": opt.String(&s.ContentBaseURL),
+		"mcp":              opt.OptString(&s.MCP, "/mcp"),
+	}.Parse(h.Dispenser, "unknown sandbox_api option %q")
 }
 
-// Validate checks the keys.
+// Validate checks the keys, the MCP path and the upload cap.
 func (s *SandboxAPI) Validate() error {
-	seen := map[string]bool{}
-	for _, k := range s.Keys {
-		if k.Key == "" || k.Owner == "" {
-			return fmt.Errorf("sandbox_api: a key needs a secret and an owner")
-		}
-		if seen[k.Key] || k.Key == s.APIKey {
-			return fmt.Errorf("sandbox_api: a key is configured twice")
-		}
-		seen[k.Key] = true
+	if err := (bayapi.KeySettings{APIKey: s.APIKey, Keys: s.Keys}).Validate(); err != nil {
+		return fmt.Errorf("sandbox_api: %w", err)
 	}
-	if s.MCP != "" && (!strings.HasPrefix(s.MCP, "/") || s.MCP == "/" || s.MCP == "/v1" || strings.HasPrefix(s.MCP, "/v1/") || s.MCP == "/health") {
-		return fmt.Errorf("sandbox_api: mcp path %q must start with / and not overlap the REST API", s.MCP)
+	if s.MCP != "" {
+		if err := bayapi.CheckBesideAPI("mcp", s.MCP); err != nil {
+			return fmt.Errorf("sandbox_api: %w", err)
+		}
 	}
 	if s.MaxUploadBytes < 0 {
 		return fmt.Errorf("sandbox_api: max_upload must not be negative")
@@ -326,3 +311,62 @@ var (
 	_ caddy.Validator             = (*SandboxAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*SandboxAPI)(nil)
 )
+
+// mcpServers keeps one MCP server per API data dir across reloads: its sessions live in the server, so a client's
+// session id keeps working after `caddy reload`; the new config only points the tools at its own handler (SetOps).
+var mcpServers = caddy.NewUsagePool()
+
+type mcpHolder struct{ s *mcpapi.Server }
+
+// Destruct has nothing to release: sessions end with their idle timeout or the process.
+func (mcpHolder) Destruct() error { return nil }
+
+// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.Delete(key).
+func loadMCPServer(key string, logger *slog.Logger) (*mcpapi.Server, error) {
+	val, _, err := mcpServers.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return mcpHolder{s: mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger})}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(mcpHolder).s, nil
+}
+
+// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
+type apiKeyChecker struct {
+	keys *service.LiveKeys
+	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
+	svc *service.Service
+}
+
+func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
+	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
+}
+
+// newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with releaseKeyRing(key).
+func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
+	app, err := sandboxesApp(ctx)
+	if err != nil {
+		return apiKeyChecker{}, "", err
+	}
+	dir, err := apiDataDir(app.BayEnv(), dataDir)
+	if err != nil {
+		return apiKeyChecker{}, "", err
+	}
+	ring, ringKey, err := loadAPIKeyRing(dir)
+	if err != nil {
+		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
+	}
+	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
+	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
+	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
+}
+
+// buildVersion is set by the build scripts (xcaddy.sh, from scripts/version.sh) with
+// -ldflags "-X github.com/sandgate/sandgate/caddymodule.buildVersion=...".
+var buildVersion string
+
+// sandgateVersion is the semantic version of sandgate in this binary, for /health and the containers' version.
+var sandgateVersion = sync.OnceValue(func() string { return buildversion.Of(buildVersion, "github.com/sandgate/sandgate") })
+
+// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.

@@ -122,6 +122,10 @@ func (c *Config) Validate() error {
 	if c.DefaultTTL < 0 {
 		return errors.New("default_ttl must not be negative")
 	}
+	if c.GCInterval < 0 || c.ExpiryRetention < 0 || c.StartTimeout < 0 || c.WarmMaxAge < 0 || c.OrphanMinAge < 0 ||
+		c.MaxConcurrentStarts < 0 || c.WarmRefillPerSecond < 0 || c.WarmDemandWindow < 0 || c.WarmRetryBackoff < 0 {
+		return errors.New("sandboxes: durations, max_concurrent_starts and warm_refill_rate must not be negative")
+	}
 	seen := map[string]bool{}
 	for i := range c.Profiles {
 		p := &c.Profiles[i]

@@ -39,6 +39,9 @@ func TestConfigValidate(t *testing.T) {
 		{"relative bind", base(func(p *Profile) { p.Binds = []string{"srv:/srv"} }), true, "must be"},
 		{"duplicate", Config{Profiles: []Profile{testProfile("a"), testProfile("a")}}, false, "defined twice"},
 		{"negative cap", Config{MaxSandboxes: -1}, false, "negative"},
+		{"negative gc interval", Config{GCInterval: -1}, false, "must not be negative"},
+		{"negative refill rate", Config{WarmRefillPerSecond: -1}, false, "must not be negative"},
+		{"negative retry backoff", Config{WarmRetryBackoff: -1}, false, "must not be negative"},
 		{"bad memory", base(func(p *Profile) { p.Resources.Memory = "lots" }), false, "memory"},
 	}
 	for _, tt := range tests {

@@ -95,3 +95,14 @@ func FromBuildInfo(info *debug.BuildInfo, module string) string {
 	}
 	return Dev
 }
+
+// Of is the semantic version of module in this binary: stamped, the version the build scripts set with -ldflags
+// -X, else the module version when xcaddy built it as a dependency, else 0.0.0-dev.<revision> of a plain
+// `go build`. Never "dev".
+func Of(stamped, module string) string {
+	if stamped != "" {
+		return Normalize(stamped)
+	}
+	info, _ := debug.ReadBuildInfo()
+	return FromBuildInfo(info, module)
+}

@@ -73,3 +73,13 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// TestOf: a stamped version wins (normalised); without one the binary's build info still gives a version.
+func TestOf(t *testing.T) {
+	if got := Of("v1.2.3", "example.com/m"); got != Normalize("v1.2.3") {
+		t.Errorf("stamped: %q", got)
+	}
+	if got := Of("", "example.com/m"); got == "" || got == "dev" {
+		t.Errorf("unstamped: %q", got)
+	}
+}

@@ -86,3 +86,15 @@ func (rt *Route) Prepare(ctx context.Context, addr Address, rawQuery string) (Pr
 	}
 	return Prepared{Target: target, Agent: agent, Release: release}, nil
 }
+
+// NewRoute is a route as the gateway's configuration names it: a kind, and a fixed port only for app routes.
+func NewRoute(s Starter, kind string, port int, startTimeout time.Duration) (*Route, error) {
+	k, err := tickets.ParseKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	if port < 0 || port > 65535 || (port != 0 && k != tickets.KindApp) {
+		return nil, fmt.Errorf("port %d is not valid for kind %s", port, k)
+	}
+	return &Route{Sandboxes: s, Kind: k, Port: port, StartTimeout: startTimeout}, nil
+}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sandgate/sandgate/tickets"
@@ -67,3 +68,21 @@ func (b TicketMinter) Issue(_ context.Context, req TicketRequest) (Ticket, error
 }
 
 var _ TicketIssuer = TicketMinter{}
+
+// TicketMinterFor is the minter of a gateway's configuration: it mints with secret and builds URLs under the
+// gateway's and the content origin's base URLs (tickets.ParseURLs); without a secret there is none (nil), and the
+// ticket routes are off.
+func TicketMinterFor(secret, baseURL, contentBaseURL string) (TicketIssuer, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	iss, err := tickets.NewIssuer(tickets.IssuerConfig{Secret: []byte(secret)})
+	if err != nil {
+		return nil, fmt.Errorf("ticket_secret: %w", err)
+	}
+	urls, err := tickets.ParseURLs(baseURL, contentBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("ticket URLs: %w", err)
+	}
+	return NewTicketMinter(iss, urls), nil
+}

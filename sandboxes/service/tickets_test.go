@@ -85,3 +85,21 @@ func TestTicketMinterURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestTicketMinterFor: no secret is no minter (the routes off); a short secret or a bad URL is refused; a good
+// configuration mints.
+func TestTicketMinterFor(t *testing.T) {
+	if m, err := TicketMinterFor("", "", ""); m != nil || err != nil {
+		t.Fatalf("no secret: %v, %v", m, err)
+	}
+	if _, err := TicketMinterFor("short", "", ""); err == nil {
+		t.Fatal("a short secret passed")
+	}
+	if _, err := TicketMinterFor(strings.Repeat("k", 32), "gw.example.com", ""); err == nil {
+		t.Fatal("a base URL without a scheme passed")
+	}
+	m, err := TicketMinterFor(strings.Repeat("k", 32), "https://gw.example.com", "")
+	if err != nil || m == nil {
+		t.Fatalf("%v, %v", m, err)
+	}
+}
