@@ -1,0 +1,195 @@
+package sandboxestest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandgate/sandgate/sandboxes"
+)
+
+// Engine is an in-memory container engine (a sandboxes.Driver) for unit tests that want the real Manager and its
+// real lifecycle logic without Docker: containers and volumes are map entries, and every started container's agent
+// is one test server that answers /health as ready. It has only the Driver's methods, so the Manager's optional
+// engine surfaces (pause, usage, logs, snapshots) answer as on an engine without them. Make one with NewEngine.
+type Engine struct {
+	mu         sync.Mutex
+	agent      string
+	n          int
+	containers map[string]*sandboxes.ContainerState
+	volumes    map[string]sandboxes.VolumeInfo
+	events     chan sandboxes.ContainerEvent
+}
+
+// NewEngine makes an empty engine whose agent server is closed when t ends.
+func NewEngine(t testing.TB) *Engine {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"status":"ok"}`)) //nolint:errcheck // the Manager's probe reads the status code
+	}))
+	t.Cleanup(srv.Close)
+	return &Engine{agent: strings.TrimPrefix(srv.URL, "http://"), containers: map[string]*sandboxes.ContainerState{},
+		volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
+}
+
+// NewManager starts a real Manager of namespace "unit" over a new Engine and a bbolt store in t's temporary
+// directory, serving cfg; both are closed when t ends.
+func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine) {
+	t.Helper()
+	e := NewEngine(t)
+	dir := t.TempDir()
+	st := sandboxes.NewBoltStore(filepath.Join(dir, "store.db"))
+	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: "unit", SocketDir: filepath.Join(dir, "sockets")}, e, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Apply(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, e
+}
+
+// Check finds nothing to warn about.
+func (e *Engine) Check(context.Context) ([]string, error) { return nil, nil }
+
+// EnsureNetwork has every network already.
+func (e *Engine) EnsureNetwork(context.Context, string, bool, map[string]string) error { return nil }
+
+// CreateVolume records a volume unless one of that name exists.
+func (e *Engine) CreateVolume(_ context.Context, name string, labels map[string]string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.volumes[name]; !ok {
+		e.volumes[name] = sandboxes.VolumeInfo{Name: name, Labels: maps.Clone(labels), Created: time.Now()}
+	}
+	return nil
+}
+
+// RemoveVolume forgets a volume.
+func (e *Engine) RemoveVolume(_ context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.volumes, name)
+	return nil
+}
+
+// Create records a stopped container, refusing a name in use as Docker does.
+func (e *Engine) Create(_ context.Context, spec sandboxes.ContainerSpec) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, c := range e.containers {
+		if c.Name == spec.Name {
+			return "", fmt.Errorf("the container name %q is already in use by container %q", spec.Name, id)
+		}
+	}
+	e.n++
+	id := fmt.Sprintf("c%04d", e.n)
+	e.containers[id] = &sandboxes.ContainerState{ID: id, Name: spec.Name, Labels: maps.Clone(spec.Labels), Created: time.Now()}
+	return id, nil
+}
+
+// Start runs a container and answers the agent server's address.
+func (e *Engine) Start(_ context.Context, id string, _ sandboxes.ContainerSpec) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.containers[id]
+	if c == nil {
+		return "", sandboxes.ErrContainerNotFound
+	}
+	c.Running = true
+	return e.agent, nil
+}
+
+// Stop stops a container; a missing one is not an error.
+func (e *Engine) Stop(_ context.Context, id string, _ time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.containers[id]; c != nil {
+		c.Running = false
+	}
+	return nil
+}
+
+// Remove forgets a container; a missing one is not an error.
+func (e *Engine) Remove(_ context.Context, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.containers, id)
+	return nil
+}
+
+// Inspect reports a container's state.
+func (e *Engine) Inspect(_ context.Context, id string) (sandboxes.ContainerState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.containers[id]
+	if c == nil {
+		return sandboxes.ContainerState{}, sandboxes.ErrContainerNotFound
+	}
+	return *c, nil
+}
+
+// List reports the containers carrying every label in match ("" matches any value).
+func (e *Engine) List(_ context.Context, match map[string]string) ([]sandboxes.ContainerState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []sandboxes.ContainerState
+	for _, c := range e.containers {
+		if labelled(c.Labels, match) {
+			out = append(out, *c)
+		}
+	}
+	return out, nil
+}
+
+// ListVolumes reports the volumes carrying every label in match.
+func (e *Engine) ListVolumes(_ context.Context, match map[string]string) ([]sandboxes.VolumeInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []sandboxes.VolumeInfo
+	for _, v := range e.volumes {
+		if labelled(v.Labels, match) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// Events streams nothing: no container of this engine dies by itself.
+func (e *Engine) Events(context.Context, string, string) (<-chan sandboxes.ContainerEvent, <-chan error) {
+	return e.events, make(chan error)
+}
+
+// Close holds no client.
+func (e *Engine) Close() error { return nil }
+
+// Containers is how many containers the engine holds (running or not).
+func (e *Engine) Containers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.containers)
+}
+
+func labelled(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || (v != "" && hv != v) {
+			return false
+		}
+	}
+	return true
+}
