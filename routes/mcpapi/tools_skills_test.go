@@ -29,8 +29,7 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // skillSession connects an MCP client with key to a server over a real Manager (sandboxestest.NewManager) and a
-// real store holding one recorded execution of
-// alice's sandbox.
+// real store holding one recorded execution of alice's sandbox.
 func skillSession(t *testing.T) (connect func(key string) *mcp.ClientSession, sandboxID, execID string) {
 	t.Helper()
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "s.db"))
