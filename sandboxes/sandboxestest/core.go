@@ -1,7 +1,8 @@
-// Package sandboxestest is the test double of the lifecycle core for the unit tests above it (sandboxes/service and
-// the dialects): Core, an in-memory lifecycle with the Manager's own method signatures, so a test passes it to
-// service.Config.Sandboxes exactly where the gateway passes its *sandboxes.Manager. Integration tests use the real
-// Manager on the real engine instead.
+// Package sandboxestest is the test double of the lifecycle core for the unit tests above it (sandboxes/service
+// and the dialects). NewManager is the real *sandboxes.Manager over Engine, an in-memory engine driver, and a bbolt
+// store in the test's directory: what a new test uses. Core, an in-memory lifecycle with the Manager's own method
+// signatures and knobs for what it answers (ids, clock, hold failures), serves the tests not yet moved to it.
+// Integration tests use the real Manager on the real engine.
 package sandboxestest
 
 import (
