@@ -20,6 +20,10 @@ import (
 // is one test server that answers /health as ready. It has only the Driver's methods, so the Manager's optional
 // engine surfaces (pause, usage, logs, snapshots) answer as on an engine without them. Make one with NewEngine.
 type Engine struct {
+	// AgentAddr, when set before the first start, is the agent address every start answers instead of the
+	// engine's own server (a test's agent, which must answer /health for the Manager's readiness probe).
+	AgentAddr string
+
 	mu         sync.Mutex
 	agent      string
 	n          int
@@ -112,6 +116,9 @@ func (e *Engine) Start(_ context.Context, id string, _ sandboxes.ContainerSpec) 
 		return "", sandboxes.ErrContainerNotFound
 	}
 	c.Running = true
+	if e.AgentAddr != "" {
+		return e.AgentAddr, nil
+	}
 	return e.agent, nil
 }
 
