@@ -38,14 +38,7 @@ func countingListener(t *testing.T, network string) (url string, hits *atomic.In
 // everything but the readiness probe with status to location (it was healthy when its sandbox started).
 func redirectAgent(t *testing.T, overSocket bool, status int, location string) string {
 	t.Helper()
-	redirect := agentapitest.Redirect(status, location)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			io.WriteString(w, `{"status":"ok"}`)
-			return
-		}
-		redirect.ServeHTTP(w, r)
-	})
+	h := agentapitest.Healthy(agentapitest.Redirect(status, location))
 	if !overSocket {
 		return agentapitest.ServeTCP(t, h)
 	}
