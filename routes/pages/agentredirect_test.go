@@ -43,7 +43,7 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 			agent := agentapitest.ServeTCP(t, agentapitest.Healthy(agentapitest.Redirect(status, to)))
 			for cname, hc := range clients {
 				var id string
-				f := newFixtureWith(t, builtAssets(), func(c *Config, _ *sandboxestest.Core) {
+				f := newFixtureWith(t, builtAssets(), func(c *Config, _ *sandboxes.Manager) {
 					// The real Manager, its sandbox's agent at the redirecting server.
 					m, engine := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img",
 						Capabilities: []string{sandboxes.CapShell}}}})

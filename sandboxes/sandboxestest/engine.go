@@ -46,6 +46,9 @@ func NewEngine(t testing.TB) *Engine {
 		volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
 }
 
+// namespace is NewManager's: its containers carry "unit.id", the sandbox's id (Die finds them by it).
+const namespace = "unit"
+
 // NewManager starts a real Manager of namespace "unit" over a new Engine and a bbolt store in t's temporary
 // directory, serving cfg; both are closed when t ends.
 func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine) {
@@ -53,7 +56,7 @@ func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine
 	e := NewEngine(t)
 	dir := t.TempDir()
 	st := sandboxes.NewBoltStore(filepath.Join(dir, "store.db"))
-	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: "unit", SocketDir: filepath.Join(dir, "sockets")}, e, st, nil)
+	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace, SocketDir: filepath.Join(dir, "sockets")}, e, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +195,53 @@ func (e *Engine) Containers() int {
 	return len(e.containers)
 }
 
+// Pause freezes a container (the Manager's PauseDriver): it reads paused, not running.
+func (e *Engine) Pause(_ context.Context, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.containers[id]
+	if c == nil {
+		return sandboxes.ErrContainerNotFound
+	}
+	c.Paused, c.Running = true, false
+	return nil
+}
+
+// Unpause thaws a paused container; one that is not paused is left as it is.
+func (e *Engine) Unpause(_ context.Context, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.containers[id]
+	if c == nil {
+		return sandboxes.ErrContainerNotFound
+	}
+	if c.Paused {
+		c.Paused, c.Running = false, true
+	}
+	return nil
+}
+
+// Die kills the running container of sandbox id as the kernel would (exit 137; oom: by the out-of-memory killer)
+// and sends the engine's die event, which the Manager's watcher reads before Die returns. It reports whether there
+// was such a container.
+func (e *Engine) Die(id string, oom bool) bool {
+	e.mu.Lock()
+	var ev sandboxes.ContainerEvent
+	for cid, c := range e.containers {
+		if c.Labels[namespace+".id"] == id && c.Running {
+			now := time.Now()
+			c.Running, c.ExitCode, c.OOMKilled, c.FinishedAt = false, 137, oom, now
+			ev = sandboxes.ContainerEvent{ContainerID: cid, Action: "die", Labels: maps.Clone(c.Labels), ExitCode: 137, At: now}
+		}
+	}
+	e.mu.Unlock()
+	if ev.ContainerID == "" {
+		return false
+	}
+	e.events <- ev
+	return true
+}
+
 func labelled(have, want map[string]string) bool {
 	for k, v := range want {
 		if hv, ok := have[k]; !ok || (v != "" && hv != v) {
@@ -199,4 +249,21 @@ func labelled(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// WaitStatus waits, up to 10s, for sandbox id to read st on m: a cold create is starting and becomes ready in the
+// background, a death is recorded after the engine's event is read.
+func WaitStatus(t testing.TB, m *sandboxes.Manager, id string, st sandboxes.Status) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sb, err := m.Get(context.Background(), id)
+		if err == nil && sb.Status == st {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s never read %s: %+v, %v", id, st, sb, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polls the observable state; the deadline bounds it
+	}
 }
