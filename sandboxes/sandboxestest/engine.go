@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
 )
 
@@ -28,6 +29,8 @@ type Engine struct {
 	agent      string
 	n          int
 	containers map[string]*sandboxes.ContainerState
+	specs      map[string]sandboxes.ContainerSpec // by container id: what each was created with
+	blocked    chan struct{}                      // non-nil: starts wait for it (BlockStarts)
 	volumes    map[string]sandboxes.VolumeInfo
 	events     chan sandboxes.ContainerEvent
 }
@@ -43,7 +46,7 @@ func NewEngine(t testing.TB) *Engine {
 	}))
 	t.Cleanup(srv.Close)
 	return &Engine{agent: strings.TrimPrefix(srv.URL, "http://"), containers: map[string]*sandboxes.ContainerState{},
-		volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
+		specs: map[string]sandboxes.ContainerSpec{}, volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
 }
 
 // namespace is NewManager's: its containers carry "unit.id", the sandbox's id (Die finds them by it).
@@ -67,8 +70,33 @@ func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() {
+		// Every sandbox left is deleted first: a network-none one's socket directory is a mount in t's directory.
+		for _, sb := range all(m) {
+			if err := m.Delete(context.Background(), sb.ID); err != nil {
+				t.Errorf("deleting sandbox %s: %v", sb.ID, err)
+			}
+		}
+		m.Close()
+	})
 	return m, e
+}
+
+// all lists every sandbox of m, every owner's.
+func all(m *sandboxes.Manager) []*sandboxes.Sandbox {
+	var out []*sandboxes.Sandbox
+	opts := sandboxes.ListOptions{}
+	for {
+		page, next, err := m.List(context.Background(), opts)
+		if err != nil {
+			return out
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		opts.Cursor = next
+	}
 }
 
 // Check finds nothing to warn about.
@@ -107,11 +135,24 @@ func (e *Engine) Create(_ context.Context, spec sandboxes.ContainerSpec) (string
 	e.n++
 	id := fmt.Sprintf("c%04d", e.n)
 	e.containers[id] = &sandboxes.ContainerState{ID: id, Name: spec.Name, Labels: maps.Clone(spec.Labels), Created: time.Now()}
+	spec.Env, spec.Labels = maps.Clone(spec.Env), maps.Clone(spec.Labels)
+	e.specs[id] = spec
 	return id, nil
 }
 
-// Start runs a container and answers the agent server's address.
-func (e *Engine) Start(_ context.Context, id string, _ sandboxes.ContainerSpec) (string, error) {
+// Start runs a container and answers the agent server's address; while starts are blocked (BlockStarts) it
+// first waits for their release or for ctx to end.
+func (e *Engine) Start(ctx context.Context, id string, _ sandboxes.ContainerSpec) (string, error) {
+	e.mu.Lock()
+	blocked := e.blocked
+	e.mu.Unlock()
+	if blocked != nil {
+		select {
+		case <-blocked:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.containers[id]
@@ -140,6 +181,7 @@ func (e *Engine) Remove(_ context.Context, id string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.containers, id)
+	delete(e.specs, id)
 	return nil
 }
 
@@ -240,6 +282,59 @@ func (e *Engine) Die(id string, oom bool) bool {
 	}
 	e.events <- ev
 	return true
+}
+
+// BlockStarts holds every start from now on until release is called (once, by the test or when it ends): the
+// sandboxes launched meanwhile read starting, as on an engine slow to start them.
+func (e *Engine) BlockStarts(t testing.TB) (release func()) {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	e.blocked = ch
+	e.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.blocked = nil
+			e.mu.Unlock()
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// Spec is the container spec the Manager created sandbox id's container with; false when it has none (yet: a
+// cold create makes it in the background).
+func (e *Engine) Spec(id string) (sandboxes.ContainerSpec, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for cid, c := range e.containers {
+		if c.Labels[namespace+".id"] == id {
+			spec := e.specs[cid]
+			spec.Env, spec.Labels = maps.Clone(spec.Env), maps.Clone(spec.Labels)
+			return spec, true
+		}
+	}
+	return sandboxes.ContainerSpec{}, false
+}
+
+// CallerEnv is the environment sandbox id's container was created with, less the variables the Manager adds for
+// its agent (token digest, sandbox id, capabilities, and an injected image's HOME): what its create and profile
+// asked for. false when it has no container yet.
+func (e *Engine) CallerEnv(id string) (map[string]string, bool) {
+	spec, ok := e.Spec(id)
+	if !ok {
+		return nil, false
+	}
+	env := spec.Env
+	delete(env, agentapi.EnvTokenDigest)
+	delete(env, agentapi.EnvSandboxID)
+	delete(env, agentapi.EnvCapabilities)
+	if spec.Profile.InjectsAgent() && env["HOME"] == sandboxes.SandboxHome {
+		delete(env, "HOME")
+	}
+	return env, true
 }
 
 func labelled(have, want map[string]string) bool {
