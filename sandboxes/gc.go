@@ -16,7 +16,7 @@ func (m *Manager) gcLoop() {
 	defer keepTimer.Stop()
 	for {
 		keepTimer.Stop()
-		if next := m.nextKeep(time.Now()); !next.IsZero() {
+		if next := m.nextKeep(m.clock()); !next.IsZero() {
 			keepTimer.Reset(time.Until(next))
 		}
 		select {
@@ -124,7 +124,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	m.gcRunning.Store(true)
 	defer m.gcRunning.Store(false)
 	var rep GCReport
-	now := time.Now()
+	now := m.clock()
 	type job struct {
 		e    *entry
 		kind string

@@ -105,7 +105,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 func (m *Manager) liveEntry(id string) (*entry, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.liveLocked(id, time.Now())
+	return m.liveLocked(id, m.clock())
 }
 
 // pause freezes e. idle is set when the collector pauses an idle sandbox: it gets the profile's second deadline,
@@ -131,7 +131,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 		m.mu.Unlock()
 		return nil
 	case e.rec.Phase != PhaseRunning || e.rec.ContainerID == "" || e.rec.Died != nil:
-		st := statusOf(e, time.Now())
+		st := statusOf(e, m.clock())
 		m.mu.Unlock()
 		return &Error{Code: CodeInvalidState, Message: fmt.Sprintf("sandbox %s is %s; only a ready sandbox can be paused", e.rec.ID, st),
 			Details: map[string]any{"status": st}}
@@ -199,7 +199,7 @@ func (m *Manager) resume(ctx context.Context, e *entry, reason string) error {
 	m.mu.Lock()
 	e.rec.Phase = PhaseRunning
 	setIdleDeadline(e, time.Now())
-	m.wakeLocked(e, time.Now()) // paused by its TTL: it lives its TTL again (expiry.go)
+	m.wakeLocked(e, m.clock()) // paused by its TTL: it lives its TTL again (expiry.go)
 	m.mu.Unlock()
 	// Written off the request's path: a gateway that dies first finds a paused record on a running container,
 	// which reconcile adopts as running.

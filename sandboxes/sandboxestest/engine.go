@@ -56,10 +56,17 @@ const namespace = "unit"
 // directory, serving cfg; both are closed when t ends.
 func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine) {
 	t.Helper()
+	return NewManagerAt(t, cfg, nil)
+}
+
+// NewManagerAt is NewManager whose Manager reads the time from clock (ManagerConfig.Clock: TTLs, expiry, the warm
+// pool's window); nil is time.Now.
+func NewManagerAt(t testing.TB, cfg sandboxes.Config, clock func() time.Time) (*sandboxes.Manager, *Engine) {
+	t.Helper()
 	e := NewEngine(t)
 	dir := t.TempDir()
 	st := sandboxes.NewBoltStore(filepath.Join(dir, "store.db"))
-	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace, SocketDir: filepath.Join(dir, "sockets")}, e, st, nil)
+	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace, SocketDir: filepath.Join(dir, "sockets"), Clock: clock}, e, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +237,39 @@ func (e *Engine) Events(context.Context, string, string) (<-chan sandboxes.Conta
 // Close holds no client.
 func (e *Engine) Close() error { return nil }
 
+// LeaveOrphanWorkspace makes what a gateway that died between a create's workspace volume and its record leaves
+// behind: a workspace volume of m's namespace and instance that no sandbox owns, made an hour ago (older than the
+// default orphan_min_age), for m's orphan sweep to find. It answers the volume's name.
+func (e *Engine) LeaveOrphanWorkspace(m *sandboxes.Manager) string {
+	name := m.VolumeName("ws-0bad0bad0bad")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.volumes[name] = sandboxes.VolumeInfo{Name: name, Created: time.Now().Add(-time.Hour), Labels: map[string]string{
+		namespace + ".managed": "true", namespace + ".instance": m.Instance(), namespace + ".managed_workspace": "true"}}
+	return name
+}
+
+// HasVolume says whether the engine holds volume name.
+func (e *Engine) HasVolume(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.volumes[name]
+	return ok
+}
+
+// Running is how many containers run (not stopped, not paused).
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, c := range e.containers {
+		if c.Running {
+			n++
+		}
+	}
+	return n
+}
+
 // Containers is how many containers the engine holds (running or not).
 func (e *Engine) Containers() int {
 	e.mu.Lock()
@@ -350,15 +390,45 @@ func labelled(have, want map[string]string) bool {
 // background, a death is recorded after the engine's event is read.
 func WaitStatus(t testing.TB, m *sandboxes.Manager, id string, st sandboxes.Status) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	WaitFor(t, fmt.Sprintf("sandbox %s to read %s", id, st), func() bool {
 		sb, err := m.Get(context.Background(), id)
-		if err == nil && sb.Status == st {
-			return
-		}
+		return err == nil && sb.Status == st
+	})
+}
+
+// WaitFor waits, up to 10s, for cond to hold (what the Manager does in the background: a start, a warm refill);
+// it fails t naming what it waited for.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s never read %s: %+v, %v", id, st, sb, err)
+			t.Fatalf("waited 10s for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond) // polls the observable state; the deadline bounds it
 	}
+}
+
+// Clock is a test's clock: it stands still until the test moves it. Its zero value reads the zero time; make one
+// with NewClock.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock is a clock reading now.
+func NewClock(now time.Time) *Clock { return &Clock{now: now} }
+
+// Now reads the clock (a ManagerConfig.Clock).
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
