@@ -16,8 +16,8 @@ func (m *Manager) gcLoop() {
 	defer keepTimer.Stop()
 	for {
 		keepTimer.Stop()
-		if next := m.nextKeep(m.clock()); !next.IsZero() {
-			keepTimer.Reset(time.Until(next))
+		if now := m.clock(); !m.nextKeep(now).IsZero() {
+			keepTimer.Reset(m.nextKeep(now).Sub(now))
 		}
 		select {
 		case <-m.ctx.Done():

@@ -31,6 +31,8 @@ type Engine struct {
 	containers map[string]*sandboxes.ContainerState
 	specs      map[string]sandboxes.ContainerSpec // by container id: what each was created with
 	blocked    chan struct{}                      // non-nil: starts wait for it (BlockStarts)
+	stopsHeld  chan struct{}                      // non-nil: stops wait for it (BlockStops)
+	sweeps     int                                // the orphan sweep's listings of workspace volumes
 	volumes    map[string]sandboxes.VolumeInfo
 	events     chan sandboxes.ContainerEvent
 }
@@ -63,10 +65,18 @@ func NewManager(t testing.TB, cfg sandboxes.Config) (*sandboxes.Manager, *Engine
 // pool's window); nil is time.Now.
 func NewManagerAt(t testing.TB, cfg sandboxes.Config, clock func() time.Time) (*sandboxes.Manager, *Engine) {
 	t.Helper()
+	return NewManagerWith(t, cfg, sandboxes.ManagerConfig{Clock: clock})
+}
+
+// NewManagerWith is NewManager with mcfg's settings (its clock, instance); its namespace and socket directory
+// are NewManager's.
+func NewManagerWith(t testing.TB, cfg sandboxes.Config, mcfg sandboxes.ManagerConfig) (*sandboxes.Manager, *Engine) {
+	t.Helper()
 	e := NewEngine(t)
 	dir := t.TempDir()
 	st := sandboxes.NewBoltStore(filepath.Join(dir, "store.db"))
-	m, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace, SocketDir: filepath.Join(dir, "sockets"), Clock: clock}, e, st, nil)
+	mcfg.Namespace, mcfg.SocketDir = namespace, filepath.Join(dir, "sockets")
+	m, err := sandboxes.NewManager(mcfg, e, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +87,13 @@ func NewManagerAt(t testing.TB, cfg sandboxes.Config, clock func() time.Time) (*
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Start's collection runs in the background: it is over before the test makes anything it could collect.
+	WaitFor(t, "the start's collection", func() bool {
+		e.mu.Lock()
+		swept := e.sweeps > 0
+		e.mu.Unlock()
+		return swept && !m.GCState().Running
+	})
 	t.Cleanup(func() {
 		// Every sandbox left is deleted first: a network-none one's socket directory is a mount in t's directory.
 		for _, sb := range all(m) {
@@ -173,8 +190,19 @@ func (e *Engine) Start(ctx context.Context, id string, _ sandboxes.ContainerSpec
 	return e.agent, nil
 }
 
-// Stop stops a container; a missing one is not an error.
-func (e *Engine) Stop(_ context.Context, id string, _ time.Duration) error {
+// Stop stops a container; a missing one is not an error. While stops are blocked (BlockStops) it first waits for
+// their release or for ctx to end.
+func (e *Engine) Stop(ctx context.Context, id string, _ time.Duration) error {
+	e.mu.Lock()
+	held := e.stopsHeld
+	e.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if c := e.containers[id]; c != nil {
@@ -220,6 +248,9 @@ func (e *Engine) List(_ context.Context, match map[string]string) ([]sandboxes.C
 func (e *Engine) ListVolumes(_ context.Context, match map[string]string) ([]sandboxes.VolumeInfo, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if _, ok := match[namespace+".managed_workspace"]; ok {
+		e.sweeps++
+	}
 	var out []sandboxes.VolumeInfo
 	for _, v := range e.volumes {
 		if labelled(v.Labels, match) {
@@ -241,9 +272,10 @@ func (e *Engine) Close() error { return nil }
 // behind: a workspace volume of m's namespace and instance that no sandbox owns, made an hour ago (older than the
 // default orphan_min_age), for m's orphan sweep to find. It answers the volume's name.
 func (e *Engine) LeaveOrphanWorkspace(m *sandboxes.Manager) string {
-	name := m.VolumeName("ws-0bad0bad0bad")
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.n++
+	name := m.VolumeName(fmt.Sprintf("ws-0bad%08x", e.n))
 	e.volumes[name] = sandboxes.VolumeInfo{Name: name, Created: time.Now().Add(-time.Hour), Labels: map[string]string{
 		namespace + ".managed": "true", namespace + ".instance": m.Instance(), namespace + ".managed_workspace": "true"}}
 	return name
@@ -327,15 +359,26 @@ func (e *Engine) Die(id string, oom bool) bool {
 // BlockStarts holds every start from now on until release is called (once, by the test or when it ends): the
 // sandboxes launched meanwhile read starting, as on an engine slow to start them.
 func (e *Engine) BlockStarts(t testing.TB) (release func()) {
+	return e.block(t, &e.blocked)
+}
+
+// BlockStops holds every stop from now on until release is called (once, by the test or when it ends): a
+// collection stopping an idle sandbox is under way meanwhile.
+func (e *Engine) BlockStops(t testing.TB) (release func()) {
+	return e.block(t, &e.stopsHeld)
+}
+
+// block sets *gate to a new channel that release closes (and clears).
+func (e *Engine) block(t testing.TB, gate *chan struct{}) (release func()) {
 	ch := make(chan struct{})
 	e.mu.Lock()
-	e.blocked = ch
+	*gate = ch
 	e.mu.Unlock()
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
 			e.mu.Lock()
-			e.blocked = nil
+			*gate = nil
 			e.mu.Unlock()
 			close(ch)
 		})
