@@ -24,8 +24,8 @@ type ManagerConfig struct {
 	// (resolvconf.go). Default /etc/resolv.conf.
 	HostResolvConf string
 	// Clock is the Manager's notion of now for what runs on a sandbox's lifetime: its TTL (created, expired,
-	// extended, as a request and the collector see it) and the warm pool's demand window; nil is time.Now. Tests
-	// move it forward instead of waiting out a TTL or a window.
+	// extended, as a request and the collector see it), its idle and pause deadlines, and the warm pool's demand
+	// window; nil is time.Now. Tests move it forward instead of waiting out a TTL, an idle timeout or a window.
 	Clock func() time.Time
 	// HTTPClient probes the agents' /health; nil uses a client with a short timeout on the Manager's shared
 	// keep-alive transport (AgentHTTPClient), so the probe's connection serves the first request after a claim.
