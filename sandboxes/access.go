@@ -13,7 +13,7 @@ import (
 func (m *Manager) EnsureRunning(ctx context.Context, id string) (Target, error) {
 	triggered := false
 	for {
-		now := time.Now()
+		now := m.clock()
 		m.mu.Lock()
 		e, err := m.liveLocked(id, now)
 		if err != nil {
@@ -125,7 +125,7 @@ func (m *Manager) Resolve(id string) (Target, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e := m.entries[id]
-	if e == nil || !m.resolvableLocked(e, time.Now()) {
+	if e == nil || !m.resolvableLocked(e, m.clock()) {
 		return Target{}, false
 	}
 	return m.targetLocked(e), true
@@ -135,13 +135,13 @@ func (m *Manager) Resolve(id string) (Target, bool) {
 func (m *Manager) Exists(id string) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	_, err := m.liveLocked(id, time.Now())
+	_, err := m.liveLocked(id, m.clock())
 	return err == nil
 }
 
 // Keepalive extends the idle deadline of a running sandbox. It never starts compute.
 func (m *Manager) Keepalive(ctx context.Context, id string) error {
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	e, err := m.liveLocked(id, now)
 	if err != nil {
@@ -159,7 +159,7 @@ func (m *Manager) ExtendTTL(ctx context.Context, id string, by time.Duration) (*
 	if by <= 0 {
 		return nil, Errorf(CodeInvalid, "extend_by must be positive")
 	}
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	e, err := m.visibleLocked(id)
 	if err != nil {
@@ -192,7 +192,7 @@ func (m *Manager) SetTTL(ctx context.Context, id string, ttl time.Duration) (*Sa
 	if ttl <= 0 {
 		return nil, Errorf(CodeInvalid, "the timeout must be positive")
 	}
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	e := m.entries[id]
 	if e == nil || e.rec.Warm || e.deleted {
@@ -218,7 +218,7 @@ func (m *Manager) SetTTL(ctx context.Context, id string, ttl time.Duration) (*Sa
 // Acquire holds a lease on a sandbox: while any lease is held it counts as active and the collector never stops
 // or removes it. Call release exactly once (more calls do nothing).
 func (m *Manager) Acquire(id string) (func(), error) {
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, err := m.liveLocked(id, now)
@@ -232,7 +232,7 @@ func (m *Manager) Acquire(id string) (func(), error) {
 		once.Do(func() {
 			m.mu.Lock()
 			e.leases--
-			m.touchLocked(e, time.Now())
+			m.touchLocked(e, m.clock())
 			m.mu.Unlock()
 		})
 	}, nil

@@ -23,8 +23,9 @@ type ManagerConfig struct {
 	// HostResolvConf is the host's resolv.conf, read for the resolvers of gVisor sandboxes with direct egress
 	// (resolvconf.go). Default /etc/resolv.conf.
 	HostResolvConf string
-	// Clock is the warm pool's notion of now (when creates arrived, when their demand leaves the window); nil is
-	// time.Now. Tests move it forward instead of waiting out a window.
+	// Clock is the Manager's notion of now for what runs on a sandbox's lifetime: its TTL (created, expired,
+	// extended, as a request and the collector see it), its idle and pause deadlines, and the warm pool's demand
+	// window; nil is time.Now. Tests move it forward instead of waiting out a TTL, an idle timeout or a window.
 	Clock func() time.Time
 	// HTTPClient probes the agents' /health; nil uses a client with a short timeout on the Manager's shared
 	// keep-alive transport (AgentHTTPClient), so the probe's connection serves the first request after a claim.

@@ -76,7 +76,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		m.mu.Unlock()
 		return nil, Errorf(CodeInvalid, "profile %q does not send its sandboxes' traffic through the egress proxy alone (network internal with egress.proxy): a sandbox egress policy cannot be enforced", p.ID)
 	}
-	now := time.Now()
+	now := m.clock()
 	m.noteDemandLocked(p.ID) // warm.go
 	var ipool *imagePool
 	if req.Image != nil && req.WorkspaceID == "" && !req.skipPool {
@@ -322,7 +322,7 @@ func (m *Manager) finishImageClaim(ctx context.Context, req CreateRequest, e *en
 		return m.Create(ctx, req)
 	}
 	m.mu.Lock()
-	sb := m.snapshotLocked(e, time.Now())
+	sb := m.snapshotLocked(e, m.clock())
 	m.mu.Unlock()
 	m.recordManagedWorkspace(req, sb, now) // workspaces.go; a warm member's workspace is its own
 	m.emit(Event{Type: EventCreated, SandboxID: sb.ID, Profile: sb.Profile, Owner: sb.Owner, LaunchType: LaunchWarm, Duration: time.Since(began)})

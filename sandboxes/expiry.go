@@ -78,7 +78,7 @@ func (m *Manager) wakeLocked(e *entry, now time.Time) {
 // does; if neither freezing nor stopping works, the keep is undone and the sandbox is left expired, so the next
 // pass tries again and requests see it expired meanwhile.
 func (m *Manager) keep(ctx context.Context, e *entry) (string, error) {
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	if !keepDue(e, now) {
 		m.mu.Unlock()

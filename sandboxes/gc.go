@@ -16,8 +16,8 @@ func (m *Manager) gcLoop() {
 	defer keepTimer.Stop()
 	for {
 		keepTimer.Stop()
-		if next := m.nextKeep(time.Now()); !next.IsZero() {
-			keepTimer.Reset(time.Until(next))
+		if now := m.clock(); !m.nextKeep(now).IsZero() {
+			keepTimer.Reset(m.nextKeep(now).Sub(now))
 		}
 		select {
 		case <-m.ctx.Done():
@@ -124,7 +124,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	m.gcRunning.Store(true)
 	defer m.gcRunning.Store(false)
 	var rep GCReport
-	now := time.Now()
+	now := m.clock()
 	type job struct {
 		e    *entry
 		kind string

@@ -326,12 +326,12 @@ func (m *Manager) finishLaunch(e *entry, addr string, err error) {
 			e.rec.LastError = ""
 		}
 		if !e.rec.Warm && !(e.adopting && e.rec.IdleExpiresAt != nil) {
-			setIdleDeadline(e, now)
+			setIdleDeadline(e, m.clock())
 		}
 		if !e.adopting {
 			// Started again after its TTL stopped it: it lives its TTL again. An adopted one that its record says
 			// was kept is frozen or stopped again by the collector (expiry.go, keepDue).
-			m.wakeLocked(e, now)
+			m.wakeLocked(e, m.clock())
 		}
 		e.adopting = false
 		if e.rec.Warm {

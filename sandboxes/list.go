@@ -17,7 +17,7 @@ func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.snapshotLocked(e, time.Now()), nil
+	return m.snapshotLocked(e, m.clock()), nil
 }
 
 // List returns sandboxes newest first, a page at a time; nextCursor is "" on the last page.
@@ -40,7 +40,7 @@ func (m *Manager) List(ctx context.Context, opts ListOptions) ([]*Sandbox, strin
 	// Pick the page's entries first, cheaply (a filter and a comparison each), and take snapshots of those alone: a
 	// page of 10 out of n sandboxes costs n comparisons, not n snapshots (their metadata and capabilities copied)
 	// and a sort of all of them.
-	now := time.Now()
+	now := m.clock()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	page := make([]*entry, 0, min(limit+1, len(m.entries))) // newest first; one more than the limit says there is a next page

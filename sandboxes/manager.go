@@ -342,7 +342,7 @@ func (m *Manager) Profile(id string) (Profile, bool) {
 
 // Stats counts sandboxes by status (warm members under "warm").
 func (m *Manager) Stats() map[string]int {
-	now := time.Now()
+	now := m.clock()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[string]int{}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 	"unicode/utf8"
 )
 
@@ -64,7 +63,7 @@ func matchesMetadata(md, want map[string]string) bool {
 // PatchMetadata applies a JSON merge patch (RFC 7396) to a sandbox's metadata: a nil value deletes its key, any
 // other value adds or replaces it. The result is checked against the bounds before anything changes.
 func (m *Manager) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*Sandbox, error) {
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	e, err := m.liveLocked(id, now)
 	if err != nil {
@@ -141,7 +140,7 @@ func cloneEgress(e *SandboxEgress) *SandboxEgress {
 // policy at each new connection (BySource), so it applies to the next one; a tunnel already open keeps going until
 // it closes. Only a profile whose sandboxes reach outside through that proxy alone can carry one, as at create.
 func (m *Manager) SetEgress(ctx context.Context, id string, eg *SandboxEgress) (*Sandbox, error) {
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	e, err := m.liveLocked(id, now)
 	if err != nil {

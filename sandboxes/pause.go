@@ -105,7 +105,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 func (m *Manager) liveEntry(id string) (*entry, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.liveLocked(id, time.Now())
+	return m.liveLocked(id, m.clock())
 }
 
 // pause freezes e. idle is set when the collector pauses an idle sandbox: it gets the profile's second deadline,
@@ -122,7 +122,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 	case e.deleted:
 		m.mu.Unlock()
 		return notFound(e.rec.ID)
-	case idle && !stillIdle(e):
+	case idle && !m.stillIdle(e):
 		// A lease or activity arrived since the collector's scan: checked in the same critical section that
 		// commits the pause, so a request never holds a sandbox that is being frozen (see stopIf).
 		m.mu.Unlock()
@@ -131,7 +131,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 		m.mu.Unlock()
 		return nil
 	case e.rec.Phase != PhaseRunning || e.rec.ContainerID == "" || e.rec.Died != nil:
-		st := statusOf(e, time.Now())
+		st := statusOf(e, m.clock())
 		m.mu.Unlock()
 		return &Error{Code: CodeInvalidState, Message: fmt.Sprintf("sandbox %s is %s; only a ready sandbox can be paused", e.rec.ID, st),
 			Details: map[string]any{"status": st}}
@@ -143,7 +143,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 	e.rec.Phase = PhasePaused
 	e.rec.IdleExpiresAt = nil
 	if idle {
-		t := time.Now().Add(e.profile.pauseTimeout())
+		t := m.clock().Add(e.profile.pauseTimeout())
 		e.rec.IdleExpiresAt = &t
 	}
 	m.mu.Unlock()
@@ -152,7 +152,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, reason string, idle bool)
 		m.mu.Lock()
 		if e.rec.Phase == PhasePaused {
 			e.rec.Phase = PhaseRunning
-			setIdleDeadline(e, time.Now())
+			setIdleDeadline(e, m.clock())
 		}
 		m.mu.Unlock()
 		m.persist(e)
@@ -198,8 +198,8 @@ func (m *Manager) resume(ctx context.Context, e *entry, reason string) error {
 	}
 	m.mu.Lock()
 	e.rec.Phase = PhaseRunning
-	setIdleDeadline(e, time.Now())
-	m.wakeLocked(e, time.Now()) // paused by its TTL: it lives its TTL again (expiry.go)
+	setIdleDeadline(e, m.clock())
+	m.wakeLocked(e, m.clock()) // paused by its TTL: it lives its TTL again (expiry.go)
 	m.mu.Unlock()
 	// Written off the request's path: a gateway that dies first finds a paused record on a running container,
 	// which reconcile adopts as running.
@@ -220,7 +220,7 @@ func idleDue(e *entry, now time.Time) bool {
 // "pause_expired".
 func (m *Manager) collectIdle(ctx context.Context, e *entry) (string, error) {
 	m.mu.RLock()
-	still := stillIdle(e)
+	still := m.stillIdle(e)
 	phase, action := e.rec.Phase, e.profile.IdleAction
 	m.mu.RUnlock()
 	if !still {
@@ -234,11 +234,11 @@ func (m *Manager) collectIdle(ctx context.Context, e *entry) (string, error) {
 			did, err = "idle_paused", m.pause(ctx, e, "idle", true)
 			break
 		}
-		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", stillIdle)
+		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", m.stillIdle)
 	case phase == PhasePaused:
-		did, err = "pause_expired", m.stopIf(ctx, e, "paused too long", stillIdle)
+		did, err = "pause_expired", m.stopIf(ctx, e, "paused too long", m.stillIdle)
 	default:
-		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", stillIdle)
+		did, err = "idle_stopped", m.stopIf(ctx, e, "idle", m.stillIdle)
 	}
 	if errors.Is(err, errNoLongerIdle) {
 		return "", nil
@@ -246,8 +246,8 @@ func (m *Manager) collectIdle(ctx context.Context, e *entry) (string, error) {
 	return did, err
 }
 
-// stillIdle reports whether the collector may act on e: no lease, not deleted, past its idle deadline. The caller
-// holds m.mu.
-func stillIdle(e *entry) bool {
-	return e.leases == 0 && !e.deleted && idleDue(e, time.Now())
+// stillIdle reports whether the collector may act on e: no lease, not deleted, past its idle deadline on the
+// Manager's clock. The caller holds m.mu.
+func (m *Manager) stillIdle(e *entry) bool {
+	return e.leases == 0 && !e.deleted && idleDue(e, m.clock())
 }

@@ -55,7 +55,7 @@ func (m *Manager) CreateWorkspace(ctx context.Context, spec WorkspaceSpec) (*Wor
 	if !running {
 		return nil, Errorf(CodeEngine, "the sandbox manager is not running")
 	}
-	now := time.Now().UTC()
+	now := m.clock().UTC()
 	w := &Workspace{ID: "ws-" + randomHex(6), Owner: spec.Owner, Backend: spec.Backend, SizeLimitMB: spec.SizeLimitMB,
 		CreatedAt: now, LastAccessedAt: now}
 	// The record first: a crash before the volume exists leaves a workspace whose first mount creates its volume,
@@ -125,7 +125,7 @@ func (m *Manager) DeleteWorkspace(ctx context.Context, id string) error {
 	if w == nil {
 		return workspaceNotFound(id)
 	}
-	now := time.Now()
+	now := m.clock()
 	m.mu.Lock()
 	if m.workspaces.deleting[id] {
 		m.mu.Unlock()

@@ -1,11 +1,13 @@
 package bayapi
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 )
 
 // TestGCAnswer maps one collection's report onto Bay's per-task answer, with and without named tasks.
@@ -46,20 +48,63 @@ func TestGCAnswer(t *testing.T) {
 	}
 }
 
+// gcAPI is newTestAPI on the real Manager over sandboxestest's engine (instance i-1, collecting every 90s, on the
+// API's clock) with something to collect: alice's sandbox past its idle timeout and two orphan workspace volumes.
+type gcAPI struct {
+	*testAPI
+	m       *sandboxes.Manager
+	engine  *sandboxestest.Engine
+	idle    string
+	orphans []string
+}
+
+func newGCAPI(t *testing.T) *gcAPI {
+	t.Helper()
+	g := &gcAPI{}
+	g.testAPI = newTestAPI(t, func(c *testConfig) {
+		g.m, g.engine = sandboxestest.NewManagerWith(t, sandboxes.Config{GCInterval: 90 * time.Second, Profiles: bayProfiles},
+			sandboxes.ManagerConfig{Instance: "i-1", Clock: c.Now})
+		c.svc.Sandboxes = g.m
+	})
+	sb, err := g.m.Create(context.Background(), sandboxes.CreateRequest{Owner: "alice", Profile: "python-default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxestest.WaitStatus(t, g.m, sb.ID, sandboxes.StatusReady)
+	g.idle = sb.ID
+	g.orphans = []string{g.engine.LeaveOrphanWorkspace(g.m), g.engine.LeaveOrphanWorkspace(g.m)}
+	g.clock.Advance(31 * time.Minute) // past python-default's idle timeout
+	return g
+}
+
+// collected says whether a collection ran: the idle sandbox was stopped and the orphans removed.
+func (g *gcAPI) collected(t *testing.T) bool {
+	t.Helper()
+	sb, err := g.m.Get(context.Background(), g.idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := !g.engine.HasVolume(g.orphans[0]) && !g.engine.HasVolume(g.orphans[1])
+	if stopped := sb.Status == sandboxes.StatusIdle; stopped != gone {
+		t.Fatalf("half a collection: sandbox %s, orphans gone %v", sb.Status, gone)
+	}
+	return gone
+}
+
 // TestAdminGCRoute: a tenant's key is refused with Bay's 403 and runs nothing; an admin's runs one collection and
 // gets Bay's answer; a backend without the collector answers capability_not_supported; a bad body is Bay's 422.
+// The collection is the real Manager's: it stops the idle sandbox and removes the two orphan volumes.
 func TestAdminGCRoute(t *testing.T) {
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Sandboxes = c.svc.Sandboxes.(lifecycleOnly).Sandboxes })
-	a.mgr.GC = sandboxes.GCReport{IdleStopped: 1, OrphanVolumes: 2}
-	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAlice, map[string]any{}); st != 403 || errCode(out) != "forbidden" || a.mgr.GCRuns() != 0 {
-		t.Fatalf("tenant: %d %v, %d runs", st, out, a.mgr.GCRuns())
+	a := newGCAPI(t)
+	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAlice, map[string]any{}); st != 403 || errCode(out) != "forbidden" || a.collected(t) {
+		t.Fatalf("tenant: %d %v, collected %v", st, out, a.collected(t))
 	}
-	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": "idle_session"}); st != 422 || out["detail"] == nil || a.mgr.GCRuns() != 0 {
+	if st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": "idle_session"}); st != 422 || out["detail"] == nil || a.collected(t) {
 		t.Fatalf("bad tasks: %d %v", st, out)
 	}
 	st, out, _ := a.call(t, "POST", "/v1/admin/gc/run", keyAdmin, map[string]any{"tasks": []string{"idle_session", "orphan_cargo"}})
-	if st != 200 || a.mgr.GCRuns() != 1 || out["total_cleaned"] != 3.0 || out["total_errors"] != 0.0 || len(out["results"].([]any)) != 2 {
-		t.Fatalf("admin: %d %v, %d runs", st, out, a.mgr.GCRuns())
+	if st != 200 || !a.collected(t) || out["total_cleaned"] != 3.0 || out["total_errors"] != 0.0 || len(out["results"].([]any)) != 2 {
+		t.Fatalf("admin: %d %v, collected %v", st, out, a.collected(t))
 	}
 	if _, ok := out["duration_ms"].(float64); !ok {
 		t.Errorf("duration_ms missing: %v", out)
@@ -76,9 +121,13 @@ func TestAdminGCRoute(t *testing.T) {
 
 // TestAdminGCStatusRoute: Bay's GET /v1/admin/gc/status answers the collector's state in Bay's shape for an admin
 // key, refuses a tenant's key with 403, and on a fleet gateway without the GC lease shows only warm_pool enabled.
+// The state is the real Manager's while a collection is under way (its stop of the idle sandbox held).
 func TestAdminGCStatusRoute(t *testing.T) {
-	a := newTestAPI(t, func(c *testConfig) { c.svc.Sandboxes = c.svc.Sandboxes.(lifecycleOnly).Sandboxes })
-	a.mgr.GCStatus = sandboxes.GCState{Running: true, Interval: 90 * time.Second, Instance: "i-1", Leader: true}
+	a := newGCAPI(t)
+	release := a.engine.BlockStops(t)
+	done := make(chan error, 1)
+	go func() { _, err := a.m.RunGC(context.Background()); done <- err }()
+	sandboxestest.WaitFor(t, "a collection under way", func() bool { return a.m.GCState().Running })
 	if st, out, _ := a.call(t, "GET", "/v1/admin/gc/status", keyAlice, nil); st != 403 || errCode(out) != "forbidden" {
 		t.Fatalf("tenant: %d %v", st, out)
 	}
@@ -88,6 +137,10 @@ func TestAdminGCStatusRoute(t *testing.T) {
 			"orphan_cargo": map[string]any{"enabled": true}, "orphan_container": map[string]any{"enabled": true}, "warm_pool": map[string]any{"enabled": true}}}
 	if st != 200 || !reflect.DeepEqual(out, want) {
 		t.Fatalf("admin: %d %v", st, out)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if got := gcStatusAnswer(sandboxes.GCState{Leader: false}).Tasks; got["idle_session"]["enabled"] || !got["warm_pool"]["enabled"] {
 		t.Errorf("not the lease holder: %v", got)

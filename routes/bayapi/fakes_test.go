@@ -17,15 +17,18 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
+// bayProfiles are Bay's two profiles.
+var bayProfiles = []sandboxes.Profile{
+	{ID: "python-default", Image: "sandgate/sandbox:base", Capabilities: []string{"filesystem", "shell", "python"},
+		Resources: sandboxes.Resources{CPUs: 1, Memory: "1g"}, IdleTimeout: sandboxes.Duration(30 * time.Minute)},
+	{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
+}
+
 // newFakeManager is the core's test double as Bay's tests need it: Bay's two profiles, sandboxes that start
 // "sandbox-<12 hex>" and become ready by themselves (a read after the create finds them ready), expiry on the
 // test's clock, workspace records in the API's store, every agent at agent:7777.
 func newFakeManager(now func() time.Time, st *sandboxes.BoltStore) *sandboxestest.Core {
-	m := sandboxestest.New([]sandboxes.Profile{
-		{ID: "python-default", Image: "sandgate/sandbox:base", Capabilities: []string{"filesystem", "shell", "python"},
-			Resources: sandboxes.Resources{CPUs: 1, Memory: "1g"}, IdleTimeout: sandboxes.Duration(30 * time.Minute)},
-		{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
-	})
+	m := sandboxestest.New(bayProfiles)
 	m.Now, m.ReadyOnRead, m.CreatedStatus, m.Store = now, true, sandboxes.StatusStarting, st
 	m.NewID = func(int, sandboxes.CreateRequest) string { return service.NewID("sandbox-") }
 	m.NewWorkspaceID = func() string { return service.NewID("ws-") }

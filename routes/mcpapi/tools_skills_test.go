@@ -28,15 +28,19 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// skillSession connects an MCP client with key to a server over a real store holding one recorded execution of
-// alice's sandbox.
-func skillSession(t *testing.T) (connect func(key string) *mcp.ClientSession, execID string) {
+// skillSession connects an MCP client with key to a server over a real Manager (sandboxestest.NewManager) and a
+// real store holding one recorded execution of alice's sandbox.
+func skillSession(t *testing.T) (connect func(key string) *mcp.ClientSession, sandboxID, execID string) {
 	t.Helper()
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "s.db"))
 	t.Cleanup(func() { st.Close() })
-	core := sandboxestest.New(nil, sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Status: sandboxes.StatusReady})
+	core, _ := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img"}}})
+	sb, err := core.Create(context.Background(), sandboxes.CreateRequest{Owner: "alice", Profile: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	execID = service.NewID("exec-")
-	if err := st.AddHistory(&sandboxes.HistoryEntry{ID: execID, SandboxID: "sb-alice", ExecType: "shell", Code: "true",
+	if err := st.AddHistory(&sandboxes.HistoryEntry{ID: execID, SandboxID: sb.ID, ExecType: "shell", Code: "true",
 		Success: true, CreatedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +57,7 @@ func skillSession(t *testing.T) (connect func(key string) *mcp.ClientSession, ex
 		}
 		t.Cleanup(func() { cs.Close() })
 		return cs
-	}, execID
+	}, sb.ID, execID
 }
 
 // callSkill calls a tool and decodes its structured result (or its error envelope when it failed).
@@ -77,7 +81,7 @@ func errorCode(out map[string]any) string {
 
 // TestSkillTools drives the lifecycle through Neo's tool names and arguments, and bob's attacks on alice's skills.
 func TestSkillTools(t *testing.T) {
-	connect, execID := skillSession(t)
+	connect, sbID, execID := skillSession(t)
 	alice, bob := connect("ka"), connect("kb")
 	must := func(name string, args map[string]any) map[string]any {
 		t.Helper()
@@ -88,19 +92,19 @@ func TestSkillTools(t *testing.T) {
 		return out
 	}
 	// The evidence: the execution history, annotated.
-	if h := must("get_execution_history", map[string]any{"sandbox_id": "sb-alice", "exec_type": "shell"}); h["total"] != float64(1) {
+	if h := must("get_execution_history", map[string]any{"sandbox_id": sbID, "exec_type": "shell"}); h["total"] != float64(1) {
 		t.Errorf("history: %v", h)
 	}
-	if e := must("annotate_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID, "tags": "etl", "notes": "worked"}); e["notes"] != "worked" {
+	if e := must("annotate_execution", map[string]any{"sandbox_id": sbID, "execution_id": execID, "tags": "etl", "notes": "worked"}); e["notes"] != "worked" {
 		t.Errorf("annotate: %v", e)
 	}
-	if e := must("get_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID}); e["tags"] != "etl" {
+	if e := must("get_execution", map[string]any{"sandbox_id": sbID, "execution_id": execID}); e["tags"] != "etl" {
 		t.Errorf("get_execution: %v", e)
 	}
-	if e := must("get_last_execution", map[string]any{"sandbox_id": "sb-alice"}); e["id"] != execID {
+	if e := must("get_last_execution", map[string]any{"sandbox_id": sbID}); e["id"] != execID {
 		t.Errorf("get_last_execution: %v", e)
 	}
-	if h := must("get_execution_history", map[string]any{"sandbox_id": "sb-alice", "tags": "other"}); h["total"] != float64(0) {
+	if h := must("get_execution_history", map[string]any{"sandbox_id": sbID, "tags": "other"}); h["total"] != float64(0) {
 		t.Errorf("history by another tag: %v", h)
 	}
 	ref := must("create_skill_payload", map[string]any{"payload": map[string]any{"commands": []string{"open x"}}, "kind": "browser"})["payload_ref"].(string)
@@ -134,8 +138,8 @@ func TestSkillTools(t *testing.T) {
 		{"get_skill_payload", map[string]any{"payload_ref": ref}, service.CodeNotFound},
 		{"create_skill_candidate", map[string]any{"skill_key": "k", "source_execution_ids": []string{execID}}, service.CodeValidation},
 		{"get_skill_release_health", map[string]any{"release_id": releases[0]}, service.CodeNotFound},
-		{"get_execution_history", map[string]any{"sandbox_id": "sb-alice"}, service.CodeNotFound},
-		{"annotate_execution", map[string]any{"sandbox_id": "sb-alice", "execution_id": execID, "notes": "pwned"}, service.CodeNotFound},
+		{"get_execution_history", map[string]any{"sandbox_id": sbID}, service.CodeNotFound},
+		{"annotate_execution", map[string]any{"sandbox_id": sbID, "execution_id": execID, "notes": "pwned"}, service.CodeNotFound},
 	} {
 		if out, isErr := callSkill(t, bob, tc.name, tc.args); !isErr || errorCode(out) != tc.code {
 			t.Errorf("bob's %s: %v, want %s", tc.name, out, tc.code)
@@ -150,8 +154,8 @@ func TestSkillTools(t *testing.T) {
 		{"promote_skill_candidate", map[string]any{}},
 		{"list_skill_candidates", map[string]any{"status": "nope"}},
 		{"list_skill_releases", map[string]any{"limit": 501}},
-		{"get_execution_history", map[string]any{"sandbox_id": "sb-alice", "exec_type": "perl"}},
-		{"get_execution", map[string]any{"sandbox_id": "sb-alice"}},
+		{"get_execution_history", map[string]any{"sandbox_id": sbID, "exec_type": "perl"}},
+		{"get_execution", map[string]any{"sandbox_id": sbID}},
 	} {
 		// A missing required argument is the schema's refusal (no envelope); the rest are ours.
 		if out, isErr := callSkill(t, alice, tc.name, tc.args); !isErr || (out != nil && errorCode(out) != service.CodeValidation) {

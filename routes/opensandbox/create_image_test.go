@@ -22,25 +22,30 @@ func TestCreateAnyImage(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("create: %d %v", resp.StatusCode, m)
 	}
-	c := rg.f.Creates()[0]
-	if c.Profile != "anyimage" || c.Image == nil || c.Image.Image != "fastgpt-agent-sandbox:v4.14" ||
-		!slices.Equal(c.Image.Entrypoint, []string{"/home/sandbox/entrypoint.sh"}) {
-		t.Fatalf("core request %+v image %+v", c, c.Image)
+	c, env := rg.made(m["id"].(string))
+	spec := rg.spec(c.ID)
+	if c.Profile != "anyimage" || !spec.Profile.InjectsAgent() || spec.Image != "fastgpt-agent-sandbox:v4.14" ||
+		!slices.Equal(spec.Profile.Entrypoint, []string{"/home/sandbox/entrypoint.sh"}) {
+		t.Fatalf("core made %+v, container %+v", c, spec)
 	}
-	if _, ok := c.Env[sandboxes.EnvServices]; ok {
-		t.Errorf("the entrypoint also became an agent service: %v", c.Env)
+	if _, ok := env[sandboxes.EnvServices]; ok {
+		t.Errorf("the entrypoint also became an agent service: %v", env)
 	}
-	if c.Resources != (sandboxes.Resources{}) || c.Env["IDE_AGENT_ENABLED"] != "true" { // the profile's own: 2 CPUs, 4g
-		t.Errorf("resources %+v env %v", c.Resources, c.Env)
+	if spec.Profile.Resources != osbProfiles[4].Resources || env["IDE_AGENT_ENABLED"] != "true" { // the profile's own: 2 CPUs, 4g
+		t.Errorf("resources %+v env %v", spec.Profile.Resources, env)
 	}
 	if _, got := rg.do("GET", "/v1/sandboxes/"+m["id"].(string), keyAlice, ""); got["image"] == nil ||
 		got["image"].(map[string]any)["uri"] != "fastgpt-agent-sandbox:v4.14" {
 		t.Errorf("read back %v", got)
 	}
 	// Our own image with limits: the same limits, and the entrypoint stays a service of our agent.
-	rg.create(keyAlice, strings.Replace(fastGPTBody, `"cpu":"2","memory":"4096Mi"`, `"cpu":"500m","memory":"512Mi"`, 1))
-	if c := rg.f.Creates()[1]; c.Image != nil || c.Resources.CPUs != 0.5 || c.Resources.Memory != "536870912" || c.Env[sandboxes.EnvServices] == "" {
-		t.Errorf("own image: %+v", c)
+	own := rg.create(keyAlice, strings.Replace(fastGPTBody, `"cpu":"2","memory":"4096Mi"`, `"cpu":"500m","memory":"512Mi"`, 1))
+	if _, env := rg.made(own); env[sandboxes.EnvServices] == "" {
+		t.Errorf("own image: the entrypoint is no agent service: %v", env)
+	}
+	if spec := rg.spec(own); spec.Profile.InjectsAgent() || spec.Image != osbProfiles[0].Image ||
+		spec.Profile.Resources != (sandboxes.Resources{CPUs: 0.5, Memory: "536870912"}) {
+		t.Errorf("own image: %+v", spec)
 	}
 }
 
@@ -74,9 +79,7 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("image %q: %d %v", uri, resp.StatusCode, m)
 		}
 	}
-	if len(rg.f.Creates()) != 0 {
-		t.Fatalf("refused images reached the core: %+v", rg.f.Creates())
-	}
+	rg.noneMade()
 	// Spellings of allowed images are one image each, and the core is given the canonical one.
 	for uri, want := range map[string]string{
 		"docker.io/library/fastgpt-agent-sandbox:v2": "fastgpt-agent-sandbox:v2",
@@ -89,12 +92,13 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 			t.Errorf("allowed %q: %d %v", uri, resp.StatusCode, m)
 			continue
 		}
-		c := rg.f.Creates()[len(rg.f.Creates())-1]
-		if c.Image == nil || c.Profile != "anyimage" {
+		c, _ := rg.made(m["id"].(string))
+		spec := rg.spec(c.ID)
+		if !spec.Profile.InjectsAgent() || c.Profile != "anyimage" {
 			t.Errorf("allowed %q: %+v", uri, c)
 		}
-		if p, err := rg.f.Profiles()[4].WithImage(*c.Image); err != nil || p.Image != want {
-			t.Errorf("allowed %q runs %q (%v), want %q", uri, p.Image, err, want)
+		if spec.Image != want {
+			t.Errorf("allowed %q runs %q, want %q", uri, spec.Image, want)
 		}
 	}
 	// Above the profile's limits (the npm SDK's default asks 1 CPU and 2 GiB): the profile's cap, not a refusal;
@@ -105,9 +109,13 @@ func TestCreateImageSpellingAttack(t *testing.T) {
 		`"cpu":"64","memory":"64Ti"`: {},
 		`"cpu":"2","memory":"4Gi"`:   {}, // the profile's own, so a warm member can still be claimed
 	} {
-		rg.create(keyAlice, strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1))
-		if got := rg.f.Creates()[len(rg.f.Creates())-1].Resources; got != want {
-			t.Errorf("limits %s: core asked for %+v, want %+v", limits, got, want)
+		id := rg.create(keyAlice, strings.Replace(fastGPTImageBody, `"cpu":"2","memory":"4096Mi"`, limits, 1))
+		rg.made(id)
+		// The container runs the profile's limits lowered by what the core was asked for (a memory asked at the
+		// cap would show as its byte count, not the profile's "4g").
+		p, err := osbProfiles[4].WithResources(want)
+		if got := rg.spec(id).Profile.Resources; err != nil || got != p.Resources {
+			t.Errorf("limits %s: the container runs %+v, want %+v (%v)", limits, got, p.Resources, err)
 		}
 	}
 	for _, limits := range []string{`"cpu":"1m"`, `"memory":"1Ki"`} {

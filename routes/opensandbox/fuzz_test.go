@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandgate/sandgate/sandboxes"
+	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -61,8 +62,8 @@ func FuzzCreateBody(f *testing.F) {
 	f.Add(`{"image":{"uri":"docker.io/library/fastgpt-agent-sandbox:v1@sha256:` + strings.Repeat("a", 64) + `"},"entrypoint":["/e.sh"]}`)
 	f.Add(`{"image":{"uri":"registry.example/team/../x:1"},"entrypoint":["sh"],"resourceLimits":{"cpu":"0.001","memory":"99999Ti"}}`)
 	f.Add(`{"image":{"uri":"fastgpt-agent-sandbox"},"entrypoint":["tail","-f","/dev/null"],"extensions":{"sandgate.profile":"base"}}`)
-	fake := newFake("127.0.0.1:1")
-	h := New(Config{Service: service.New(service.Config{Sandboxes: fake})})
+	m, _ := sandboxestest.NewManager(f, sandboxes.Config{Profiles: osbProfiles})
+	h := New(Config{Service: service.New(service.Config{Sandboxes: m})})
 	f.Fuzz(func(t *testing.T, body string) {
 		var req CreateRequest
 		if err := jsonUnmarshal(body, &req); err != nil {
@@ -80,7 +81,7 @@ func FuzzCreateBody(f *testing.F) {
 		}
 		// The image that will run is the profile's own, or one its allowed_images admits in canonical form.
 		var prof sandboxes.Profile
-		for _, p := range fake.Profiles() {
+		for _, p := range m.Profiles() {
 			if p.ID == creq.Profile {
 				prof = p
 			}

@@ -22,7 +22,8 @@ const (
 
 type rig struct {
 	t      *testing.T
-	f      *sandboxestest.Core
+	m      *sandboxes.Manager
+	engine *sandboxestest.Engine
 	srv    *httptest.Server
 	agent  *httptest.Server
 	agentC chan *http.Request
@@ -31,6 +32,9 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	rg := &rig{t: t, agentC: make(chan *http.Request, 16)}
 	rg.agent = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" { // the Manager's readiness probe
+			return
+		}
 		rg.agentC <- r.Clone(r.Context())
 		if strings.HasSuffix(r.URL.Path, "/hostile.html") {
 			// A replaced agent: a page that would register a service worker for the whole shared origin and
@@ -46,14 +50,14 @@ func newRig(t *testing.T) *rig {
 		_, _ = io.WriteString(w, "agent:"+r.URL.EscapedPath())
 	}))
 	t.Cleanup(rg.agent.Close)
-	rg.f = newFake(strings.TrimPrefix(rg.agent.URL, "http://"))
+	rg.m, rg.engine = newManager(t, strings.TrimPrefix(rg.agent.URL, "http://"))
 	keys, err := service.NewKeyRing([]service.KeyConfig{
 		{Key: keyAlice, Owner: "alice"}, {Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.f}), Keys: keys})
+	h := New(Config{Service: service.New(service.Config{Sandboxes: rg.m}), Keys: keys})
 	rg.srv = httptest.NewServer(h)
 	t.Cleanup(rg.srv.Close)
 	return rg
@@ -104,6 +108,41 @@ func (rg *rig) create(key, body string) string {
 	return m["id"].(string)
 }
 
+// made is sandbox id as the Manager holds it once ready, and the environment its container was created with
+// (less the Manager's own variables for its agent): what the create asked the core for.
+func (rg *rig) made(id string) (*sandboxes.Sandbox, map[string]string) {
+	rg.t.Helper()
+	sandboxestest.WaitStatus(rg.t, rg.m, id, sandboxes.StatusReady)
+	sb, err := rg.m.Get(rg.t.Context(), id)
+	if err != nil {
+		rg.t.Fatal(err)
+	}
+	env, ok := rg.engine.CallerEnv(id)
+	if !ok {
+		rg.t.Fatalf("sandbox %s has no container", id)
+	}
+	return sb, env
+}
+
+// spec is the container sandbox id was created with (made first waits for it).
+func (rg *rig) spec(id string) sandboxes.ContainerSpec {
+	rg.t.Helper()
+	spec, ok := rg.engine.Spec(id)
+	if !ok {
+		rg.t.Fatalf("sandbox %s has no container", id)
+	}
+	return spec
+}
+
+// noneMade fails the test if any create reached the core: the Manager holds no sandbox, the engine no container.
+func (rg *rig) noneMade() {
+	rg.t.Helper()
+	all, _, err := rg.m.List(rg.t.Context(), sandboxes.ListOptions{})
+	if err != nil || len(all) != 0 || rg.engine.Containers() != 0 {
+		rg.t.Fatalf("refused creates reached the core: %d sandboxes (%v), %d containers", len(all), err, rg.engine.Containers())
+	}
+}
+
 func TestCreateWithFastGPTsBody(t *testing.T) {
 	rg := newRig(t)
 	resp, m := rg.do("POST", "/v1/sandboxes", keyAlice, fastGPTBody)
@@ -126,18 +165,18 @@ func TestCreateWithFastGPTsBody(t *testing.T) {
 	if m["expiresAt"] == nil || m["createdAt"] == nil {
 		t.Errorf("times missing: %v", m)
 	}
-	c := rg.f.Creates()[0]
-	if c.Profile != "base" || c.Owner != "alice" || c.TTL != time.Hour || c.Env["FASTGPT_SESSION_ID"] != "s1" {
-		t.Errorf("core request %+v", c)
+	c, env := rg.made(id)
+	if c.Profile != "base" || c.Owner != "alice" || c.ExpiresAt == nil || c.ExpiresAt.Sub(c.CreatedAt) != time.Hour || env["FASTGPT_SESSION_ID"] != "s1" {
+		t.Errorf("core made %+v env %v", c, env)
 	}
 	var svcs []sandboxes.Service
-	if err := json.Unmarshal([]byte(c.Env[sandboxes.EnvServices]), &svcs); err != nil || len(svcs) != 1 ||
+	if err := json.Unmarshal([]byte(env[sandboxes.EnvServices]), &svcs); err != nil || len(svcs) != 1 ||
 		svcs[0].Command != "exec '/home/sandbox/entrypoint.sh'" || svcs[0].Restart != "never" {
 		t.Errorf("entrypoint service %v %v", svcs, err)
 	}
 	// The SDK's default entrypoint only keeps PID 1 alive: no service, so a warm member can be claimed.
-	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["tail","-f","/dev/null"],"timeout":600}`)
-	if env := rg.f.Creates()[1].Env; env != nil {
+	keep := rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["tail","-f","/dev/null"],"timeout":600}`)
+	if _, env := rg.made(keep); len(env) != 0 {
 		t.Errorf("keep-alive entrypoint made env %v", env)
 	}
 }
@@ -175,9 +214,7 @@ func TestCreateRefusesWhatItCannotHonour(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s", tc.name, resp.StatusCode, m, tc.status, tc.code)
 		}
 	}
-	if len(rg.f.Creates()) != 0 {
-		t.Fatalf("refused creates reached the core: %v", rg.f.Creates())
-	}
+	rg.noneMade()
 	if resp, m := rg.do("POST", "/sandboxes", keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"egress":[{"action":"allow","target":"10.1.2.3"}]}}`); resp.StatusCode != 400 || m["code"] != CodePolicyNotEnforceable {
 		t.Errorf("a proxied profile opening a private address: %d %v", resp.StatusCode, m)
 	}
@@ -216,7 +253,7 @@ func TestAuthAndOwners(t *testing.T) {
 			t.Errorf("bob %s %s: %d %v", op.method, op.path, resp.StatusCode, m)
 		}
 	}
-	if _, err := rg.f.Get(t.Context(), id); err != nil {
+	if _, err := rg.m.Get(t.Context(), id); err != nil {
 		t.Fatal("bob's delete removed alice's sandbox")
 	}
 	if resp, m := rg.do("GET", "/v1/sandboxes", keyBob, ""); resp.StatusCode != 200 || len(m["items"].([]any)) != 0 {
@@ -251,9 +288,13 @@ func TestListFiltersAndPages(t *testing.T) {
 		if sess == "s1" {
 			s1 = append(s1, id)
 		}
+		if i == 0 {
+			// The first is running; the engine starts none of the others, which stay pending.
+			sandboxestest.WaitStatus(t, rg.m, id, sandboxes.StatusReady)
+			rg.engine.BlockStarts(t)
+		}
 	}
 	rg.create(keyBob, `{"image":{"uri":"sandgate/sandbox:base"},"entrypoint":["sh"],"metadata":{"sessionId":"s1"}}`)
-	rg.f.SetStatus(s1[0], sandboxes.StatusReady)
 	resp, m := rg.do("GET", "/v1/sandboxes?metadata=sessionId%3Ds1%26n%3Dx&pageSize=2", keyAlice, "")
 	pg := m["pagination"].(map[string]any)
 	if resp.StatusCode != 200 || len(m["items"].([]any)) != 2 || pg["totalItems"] != 3.0 || pg["totalPages"] != 2.0 || pg["hasNextPage"] != true {
@@ -276,6 +317,7 @@ func TestListFiltersAndPages(t *testing.T) {
 
 func TestPatchPauseResumeRenew(t *testing.T) {
 	rg := newRig(t)
+	release := rg.engine.BlockStarts(t) // it stays starting until released
 	id := rg.create(keyAlice, fastGPTBody)
 	S := "/v1/sandboxes/" + id
 	resp, m := rg.do("PATCH", S+"/metadata", keyAlice, `{"team":"x","sessionId":null}`)
@@ -289,7 +331,8 @@ func TestPatchPauseResumeRenew(t *testing.T) {
 	if resp, m := rg.do("POST", S+"/pause", keyAlice, ""); resp.StatusCode != 409 || m["code"] != CodeSandboxNotRunning {
 		t.Fatalf("pause while starting: %d %v", resp.StatusCode, m)
 	}
-	rg.f.SetStatus(id, sandboxes.StatusReady)
+	release()
+	sandboxestest.WaitStatus(t, rg.m, id, sandboxes.StatusReady)
 	if resp, m := rg.do("POST", S+"/resume", keyAlice, ""); resp.StatusCode != 409 || m["code"] != CodeSandboxNotPaused {
 		t.Fatalf("resume while running: %d %v", resp.StatusCode, m)
 	}
@@ -305,7 +348,7 @@ func TestPatchPauseResumeRenew(t *testing.T) {
 	if _, m := rg.do("GET", S, keyAlice, ""); m["status"].(map[string]any)["state"] != StateRunning {
 		t.Fatalf("after resume: %v", m)
 	}
-	sb, _ := rg.f.Get(t.Context(), id)
+	sb, _ := rg.m.Get(t.Context(), id)
 	want := sb.ExpiresAt.Add(time.Hour).UTC().Truncate(time.Second)
 	resp, m = rg.do("POST", S+"/renew-expiration", keyAlice, `{"expiresAt":"`+want.Format(time.RFC3339)+`"}`)
 	if got, _ := time.Parse(time.RFC3339Nano, m["expiresAt"].(string)); resp.StatusCode != 200 || !got.Equal(want) {
@@ -332,9 +375,11 @@ func TestPatchPauseResumeRenew(t *testing.T) {
 // sandbox's own rules there.
 func TestNetworkPolicyOnAProxiedProfile(t *testing.T) {
 	rg := newRig(t)
-	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*.example.com"},{"action":"deny","target":"bad.example.com"}]}}`)
-	rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"allow","egress":[{"action":"deny","target":"evil.org"},{"action":"deny","target":"localhost"},{"action":"deny","target":"10.0.0.0/8"}]}}`)
-	deny, allow := rg.f.Creates()[0].Egress, rg.f.Creates()[1].Egress
+	denyID := rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*.example.com"},{"action":"deny","target":"bad.example.com"}]}}`)
+	allowID := rg.create(keyAlice, `{"image":{"uri":"sandgate/sandbox:proxied"},"entrypoint":["sh"],"networkPolicy":{"defaultAction":"allow","egress":[{"action":"deny","target":"evil.org"},{"action":"deny","target":"localhost"},{"action":"deny","target":"10.0.0.0/8"}]}}`)
+	denySB, _ := rg.made(denyID)
+	allowSB, _ := rg.made(allowID)
+	deny, allow := denySB.Egress, allowSB.Egress
 	if deny == nil || deny.AllowAnyName || strings.Join(deny.Allow, ",") != "pypi.org,*.example.com" || strings.Join(deny.Deny, ",") != "bad.example.com" {
 		t.Errorf("default deny: %+v", deny)
 	}
@@ -345,8 +390,7 @@ func TestNetworkPolicyOnAProxiedProfile(t *testing.T) {
 		t.Errorf("deny of a public address: %d %v", resp.StatusCode, m)
 	}
 	// FastGPT's policy on a profile without the proxy needs nothing per sandbox.
-	rg.create(keyAlice, fastGPTBody)
-	if rg.f.Creates()[2].Egress != nil {
-		t.Errorf("address-policy-only create got %+v", rg.f.Creates()[2].Egress)
+	if sb, _ := rg.made(rg.create(keyAlice, fastGPTBody)); sb.Egress != nil {
+		t.Errorf("address-policy-only create got %+v", sb.Egress)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/agentimage/agentapi/agentapitest"
+	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 	"github.com/sandgate/sandgate/tickets"
@@ -39,17 +40,25 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 	}
 	for _, to := range []string{loopURL + "/v1/pty", sockURL + "/v1/pty"} {
 		for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
-			agent := agentapitest.ServeTCP(t, agentapitest.Redirect(status, to))
+			agent := agentapitest.ServeTCP(t, agentapitest.Healthy(agentapitest.Redirect(status, to)))
 			for cname, hc := range clients {
-				f := newFixtureWith(t, builtAssets(), func(c *Config, life *sandboxestest.Core) {
-					// Its sandboxes run, with their agent at the redirecting server.
-					life.HoldErr, life.AgentAddr, life.AgentToken = nil, agent, "tok"
+				var id string
+				f := newFixtureWith(t, builtAssets(), func(c *Config, _ *sandboxes.Manager) {
+					// The real Manager, its sandbox's agent at the redirecting server.
+					m, engine := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img",
+						Capabilities: []string{sandboxes.CapShell}}}})
+					engine.AgentAddr = agent
+					sb, err := m.Create(t.Context(), sandboxes.CreateRequest{Owner: "alice", Profile: "base"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					id = sb.ID
 					agents := service.NewAgentClient(hc())
-					c.Service = service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})
+					c.Service = service.New(service.Config{Sandboxes: m, Agent: agents, Streamer: agents})
 				})
-				session := terminalSession(t, f)
+				session := terminalSession(t, f, id)
 				for _, method := range []string{http.MethodGet, http.MethodPost} {
-					r := httptest.NewRequest(method, "https://gw.test/sandboxes/sb-alice/terminal/session?pty=p1", strings.NewReader(`{}`))
+					r := httptest.NewRequest(method, "https://gw.test/sandboxes/"+id+"/terminal/session?pty=p1", strings.NewReader(`{}`))
 					r.AddCookie(session)
 					r.Header.Set("Content-Type", "application/json")
 					r.Header.Set("Origin", "https://gw.test")
@@ -68,11 +77,11 @@ func TestTerminalSessionRefusesAgentRedirect(t *testing.T) {
 	}
 }
 
-// terminalSession spends a write ticket for sb-alice's terminal and returns its session cookie.
-func terminalSession(t *testing.T, f *fixture) *http.Cookie {
+// terminalSession spends a write ticket for sandbox id's terminal and returns its session cookie.
+func terminalSession(t *testing.T, f *fixture, id string) *http.Cookie {
 	t.Helper()
-	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
-	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/?ticket="+tok, nil))
+	tok := f.ticket(t, id, tickets.KindTerminal, tickets.PermWrite)
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/"+id+"/terminal/?ticket="+tok, nil))
 	cookies := w.Result().Cookies()
 	if w.Code != http.StatusSeeOther || len(cookies) == 0 {
 		t.Fatalf("ticket: %d", w.Code)

@@ -17,8 +17,8 @@ import (
 func TestCookiesRefusedFromSiblingOrigin(t *testing.T) {
 	f := newFixture(t, builtAssets())
 	console, _ := f.login(t, "key-alice")
-	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/?ticket="+
-		f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite), nil))
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/"+f.alice+"/terminal/?ticket="+
+		f.ticket(t, f.alice, tickets.KindTerminal, tickets.PermWrite), nil))
 	session := w.Result().Cookies()[0]
 	const sibling = "https://9000-attacker.sandbox.gw.test"
 	for _, c := range []struct {
@@ -31,9 +31,9 @@ func TestCookiesRefusedFromSiblingOrigin(t *testing.T) {
 		{"console events from a sibling", "GET", "/console/events", console, "", "same-site", http.StatusForbidden},
 		{"console list from a sibling without metadata", "GET", "/console/api/sandboxes", console, sibling, "", http.StatusForbidden},
 		{"console list from the console", "GET", "/console/api/sandboxes", console, "", "same-origin", http.StatusOK},
-		{"terminal page from a sibling", "GET", "/sandboxes/sb-alice/terminal/", session, "", "same-site", http.StatusForbidden},
-		{"terminal session from a sibling", "POST", "/sandboxes/sb-alice/terminal/session", session, sibling, "", http.StatusForbidden},
-		{"terminal page reloaded", "GET", "/sandboxes/sb-alice/terminal/", session, "", "none", http.StatusOK},
+		{"terminal page from a sibling", "GET", "/sandboxes/" + f.alice + "/terminal/", session, "", "same-site", http.StatusForbidden},
+		{"terminal session from a sibling", "POST", "/sandboxes/" + f.alice + "/terminal/session", session, sibling, "", http.StatusForbidden},
+		{"terminal page reloaded", "GET", "/sandboxes/" + f.alice + "/terminal/", session, "", "none", http.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// Bounded: an admitted event stream would never end (it does on the old code).

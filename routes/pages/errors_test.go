@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,10 +13,26 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
+// deleteFails is the real Manager whose Delete fails with err: the one way to make every code of the core's
+// table reach the console (a real delete fails only as the engine does, with engine_error).
+type deleteFails struct {
+	*sandboxes.Manager
+	err error
+}
+
+func (d *deleteFails) Delete(context.Context, string) error { return d.err }
+
+// serve makes the console's service run over d, d over the fixture's Manager.
+func (d *deleteFails) serve(c *Config, m *sandboxes.Manager) {
+	d.Manager = m
+	c.Service = service.New(service.Config{Sandboxes: d})
+}
+
 // TestConsoleAnswersEveryCoreCode makes the console's delete fail with each core error code in turn and checks the
 // answer: the edge's status for it (the edge's own test pins those), the code and the message in its envelope.
 func TestConsoleAnswersEveryCoreCode(t *testing.T) {
-	f := newFixture(t, nil)
+	fails := &deleteFails{}
+	f := newFixtureWith(t, nil, fails.serve)
 	ck, csrf := f.login(t, "key-alice")
 	for _, code := range sandboxes.ErrorCodes() {
 		t.Run(code, func(t *testing.T) {
@@ -23,8 +40,8 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 			if !ok {
 				t.Fatalf("core code %q has no status", code)
 			}
-			f.life.DeleteErr = &sandboxes.Error{Code: code, Message: "refused: " + code}
-			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			fails.err = &sandboxes.Error{Code: code, Message: "refused: " + code}
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/"+f.alice, nil)
 			r.AddCookie(ck)
 			r.Header.Set(CSRFHeader, csrf)
 			w := f.do(t, r)
@@ -38,8 +55,8 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 		})
 	}
 	// A failure that is not the lifecycle's: the sandbox could not be reached.
-	f.life.DeleteErr = errors.New("engine unreachable")
-	r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+	fails.err = errors.New("engine unreachable")
+	r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/"+f.alice, nil)
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
 	if w := f.do(t, r); w.Code != http.StatusBadGateway {
@@ -51,7 +68,8 @@ func TestConsoleAnswersEveryCoreCode(t *testing.T) {
 // that are the core's get the edge's status for them, the service's own (a failure of the sandbox's runtime, a
 // refused path) are a failure to reach the sandbox, 502. Every code of service.ErrorCodes is walked.
 func TestConsoleAnswersEveryServiceCode(t *testing.T) {
-	f := newFixture(t, nil)
+	fails := &deleteFails{}
+	f := newFixtureWith(t, nil, fails.serve)
 	ck, csrf := f.login(t, "key-alice")
 	for _, code := range service.ErrorCodes() {
 		t.Run(code, func(t *testing.T) {
@@ -59,8 +77,8 @@ func TestConsoleAnswersEveryServiceCode(t *testing.T) {
 			if !ok {
 				want = http.StatusBadGateway
 			}
-			f.life.DeleteErr = service.Errorf(code, "refused: %s", code)
-			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			fails.err = service.Errorf(code, "refused: %s", code)
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/"+f.alice, nil)
 			r.AddCookie(ck)
 			r.Header.Set(CSRFHeader, csrf)
 			if w := f.do(t, r); w.Code != want {

@@ -23,8 +23,11 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef-test")
 
 type fixture struct {
 	h      *Handler
-	life   *sandboxestest.Core
-	issuer *tickets.Issuer
+	m      *sandboxes.Manager
+	engine *sandboxestest.Engine
+	// alice and bob are alice's and bob's sandboxes, ready: the ids the Manager gave them.
+	alice, bob string
+	issuer     *tickets.Issuer
 }
 
 func newFixture(t *testing.T, assets map[string]string) *fixture {
@@ -33,8 +36,8 @@ func newFixture(t *testing.T, assets map[string]string) *fixture {
 }
 
 // newFixtureWith is newFixture with edit applied to the handler's configuration before it is built; the
-// configuration's service runs over life.
-func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config, life *sandboxestest.Core)) *fixture {
+// configuration's service runs over m, the real Manager over sandboxestest's engine.
+func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config, m *sandboxes.Manager)) *fixture {
 	t.Helper()
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: testSecret})
 	if err != nil {
@@ -48,33 +51,51 @@ func newFixtureWith(t *testing.T, assets map[string]string, edit func(c *Config,
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The core's test double: a created sandbox is "sb-new", starting; every start fails as an OOM-killed
-	// container's does.
-	life := sandboxestest.New([]sandboxes.Profile{{ID: "base"}, {ID: "isolated", Runtime: sandboxes.RuntimeGVisor}},
-		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Profile: "base", Status: sandboxes.StatusReady, Capabilities: []string{"shell"}},
-		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Profile: "base", Status: sandboxes.StatusReady})
-	life.NewID = func(int, sandboxes.CreateRequest) string { return "sb-new" }
-	life.CreatedStatus = sandboxes.StatusStarting
-	life.HoldErr = &sandboxes.Error{Code: sandboxes.CodeContainerDied, Message: "killed by the out-of-memory killer",
-		Details: map[string]any{"reason": "oom"}}
+	// A container that dies fails its sandbox at once (crash limit -1): the next start answers container_died.
+	m, engine := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{
+		{ID: "base", Image: "img", Capabilities: []string{sandboxes.CapShell}, CrashLimit: -1},
+		{ID: "isolated", Image: "img", Runtime: sandboxes.RuntimeGVisor}}})
+	f := &fixture{m: m, engine: engine, issuer: iss}
+	f.alice, f.bob = f.create(t, "alice"), f.create(t, "bob")
 	agents := service.NewAgentClient(nil)
 	cfg := Config{Verifier: v, Issuer: iss, Keys: keys,
-		Service: service.New(service.Config{Sandboxes: life, Agent: agents, Streamer: agents})}
+		Service: service.New(service.Config{Sandboxes: m, Agent: agents, Streamer: agents})}
 	if assets != nil {
-		m := fstest.MapFS{}
+		fs := fstest.MapFS{}
 		for k, body := range assets {
-			m[k] = &fstest.MapFile{Data: []byte(body)}
+			fs[k] = &fstest.MapFile{Data: []byte(body)}
 		}
-		cfg.Assets = m
+		cfg.Assets = fs
 	}
 	if edit != nil {
-		edit(&cfg, life)
+		edit(&cfg, m)
 	}
-	h, err := New(cfg)
+	if f.h, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// create makes a sandbox of owner's on the base profile and waits for it to be ready.
+func (f *fixture) create(t *testing.T, owner string) string {
+	t.Helper()
+	sb, err := f.m.Create(t.Context(), sandboxes.CreateRequest{Owner: owner, Profile: "base"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{h: h, life: life, issuer: iss}
+	sandboxestest.WaitStatus(t, f.m, sb.ID, sandboxes.StatusReady)
+	return sb.ID
+}
+
+// exists says whether sandbox id is still the Manager's.
+func (f *fixture) exists(t *testing.T, id string) bool {
+	t.Helper()
+	_, err := f.m.Get(t.Context(), id)
+	var se *sandboxes.Error
+	if err != nil && !(errors.As(err, &se) && se.Code == sandboxes.CodeNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 func (f *fixture) do(t *testing.T, r *http.Request) *httptest.ResponseRecorder {
@@ -147,10 +168,10 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 			return r
 		}},
 		{"terminal refused", func() *http.Request {
-			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/", nil)
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/"+f.alice+"/terminal/", nil)
 		}},
 		{"desktop refused", func() *http.Request {
-			return httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/vnc/", nil)
+			return httptest.NewRequest("GET", "https://gw.test/sandboxes/"+f.alice+"/vnc/", nil)
 		}},
 		{"static asset", func() *http.Request {
 			return httptest.NewRequest("GET", "https://gw.test/_sandgate/static/pages.css", nil)
@@ -200,7 +221,7 @@ func TestConsoleCSRFRefusal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-alice", nil)
+			r := httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/"+f.alice, nil)
 			r.AddCookie(ck)
 			if c.csrf != "" {
 				r.Header.Set(CSRFHeader, c.csrf)
@@ -215,7 +236,7 @@ func TestConsoleCSRFRefusal(t *testing.T) {
 			if w.Code != c.wantStatus {
 				t.Fatalf("status %d, want %d: %s", w.Code, c.wantStatus, w.Body)
 			}
-			if got := len(f.life.Deleted()) > 0; got != c.wantDeleted {
+			if got := !f.exists(t, f.alice); got != c.wantDeleted {
 				t.Fatalf("deleted=%v, want %v", got, c.wantDeleted)
 			}
 		})
@@ -256,15 +277,15 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != "sb-alice" {
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != f.alice {
 		t.Fatalf("alice sees %+v", list.Sandboxes)
 	}
 	// Someone else's sandbox answers like a missing one, and is not deleted.
-	r = httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/sb-bob", nil)
+	r = httptest.NewRequest("DELETE", "https://gw.test/console/api/sandboxes/"+f.bob, nil)
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
-	if w := f.do(t, r); w.Code != http.StatusNotFound || len(f.life.Deleted()) != 0 {
-		t.Fatalf("deleting bob's sandbox as alice: %d, deleted %v", w.Code, f.life.Deleted())
+	if w := f.do(t, r); w.Code != http.StatusNotFound || !f.exists(t, f.bob) || !f.exists(t, f.alice) {
+		t.Fatalf("deleting bob's sandbox as alice: %d, bob's kept %v, alice's kept %v", w.Code, f.exists(t, f.bob), f.exists(t, f.alice))
 	}
 	// Pause and resume: one's own sandbox only.
 	for _, tc := range []struct {
@@ -272,9 +293,9 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 		code       int
 		status     sandboxes.Status
 	}{
-		{"sb-bob", "pause", http.StatusNotFound, sandboxes.StatusReady},
-		{"sb-alice", "pause", http.StatusOK, sandboxes.StatusPaused},
-		{"sb-alice", "resume", http.StatusOK, sandboxes.StatusReady},
+		{f.bob, "pause", http.StatusNotFound, sandboxes.StatusReady},
+		{f.alice, "pause", http.StatusOK, sandboxes.StatusPaused},
+		{f.alice, "resume", http.StatusOK, sandboxes.StatusReady},
 	} {
 		r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/"+tc.id+"/"+tc.action, nil)
 		r.AddCookie(ck)
@@ -282,17 +303,17 @@ func TestConsoleSeesOnlyOwnSandboxes(t *testing.T) {
 		if w := f.do(t, r); w.Code != tc.code {
 			t.Fatalf("%s %s: %d %s", tc.action, tc.id, w.Code, w.Body)
 		}
-		if got, _ := f.life.Box(tc.id); tc.code == http.StatusOK && got.Status != tc.status {
+		if got, _ := f.m.Get(t.Context(), tc.id); tc.code == http.StatusOK && got.Status != tc.status {
 			t.Fatalf("%s %s: status %s", tc.action, tc.id, got.Status)
 		}
 	}
 	// Open mints a ticket URL for the page.
-	r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/sb-alice/open", strings.NewReader(`{"kind":"terminal"}`))
+	r = httptest.NewRequest("POST", "https://gw.test/console/api/sandboxes/"+f.alice+"/open", strings.NewReader(`{"kind":"terminal"}`))
 	r.AddCookie(ck)
 	r.Header.Set(CSRFHeader, csrf)
 	r.Header.Set("Content-Type", "application/json")
 	w = f.do(t, r)
-	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `/sandboxes/sb-alice/terminal/?ticket=`) {
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `/sandboxes/`+f.alice+`/terminal/?ticket=`) {
 		t.Fatalf("open: %d %s", w.Code, w.Body)
 	}
 }
@@ -306,8 +327,8 @@ func TestMissingAssets503(t *testing.T) {
 		t.Fatalf("vendor file: %d %q", w.Code, w.Body)
 	}
 	for _, kind := range []tickets.Kind{tickets.KindTerminal, tickets.KindVNC} {
-		path := "/sandboxes/sb-alice/" + string(kind) + "/"
-		r = httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+f.ticket(t, "sb-alice", kind, tickets.PermWrite), nil)
+		path := "/sandboxes/" + f.alice + "/" + string(kind) + "/"
+		r = httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+f.ticket(t, f.alice, kind, tickets.PermWrite), nil)
 		w = f.do(t, r)
 		if w.Code != http.StatusSeeOther {
 			t.Fatalf("%s with ticket: %d", kind, w.Code)
@@ -340,8 +361,8 @@ func builtAssets() map[string]string {
 
 func TestTerminalPageTickets(t *testing.T) {
 	f := newFixture(t, builtAssets())
-	path := "/sandboxes/sb-alice/terminal/"
-	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
+	path := "/sandboxes/" + f.alice + "/terminal/"
+	tok := f.ticket(t, f.alice, tickets.KindTerminal, tickets.PermWrite)
 	w := f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+tok, nil))
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != path {
 		t.Fatalf("ticket: %d -> %q", w.Code, w.Header().Get("Location"))
@@ -350,7 +371,7 @@ func TestTerminalPageTickets(t *testing.T) {
 	for _, c := range w.Result().Cookies() {
 		session = c
 	}
-	if session == nil || session.Path != "/sandboxes/sb-alice/terminal" || !session.HttpOnly || !session.Secure {
+	if session == nil || session.Path != "/sandboxes/"+f.alice+"/terminal" || !session.HttpOnly || !session.Secure {
 		t.Fatalf("session cookie: %+v", session)
 	}
 	// The ticket is single-use.
@@ -359,7 +380,7 @@ func TestTerminalPageTickets(t *testing.T) {
 		t.Fatalf("replayed ticket: %d %s", w.Code, w.Body)
 	}
 	// A ticket for another sandbox does not open this one.
-	other := f.ticket(t, "sb-bob", tickets.KindTerminal, tickets.PermWrite)
+	other := f.ticket(t, f.bob, tickets.KindTerminal, tickets.PermWrite)
 	if w := f.do(t, httptest.NewRequest("GET", "https://gw.test"+path+"?ticket="+other, nil)); w.Code != http.StatusUnauthorized {
 		t.Fatalf("foreign ticket: %d", w.Code)
 	}
@@ -369,7 +390,11 @@ func TestTerminalPageTickets(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `data-permission="write"`) {
 		t.Fatalf("page: %d", w.Code)
 	}
-	// The probe after a dead container says container_died with its reason.
+	// The probe after a dead container says container_died with its reason: the kernel's OOM killer kills it.
+	if !f.engine.Die(f.alice, true) {
+		t.Fatal("alice's sandbox has no running container")
+	}
+	sandboxestest.WaitStatus(t, f.m, f.alice, sandboxes.StatusFailed)
 	r = httptest.NewRequest("GET", "https://gw.test"+path+"session?pty=p1", nil)
 	r.AddCookie(session)
 	w = f.do(t, r)
@@ -413,7 +438,6 @@ func TestHandlesOnlyPages(t *testing.T) {
 
 func TestConsoleEventsFilteredByOwner(t *testing.T) {
 	f := newFixture(t, nil)
-	f.life.Events = make(chan sandboxes.Event, 8)
 	ck, _ := f.login(t, "key-alice")
 	srv := httptest.NewServer(http.HandlerFunc(f.h.ServeHTTP))
 	defer srv.Close()
@@ -427,9 +451,12 @@ func TestConsoleEventsFilteredByOwner(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	f.life.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "sb-bob", Owner: "bob"}
-	f.life.Events <- sandboxes.Event{Type: sandboxes.EventCreated, SandboxID: "warm-1", Owner: "alice", Warm: true}
-	f.life.Events <- sandboxes.Event{Type: sandboxes.EventReady, SandboxID: "sb-alice", Owner: "alice"}
+	// The Manager's own events, in order: bob's new sandbox is created and becomes ready (his, not alice's), then
+	// alice's sandbox is paused; alice's stream shows hers alone.
+	bobs := f.create(t, "bob")
+	if _, err := f.m.Pause(t.Context(), f.alice); err != nil {
+		t.Fatal(err)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	var got []string
 	for sc.Scan() {
@@ -441,8 +468,8 @@ func TestConsoleEventsFilteredByOwner(t *testing.T) {
 			break
 		}
 	}
-	if len(got) != 2 || got[0] != "event: ready" || !strings.Contains(got[1], `"sandbox_id":"sb-alice"`) {
-		t.Fatalf("alice's stream: %q", got)
+	if len(got) != 2 || got[0] != "event: paused" || !strings.Contains(got[1], `"sandbox_id":"`+f.alice+`"`) {
+		t.Fatalf("alice's stream (bob's %s created before): %q", bobs, got)
 	}
 	// Closing the handler (config unload) ends the stream.
 	f.h.Close()
@@ -475,13 +502,13 @@ func TestPageTicketStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, _ := NewStaticKeys([]service.KeyConfig{{Key: "key-alice", Owner: "alice"}})
-	h, err := New(Config{Verifier: down, Service: service.New(service.Config{Sandboxes: f.life}), Issuer: f.issuer, Keys: keys})
+	h, err := New(Config{Verifier: down, Service: service.New(service.Config{Sandboxes: f.m}), Issuer: f.issuer, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.h = h
-	tok := f.ticket(t, "sb-alice", tickets.KindTerminal, tickets.PermWrite)
-	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/sb-alice/terminal/?ticket="+tok, nil))
+	tok := f.ticket(t, f.alice, tickets.KindTerminal, tickets.PermWrite)
+	w := f.do(t, httptest.NewRequest("GET", "https://gw.test/sandboxes/"+f.alice+"/terminal/?ticket="+tok, nil))
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "Try again") {
 		t.Fatalf("store down: %d %v\n%s", w.Code, w.Header(), w.Body)
 	}

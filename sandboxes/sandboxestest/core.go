@@ -1,7 +1,8 @@
-// Package sandboxestest is the test double of the lifecycle core for the unit tests above it (sandboxes/service and
-// the dialects): Core, an in-memory lifecycle with the Manager's own method signatures, so a test passes it to
-// service.Config.Sandboxes exactly where the gateway passes its *sandboxes.Manager. Integration tests use the real
-// Manager on the real engine instead.
+// Package sandboxestest is the test double of the lifecycle core for the unit tests above it (sandboxes/service
+// and the dialects). NewManager is the real *sandboxes.Manager over Engine, an in-memory engine driver, and a bbolt
+// store in the test's directory: what a test uses. Core, an in-memory lifecycle with the 13 methods of
+// service.Sandboxes and knobs for what it answers (ids, clock, hold failures), serves routes/bayapi's unit tests
+// alone until they move to NewManager. Integration tests use the real Manager on the real engine.
 package sandboxestest
 
 import (
@@ -23,16 +24,11 @@ type Core struct {
 	// workspace; nil: "ws-<owner>-<n>".
 	NewID          func(n int, req sandboxes.CreateRequest) string
 	NewWorkspaceID func() string
-	// CreatedStatus and CreatedCaps are a created sandbox's status (default ready) and capabilities.
+	// CreatedStatus is a created sandbox's status (default ready).
 	CreatedStatus sandboxes.Status
-	CreatedCaps   []string
 	// HoldErr, when set, is what every Hold fails with; else Hold answers AgentAddr and AgentToken.
 	HoldErr               error
 	AgentAddr, AgentToken string
-	// DeleteErr, when set, is what Delete fails with.
-	DeleteErr error
-	// Events is what Subscribe streams; its cancel closes it.
-	Events chan sandboxes.Event
 	// Now is the core's clock (expiry, idle deadlines); nil is time.Now.
 	Now func() time.Time
 	// ReadyOnRead makes a starting sandbox ready by itself: a read after the one that saw it starting finds it
@@ -44,80 +40,20 @@ type Core struct {
 	// Store, when set, keeps the workspace records, as the Manager keeps them in its one store (so a full disk
 	// under it refuses a create); nil keeps them in memory.
 	Store WorkspaceStore
-	// GC is what RunGC reports (the Manager's collection is tested on its own, in sandboxes and on the engine).
-	GC sandboxes.GCReport
-	// GCStatus is what GCState reports.
-	GCStatus sandboxes.GCState
 
 	mu       sync.Mutex
-	gcRuns   int
 	profiles []sandboxes.Profile
 	boxes    map[string]*sandboxes.Sandbox
 	ws       map[string]*sandboxes.Workspace
 	holds    int
-	calls    []string
-	deleted  []string
-	creates  []sandboxes.CreateRequest
+	creates  int
 	wsN      int
 }
 
-// New makes a Core serving profiles and holding the sandboxes given.
-func New(profiles []sandboxes.Profile, boxes ...sandboxes.Sandbox) *Core {
-	c := &Core{profiles: profiles, boxes: map[string]*sandboxes.Sandbox{}, ws: map[string]*sandboxes.Workspace{},
+// New makes an empty Core serving profiles.
+func New(profiles []sandboxes.Profile) *Core {
+	return &Core{profiles: profiles, boxes: map[string]*sandboxes.Sandbox{}, ws: map[string]*sandboxes.Workspace{},
 		CreatedStatus: sandboxes.StatusReady}
-	for _, sb := range boxes {
-		c.Put(sb)
-	}
-	return c
-}
-
-// Put stores (or replaces) a sandbox as it is.
-func (c *Core) Put(sb sandboxes.Sandbox) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.boxes[sb.ID] = &sb
-}
-
-// PutWorkspace stores (or replaces) a workspace as it is.
-func (c *Core) PutWorkspace(w sandboxes.Workspace) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_ = c.putWorkspace(&w) // a test's own store failing shows in the test's next read
-}
-
-// Box is a copy of a sandbox as the core holds it; false when there is none.
-func (c *Core) Box(id string) (sandboxes.Sandbox, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sb, ok := c.boxes[id]
-	if !ok {
-		return sandboxes.Sandbox{}, false
-	}
-	return *sb, true
-}
-
-// Len is how many sandboxes the core holds.
-func (c *Core) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.boxes)
-}
-
-// SetStatus moves a sandbox to st, as the Manager's own transitions would.
-func (c *Core) SetStatus(id string, st sandboxes.Status) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if sb, ok := c.boxes[id]; ok {
-		sb.Status = st
-	}
-}
-
-// HasWorkspace says whether a workspace record exists.
-func (c *Core) HasWorkspace(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, err := c.workspace(id)
-	return err == nil && w != nil
 }
 
 // Holds is how many times Hold was called (a start the test may require never happened).
@@ -125,52 +61,6 @@ func (c *Core) Holds() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.holds
-}
-
-// Calls lists the state changes that reached the core ("pause <id>", "resume <id>", "patch <id>", "delete <id>").
-func (c *Core) Calls() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.calls)
-}
-
-// Creates lists the create requests that reached the core, in order (refused ones included).
-func (c *Core) Creates() []sandboxes.CreateRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.creates)
-}
-
-// RunGC counts a collection asked for now and reports GC, as the Manager's RunGC does.
-func (c *Core) RunGC(ctx context.Context) (sandboxes.GCReport, error) {
-	if err := ctx.Err(); err != nil {
-		return sandboxes.GCReport{}, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gcRuns++
-	return c.GC, nil
-}
-
-// GCState reports GCStatus, as the Manager's GCState reports its collector.
-func (c *Core) GCState() sandboxes.GCState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.GCStatus
-}
-
-// GCRuns counts the RunGC calls.
-func (c *Core) GCRuns() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gcRuns
-}
-
-// Deleted lists the sandboxes deleted, in order.
-func (c *Core) Deleted() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.deleted)
 }
 
 // WorkspaceStore keeps workspace records (*sandboxes.BoltStore).
@@ -278,18 +168,14 @@ func (c *Core) Create(_ context.Context, req sandboxes.CreateRequest) (*sandboxe
 			return nil, err
 		}
 	}
-	c.creates = append(c.creates, req)
+	c.creates++
 	id := "sb-" + req.Owner + "-new"
 	if c.NewID != nil {
-		id = c.NewID(len(c.creates), req)
-	}
-	caps := c.CreatedCaps
-	if caps == nil {
-		caps = prof.Capabilities
+		id = c.NewID(c.creates, req)
 	}
 	sb := sandboxes.Sandbox{ID: id, Owner: req.Owner, Profile: req.Profile, WorkspaceID: req.WorkspaceID,
-		Status: c.CreatedStatus, Capabilities: slices.Clone(caps), Metadata: maps.Clone(req.Metadata),
-		CreatedAt: time.Date(2026, 1, 1, 0, 0, len(c.creates), 0, time.UTC)}
+		Status: c.CreatedStatus, Capabilities: slices.Clone(prof.Capabilities), Metadata: maps.Clone(req.Metadata),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, c.creates, 0, time.UTC)}
 	if c.Now != nil {
 		sb.CreatedAt = c.Now()
 	}
@@ -418,15 +304,10 @@ func (c *Core) ExtendTTL(_ context.Context, id string, by time.Duration) (*sandb
 	return c.get(id)
 }
 
-// Delete fails with DeleteErr, or forgets the sandbox and the record of its managed workspace.
+// Delete forgets the sandbox and the record of its managed workspace.
 func (c *Core) Delete(_ context.Context, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.DeleteErr != nil {
-		return c.DeleteErr
-	}
-	c.calls = append(c.calls, "delete "+id)
-	c.deleted = append(c.deleted, id)
 	if sb := c.boxes[id]; sb != nil {
 		if w, err := c.workspace(sb.WorkspaceID); err == nil && w != nil && w.Managed && w.ManagedBySandboxID != nil && *w.ManagedBySandboxID == id {
 			if err := c.dropWorkspace(w.ID); err != nil {
@@ -513,68 +394,4 @@ func (c *Core) DeleteWorkspace(_ context.Context, id string) error {
 			Details: map[string]any{"active_sandbox_ids": users, "workspace_id": id}}
 	}
 	return c.dropWorkspace(id)
-}
-
-// setStatus notes the change and moves the sandbox to st.
-func (c *Core) setStatus(call, id string, st sandboxes.Status) (*sandboxes.Sandbox, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, call+" "+id)
-	sb, ok := c.boxes[id]
-	if !ok {
-		return nil, notFound(id)
-	}
-	sb.Status = st
-	return c.get(id)
-}
-
-// Pause freezes the sandbox: it reads paused.
-func (c *Core) Pause(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	return c.setStatus("pause", id, sandboxes.StatusPaused)
-}
-
-// Resume thaws it: it reads ready.
-func (c *Core) Resume(_ context.Context, id string) (*sandboxes.Sandbox, error) {
-	return c.setStatus("resume", id, sandboxes.StatusReady)
-}
-
-// PatchMetadata merges patch into the sandbox's metadata (nil deletes a key).
-func (c *Core) PatchMetadata(_ context.Context, id string, patch map[string]*string) (*sandboxes.Sandbox, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, "patch "+id)
-	sb, ok := c.boxes[id]
-	if !ok {
-		return nil, notFound(id)
-	}
-	if sb.Metadata == nil {
-		sb.Metadata = map[string]string{}
-	}
-	for k, v := range patch {
-		if v == nil {
-			delete(sb.Metadata, k)
-		} else {
-			sb.Metadata[k] = *v
-		}
-	}
-	return c.get(id)
-}
-
-// AccessKey is "key-<id>-<purpose>" while the sandbox exists.
-func (c *Core) AccessKey(id, purpose string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.boxes[id]; !ok {
-		return "", notFound(id)
-	}
-	return "key-" + id + "-" + purpose, nil
-}
-
-// Subscribe streams Events (without them, a stream that stays open and quiet); its cancel closes Events once.
-func (c *Core) Subscribe(int) (<-chan sandboxes.Event, func()) {
-	if c.Events == nil {
-		return make(chan sandboxes.Event), func() {}
-	}
-	var once sync.Once
-	return c.Events, func() { once.Do(func() { close(c.Events) }) }
 }

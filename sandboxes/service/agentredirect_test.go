@@ -35,13 +35,14 @@ func countingListener(t *testing.T, network string) (url string, hits *atomic.In
 }
 
 // redirectAgent is a replaced agent on a UNIX socket (as in a network none sandbox) or loopback TCP that answers
-// everything with status to location.
+// everything but the readiness probe with status to location (it was healthy when its sandbox started).
 func redirectAgent(t *testing.T, overSocket bool, status int, location string) string {
 	t.Helper()
+	h := agentapitest.Healthy(agentapitest.Redirect(status, location))
 	if !overSocket {
-		return agentapitest.ServeTCP(t, agentapitest.Redirect(status, location))
+		return agentapitest.ServeTCP(t, h)
 	}
-	return agentapi.UnixAddr(agentapitest.ServeUnix(t, "agent.sock", agentapitest.Redirect(status, location)))
+	return agentapi.UnixAddr(agentapitest.ServeUnix(t, "agent.sock", h))
 }
 
 // TestAgentRedirectIsRefused performs issue 33's High 2 through the service, on the Manager's kind of agent
@@ -50,33 +51,39 @@ func redirectAgent(t *testing.T, overSocket bool, status int, location string) s
 func TestAgentRedirectIsRefused(t *testing.T) {
 	ctx := context.Background()
 	alice := Principal{Owner: "alice"}
+	var id string // the sandbox of the current round
 	ops := map[string]func(*Service) error{
 		"exec": func(s *Service) error {
-			_, err := s.RunShell(ctx, alice, "sb-x", ShellParams{Command: "id", Timeout: 5 * time.Second}, ExecMeta{})
+			_, err := s.RunShell(ctx, alice, id, ShellParams{Command: "id", Timeout: 5 * time.Second}, ExecMeta{})
 			return err
 		},
-		"read file": func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-x", "f.txt"); return err },
+		"read file": func(s *Service) error { _, err := s.ReadFile(ctx, alice, id, "f.txt"); return err },
 		"download": func(s *Service) error {
-			d, err := s.DownloadFile(ctx, alice, "sb-x", "f.txt", "")
+			d, err := s.DownloadFile(ctx, alice, id, "f.txt", "")
 			if err == nil {
 				d.Body.Close()
 			}
 			return err
 		},
-		"list": func(s *Service) error { _, err := s.ListDir(ctx, alice, "sb-x", "."); return err },
+		"list": func(s *Service) error { _, err := s.ListDir(ctx, alice, id, "."); return err },
 		"upload": func(s *Service) error {
-			_, err := s.Upload(ctx, alice, "sb-x", "up.txt", strings.NewReader("body"))
+			_, err := s.Upload(ctx, alice, id, "up.txt", strings.NewReader("body"))
 			return err
 		},
-		"remove": func(s *Service) error { return s.RemoveFile(ctx, alice, "sb-x", "f.txt") },
+		"remove": func(s *Service) error { return s.RemoveFile(ctx, alice, id, "f.txt") },
 	}
 	for _, network := range []string{"unix", "tcp"} {
 		for _, overSocket := range []bool{true, false} {
 			for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
 				to, hits := countingListener(t, network)
-				sbs := sandboxestest.New(nil, sandboxes.Sandbox{ID: "sb-x", Owner: "alice", Status: sandboxes.StatusReady,
-					Capabilities: []string{sandboxes.CapShell, sandboxes.CapFilesystem}})
-				sbs.AgentAddr, sbs.AgentToken = redirectAgent(t, overSocket, status, to), "tok"
+				sbs, engine := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img",
+					Capabilities: []string{sandboxes.CapShell, sandboxes.CapFilesystem}}}})
+				engine.AgentAddr = redirectAgent(t, overSocket, status, to)
+				sb, err := sbs.Create(ctx, sandboxes.CreateRequest{Owner: "alice", Profile: "base"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				id = sb.ID
 
 				// The Manager's transport, under a client with Go's default redirect policy: the fix must not
 				// depend on every caller remembering NoRedirect.

@@ -40,21 +40,21 @@ func (a *toolAgent) Grep(_ context.Context, _ sandboxes.Target, req agentapi.Gre
 func TestFileToolChecks(t *testing.T) {
 	ctx := context.Background()
 	alice := Principal{Owner: "alice"}
-	edit := func(id, path, old string) func(*Service) error {
-		return func(s *Service) error {
-			_, err := s.EditFile(ctx, alice, id, agentapi.EditRequest{Path: path, Old: old, New: "x"})
+	edit := func(id, path, old string) func(*Service, *testBed) error {
+		return func(s *Service, b *testBed) error {
+			_, err := s.EditFile(ctx, alice, b.id(id), agentapi.EditRequest{Path: path, Old: old, New: "x"})
 			return err
 		}
 	}
-	search := func(id, path, pattern string) func(*Service) error {
-		return func(s *Service) error {
-			_, err := s.SearchFiles(ctx, alice, id, agentapi.GrepRequest{Path: path, Pattern: pattern})
+	search := func(id, path, pattern string) func(*Service, *testBed) error {
+		return func(s *Service, b *testBed) error {
+			_, err := s.SearchFiles(ctx, alice, b.id(id), agentapi.GrepRequest{Path: path, Pattern: pattern})
 			return err
 		}
 	}
 	tests := []struct {
 		name     string
-		call     func(*Service) error
+		call     func(*Service, *testBed) error
 		noTools  bool
 		code     string
 		wantPath string // the path that reached the agent, "" for none
@@ -77,13 +77,13 @@ func TestFileToolChecks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, sbs, agent := newTestService()
+			svc, b, agent := newTestService(t)
 			tools := &toolAgent{fakeAgent: agent}
 			cfg := svc.cfg
 			if !tc.noTools {
 				cfg.Agent = tools
 			}
-			err := tc.call(New(cfg))
+			err := tc.call(New(cfg), b)
 			mustCode(t, err, tc.code)
 			var reached []string
 			for _, e := range tools.edits {
@@ -92,8 +92,8 @@ func TestFileToolChecks(t *testing.T) {
 			for _, g := range tools.greps {
 				reached = append(reached, g.Path)
 			}
-			if tc.code != "" && (len(reached) != 0 || sbs.Holds() != 0) {
-				t.Errorf("a refused call reached the agent (%v) or started %d sandboxes", reached, sbs.Holds())
+			if tc.code != "" && (len(reached) != 0 || b.running() != 0) {
+				t.Errorf("a refused call reached the agent (%v) or started %d sandboxes", reached, b.running())
 			}
 			if tc.code == "" && (len(reached) != 1 || reached[0] != tc.wantPath) {
 				t.Errorf("the agent got paths %v, want %q", reached, tc.wantPath)
@@ -111,12 +111,12 @@ func TestPauseResumeChecks(t *testing.T) {
 	ctx := context.Background()
 	alice := Principal{Owner: "alice"}
 	tests := []struct {
-		name     string
-		resume   bool
-		id       string
-		noPause  bool
-		code     string
-		wantCall string
+		name    string
+		resume  bool
+		id      string
+		noPause bool
+		code    string
+		want    sandboxes.Status // the sandbox's status after a call that reached the Manager
 	}{
 		{"pause without the capability", false, "sb-bob", true, CodeCapability, ""},
 		{"resume without the capability", true, "sb-alice", true, CodeCapability, ""},
@@ -124,28 +124,48 @@ func TestPauseResumeChecks(t *testing.T) {
 		{"resume another's sandbox", true, "sb-bob", false, CodeNotFound, ""},
 		{"pause an expired sandbox", false, "sb-old", false, CodeSandboxExpired, ""},
 		{"resume a missing sandbox", true, "sb-none", false, CodeNotFound, ""},
-		{"pause", false, "sb-alice", false, "", "pause sb-alice"},
-		{"resume", true, "sb-alice", false, "", "resume sb-alice"},
+		{"pause", false, "sb-alice", false, "", sandboxes.StatusPaused},
+		{"resume", true, "sb-alice", false, "", sandboxes.StatusReady},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, mgr, _ := newTestService()
+			svc, b, _ := newTestService(t)
+			// alice's and bob's sandboxes run (a resume finds alice's paused): a call that reached the Manager
+			// changes a status.
+			for _, name := range []string{"sb-alice", "sb-bob"} {
+				if _, err := b.m.Hold(ctx, b.id(name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.resume {
+				if _, err := b.m.Pause(ctx, b.id("sb-alice")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := map[string]sandboxes.Status{}
+			for _, name := range []string{"sb-alice", "sb-bob", "sb-old"} {
+				before[name] = b.status(t, name)
+			}
 			cfg := svc.cfg
 			if tc.noPause {
-				cfg.Sandboxes = withoutPause{mgr}
+				cfg.Sandboxes = withoutPause{b.m}
 			}
 			svc = New(cfg)
 			op := svc.Pause
 			if tc.resume {
 				op = svc.Resume
 			}
-			sb, err := op(ctx, alice, tc.id)
+			sb, err := op(ctx, alice, b.id(tc.id))
 			mustCode(t, err, tc.code)
-			if tc.code != "" && len(mgr.Calls()) != 0 {
-				t.Errorf("a refused call reached the Manager: %v", mgr.Calls())
+			for name, st := range before {
+				if got := b.status(t, name); tc.code != "" && got != st {
+					t.Errorf("a refused call reached the Manager: %s went from %s to %s", name, st, got)
+				}
 			}
-			if tc.code == "" && (len(mgr.Calls()) != 1 || mgr.Calls()[0] != tc.wantCall || sb.ID != tc.id) {
-				t.Errorf("the Manager got %v and answered %+v, want %q", mgr.Calls(), sb, tc.wantCall)
+			if tc.code == "" {
+				if got := b.status(t, tc.id); got != tc.want || sb.ID != b.id(tc.id) || sb.Status != tc.want {
+					t.Errorf("%s reads %s and the call answered %+v, want %s", tc.id, got, sb, tc.want)
+				}
 			}
 		})
 	}
@@ -178,40 +198,49 @@ func (a *browserAgent) WriteFile(_ context.Context, t sandboxes.Target, p string
 func TestBrowserSession(t *testing.T) {
 	ctx := context.Background()
 	alice := Principal{Owner: "alice"}
-	svc, sbs, agent := newTestService()
-	sbs.Put(sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}})
-	sbs.Put(sandboxes.Sandbox{ID: "sb-bobweb", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapBrowser}})
+	svc, b, agent := newTestService(t)
+	b.ids["sb-web"] = b.make(t, "alice", "web", 0)
+	b.ids["sb-bobweb"] = b.make(t, "bob", "web", 0)
 	ba := &browserAgent{fakeAgent: agent, written: map[string]string{}}
 	cfg := svc.cfg
 	cfg.Agent = ba
 	svc = New(cfg)
 	for id, code := range map[string]string{"sb-bobweb": CodeNotFound, "sb-alice": CodeCapability, "sb-old": CodeSandboxExpired} {
-		if _, err := svc.OpenBrowser(ctx, alice, id); AsError(err).Code != code {
+		if _, err := svc.OpenBrowser(ctx, alice, b.id(id)); AsError(err).Code != code {
 			t.Errorf("opening the browser of %s: %v, want %s", id, err, code)
 		}
 	}
-	if _, err := svc.Browse(ctx, alice, "sb-bobweb", BrowserRequest{Action: "url"}); AsError(err).Code != CodeNotFound || len(ba.actions) != 0 {
+	if _, err := svc.Browse(ctx, alice, b.id("sb-bobweb"), BrowserRequest{Action: "url"}); AsError(err).Code != CodeNotFound || len(ba.actions) != 0 {
 		t.Errorf("browsing another's sandbox: %v, actions %v", err, ba.actions)
 	}
-	if sbs.Holds() != 0 {
-		t.Fatalf("refused opens started %d sandboxes", sbs.Holds())
+	if b.running() != 0 {
+		t.Fatalf("refused opens started %d sandboxes", b.running())
 	}
-	b, err := svc.OpenBrowser(ctx, alice, "sb-web")
+	// The session holds the sandbox once, when it opens: it starts it, and its idle deadline is the open's. The
+	// clock then moves on: a hold by any action or save would move the deadline with it.
+	bs, err := svc.OpenBrowser(ctx, alice, b.id("sb-web"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	opened, err := b.m.Get(ctx, b.id("sb-web"))
+	if err != nil || opened.Status != sandboxes.StatusReady || opened.IdleExpiresAt == nil || b.running() != 1 {
+		t.Fatalf("the open did not start the sandbox: %+v %v, %d running", opened, err, b.running())
+	}
+	b.clock.Advance(time.Minute)
 	for _, action := range []string{"navigate", "screenshot"} {
-		if res, err := b.Do(ctx, BrowserRequest{Action: action, Timeout: time.Second}); err != nil || res.Value != "v" {
+		if res, err := bs.Do(ctx, BrowserRequest{Action: action, Timeout: time.Second}); err != nil || res.Value != "v" {
 			t.Fatalf("%s: %+v %v", action, res, err)
 		}
 	}
-	if err := b.Save(ctx, "shots/./a.png", []byte("png")); err != nil || ba.written["sb-web/shots/a.png"] != "png" {
+	if err := bs.Save(ctx, "shots/./a.png", []byte("png")); err != nil || ba.written[b.id("sb-web")+"/shots/a.png"] != "png" {
 		t.Fatalf("save: %v, written %v", err, ba.written)
 	}
-	if err := b.Save(ctx, "../../etc/passwd", []byte("x")); AsError(err).Code != CodeInvalidPath || len(ba.written) != 1 {
+	if err := bs.Save(ctx, "../../etc/passwd", []byte("x")); AsError(err).Code != CodeInvalidPath || len(ba.written) != 1 {
 		t.Errorf("saving outside the workspace: %v, written %v", err, ba.written)
 	}
-	if sbs.Holds() != 1 || len(ba.actions) != 2 {
-		t.Errorf("one session of two actions held the sandbox %d times and ran %v", sbs.Holds(), ba.actions)
+	now, err := b.m.Get(ctx, b.id("sb-web"))
+	if err != nil || now.IdleExpiresAt == nil || !now.IdleExpiresAt.Equal(*opened.IdleExpiresAt) || b.running() != 1 || len(ba.actions) != 2 {
+		t.Errorf("one session of two actions held the sandbox again (idle deadline %v, opened %v; %d running) or ran %v",
+			now.IdleExpiresAt, opened.IdleExpiresAt, b.running(), ba.actions)
 	}
 }

@@ -12,10 +12,14 @@ import (
 // and KeyAllows admits a key only on sandboxes its principal sees.
 func TestLiveKeys(t *testing.T) {
 	ctx := context.Background()
-	svc := New(Config{Sandboxes: sandboxestest.New(nil,
-		sandboxes.Sandbox{ID: "sb-a", Owner: "alice", Status: sandboxes.StatusReady})})
+	m, _ := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img"}}})
+	sb, err := m.Create(ctx, sandboxes.CreateRequest{Owner: "alice", Profile: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := New(Config{Sandboxes: m})
 	keys := new(LiveKeys)
-	if svc.KeyAllows(ctx, keys, "sk-alice", "sb-a") {
+	if svc.KeyAllows(ctx, keys, "sk-alice", sb.ID) {
 		t.Fatal("a key accepted before any ring was stored")
 	}
 	first, err := NewKeyRing([]KeyConfig{{Key: "sk-alice", Owner: "alice"}, {Key: "sk-bob", Owner: "bob"}, {Key: "sk-ops", Owner: "ops", Admin: true}})
@@ -27,8 +31,8 @@ func TestLiveKeys(t *testing.T) {
 		token, id string
 		want      bool
 	}{
-		{"sk-alice", "sb-a", true}, {"sk-ops", "sb-a", true}, {"sk-bob", "sb-a", false},
-		{"sk-alice", "sb-missing", false}, {"sk-nobody", "sb-a", false},
+		{"sk-alice", sb.ID, true}, {"sk-ops", sb.ID, true}, {"sk-bob", sb.ID, false},
+		{"sk-alice", "sb-missing", false}, {"sk-nobody", sb.ID, false},
 	} {
 		if got := svc.KeyAllows(ctx, keys, tc.token, tc.id); got != tc.want {
 			t.Errorf("KeyAllows(%s, %s) = %v, want %v", tc.token, tc.id, got, tc.want)
@@ -39,7 +43,7 @@ func TestLiveKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys.Store(second) // a reload that rotated alice's key
-	if _, ok := keys.Lookup("sk-alice"); ok || !svc.KeyAllows(ctx, keys, "sk-alice2", "sb-a") {
+	if _, ok := keys.Lookup("sk-alice"); ok || !svc.KeyAllows(ctx, keys, "sk-alice2", sb.ID) {
 		t.Error("the reloaded ring is not the one answering")
 	}
 }

@@ -61,24 +61,96 @@ func (e fakeExports) Export(id, p string) (*sandboxes.Export, error) {
 	return nil, nil
 }
 
-// newTestService is the service over the core's test double (sandboxestest.Core) holding alice's and bob's
-// sandboxes and bob's workspace; a created sandbox is ready with the filesystem capability.
-func newTestService() (*Service, *sandboxestest.Core, *fakeAgent) {
-	sbs := sandboxestest.New([]sandboxes.Profile{{ID: DefaultProfile}},
-		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
-		sandboxes.Sandbox{ID: "sb-alice2", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem},
-			WorkspaceID: "ws-alice2"},
-		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapFilesystem}},
-		sandboxes.Sandbox{ID: "sb-old", Owner: "alice", Status: sandboxes.StatusExpired, Capabilities: []string{sandboxes.CapFilesystem}},
-		sandboxes.Sandbox{ID: "sb-nofiles", Owner: "alice", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}})
-	sbs.CreatedCaps = []string{sandboxes.CapFilesystem}
-	sbs.PutWorkspace(sandboxes.Workspace{ID: "ws-bob", Owner: "bob"})
-	agent := &fakeAgent{files: map[string]string{"sb-bob/secret.txt": "bob's", "sb-alice/notes.txt": "alice's"}}
-	svc := New(Config{Sandboxes: sbs, Agent: agent, ManagedWorkspace: &sandboxes.WorkspaceSpec{Backend: "docker_volume", SizeLimitMB: 1024}, Exports: fakeExports{},
+// testBed is newTestService's world: the real Manager over sandboxestest's engine, its clock, and the ids the
+// Manager gave the sandboxes and workspace the tests name.
+type testBed struct {
+	m      *sandboxes.Manager
+	engine *sandboxestest.Engine
+	clock  *sandboxestest.Clock
+	ids    map[string]string // "sb-alice" -> the id the Manager made
+}
+
+// id is the Manager's id of the sandbox or workspace a test names ("sb-alice", "ws-bob"); a name the bed did not
+// make ("sb-none") is itself.
+func (b *testBed) id(name string) string {
+	if id, ok := b.ids[name]; ok {
+		return id
+	}
+	return name
+}
+
+// running is how many sandboxes run: every one of the bed's is stopped when it is made, so a call that started
+// (held) one shows here.
+func (b *testBed) running() int { return b.engine.Running() }
+
+// status is sandbox name's status, "gone" when the Manager no longer has it.
+func (b *testBed) status(t *testing.T, name string) sandboxes.Status {
+	t.Helper()
+	sb, err := b.m.Get(context.Background(), b.id(name))
+	if err != nil {
+		if AsError(err).Code == CodeNotFound {
+			return "gone"
+		}
+		t.Fatal(err)
+	}
+	return sb.Status
+}
+
+// newTestService is the service over the real Manager (sandboxestest.NewManagerAt) holding alice's sandboxes
+// (sb-alice, sb-alice2, sb-old that has expired, sb-nofiles whose profile has the shell alone), bob's sb-bob and
+// bob's workspace ws-bob; every sandbox is stopped (idle), and a created one has the filesystem capability.
+func newTestService(t *testing.T) (*Service, *testBed, *fakeAgent) {
+	t.Helper()
+	ctx := context.Background()
+	clock := sandboxestest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, engine := sandboxestest.NewManagerAt(t, sandboxes.Config{GCInterval: time.Hour, Profiles: []sandboxes.Profile{
+		{ID: DefaultProfile, Image: "img", Capabilities: []string{sandboxes.CapFilesystem}},
+		{ID: "shell", Image: "img", Capabilities: []string{sandboxes.CapShell}},
+		{ID: "web", Image: "img", Capabilities: []string{sandboxes.CapBrowser}, IdleTimeout: sandboxes.Duration(10 * time.Minute)},
+	}}, clock.Now)
+	b := &testBed{m: m, engine: engine, clock: clock, ids: map[string]string{}}
+	for _, s := range []struct {
+		name, owner, profile string
+		ttl                  time.Duration
+	}{
+		{"sb-old", "alice", DefaultProfile, time.Minute},
+		{"sb-alice", "alice", DefaultProfile, 0},
+		{"sb-alice2", "alice", DefaultProfile, 0},
+		{"sb-bob", "bob", DefaultProfile, 0},
+		{"sb-nofiles", "alice", "shell", 0},
+	} {
+		b.ids[s.name] = b.make(t, s.owner, s.profile, s.ttl)
+	}
+	clock.Advance(2 * time.Minute) // sb-old's TTL is over
+	if st := b.status(t, "sb-old"); st != sandboxes.StatusExpired {
+		t.Fatalf("sb-old reads %s after its TTL", st)
+	}
+	w, err := m.CreateWorkspace(ctx, sandboxes.WorkspaceSpec{Owner: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ids["ws-bob"] = w.ID
+	agent := &fakeAgent{files: map[string]string{b.id("sb-bob") + "/secret.txt": "bob's", b.id("sb-alice") + "/notes.txt": "alice's"}}
+	svc := New(Config{Sandboxes: m, Agent: agent, ManagedWorkspace: &sandboxes.WorkspaceSpec{Backend: "docker_volume", SizeLimitMB: 1024}, Exports: fakeExports{},
 		Fetch: func(context.Context, *url.URL) (io.ReadCloser, error) {
 			return nil, Errorf(CodeForbidden, "no network in this test")
 		}})
-	return svc, sbs, agent
+	return svc, b, agent
+}
+
+// make creates a sandbox of owner's on profile, waits for it to be ready and stops it; ttl 0 is none.
+func (b *testBed) make(t *testing.T, owner, profile string, ttl time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	sb, err := b.m.Create(ctx, sandboxes.CreateRequest{Owner: owner, Profile: profile, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxestest.WaitStatus(t, b.m, sb.ID, sandboxes.StatusReady)
+	if err := b.m.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	return sb.ID
 }
 
 // TestOwnership performs the attacks of one tenant on another's sandboxes: each is answered as if the sandbox did
@@ -88,54 +160,63 @@ func TestOwnership(t *testing.T) {
 	alice := Principal{Owner: "alice"}
 	tests := []struct {
 		name string
-		call func(*Service) error
+		call func(*Service, *testBed) error
 		code string
 	}{
-		{"read another's file", func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-bob", "secret.txt"); return err }, CodeNotFound},
-		{"write another's file", func(s *Service) error {
-			return s.WriteFile(ctx, alice, "sb-bob", "x", strings.NewReader("pwned"))
-		}, CodeNotFound},
-		{"upload into another's sandbox", func(s *Service) error {
-			_, err := s.Upload(ctx, alice, "sb-bob", "x", strings.NewReader("pwned"))
+		{"read another's file", func(s *Service, b *testBed) error {
+			_, err := s.ReadFile(ctx, alice, b.id("sb-bob"), "secret.txt")
 			return err
 		}, CodeNotFound},
-		{"stop another's sandbox", func(s *Service) error { return s.StopSandbox(ctx, alice, "sb-bob") }, CodeNotFound},
-		{"export another's file", func(s *Service) error {
-			_, err := s.ExportFiles(ctx, alice, "sb-bob", []string{"secret.txt"})
+		{"write another's file", func(s *Service, b *testBed) error {
+			return s.WriteFile(ctx, alice, b.id("sb-bob"), "x", strings.NewReader("pwned"))
+		}, CodeNotFound},
+		{"upload into another's sandbox", func(s *Service, b *testBed) error {
+			_, err := s.Upload(ctx, alice, b.id("sb-bob"), "x", strings.NewReader("pwned"))
 			return err
 		}, CodeNotFound},
-		{"import from another's sandbox", func(s *Service) error {
-			_, err := s.ImportFile(ctx, alice, "sb-alice", ImportParams{FromSandbox: "sb-bob", Path: "secret.txt"})
+		{"stop another's sandbox", func(s *Service, b *testBed) error { return s.StopSandbox(ctx, alice, b.id("sb-bob")) }, CodeNotFound},
+		{"export another's file", func(s *Service, b *testBed) error {
+			_, err := s.ExportFiles(ctx, alice, b.id("sb-bob"), []string{"secret.txt"})
 			return err
 		}, CodeNotFound},
-		{"import an unexported file of one's own", func(s *Service) error {
-			_, err := s.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"})
+		{"import from another's sandbox", func(s *Service, b *testBed) error {
+			_, err := s.ImportFile(ctx, alice, b.id("sb-alice"), ImportParams{FromSandbox: b.id("sb-bob"), Path: "secret.txt"})
+			return err
+		}, CodeNotFound},
+		{"import an unexported file of one's own", func(s *Service, b *testBed) error {
+			_, err := s.ImportFile(ctx, alice, b.id("sb-alice2"), ImportParams{FromSandbox: b.id("sb-alice"), Path: "notes.txt"})
 			return err
 		}, CodeForbidden},
-		{"attach another's cargo", func(s *Service) error {
-			id := "ws-bob"
+		{"attach another's cargo", func(s *Service, b *testBed) error {
+			id := b.id("ws-bob")
 			_, err := s.CreateSandbox(ctx, alice, CreateParams{CargoID: &id})
 			return err
 		}, CodeNotFound},
-		{"climb out of the workspace", func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-alice", "../../etc/passwd"); return err }, CodeInvalidPath},
-		{"use an expired sandbox", func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-old", "a"); return err }, CodeSandboxExpired},
-		{"use a capability the profile lacks", func(s *Service) error { _, err := s.ReadFile(ctx, alice, "sb-nofiles", "a"); return err }, CodeCapability},
-		{"ticket for another's sandbox", func(s *Service) error {
-			_, err := New(Config{Sandboxes: s.cfg.Sandboxes, Tickets: TicketMinter{}}).IssueTicket(ctx, alice, "sb-bob", "vnc", true, time.Minute)
+		{"climb out of the workspace", func(s *Service, b *testBed) error {
+			_, err := s.ReadFile(ctx, alice, b.id("sb-alice"), "../../etc/passwd")
+			return err
+		}, CodeInvalidPath},
+		{"use an expired sandbox", func(s *Service, b *testBed) error { _, err := s.ReadFile(ctx, alice, b.id("sb-old"), "a"); return err }, CodeSandboxExpired},
+		{"use a capability the profile lacks", func(s *Service, b *testBed) error {
+			_, err := s.ReadFile(ctx, alice, b.id("sb-nofiles"), "a")
+			return err
+		}, CodeCapability},
+		{"ticket for another's sandbox", func(s *Service, b *testBed) error {
+			_, err := New(Config{Sandboxes: s.cfg.Sandboxes, Tickets: TicketMinter{}}).IssueTicket(ctx, alice, b.id("sb-bob"), "vnc", true, time.Minute)
 			return err
 		}, CodeNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, sbs, agent := newTestService()
-			err := tc.call(svc)
+			svc, b, agent := newTestService(t)
+			err := tc.call(svc, b)
 			if got := AsError(err).Code; got != tc.code {
 				t.Fatalf("%v: code %s, want %s", err, got, tc.code)
 			}
-			if tc.code != CodeCapability && tc.code != CodeInvalidPath && sbs.Holds() != 0 {
-				t.Errorf("a refused call started %d sandboxes", sbs.Holds())
+			if tc.code != CodeCapability && tc.code != CodeInvalidPath && b.running() != 0 {
+				t.Errorf("a refused call started %d sandboxes", b.running())
 			}
-			if agent.files["sb-bob/x"] != "" || agent.files["sb-bob/secret.txt"] != "bob's" {
+			if agent.files[b.id("sb-bob")+"/x"] != "" || agent.files[b.id("sb-bob")+"/secret.txt"] != "bob's" {
 				t.Errorf("bob's workspace changed: %v", agent.files)
 			}
 		})
@@ -145,24 +226,24 @@ func TestOwnership(t *testing.T) {
 // TestDeleteIsIdempotentAndScoped: deleting another's sandbox succeeds as if it were gone, and leaves it be.
 func TestDeleteIsIdempotentAndScoped(t *testing.T) {
 	ctx := context.Background()
-	svc, sbs, _ := newTestService()
-	if err := svc.DeleteSandbox(ctx, Principal{Owner: "alice"}, "sb-bob"); err != nil {
+	svc, b, _ := newTestService(t)
+	if err := svc.DeleteSandbox(ctx, Principal{Owner: "alice"}, b.id("sb-bob")); err != nil {
 		t.Fatalf("delete of another's sandbox: %v", err)
 	}
-	if _, err := sbs.Get(ctx, "sb-bob"); err != nil {
+	if _, err := b.m.Get(ctx, b.id("sb-bob")); err != nil {
 		t.Fatalf("bob's sandbox was deleted by alice: %v", err)
 	}
-	if err := svc.DeleteSandbox(ctx, Principal{Owner: "bob"}, "sb-bob"); err != nil {
+	if err := svc.DeleteSandbox(ctx, Principal{Owner: "bob"}, b.id("sb-bob")); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.DeleteSandbox(ctx, Principal{Owner: "bob"}, "sb-bob"); err != nil {
+	if err := svc.DeleteSandbox(ctx, Principal{Owner: "bob"}, b.id("sb-bob")); err != nil {
 		t.Errorf("a second delete: %v", err)
 	}
 	admin := Principal{Owner: "ops", Admin: true}
-	if err := svc.DeleteSandbox(ctx, admin, "sb-alice"); err != nil {
+	if err := svc.DeleteSandbox(ctx, admin, b.id("sb-alice")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sbs.Get(ctx, "sb-alice"); err == nil {
+	if _, err := b.m.Get(ctx, b.id("sb-alice")); err == nil {
 		t.Errorf("an admin's delete left the sandbox")
 	}
 }
@@ -170,20 +251,20 @@ func TestDeleteIsIdempotentAndScoped(t *testing.T) {
 // TestTransferBetweenOwnSandboxes: an exported file of one's own sandbox is imported into another, within the cap.
 func TestTransferBetweenOwnSandboxes(t *testing.T) {
 	ctx := context.Background()
-	svc, _, agent := newTestService()
+	svc, b, agent := newTestService(t)
 	alice := Principal{Owner: "alice"}
-	if _, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"./notes.txt"}); err != nil {
+	if _, err := svc.ExportFiles(ctx, alice, b.id("sb-alice"), []string{"./notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt", Destination: "in/copy.txt"})
-	if err != nil || res.Size != int64(len("alice's")) || agent.files["sb-alice2/in/copy.txt"] != "alice's" || res.Source != "sandbox:sb-alice/notes.txt" {
+	res, err := svc.ImportFile(ctx, alice, b.id("sb-alice2"), ImportParams{FromSandbox: b.id("sb-alice"), Path: "notes.txt", Destination: "in/copy.txt"})
+	if err != nil || res.Size != int64(len("alice's")) || agent.files[b.id("sb-alice2")+"/in/copy.txt"] != "alice's" || res.Source != "sandbox:"+b.id("sb-alice")+"/notes.txt" {
 		t.Fatalf("import: %+v %v", res, err)
 	}
 	small := New(Config{Sandboxes: svc.cfg.Sandboxes, Agent: agent, MaxUploadBytes: 3})
-	if _, err := small.Upload(ctx, alice, "sb-alice", "big", strings.NewReader("four")); AsError(err).Code != CodePayloadTooLarge {
+	if _, err := small.Upload(ctx, alice, b.id("sb-alice"), "big", strings.NewReader("four")); AsError(err).Code != CodePayloadTooLarge {
 		t.Errorf("an upload over the cap: %v", err)
 	}
-	if _, err := svc.ImportFile(ctx, alice, "sb-alice", ImportParams{URL: "file:///etc/passwd"}); AsError(err).Code != CodeValidation {
+	if _, err := svc.ImportFile(ctx, alice, b.id("sb-alice"), ImportParams{URL: "file:///etc/passwd"}); AsError(err).Code != CodeValidation {
 		t.Errorf("a file: URL: %v", err)
 	}
 }
@@ -192,12 +273,12 @@ func TestTransferBetweenOwnSandboxes(t *testing.T) {
 // caller, which goes with the sandbox.
 func TestCreateRecordsManagedCargo(t *testing.T) {
 	ctx := context.Background()
-	svc, sbs, _ := newTestService()
+	svc, b, _ := newTestService(t)
 	sb, err := svc.CreateSandbox(ctx, Principal{Owner: "carol"}, CreateParams{})
 	if err != nil || sb.Profile != DefaultProfile {
 		t.Fatalf("create: %+v %v", sb, err)
 	}
-	if w, _ := sbs.Workspace(ctx, sb.WorkspaceID); w == nil || w.Owner != "carol" || !w.Managed || w.SizeLimitMB != 1024 {
+	if w, _ := b.m.Workspace(ctx, sb.WorkspaceID); w == nil || w.Owner != "carol" || !w.Managed || w.SizeLimitMB != 1024 {
 		t.Fatalf("the managed cargo of %s: %+v", sb.ID, w)
 	}
 	// Attaching it as a cargo is the owner's alone.
@@ -210,7 +291,7 @@ func TestCreateRecordsManagedCargo(t *testing.T) {
 	if err := svc.DeleteSandbox(ctx, Principal{Owner: "carol"}, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if sbs.HasWorkspace(sb.WorkspaceID) {
-		t.Errorf("the managed cargo outlived its sandbox")
+	if w, err := b.m.Workspace(ctx, sb.WorkspaceID); err == nil || AsError(err).Code != CodeNotFound {
+		t.Errorf("the managed cargo outlived its sandbox: %+v %v", w, err)
 	}
 }

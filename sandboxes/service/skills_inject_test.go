@@ -48,6 +48,22 @@ func (a *workspaceAgent) Remove(_ context.Context, t sandboxes.Target, p string)
 	return nil
 }
 
+// realSandboxes starts the real Manager over sandboxestest's engine serving profiles and creates one sandbox of
+// each owner and profile given; it answers the Manager and the id it gave each, by the name given as ID.
+func realSandboxes(t testing.TB, profiles []sandboxes.Profile, boxes ...sandboxes.Sandbox) (*sandboxes.Manager, map[string]string) {
+	t.Helper()
+	m, _ := sandboxestest.NewManager(t, sandboxes.Config{Profiles: profiles})
+	ids := map[string]string{}
+	for _, b := range boxes {
+		sb, err := m.Create(context.Background(), sandboxes.CreateRequest{Owner: b.Owner, Profile: b.Profile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[b.ID] = sb.ID
+	}
+	return m, ids
+}
+
 func (a *workspaceAgent) takeCalls() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -63,17 +79,22 @@ func TestSkillInjection(t *testing.T) {
 	ctx := context.Background()
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "s.db"))
 	t.Cleanup(func() { st.Close() })
-	core := sandboxestest.New([]sandboxes.Profile{{ID: "ship", Skills: "skills"}, {ID: "plain"}},
-		sandboxes.Sandbox{ID: "sb-a", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}},
-		sandboxes.Sandbox{ID: "sb-plain", Owner: "alice", Profile: "plain", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}},
-		sandboxes.Sandbox{ID: "sb-b", Owner: "bob", Profile: "ship", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell}})
+	shell := []string{sandboxes.CapShell}
+	core, ids := realSandboxes(t, []sandboxes.Profile{{ID: "ship", Image: "img", Skills: "skills", Capabilities: shell},
+		{ID: "plain", Image: "img", Capabilities: shell}},
+		sandboxes.Sandbox{ID: "sb-a", Owner: "alice", Profile: "ship"},
+		sandboxes.Sandbox{ID: "sb-plain", Owner: "alice", Profile: "plain"},
+		sandboxes.Sandbox{ID: "sb-b", Owner: "bob", Profile: "ship"})
 	agent := &workspaceAgent{files: map[string]string{}}
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	svc := New(Config{Sandboxes: core, Agent: agent, History: st, Skills: st, Now: func() time.Time { now = now.Add(time.Second); return now }})
-	exec := func(id string) []string {
+	exec := func(name string) []string {
 		t.Helper()
-		sb, _ := core.Box(id)
-		if _, err := svc.RunShell(ctx, Principal{Owner: sb.Owner}, id, ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{}); err != nil {
+		sb, err := core.Get(ctx, ids[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.RunShell(ctx, Principal{Owner: sb.Owner}, sb.ID, ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{}); err != nil {
 			t.Fatal(err)
 		}
 		return agent.takeCalls()
@@ -81,7 +102,7 @@ func TestSkillInjection(t *testing.T) {
 	if got := exec("sb-a"); got != nil { // no releases yet: nothing written
 		t.Fatalf("writes without releases: %q", got)
 	}
-	hist, _, _ := svc.History(ctx, alice, "sb-a", nil, 0, 1)
+	hist, _, _ := svc.History(ctx, alice, ids["sb-a"], nil, 0, 1)
 	summary, notes := "Load a CSV", "call load(path)"
 	promote := func(key string) *SkillRelease {
 		t.Helper()
@@ -128,7 +149,7 @@ func TestSkillInjection(t *testing.T) {
 			t.Errorf("%s: %q, want %q", s.name, got, s.want)
 		}
 	}
-	md := agent.files["sb-a/skills/csv-loader/SKILL.md"]
+	md := agent.files[ids["sb-a"]+"/skills/csv-loader/SKILL.md"]
 	front := regexp.MustCompile(`(?s)^---\nname: "csv-loader"\ndescription: "Load a CSV"\nversion: 2\nstage: "stable"\nrelease_id: "sr-[0-9a-f]{12}"\n---\n`)
 	if !front.MatchString(md) || !strings.Contains(md, "## Usage\n\ncall load(path)") || !strings.Contains(md, `"runtime": "python"`) ||
 		!strings.Contains(md, hist[0].ID) {
@@ -180,16 +201,16 @@ func TestBuiltinSkills(t *testing.T) {
 	ctx := context.Background()
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "s.db"))
 	t.Cleanup(func() { st.Close() })
-	core := sandboxestest.New([]sandboxes.Profile{{ID: "ship", Skills: "skills"}},
-		sandboxes.Sandbox{ID: "sb-py", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady,
-			Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython}},
-		sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady,
-			Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython, sandboxes.CapBrowser}})
+	core, ids := realSandboxes(t, []sandboxes.Profile{
+		{ID: "ship-py", Image: "img", Skills: "skills", Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython}},
+		{ID: "ship-web", Image: "img", Skills: "skills", Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython, sandboxes.CapBrowser}}},
+		sandboxes.Sandbox{ID: "sb-py", Owner: "alice", Profile: "ship-py"},
+		sandboxes.Sandbox{ID: "sb-web", Owner: "alice", Profile: "ship-web"})
 	agent := &workspaceAgent{files: map[string]string{}}
 	svc := New(Config{Sandboxes: core, Agent: agent, History: st, Skills: st})
-	exec := func(id string) []string {
+	exec := func(name string) []string {
 		t.Helper()
-		if _, err := svc.RunShell(ctx, alice, id, ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{}); err != nil {
+		if _, err := svc.RunShell(ctx, alice, ids[name], ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{}); err != nil {
 			t.Fatal(err)
 		}
 		return agent.takeCalls()
@@ -201,11 +222,11 @@ func TestBuiltinSkills(t *testing.T) {
 		t.Errorf("browser sandbox: %q", got)
 	}
 	for _, name := range []string{"python-sandbox", "browser-automation"} {
-		if md := agent.files["sb-web/skills/"+name+"/SKILL.md"]; !strings.HasPrefix(md, "---\nname: "+name+"\ndescription: \"") {
+		if md := agent.files[ids["sb-web"]+"/skills/"+name+"/SKILL.md"]; !strings.HasPrefix(md, "---\nname: "+name+"\ndescription: \"") {
 			t.Errorf("%s:\n%s", name, md)
 		}
 	}
-	hist, _, _ := svc.History(ctx, alice, "sb-py", nil, 0, 1)
+	hist, _, _ := svc.History(ctx, alice, ids["sb-py"], nil, 0, 1)
 	summary := "our own python notes"
 	c, err := svc.CreateSkillCandidate(ctx, alice, NewSkillCandidate{SkillKey: "python-sandbox", SourceExecutionIDs: []string{hist[0].ID}, Summary: &summary})
 	if err != nil {
@@ -218,7 +239,7 @@ func TestBuiltinSkills(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec("sb-py")
-	if md := agent.files["sb-py/skills/python-sandbox/SKILL.md"]; !strings.Contains(md, summary) {
+	if md := agent.files[ids["sb-py"]+"/skills/python-sandbox/SKILL.md"]; !strings.Contains(md, summary) {
 		t.Errorf("released python-sandbox:\n%s", md)
 	}
 }
@@ -230,20 +251,22 @@ func BenchmarkSkillInjectCheck(b *testing.B) {
 	ctx := context.Background()
 	st := sandboxes.NewBoltStore(filepath.Join(b.TempDir(), "s.db"))
 	defer st.Close()
-	core := sandboxestest.New([]sandboxes.Profile{{ID: "ship", Skills: "skills"}},
-		sandboxes.Sandbox{ID: "sb", Owner: "alice", Profile: "ship", Status: sandboxes.StatusReady, Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython}})
+	core, ids := realSandboxes(b, []sandboxes.Profile{{ID: "ship", Image: "img", Skills: "skills",
+		Capabilities: []string{sandboxes.CapShell, sandboxes.CapPython}}},
+		sandboxes.Sandbox{ID: "sb", Owner: "alice", Profile: "ship"})
+	sb := ids["sb"]
 	agent := &workspaceAgent{files: map[string]string{}}
 	svc := New(Config{Sandboxes: core, Agent: agent, History: st, Skills: st})
-	_, _ = svc.RunShell(ctx, alice, "sb", ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{})
-	hist, _, _ := svc.History(ctx, alice, "sb", nil, 0, 1)
+	_, _ = svc.RunShell(ctx, alice, sb, ShellParams{Command: "true", Timeout: time.Second}, ExecMeta{})
+	hist, _, _ := svc.History(ctx, alice, sb, nil, 0, 1)
 	for i := range 20 {
 		c, _ := svc.CreateSkillCandidate(ctx, alice, NewSkillCandidate{SkillKey: string(rune('a'+i)) + "-skill", SourceExecutionIDs: []string{hist[0].ID}})
 		_, _ = svc.EvaluateSkillCandidate(ctx, alice, c.ID, NewSkillEvaluation{Passed: true})
 		_, _ = svc.PromoteSkillCandidate(ctx, alice, c.ID, SkillPromotion{})
 	}
-	svc.injectSkills(ctx, "sb", sandboxes.Target{SandboxID: "sb"})
+	svc.injectSkills(ctx, sb, sandboxes.Target{SandboxID: sb})
 	b.ResetTimer()
 	for b.Loop() {
-		svc.injectSkills(ctx, "sb", sandboxes.Target{SandboxID: "sb"})
+		svc.injectSkills(ctx, sb, sandboxes.Target{SandboxID: sb})
 	}
 }

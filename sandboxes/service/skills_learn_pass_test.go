@@ -84,13 +84,13 @@ func TestLearnBrowserRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newSkillFixture(t)
 			ctx := context.Background()
-			id := f.learnRun(t, "sb-alice", "skill:shop-login,trace", "Log in to the shop", tc.commands, tc.fail...)
+			id := f.learnRun(t, f.aliceSB, "skill:shop-login,trace", "Log in to the shop", tc.commands, tc.fail...)
 			pol := DefaultLearnPolicy()
 			pol.AutoRelease = tc.autoRelease
 			if _, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil {
 				t.Fatal(err)
 			}
-			e := f.entry(t, "sb-alice", id)
+			e := f.entry(t, f.aliceSB, id)
 			if *e.LearnStatus != tc.status || !reflect2(e.LearnError, tc.learnErr) || e.LearnProcessedAt == nil {
 				t.Fatalf("entry learn_status %v error %v at %v, want %s %v", *e.LearnStatus, e.LearnError, e.LearnProcessedAt, tc.status, tc.learnErr)
 			}
@@ -149,7 +149,7 @@ func reflect2(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil 
 func TestLearnOnce(t *testing.T) {
 	f := newSkillFixture(t)
 	ctx := context.Background()
-	id := f.learnRun(t, "sb-alice", "skill:k", "", []string{"open a", "eval 1", "eval 2"})
+	id := f.learnRun(t, f.aliceSB, "skill:k", "", []string{"open a", "eval 1", "eval 2"})
 	pol := DefaultLearnPolicy()
 	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Processed != 1 || res.Candidates != 1 || res.PromotedCanary != 1 {
 		t.Fatalf("first pass %+v %v", res, err)
@@ -158,7 +158,7 @@ func TestLearnOnce(t *testing.T) {
 		t.Fatalf("second pass %+v %v", res, err)
 	}
 	// The gateway stopped after the records were written but before the run was marked.
-	if _, _, err := f.st.UpdateHistory("sb-alice", id, func(e *sandboxes.HistoryEntry) { e.LearnStatus = strPtr(LearnPending) }); err != nil {
+	if _, _, err := f.st.UpdateHistory(f.aliceSB, id, func(e *sandboxes.HistoryEntry) { e.LearnStatus = strPtr(LearnPending) }); err != nil {
 		t.Fatal(err)
 	}
 	restarted := New(f.svc.cfg)
@@ -168,7 +168,7 @@ func TestLearnOnce(t *testing.T) {
 	if n, r := len(f.candidates(t, alice)), len(f.releases(t, alice)); n != 1 || r != 1 {
 		t.Fatalf("%d candidates and %d releases after three passes, want 1 and 1", n, r)
 	}
-	if *f.entry(t, "sb-alice", id).LearnStatus != LearnProcessed {
+	if *f.entry(t, f.aliceSB, id).LearnStatus != LearnProcessed {
 		t.Fatal("the run is not marked processed")
 	}
 }
@@ -196,7 +196,7 @@ func TestLearnOwnerScoped(t *testing.T) {
 		t.Fatal(err)
 	}
 	evil := []string{"open https://evil.example", "eval steal()", "eval send()"}
-	f.learnRun(t, "sb-alice", "skill:shared", "", evil)
+	f.learnRun(t, f.aliceSB, "skill:shared", "", evil)
 	if _, err := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +226,11 @@ func TestLearnQuota(t *testing.T) {
 	if _, err := f.svc.CreateSkillPayload(ctx, alice, "", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	id := f.learnRun(t, "sb-alice", "", "", []string{"open a", "eval 1", "eval 2"})
+	id := f.learnRun(t, f.aliceSB, "", "", []string{"open a", "eval 1", "eval 2"})
 	if res, err := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); err != nil || res.Errored != 1 {
 		t.Fatalf("pass %+v %v", res, err)
 	}
-	e := f.entry(t, "sb-alice", id)
+	e := f.entry(t, f.aliceSB, id)
 	if *e.LearnStatus != LearnError || e.LearnError == nil || len(f.candidates(t, alice)) != 0 {
 		t.Fatalf("entry %v %v, candidates %d", *e.LearnStatus, e.LearnError, len(f.candidates(t, alice)))
 	}
@@ -242,14 +242,14 @@ func TestLearnBatch(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 3 {
-		ids = append(ids, f.learnRun(t, "sb-alice", "", "", []string{"get title"}))
+		ids = append(ids, f.learnRun(t, f.aliceSB, "", "", []string{"get title"}))
 	}
 	pol := DefaultLearnPolicy()
 	pol.Batch = 2
 	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Skipped != 2 {
 		t.Fatalf("pass %+v %v", res, err)
 	}
-	if *f.entry(t, "sb-alice", ids[2]).LearnStatus != LearnPending || *f.entry(t, "sb-alice", ids[0]).LearnStatus != LearnSkipped {
+	if *f.entry(t, f.aliceSB, ids[2]).LearnStatus != LearnPending || *f.entry(t, f.aliceSB, ids[0]).LearnStatus != LearnSkipped {
 		t.Fatal("the pass did not take the oldest runs")
 	}
 	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Skipped != 1 {
@@ -263,12 +263,12 @@ func TestAutoCanaries(t *testing.T) {
 	t.Run("healthy becomes stable", func(t *testing.T) {
 		f := newSkillFixture(t)
 		ctx := context.Background()
-		f.learnRun(t, "sb-alice", "skill:k", "", []string{"open a", "eval 1", "eval 2"})
+		f.learnRun(t, f.aliceSB, "skill:k", "", []string{"open a", "eval 1", "eval 2"})
 		if _, err := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); err != nil {
 			t.Fatal(err)
 		}
 		canary := f.releases(t, alice)[0]
-		f.exec(t, "sb-alice", true, 10, "release:"+canary.ID)
+		f.exec(t, f.aliceSB, true, 10, "release:"+canary.ID)
 		if res, _ := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); res.PromotedStable != 0 {
 			t.Fatal("promoted before its window ended")
 		}
@@ -291,7 +291,7 @@ func TestAutoCanaries(t *testing.T) {
 		f := newSkillFixture(t)
 		ctx := context.Background()
 		_, manual := f.release(t, "k", StageStable)
-		f.learnRun(t, "sb-alice", "skill:k", "", []string{"open a", "eval 1", "eval 2"})
+		f.learnRun(t, f.aliceSB, "skill:k", "", []string{"open a", "eval 1", "eval 2"})
 		if _, err := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestAutoCanaries(t *testing.T) {
 		if canary.ReleaseMode != ReleaseAuto || *canary.AutoPromotedFrom != manual.ID {
 			t.Fatalf("canary %+v", canary)
 		}
-		f.exec(t, "sb-alice", false, 10, "release:"+canary.ID)
+		f.exec(t, f.aliceSB, false, 10, "release:"+canary.ID)
 		if res, err := f.svc.LearnBrowserRuns(ctx, DefaultLearnPolicy()); err != nil || res.RolledBack != 1 {
 			t.Fatalf("pass %+v %v", res, err)
 		}
@@ -317,7 +317,7 @@ func TestAutoCanaries(t *testing.T) {
 func TestSkillPayloadServesTraces(t *testing.T) {
 	f := newSkillFixture(t)
 	ctx := context.Background()
-	id, ref := f.svc.RecordBrowser(ctx, "sb-alice", BrowserRun{Commands: []string{"open a"}, Steps: []BrowserStep{{Cmd: "open a"}}, Success: true},
+	id, ref := f.svc.RecordBrowser(ctx, f.aliceSB, BrowserRun{Commands: []string{"open a"}, Steps: []BrowserStep{{Cmd: "open a"}}, Success: true},
 		BrowserEvidence{IncludeTrace: true})
 	if ref == nil {
 		t.Fatal("no trace ref")
@@ -326,7 +326,7 @@ func TestSkillPayloadServesTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trace, err := f.svc.BrowserTrace(ctx, alice, "sb-alice", *ref)
+	trace, err := f.svc.BrowserTrace(ctx, alice, f.aliceSB, *ref)
 	if err != nil || blob.Kind != TraceKindPayload || string(blob.Payload) != string(trace) {
 		t.Fatalf("payload %s %s, trace %s %v", blob.Kind, blob.Payload, trace, err)
 	}
@@ -354,15 +354,15 @@ func TestRunBrowserLearning(t *testing.T) {
 	for _, c := range cmds {
 		run.Steps = append(run.Steps, BrowserStep{Cmd: c})
 	}
-	id, _ := f.svc.RecordBrowser(ctx, "sb-alice", run, BrowserEvidence{Learn: true})
-	for *f.entry(t, "sb-alice", id).LearnStatus == LearnPending {
+	id, _ := f.svc.RecordBrowser(ctx, f.aliceSB, run, BrowserEvidence{Learn: true})
+	for *f.entry(t, f.aliceSB, id).LearnStatus == LearnPending {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the recorded run was never learned")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if e := f.entry(t, "sb-alice", id); *e.LearnStatus != LearnProcessed {
+	if e := f.entry(t, f.aliceSB, id); *e.LearnStatus != LearnProcessed {
 		t.Fatalf("learn_status %s", *e.LearnStatus)
 	}
 	cancel()
@@ -375,13 +375,13 @@ func TestLearnDedup(t *testing.T) {
 	f := newSkillFixture(t)
 	ctx := context.Background()
 	cmds := []string{"open a", "eval 1"}
-	f.learnRun(t, "sb-alice", "skill:login", "", cmds)
-	f.learnRun(t, "sb-alice", "skill:login", "", cmds)
+	f.learnRun(t, f.aliceSB, "skill:login", "", cmds)
+	f.learnRun(t, f.aliceSB, "skill:login", "", cmds)
 	pol := DefaultLearnPolicy()
 	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Processed != 2 || res.Candidates != 1 {
 		t.Fatalf("pass %+v %v", res, err)
 	}
-	f.learnRun(t, "sb-alice", "skill:checkout", "", cmds)
+	f.learnRun(t, f.aliceSB, "skill:checkout", "", cmds)
 	if res, err := f.svc.LearnBrowserRuns(ctx, pol); err != nil || res.Processed != 1 || res.Candidates != 1 {
 		t.Fatalf("second pass %+v %v", res, err)
 	}

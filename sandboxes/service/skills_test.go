@@ -13,12 +13,14 @@ import (
 	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 )
 
-// skillFixture is the service over a real store, alice's and bob's sandboxes, and one recorded execution of each.
+// skillFixture is the service over a real Manager and store, alice's and bob's sandboxes, and one recorded execution of each.
 type skillFixture struct {
 	svc            *Service
 	st             *sandboxes.BoltStore
 	now            time.Time
 	aliceExec, bob string
+	// aliceSB and bobSB are alice's and bob's sandboxes.
+	aliceSB, bobSB string
 }
 
 func newSkillFixture(t *testing.T, mutate ...func(*Config)) *skillFixture {
@@ -26,16 +28,21 @@ func newSkillFixture(t *testing.T, mutate ...func(*Config)) *skillFixture {
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "skills.db"))
 	t.Cleanup(func() { st.Close() })
 	f := &skillFixture{st: st, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	core := sandboxestest.New(nil,
-		sandboxes.Sandbox{ID: "sb-alice", Owner: "alice", Status: sandboxes.StatusReady},
-		sandboxes.Sandbox{ID: "sb-bob", Owner: "bob", Status: sandboxes.StatusReady})
+	core, _ := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img"}}})
+	for owner, id := range map[string]*string{"alice": &f.aliceSB, "bob": &f.bobSB} {
+		sb, err := core.Create(context.Background(), sandboxes.CreateRequest{Owner: owner, Profile: "base"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*id = sb.ID
+	}
 	cfg := Config{Sandboxes: core, History: st, Skills: st, Now: func() time.Time { return f.now }}
 	for _, m := range mutate {
 		m(&cfg)
 	}
 	f.svc = New(cfg)
-	f.aliceExec = f.exec(t, "sb-alice", true, 10, "")
-	f.bob = f.exec(t, "sb-bob", true, 10, "")
+	f.aliceExec = f.exec(t, f.aliceSB, true, 10, "")
+	f.bob = f.exec(t, f.bobSB, true, 10, "")
 	return f
 }
 
@@ -281,10 +288,10 @@ func TestSkillHealth(t *testing.T) {
 	_, v2 := f.release(t, "h", StageCanary)
 	tag := "a,release:" + v2.ID
 	for i, ok := range []bool{true, true, true, false} {
-		f.exec(t, "sb-alice", ok, int64(100*(i+1)), tag)
+		f.exec(t, f.aliceSB, ok, int64(100*(i+1)), tag)
 	}
-	f.exec(t, "sb-alice", false, 1, "release:"+v2.ID+"x") // another tag, not counted
-	f.exec(t, "sb-bob", false, 1, tag)                    // bob's execution, not alice's evidence
+	f.exec(t, f.aliceSB, false, 1, "release:"+v2.ID+"x") // another tag, not counted
+	f.exec(t, f.bobSB, false, 1, tag)                    // bob's execution, not alice's evidence
 	h, err := f.svc.SkillReleaseHealth(ctx, alice, v2.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +305,7 @@ func TestSkillHealth(t *testing.T) {
 	}
 	// Executions after the window do not count.
 	f.now = v2.PromotedAt.Add(25 * time.Hour)
-	f.exec(t, "sb-alice", false, 1, tag)
+	f.exec(t, f.aliceSB, false, 1, tag)
 	if h, _ := f.svc.SkillReleaseHealth(ctx, alice, v2.ID); h.Samples != 4 || !h.WindowComplete {
 		t.Errorf("after the window: %+v", h)
 	}

@@ -18,7 +18,7 @@ import (
 // refused before anything is stored. On the old code every call was stored (1,000 paths of ~32 KiB each).
 func TestExportFloodBounded(t *testing.T) {
 	ctx := context.Background()
-	svc, _, _ := newTestService()
+	svc, b, _ := newTestService(t)
 	dbPath := filepath.Join(t.TempDir(), "gw.db")
 	st := sandboxes.NewBoltStore(dbPath)
 	defer st.Close()
@@ -32,7 +32,7 @@ func TestExportFloodBounded(t *testing.T) {
 		for i := range paths {
 			paths[i] = fmt.Sprintf("%s%d-%d", long, call, i)
 		}
-		if _, err := svc.ExportFiles(ctx, alice, "sb-alice", paths); err != nil {
+		if _, err := svc.ExportFiles(ctx, alice, b.id("sb-alice"), paths); err != nil {
 			refused = err
 			break
 		}
@@ -50,17 +50,17 @@ func TestExportFloodBounded(t *testing.T) {
 	}
 	// The count bound, on a store with a small one.
 	svc.cfg.ExportLimits = sandboxes.ExportLimits{MaxPerOwner: 3}
-	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, "sb-bob", []string{"a", "b", "c", "d"}); AsError(err).Code != CodeQuotaExceeded || AsError(err).Details["scope"] != "export_count" {
+	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, b.id("sb-bob"), []string{"a", "b", "c", "d"}); AsError(err).Code != CodeQuotaExceeded || AsError(err).Details["scope"] != "export_count" {
 		t.Errorf("four paths over a bound of three: %v", err)
 	}
-	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, "sb-bob", []string{"a", "b", "a", "c"}); err != nil {
+	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, b.id("sb-bob"), []string{"a", "b", "a", "c"}); err != nil {
 		t.Errorf("three distinct paths (one named twice) within a bound of three: %v", err)
 	}
-	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, "sb-bob", []string{"a", "b"}); err != nil {
+	if _, err := svc.ExportFiles(ctx, Principal{Owner: "bob"}, b.id("sb-bob"), []string{"a", "b"}); err != nil {
 		t.Errorf("renewing exported paths does not add to the count: %v", err)
 	}
 	// One path over the byte bound.
-	if _, err := svc.ExportFiles(ctx, alice, "sb-alice2", []string{strings.Repeat("x", sandboxes.MaxExportPathBytes+1)}); AsError(err).Code != CodeValidation {
+	if _, err := svc.ExportFiles(ctx, alice, b.id("sb-alice2"), []string{strings.Repeat("x", sandboxes.MaxExportPathBytes+1)}); AsError(err).Code != CodeValidation {
 		t.Errorf("a path over %d bytes: %v", sandboxes.MaxExportPathBytes, err)
 	}
 }
@@ -68,27 +68,27 @@ func TestExportFloodBounded(t *testing.T) {
 // TestExportExpires: an export past its TTL is neither listed nor importable, and exporting again renews it.
 func TestExportExpires(t *testing.T) {
 	ctx := context.Background()
-	svc, _, _ := newTestService()
+	svc, b, _ := newTestService(t)
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "gw.db"))
 	defer st.Close()
 	svc.cfg.Exports = st
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc.cfg.Now = func() time.Time { return now }
 	alice := Principal{Owner: "alice"}
-	if _, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"notes.txt"}); err != nil {
+	if _, err := svc.ExportFiles(ctx, alice, b.id("sb-alice"), []string{"notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(sandboxes.DefaultExportTTL)
-	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 0 {
+	if es, err := svc.ListExports(ctx, alice, b.id("sb-alice")); err != nil || len(es) != 0 {
 		t.Errorf("expired exports listed: %v %v", es, err)
 	}
-	if _, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"}); AsError(err).Code != CodeForbidden {
+	if _, err := svc.ImportFile(ctx, alice, b.id("sb-alice2"), ImportParams{FromSandbox: b.id("sb-alice"), Path: "notes.txt"}); AsError(err).Code != CodeForbidden {
 		t.Errorf("importing an expired export: %v", err)
 	}
-	if _, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"notes.txt"}); err != nil {
+	if _, err := svc.ExportFiles(ctx, alice, b.id("sb-alice"), []string{"notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"}); err != nil {
+	if _, err := svc.ImportFile(ctx, alice, b.id("sb-alice2"), ImportParams{FromSandbox: b.id("sb-alice"), Path: "notes.txt"}); err != nil {
 		t.Errorf("importing a renewed export: %v", err)
 	}
 }
@@ -97,7 +97,7 @@ func TestExportExpires(t *testing.T) {
 // expires, and past that it is neither listed nor importable.
 func TestExportTTLConfigured(t *testing.T) {
 	ctx := context.Background()
-	svc, _, _ := newTestService()
+	svc, b, _ := newTestService(t)
 	st := sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "gw.db"))
 	defer st.Close()
 	svc.cfg.Exports = st
@@ -105,19 +105,19 @@ func TestExportTTLConfigured(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc.cfg.Now = func() time.Time { return now }
 	alice := Principal{Owner: "alice"}
-	es, err := svc.ExportFiles(ctx, alice, "sb-alice", []string{"notes.txt"})
+	es, err := svc.ExportFiles(ctx, alice, b.id("sb-alice"), []string{"notes.txt"})
 	if err != nil || len(es) != 1 || !es[0].ExpiresAt.Equal(now.Add(2*time.Hour)) {
 		t.Fatalf("export under a 2h TTL: %+v %v", es, err)
 	}
 	now = now.Add(2*time.Hour - time.Second)
-	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 1 {
+	if es, err := svc.ListExports(ctx, alice, b.id("sb-alice")); err != nil || len(es) != 1 {
 		t.Errorf("a live export not listed: %v %v", es, err)
 	}
 	now = now.Add(time.Second)
-	if es, err := svc.ListExports(ctx, alice, "sb-alice"); err != nil || len(es) != 0 {
+	if es, err := svc.ListExports(ctx, alice, b.id("sb-alice")); err != nil || len(es) != 0 {
 		t.Errorf("an export past its 2h TTL listed: %v %v", es, err)
 	}
-	if _, err := svc.ImportFile(ctx, alice, "sb-alice2", ImportParams{FromSandbox: "sb-alice", Path: "notes.txt"}); AsError(err).Code != CodeForbidden {
+	if _, err := svc.ImportFile(ctx, alice, b.id("sb-alice2"), ImportParams{FromSandbox: b.id("sb-alice"), Path: "notes.txt"}); AsError(err).Code != CodeForbidden {
 		t.Errorf("importing an export past its TTL: %v", err)
 	}
 }

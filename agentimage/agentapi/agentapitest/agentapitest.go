@@ -24,6 +24,18 @@ func Redirect(status int, to string) http.Handler {
 	})
 }
 
+// Healthy answers the readiness probe (GET /health) as a ready agent does and hands every other request to h: an
+// agent that passed the Manager's probe when its sandbox started and was replaced afterwards.
+func Healthy(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			_, _ = io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // ServeTCP serves h on a loopback port until the test ends and returns its host:port.
 func ServeTCP(t testing.TB, h http.Handler) string {
 	t.Helper()
