@@ -313,6 +313,9 @@ func startManagerOn(t *testing.T, d Driver, st Store, cfg Config) *Manager {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
+	// The collection Start asks for runs in the background: it is over before the test changes what it would
+	// collect (an expiry the test sets by hand, say, which it would otherwise handle in the test's stead).
+	waitFor(t, func() bool { return m.GCState().Collections > 0 })
 	return m
 }
 

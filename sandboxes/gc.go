@@ -103,6 +103,8 @@ type GCState struct {
 	Running bool
 	// Interval is how often the loop collects (GCInterval).
 	Interval time.Duration
+	// Collections counts the collections finished since the Manager started (the one Start asks for first).
+	Collections uint64
 	// Instance is this gateway's instance id (its containers' labels; the orphan sweep spares other instances').
 	Instance string
 	// Leader: this gateway runs the destructive parts (idle, expiry, orphans); false on a fleet's other gateways,
@@ -115,7 +117,7 @@ func (m *Manager) GCState() GCState {
 	m.mu.RLock()
 	interval := m.cfg.GCInterval
 	m.mu.RUnlock()
-	return GCState{Running: m.gcRunning.Load(), Interval: interval, Instance: m.Instance(), Leader: m.gcLeader()}
+	return GCState{Running: m.gcRunning.Load(), Collections: m.gcCollections.Load(), Interval: interval, Instance: m.Instance(), Leader: m.gcLeader()}
 }
 
 func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
@@ -123,6 +125,7 @@ func (m *Manager) collect(ctx context.Context, sweepNow bool) GCReport {
 	defer m.gcRun.Unlock()
 	m.gcRunning.Store(true)
 	defer m.gcRunning.Store(false)
+	defer m.gcCollections.Add(1)
 	var rep GCReport
 	now := m.clock()
 	type job struct {

@@ -83,8 +83,9 @@ type Manager struct {
 	// gcRun makes one collection at a time (gc.go): the loop's and one asked for now (RunGC) never interleave, so
 	// two never count or remove the same object twice.
 	gcRun sync.Mutex
-	// gcRunning is true while a collection holds gcRun (GCState).
-	gcRunning atomic.Bool
+	// gcRunning is true while a collection holds gcRun (GCState); gcCollections counts the finished ones.
+	gcRunning     atomic.Bool
+	gcCollections atomic.Uint64
 	// lastSweep is when the orphan sweep last ran, guarded by mu (gc.go: it runs once per OrphanMinAge).
 	lastSweep time.Time
 	// inherited names the containers (IDs) and volumes (names) of the namespace that existed when Start listed

@@ -20,14 +20,16 @@ func BenchmarkLearnIdlePass(b *testing.B) {
 	ctx := context.Background()
 	st := sandboxes.NewBoltStore(filepath.Join(b.TempDir(), "s.db"))
 	defer st.Close()
-	var boxes []sandboxes.Sandbox
+	core, _ := sandboxestest.NewManager(b, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img"}}})
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	processed := LearnProcessed
 	for i := range learnBenchSandboxes {
-		id := fmt.Sprintf("sb-%03d", i)
-		boxes = append(boxes, sandboxes.Sandbox{ID: id, Owner: fmt.Sprintf("owner-%d", i%10), Status: sandboxes.StatusReady})
+		sb, err := core.Create(ctx, sandboxes.CreateRequest{Profile: "base", Owner: fmt.Sprintf("owner-%d", i%10)})
+		if err != nil {
+			b.Fatal(err)
+		}
 		for j := range sandboxes.MaxHistoryEntries {
-			e := &sandboxes.HistoryEntry{ID: fmt.Sprintf("exec-%03d-%04d", i, j), SandboxID: id, ExecType: "shell", Code: "echo hello",
+			e := &sandboxes.HistoryEntry{ID: fmt.Sprintf("exec-%03d-%04d", i, j), SandboxID: sb.ID, ExecType: "shell", Code: "echo hello",
 				Success: true, CreatedAt: at}
 			if j%10 == 0 { // a browser run learned long ago
 				e.ExecType, e.LearnEnabled, e.LearnStatus = "browser_batch", true, &processed
@@ -37,7 +39,6 @@ func BenchmarkLearnIdlePass(b *testing.B) {
 			}
 		}
 	}
-	core := sandboxestest.New(nil, boxes...)
 	queued := New(Config{Sandboxes: core, History: st, Skills: st})
 	scanned := New(Config{Sandboxes: core, History: scanOnly{st}, Skills: st})
 	pass := func(svc *Service) (time.Duration, uint64) {

@@ -30,13 +30,13 @@ func (f *skillFixture) pad(t testing.TB, sb string, n int) {
 func TestLearnPassIncremental(t *testing.T) {
 	f := newSkillFixture(t)
 	ctx := context.Background()
-	f.pad(t, "sb-alice", 500)
-	f.pad(t, "sb-bob", 500)
+	f.pad(t, f.aliceSB, 500)
+	f.pad(t, f.bobSB, 500)
 	pol := DefaultLearnPolicy()
 	pol.AutoRelease = false // no automatic canary: its health reads the owner's executions (skills_health.go)
 	cmds := []string{"open a", "eval 1", "eval 2"}
-	first := f.learnRun(t, "sb-alice", "skill:k", "", cmds)
-	f.learnRun(t, "sb-bob", "skill:k", "", []string{"get title"})
+	first := f.learnRun(t, f.aliceSB, "skill:k", "", cmds)
+	f.learnRun(t, f.bobSB, "skill:k", "", []string{"get title"})
 	pass := func(label string) (LearnResult, uint64) {
 		t.Helper()
 		f.st.HistorySandboxes() // waits for the queued history, so the count is the pass's alone
@@ -56,20 +56,20 @@ func TestLearnPassIncremental(t *testing.T) {
 		}
 	}
 
-	second := f.learnRun(t, "sb-alice", "skill:k2", "", cmds)
-	f.pad(t, "sb-alice", 10)
+	second := f.learnRun(t, f.aliceSB, "skill:k2", "", cmds)
+	f.pad(t, f.aliceSB, 10)
 	if res, read := pass("pass after a new run"); res.Processed != 1 || res.Candidates != 1 || read != 2 {
 		t.Fatalf("pass after a new run %+v reading %d entries, want 1 processed reading 2", res, read)
 	}
 	for _, id := range []string{first, second} {
-		if e := f.entry(t, "sb-alice", id); *e.LearnStatus != LearnProcessed {
+		if e := f.entry(t, f.aliceSB, id); *e.LearnStatus != LearnProcessed {
 			t.Fatalf("run %s is %s", id, *e.LearnStatus)
 		}
 	}
 
 	// A run recorded, then the gateway stopped before any pass (kill -9 loses nothing committed): the reopened
 	// store still has it waiting, and a new Service learns it.
-	third := f.learnRun(t, "sb-bob", "skill:k3", "", cmds)
+	third := f.learnRun(t, f.bobSB, "skill:k3", "", cmds)
 	f.st.HistorySandboxes()
 	if err := f.st.Close(); err != nil {
 		t.Fatal(err)
@@ -82,13 +82,13 @@ func TestLearnPassIncremental(t *testing.T) {
 	if res, read := pass("pass after reopening"); res.Processed != 1 || res.Candidates != 1 || read != 2 {
 		t.Fatalf("pass after reopening %+v reading %d entries, want 1 processed reading 2", res, read)
 	}
-	if e := f.entry(t, "sb-bob", third); *e.LearnStatus != LearnProcessed {
+	if e := f.entry(t, f.bobSB, third); *e.LearnStatus != LearnProcessed {
 		t.Fatalf("run %s is %s", third, *e.LearnStatus)
 	}
 
 	// A deleted sandbox's waiting runs go with its history (the reaper's DropHistory): nothing is left to read.
-	f.learnRun(t, "sb-bob", "skill:k4", "", cmds)
-	if err := st.DropHistory("sb-bob"); err != nil {
+	f.learnRun(t, f.bobSB, "skill:k4", "", cmds)
+	if err := st.DropHistory(f.bobSB); err != nil {
 		t.Fatal(err)
 	}
 	if left, err := st.PendingLearn(); err != nil || len(left) != 0 {
@@ -101,14 +101,14 @@ func TestLearnPassIncremental(t *testing.T) {
 // passes).
 func TestLearnQueueSameAsScan(t *testing.T) {
 	type step struct {
-		sb       string
+		owner    string // alice or bob: the run is in their fixture sandbox
 		commands []string
 		advance  bool // the clock moves on after this run
 	}
 	three := []string{"open a", "eval 1", "eval 2"}
 	runs := []step{
-		{"sb-alice", three, false}, {"sb-bob", three, false}, {"sb-alice", []string{"open b", "eval 3", "eval 4"}, true},
-		{"sb-alice", []string{"get title"}, false}, {"sb-bob", three, true}, {"sb-bob", []string{"open c", "eval 5"}, true},
+		{"alice", three, false}, {"bob", three, false}, {"alice", []string{"open b", "eval 3", "eval 4"}, true},
+		{"alice", []string{"get title"}, false}, {"bob", three, true}, {"bob", []string{"open c", "eval 5"}, true},
 	}
 	type outcome struct {
 		results  []LearnResult
@@ -123,6 +123,7 @@ func TestLearnQueueSameAsScan(t *testing.T) {
 			f.svc = New(cfg)
 		}
 		ctx := context.Background()
+		sandboxOf := map[string]string{"alice": f.aliceSB, "bob": f.bobSB}
 		var ids []string
 		for i, r := range runs {
 			tags := fmt.Sprintf("skill:k%d", i%2)
@@ -132,7 +133,7 @@ func TestLearnQueueSameAsScan(t *testing.T) {
 			}
 			ev := BrowserEvidence{Learn: true}
 			ev.Tags = &tags
-			id, _ := f.svc.RecordBrowser(ctx, r.sb, run, ev)
+			id, _ := f.svc.RecordBrowser(ctx, sandboxOf[r.owner], run, ev)
 			ids = append(ids, id)
 			if r.advance {
 				f.now = f.now.Add(time.Second)
@@ -149,7 +150,7 @@ func TestLearnQueueSameAsScan(t *testing.T) {
 			out.results = append(out.results, res)
 			var st []string
 			for i, id := range ids {
-				st = append(st, *f.entry(t, runs[i].sb, id).LearnStatus)
+				st = append(st, *f.entry(t, sandboxOf[runs[i].owner], id).LearnStatus)
 			}
 			out.statuses = append(out.statuses, st)
 		}
