@@ -619,16 +619,29 @@ cluster_image_id() {
 }
 
 # Our sandbox images, from the Docker engine (docker save) into containerd's k8s.io namespace, under the names Pods
-# use whatever repository they were built under. One `docker save` of all that changed writes shared layers once.
+# use whatever repository they were built under. One `docker save` of all that changed writes shared layers once. A
+# tag that moves while it is saved (an image rebuilt beside the cluster's start) is imported again, twice at most.
 import_images() {
-	local targets=() refs=() changed=() t id
+	local targets=() t attempt
 	if [ -n "${SANDGATE_K8S_IMAGES:-}" ]; then
 		read -r -a targets <<<"$SANDGATE_K8S_IMAGES"
 	else
 		mapfile -t targets < <(docker image ls --format '{{.Tag}}' "$IMAGE_REPO" | grep -v '^<none>$' | sort -u)
 	fi
 	[ ${#targets[@]} -gt 0 ] || fail "no $IMAGE_REPO image in Docker: run make images (or scripts/images.sh base) first."
-	for t in "${targets[@]}"; do
+	for attempt in 1 2 3; do
+		import_changed_images "${targets[@]}"
+		[ ${#targets[@]} -gt 0 ] || return 0
+		say "moved in Docker while imported: ${targets[*]}; importing again"
+	done
+	fail "$IMAGE_REPO:${targets[0]} kept changing in Docker while it was imported; stop the image builds and start again."
+}
+
+# import_changed_images TAG...: imports the tags whose image containerd does not have yet; on return, targets holds
+# those whose Docker image changed while they were saved.
+import_changed_images() {
+	local refs=() changed=() moved=() t id
+	for t in "$@"; do
 		id=$(docker image inspect -f '{{.Id}}' "$IMAGE_REPO:$t" 2>/dev/null) || fail "$IMAGE_REPO:$t is not in Docker: build it with scripts/images.sh $t."
 		if [ "$(cluster_image_id "$CLUSTER_IMAGE_REPO:$t")" = "$id" ]; then
 			say "image $CLUSTER_IMAGE_REPO:$t = $IMAGE_REPO:$t (${id:7:12}), imported before"
@@ -637,6 +650,7 @@ import_images() {
 		refs+=("$IMAGE_REPO:$t")
 		changed+=("$t")
 	done
+	targets=()
 	[ ${#refs[@]} -gt 0 ] || return 0
 	docker save "${refs[@]}" | ctr_k8s images import - >/dev/null
 	for t in "${changed[@]}"; do
@@ -645,9 +659,13 @@ import_images() {
 			ctr_k8s images rm "docker.io/$IMAGE_REPO:$t" >/dev/null
 		fi
 		id=$(docker image inspect -f '{{.Id}}' "$IMAGE_REPO:$t")
-		[ "$(cluster_image_id "$CLUSTER_IMAGE_REPO:$t")" = "$id" ] || fail "$CLUSTER_IMAGE_REPO:$t in containerd is not $IMAGE_REPO:$t (${id:7:12}) after the import."
+		if [ "$(cluster_image_id "$CLUSTER_IMAGE_REPO:$t")" != "$id" ]; then
+			moved+=("$t")
+			continue
+		fi
 		say "image $CLUSTER_IMAGE_REPO:$t = $IMAGE_REPO:$t (${id:7:12}), imported"
 	done
+	targets=("${moved[@]}")
 }
 
 start_kubelet() {
