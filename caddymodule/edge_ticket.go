@@ -38,11 +38,7 @@ const (
 
 // spentNonces keeps one store of spent ticket nonces per secret across config reloads: a ticket spent before a reload
 // must stay spent after it, whatever else the new config changes. Keyed by a hash of the secret, never the secret.
-var spentNonces = caddy.NewUsagePool()
-
-type pooledNonces struct{ *tickets.SpentNonces }
-
-func (pooledNonces) Destruct() error { return nil }
+var spentNonces = newPool[*tickets.SpentNonces]()
 
 // SandboxTicket is the `http.handlers.sandbox_ticket` handler: it admits a browser request to one sandbox route
 // with a one-time ticket (query `ticket=` or `Authorization: Bearer`) or the session cookie an earlier ticket set,
@@ -141,28 +137,21 @@ func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *R
 		return redisVerifier(secret, leeway, size, rdb, hex.EncodeToString(sum[:8]))
 	}
 	poolKey := "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
-	pooled, _, err := spentNonces.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
-		s, err := tickets.NewSpentNonces(size, nil)
-		if err != nil {
-			return nil, err
-		}
-		return pooledNonces{s}, nil
-	})
+	spent, err := spentNonces.load(poolKey, func() (*tickets.SpentNonces, error) { return tickets.NewSpentNonces(size, nil) })
 	if err != nil {
 		return nil, "", err
 	}
-	spent := pooled.(pooledNonces).SpentNonces
 	if size > spent.Size() {
 		// Grow only: a smaller setting in a later config must not evict live nonces (it would fail closed, but
 		// refuse good tickets); the store shrinks when the process restarts.
 		if err := spent.Resize(size); err != nil {
-			_, _ = spentNonces.Delete(poolKey)
+			_ = spentNonces.release(poolKey)
 			return nil, "", err
 		}
 	}
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: leeway, Spent: spent})
 	if err != nil {
-		_, _ = spentNonces.Delete(poolKey)
+		_ = spentNonces.release(poolKey)
 		return nil, "", err
 	}
 	return v, poolKey, nil
@@ -188,14 +177,10 @@ func redisVerifier(secret string, leeway time.Duration, size int, rdb *RedisConf
 
 // releaseVerifier drops a reference taken by sharedVerifier; an empty key is a no-op.
 func releaseVerifier(poolKey string) error {
-	if poolKey == "" {
-		return nil
-	}
 	if strings.HasPrefix(poolKey, "sandgate.redis.") {
 		return releaseRedis(poolKey)
 	}
-	_, err := spentNonces.Delete(poolKey)
-	return err
+	return spentNonces.release(poolKey)
 }
 
 func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {

@@ -107,7 +107,7 @@ func TestSandboxTicketSecretRequired(t *testing.T) {
 	if _, err := h2.gate.Verifier.Verify(tk.Token, want); err == nil {
 		t.Fatal("a ticket spent under one handler passed another handler of the same secret")
 	}
-	pooled, ok := spentNonces.References(h.poolKey)
+	pooled, ok := spentNonces.p.References(h.poolKey)
 	if !ok || pooled != 2 {
 		t.Fatalf("pool references = %d, %v", pooled, ok)
 	}

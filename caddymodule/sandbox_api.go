@@ -57,33 +57,18 @@ func init() {
 // apiKeyRings holds, per API data dir, the key ring the latest sandbox_api of that dir loaded, across reloads: the
 // console, the OpenSandbox dialect and sandbox_ticket's api_keys admit that ring's keys, so a reload that changes
 // the API's keys changes them everywhere. The keys' store is the Manager's one store.
-var apiKeyRings = caddy.NewUsagePool()
-
-type keyRingHolder struct{ keys *service.LiveKeys }
-
-// Destruct has nothing to release: the ring is memory.
-func (keyRingHolder) Destruct() error { return nil }
+// The ring is memory: the last release has nothing to close.
+var apiKeyRings = newPool[*service.LiveKeys]()
 
 // loadAPIKeyRing takes a reference to the key ring of dataDir; release it with releaseKeyRing(key).
 func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
-	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return keyRingHolder{keys: new(service.LiveKeys)}, nil
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return val.(keyRingHolder).keys, key, nil
+	ring, err = apiKeyRings.load(key, func() (*service.LiveKeys, error) { return new(service.LiveKeys), nil })
+	return ring, key, err
 }
 
 // releaseKeyRing drops a reference taken by loadAPIKeyRing; an empty key is a no-op.
-func releaseKeyRing(key string) error {
-	if key == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(key)
-	return err
-}
+func releaseKeyRing(key string) error { return apiKeyRings.release(key) }
 
 // apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
 // configured, else <caddy data dir>/sandgate.
@@ -241,8 +226,7 @@ func (s *SandboxAPI) Cleanup() error {
 	}
 	errs := []error{releaseKeyRing(s.ringKey)}
 	if s.mcp != nil {
-		_, err := mcpServers.Delete(s.ringKey)
-		errs = append(errs, err)
+		errs = append(errs, mcpServers.release(s.ringKey))
 	}
 	return errors.Join(errs...)
 }
@@ -314,22 +298,14 @@ var (
 
 // mcpServers keeps one MCP server per API data dir across reloads: its sessions live in the server, so a client's
 // session id keeps working after `caddy reload`; the new config only points the tools at its own handler (SetOps).
-var mcpServers = caddy.NewUsagePool()
+// The server has no Close: sessions end with their idle timeout or the process.
+var mcpServers = newPool[*mcpapi.Server]()
 
-type mcpHolder struct{ s *mcpapi.Server }
-
-// Destruct has nothing to release: sessions end with their idle timeout or the process.
-func (mcpHolder) Destruct() error { return nil }
-
-// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.Delete(key).
+// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.release(key).
 func loadMCPServer(key string, logger *slog.Logger) (*mcpapi.Server, error) {
-	val, _, err := mcpServers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return mcpHolder{s: mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger})}, nil
+	return mcpServers.load(key, func() (*mcpapi.Server, error) {
+		return mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger}), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return val.(mcpHolder).s, nil
 }
 
 // apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
