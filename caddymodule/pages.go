@@ -50,11 +50,9 @@ type Pages struct {
 	// ContentBaseURL is the content origin's base (https://sandbox.example.com): the console opens apps at
 	// https://{id}.sandbox.example.com/ there, never on its own origin.
 	ContentBaseURL string `json:"content_base_url,omitempty"`
-	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
-	Leeway      caddy.Duration `json:"leeway,omitempty"`
-	ReplayCache int            `json:"replay_cache,omitempty"`
-	// ReplayRedis must equal sandbox_ticket's too: the fleet's shared store of spent tickets.
-	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
+	// verifierSettings must equal sandbox_ticket's: with them the pages share its verifier (and replay cache, or
+	// the fleet's shared store of spent tickets).
+	verifierSettings
 
 	handler   *pages.Handler
 	secretKey string
@@ -80,7 +78,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	mgr := app.Manager()
 	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
 	// must count as spent on the WebSocket routes too.
-	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache, p.ReplayRedis)
+	verifier, poolKey, err := sharedVerifier(secret, p.verifierSettings)
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: ticket verifier: %w", err)
 	}
