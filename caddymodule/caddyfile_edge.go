@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -145,26 +143,9 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 	var opts proxyOptions
 	d.Next() // the directive name
 	args := d.RemainingArgs()
-	switch {
-	case len(args) == 0:
-		opts.kinds = append(opts.kinds, tickets.Kinds...)
-	case len(args) == 2 && args[0] == "port":
-		p, err := strconv.Atoi(args[1])
-		if err != nil || p < 1 || p > 65535 {
-			return opts, d.Errf("port %q is not a port number", args[1])
-		}
-		opts.kinds, opts.port = []tickets.Kind{tickets.KindApp}, p
-	default:
-		for _, a := range args {
-			k, err := tickets.ParseKind(a)
-			if err != nil {
-				return opts, d.Errf("want sandbox_proxy [<kind>...|port <N>] with kinds app, vnc, terminal, cdp, pty, files, mcp: %v", err)
-			}
-			if slices.Contains(opts.kinds, k) {
-				return opts, d.Errf("sandbox_proxy names kind %s twice", k)
-			}
-			opts.kinds = append(opts.kinds, k)
-		}
+	var err error
+	if opts.kinds, opts.port, err = sandboxroute.ProxyKinds(args); err != nil {
+		return opts, d.Err(err.Error())
 	}
 	d.DeleteN(len(args))
 
