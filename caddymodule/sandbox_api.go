@@ -252,11 +252,11 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 		return nil, err
 	}
 	key := func(d *caddyfile.Dispenser) error { // key <secret> <owner> [admin], repeatable
-		args := d.RemainingArgs()
-		if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
-			return d.Errf("usage: key <secret> <owner> [admin]")
+		k, err := service.ParseKeyLine(d.RemainingArgs())
+		if err != nil {
+			return d.Err(err.Error())
 		}
-		s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+		s.Keys = append(s.Keys, k)
 		return nil
 	}
 	return s, opt.Block{

@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,6 +44,14 @@ type KeyConfig struct {
 	Key   string `json:"key"`
 	Owner string `json:"owner,omitempty"`
 	Admin bool   `json:"admin,omitempty"`
+}
+
+// ParseKeyLine reads a configured key line, `key <secret> <owner> [admin]`.
+func ParseKeyLine(args []string) (KeyConfig, error) {
+	if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
+		return KeyConfig{}, errors.New("usage: key <secret> <owner> [admin]")
+	}
+	return KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3}, nil
 }
 
 // KeySource says where the primary key came from, in Bay's order.

@@ -32,3 +32,22 @@ func TestKeyRing(t *testing.T) {
 		t.Errorf("an empty key was accepted")
 	}
 }
+
+func TestParseKeyLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want KeyConfig
+		ok   bool
+	}{
+		{[]string{"k", "alice"}, KeyConfig{Key: "k", Owner: "alice"}, true},
+		{[]string{"k", "ops", "admin"}, KeyConfig{Key: "k", Owner: "ops", Admin: true}, true},
+		{[]string{"k"}, KeyConfig{}, false},
+		{[]string{"k", "ops", "root"}, KeyConfig{}, false},
+		{[]string{"k", "ops", "admin", "x"}, KeyConfig{}, false},
+	} {
+		got, err := ParseKeyLine(tc.args)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %+v %v", tc.args, got, err)
+		}
+	}
+}
