@@ -166,22 +166,9 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // consoleKeyOption reads `console_key <key> [owner <name>] [admin]`, repeatable.
 func consoleKeyOption(keys *[]service.KeyConfig) opt.Option {
 	return func(d *caddyfile.Dispenser) error {
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		k := service.KeyConfig{Key: d.Val()}
-		for d.NextArg() {
-			switch d.Val() {
-			case "admin":
-				k.Admin = true
-			case "owner":
-				if !d.NextArg() {
-					return d.ArgErr()
-				}
-				k.Owner = d.Val()
-			default:
-				return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
-			}
+		k, err := service.ParseConsoleKeyLine(d.RemainingArgs())
+		if err != nil {
+			return d.Err(err.Error())
 		}
 		*keys = append(*keys, k)
 		return nil
@@ -200,10 +187,7 @@ func (p *Pages) Validate() error {
 
 func parsePagesDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	p := new(Pages)
-	if err := p.UnmarshalCaddyfile(h.Dispenser); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, p.UnmarshalCaddyfile(h.Dispenser)
 }
 
 var (

@@ -2,9 +2,7 @@ package caddymodule
 
 import (
 	"errors"
-	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -58,14 +56,7 @@ func releaseRedis(key string) error { return redisClients.release(key) }
 //
 // and the options of more, the module's own.
 func unmarshalRedisBlock(d *caddyfile.Dispenser, c *RedisConfig, more opt.Block) error {
-	db := opt.Arg(func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("db must be a database number, not %q", v)
-		}
-		c.DB = n
-		return nil
-	})
+	db := opt.Arg(func(v string) (err error) { c.DB, err = redisstore.ParseDB(v); return err })
 	tls := func(d *caddyfile.Dispenser) error {
 		c.TLS = &RedisTLS{}
 		if err := opt.OptString(&c.TLS.ServerName, "")(d); err != nil {

@@ -33,6 +33,7 @@ func init() {
 	// First of the responding handlers (before respond and reverse_proxy): it answers only /health and /v1/...
 	// and passes everything else on, so a site can serve the API and respond/proxy the rest without an `order` line.
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
+	// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sandgate-mcp",
 		Usage: "--url <https://gateway> (--key-file <file> | --key-env <VAR>)",
@@ -344,5 +345,3 @@ var buildVersion string
 
 // sandgateVersion is the semantic version of sandgate in this binary, for /health and the containers' version.
 var sandgateVersion = sync.OnceValue(func() string { return buildversion.Of(buildVersion, "github.com/sandgate/sandgate") })
-
-// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.

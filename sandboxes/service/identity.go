@@ -54,6 +54,28 @@ func ParseKeyLine(args []string) (KeyConfig, error) {
 	return KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3}, nil
 }
 
+// ParseConsoleKeyLine reads a console key line's arguments, `<key> [owner <name>] [admin]`.
+func ParseConsoleKeyLine(args []string) (KeyConfig, error) {
+	if len(args) == 0 {
+		return KeyConfig{}, errors.New("console_key: want <key> [owner <name>] [admin]")
+	}
+	k := KeyConfig{Key: args[0]}
+	for i := 1; i < len(args); i++ {
+		switch args[i] {
+		case "admin":
+			k.Admin = true
+		case "owner":
+			if i++; i == len(args) {
+				return KeyConfig{}, errors.New("console_key: owner needs a name")
+			}
+			k.Owner = args[i]
+		default:
+			return KeyConfig{}, fmt.Errorf("console_key: unknown option %q (owner <name>, admin)", args[i])
+		}
+	}
+	return k, nil
+}
+
 // KeySource says where the primary key came from, in Bay's order.
 type KeySource string
 
