@@ -76,7 +76,7 @@ func (h *SandboxE2B) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	h.prefix = strings.TrimSuffix(h.Prefix, "/")
 	h.handler = e2b.New(e2b.Config{
-		Service: checker.svc, Keys: checker.keys, Templates: h.Templates, Domain: repl.ReplaceKnown(h.Domain, ""),
+		Service: checker.Service, Keys: checker.Keys, Templates: h.Templates, Domain: repl.ReplaceKnown(h.Domain, ""),
 		Prefix: h.prefix, MaxTimeout: time.Duration(h.MaxTimeout), Logger: ctx.Slogger(),
 	})
 	return nil

@@ -309,34 +309,23 @@ func loadMCPServer(key string, logger *slog.Logger) (*mcpapi.Server, error) {
 	})
 }
 
-// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
-type apiKeyChecker struct {
-	keys *service.LiveKeys
-	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
-	svc *service.Service
-}
-
-func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
-	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
-}
-
 // newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with releaseKeyRing(key).
-func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
+func newAPIKeyChecker(ctx caddy.Context, dataDir string) (service.KeyGate, string, error) {
 	app, err := sandboxesApp(ctx)
 	if err != nil {
-		return apiKeyChecker{}, "", err
+		return service.KeyGate{}, "", err
 	}
 	dir, err := apiDataDir(app.BayEnv(), dataDir)
 	if err != nil {
-		return apiKeyChecker{}, "", err
+		return service.KeyGate{}, "", err
 	}
 	ring, ringKey, err := loadAPIKeyRing(dir)
 	if err != nil {
-		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
+		return service.KeyGate{}, "", fmt.Errorf("the API's keys: %w", err)
 	}
 	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
 	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
-	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
+	return service.KeyGate{Service: svc, Keys: ring}, ringKey, nil
 }
 
 // buildVersion is set by the build scripts (xcaddy.sh, from scripts/version.sh) with
