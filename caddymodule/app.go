@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -19,7 +18,7 @@ import (
 	"github.com/sandgate/sandgate/routes/bayapi"
 	"github.com/sandgate/sandgate/sandboxes"
 	"github.com/sandgate/sandgate/sandboxes/docker"
-	"github.com/sandgate/sandgate/sandboxes/metrics"
+	"github.com/sandgate/sandgate/sandboxes/instance"
 )
 
 func init() {
@@ -27,9 +26,10 @@ func init() {
 	caddy.RegisterModule(new(DockerDriver))
 }
 
-// managers keeps each sandbox Manager alive across config reloads, keyed by identity (engine endpoint and label
-// namespace), never by the whole config: a reload that changes a setting reaches the same Manager.
-var managers = caddy.NewUsagePool()
+// managers keeps each sandbox Manager (its instance: store, metrics, loops) alive across config reloads, keyed by
+// identity (engine endpoint and label namespace), never by the whole config: a reload that changes a setting
+// reaches the same Manager. The last config using it closes it: background loops stop, containers stay.
+var managers = newPool[*instance.Instance]()
 
 // App is the `sandboxes` Caddy app: it owns the sandbox Manager, which outlives config reloads.
 type App struct {
@@ -72,7 +72,7 @@ type App struct {
 
 	driver  Driver
 	key     string
-	holder  *managerHolder
+	inst    *instance.Instance
 	ctx     caddy.Context
 	logger  *zap.Logger
 	events  *caddyevents.App
@@ -94,33 +94,6 @@ type Driver interface {
 // state kubernetes); local is the gateway's own store, which keeps everything else.
 type StoreDriver interface {
 	NewStore(drv sandboxes.Driver, manager string, local *sandboxes.BoltStore) (sandboxes.Store, error)
-}
-
-// managerHolder is the pooled value: one Manager, its store (the one store of everything the gateway persists) and
-// the metrics and history reaper that outlive reloads with it.
-type managerHolder struct {
-	mgr     *sandboxes.Manager
-	store   *sandboxes.BoltStore
-	metrics *metrics.Metrics
-	stop    func()
-	// stopReaper ends the loop that removes deleted sandboxes' execution history from the store.
-	stopReaper func()
-	// stopStore ends the store's backups and the disk watch.
-	stopStore func()
-	// lastStart is when an app using this Manager last started (unix nanoseconds), so the admin API finds the
-	// current one.
-	lastStart atomic.Int64
-}
-
-// Destruct runs when the last config using the Manager is unloaded: background loops stop, containers stay.
-func (h *managerHolder) Destruct() error {
-	h.lastStart.Store(0)
-	if h.stop != nil {
-		h.stop()
-	}
-	h.stopReaper()
-	h.stopStore()
-	return h.mgr.Close() // closes the store too
 }
 
 // CaddyModule returns the Caddy module information.
@@ -159,41 +132,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.events, _ = ev.(*caddyevents.App)
 	}
 	key := d.Endpoint() + "|" + a.Namespace
-	namespace := a.Namespace
-	slogger := ctx.Slogger()
-	val, _, err := managers.LoadOrNew(key, func() (caddy.Destructor, error) {
+	a.inst, err = managers.load(key, func() (*instance.Instance, error) {
 		drv, err := d.NewDriver()
 		if err != nil {
 			return nil, err
 		}
-		store := sandboxes.NewBoltStore(filepath.Join(caddy.AppDataDir(), "sandgate", namespace+".db"))
-		var mstore sandboxes.Store = store
+		cfg := instance.Config{Path: filepath.Join(caddy.AppDataDir(), "sandgate", a.Namespace+".db"), Namespace: a.Namespace,
+			Driver: drv, Logger: ctx.Slogger()}
+		cfg.Store, _ = a.StoreConfig.settings() // checked by Validate
 		if sd, ok := d.(StoreDriver); ok {
-			// The driver may keep the sandbox records elsewhere (state kubernetes); the rest stays in store.
-			if mstore, err = sd.NewStore(drv, namespace, store); err != nil {
-				return nil, err
-			}
+			// The driver may keep the sandbox records elsewhere (state kubernetes); the rest stays in the store.
+			cfg.Records = func(local *sandboxes.BoltStore) (sandboxes.Store, error) { return sd.NewStore(drv, a.Namespace, local) }
 		}
-		mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: namespace}, drv, mstore, slogger)
-		if err != nil {
-			return nil, err
-		}
-		st, _ := a.StoreConfig.settings() // checked by Validate
-		disks := sandboxes.NewDiskWatch(st.DiskWarnRatio)
-		h := &managerHolder{mgr: mgr, store: store, metrics: metrics.New(mgr, disks)}
-		h.stop = h.metrics.Follow()
-		h.stopReaper = sandboxes.StartHistoryReaper(store, mgr, slogger)
-		// Backups and disk warnings (caddyfile_limits.go): the first config's settings hold while the Manager lives.
-		h.stopStore = sandboxes.StartStoreLoops(store, drv, st.BackupInterval, st.BackupKeep, disks, slogger)
-		return h, nil
+		return instance.Open(cfg)
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
 	// Only a config that holds a reference releases one in Cleanup.
 	a.key = key
-	a.holder = val.(*managerHolder)
-	if err := a.holder.metrics.Register(ctx.GetMetricsRegistry()); err != nil {
+	if err := a.inst.Metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering sandbox metrics: %w", err)
 	}
 	return nil
@@ -238,18 +196,18 @@ func (a *App) Validate() error {
 
 // Manager is the sandbox Manager; modules get the app with sandboxesApp.
 func (a *App) Manager() *sandboxes.Manager {
-	if a.holder == nil {
+	if a.inst == nil {
 		return nil
 	}
-	return a.holder.mgr
+	return a.inst.Manager
 }
 
 // Store is the Manager's store, which the APIs keep their state in too (keys, history, exports).
 func (a *App) Store() *sandboxes.BoltStore {
-	if a.holder == nil {
+	if a.inst == nil {
 		return nil
 	}
-	return a.holder.store
+	return a.inst.Store
 }
 
 // Start pings the engine (first start only), applies the new settings (validated in full before anything
@@ -261,7 +219,7 @@ func (a *App) Start() error {
 			return err
 		}
 	}
-	mgr := a.holder.mgr
+	mgr := a.inst.Manager
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := mgr.Apply(ctx, a.cfg); err != nil {
@@ -271,7 +229,7 @@ func (a *App) Start() error {
 		return fmt.Errorf("starting the sandbox manager: %w", err)
 	}
 	a.unwatch = a.forwardEvents(mgr)
-	a.holder.lastStart.Store(time.Now().UnixNano())
+	a.inst.Started.Store(time.Now().UnixNano())
 	a.logger.Info("sandboxes ready", zap.String("namespace", a.Namespace), zap.String("engine", a.driver.Endpoint()),
 		zap.Int("profiles", len(a.Profiles)), zap.String("instance", mgr.Instance()))
 	return nil
@@ -284,10 +242,10 @@ func (a *App) Stop() error {
 		a.unwatch()
 		a.unwatch = nil
 	}
-	if a.OnExit == "destroy" && caddy.Exiting() && a.holder != nil {
+	if a.OnExit == "destroy" && caddy.Exiting() && a.inst != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := a.holder.mgr.DestroyAll(ctx); err != nil {
+		if err := a.inst.Manager.DestroyAll(ctx); err != nil {
 			a.logger.Error("destroying sandboxes on exit", zap.Error(err))
 		}
 	}
@@ -296,14 +254,10 @@ func (a *App) Stop() error {
 
 // Cleanup releases this config's reference to the pooled Manager; the last release stops its loops.
 func (a *App) Cleanup() error {
-	if a.holder != nil && a.holder.metrics != nil {
-		a.holder.metrics.Unregister(a.ctx.GetMetricsRegistry())
+	if a.inst != nil {
+		a.inst.Metrics.Unregister(a.ctx.GetMetricsRegistry())
 	}
-	if a.key == "" {
-		return nil
-	}
-	_, err := managers.Delete(a.key)
-	return err
+	return managers.release(a.key)
 }
 
 // forwardEvents re-emits lifecycle events on Caddy's events app as sandbox_<type>.
@@ -360,17 +314,17 @@ func sandboxesApp(ctx caddy.Context) (*App, error) {
 // necessarily the admin server's context), so it goes through the reload-surviving pool: the Manager most recently
 // started, or nil when no sandboxes app is running.
 func runningManager() *sandboxes.Manager {
-	var best *managerHolder
-	managers.Range(func(_, v any) bool {
-		if h, ok := v.(*managerHolder); ok && h.lastStart.Load() > 0 && (best == nil || h.lastStart.Load() > best.lastStart.Load()) {
-			best = h
+	var best *instance.Instance
+	managers.each(func(in *instance.Instance) bool {
+		if in.Started.Load() > 0 && (best == nil || in.Started.Load() > best.Started.Load()) {
+			best = in
 		}
 		return true
 	})
 	if best == nil {
 		return nil
 	}
-	return best.mgr
+	return best.Manager
 }
 
 // BayEnv is what the BAY_* environment said when this app was provisioned: read once per config, in Provision,
@@ -424,7 +378,6 @@ var (
 	_ caddy.Provisioner     = (*App)(nil)
 	_ caddy.Validator       = (*App)(nil)
 	_ caddy.CleanerUpper    = (*App)(nil)
-	_ caddy.Destructor      = (*managerHolder)(nil)
 	_ Driver                = (*DockerDriver)(nil)
 	_ caddyfile.Unmarshaler = (*DockerDriver)(nil)
 )

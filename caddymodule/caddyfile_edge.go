@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -52,24 +50,14 @@ func parseSandboxTicket(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 		}
 	}
 	return t, opt.Block{
-		"secret":       opt.String(&t.Secret),                                                        // default {env.SANDGATE_TICKET_SECRET}
-		"base_domains": opt.List(&t.BaseDomains),                                                     // enable {port}-{id}.<domain> and {id}.<domain>
-		"session":      opt.DurationOrOff("session", &t.Session),                                     // session cookie lifetime, default 10m
-		"leeway":       opt.Arg(func(v string) error { return nonNegative("leeway", v, &t.Leeway) }), // default 5s
-		"replay_cache": opt.PositiveInt("replay_cache", &t.ReplayCache),                              // live spent tickets kept per subject, default 100000
-		"replay_redis": redisOption(&t.ReplayRedis),                                                  // spent tickets in the fleet's Redis (redis.go), not in memory
-		"api_keys":     opt.FlagArg(&t.APIKeys, &t.APIDataDir),                                       // [<api data dir>]: sandbox_api's keys open the mcp route of their owner's sandboxes
+		"secret":       opt.String(&t.Secret),                           // default {env.SANDGATE_TICKET_SECRET}
+		"base_domains": opt.List(&t.BaseDomains),                        // enable {port}-{id}.<domain> and {id}.<domain>
+		"session":      opt.DurationOrOff("session", &t.Session),        // session cookie lifetime, default 10m
+		"leeway":       opt.NonNegativeDuration("leeway", &t.Leeway),    // default 5s
+		"replay_cache": opt.PositiveInt("replay_cache", &t.ReplayCache), // live spent tickets kept per subject, default 100000
+		"replay_redis": redisOption(&t.ReplayRedis),                     // spent tickets in the fleet's Redis (redis.go), not in memory
+		"api_keys":     opt.FlagArg(&t.APIKeys, &t.APIDataDir),          // [<api data dir>]: sandbox_api's keys open the mcp route of their owner's sandboxes
 	}.Parse(h.Dispenser, "unknown sandbox_ticket option %q")
-}
-
-// nonNegative reads a duration that may be zero.
-func nonNegative(name, v string, dst *caddy.Duration) error {
-	d, err := caddy.ParseDuration(v)
-	if err != nil || d < 0 {
-		return fmt.Errorf("%s must be a duration, not %q", name, v)
-	}
-	*dst = caddy.Duration(d)
-	return nil
 }
 
 // proxyOptions are sandbox_proxy's own subdirectives; everything else in its block goes to reverse_proxy.
@@ -145,26 +133,9 @@ func readProxyOptions(d *caddyfile.Dispenser) (proxyOptions, error) {
 	var opts proxyOptions
 	d.Next() // the directive name
 	args := d.RemainingArgs()
-	switch {
-	case len(args) == 0:
-		opts.kinds = append(opts.kinds, tickets.Kinds...)
-	case len(args) == 2 && args[0] == "port":
-		p, err := strconv.Atoi(args[1])
-		if err != nil || p < 1 || p > 65535 {
-			return opts, d.Errf("port %q is not a port number", args[1])
-		}
-		opts.kinds, opts.port = []tickets.Kind{tickets.KindApp}, p
-	default:
-		for _, a := range args {
-			k, err := tickets.ParseKind(a)
-			if err != nil {
-				return opts, d.Errf("want sandbox_proxy [<kind>...|port <N>] with kinds app, vnc, terminal, cdp, pty, files, mcp: %v", err)
-			}
-			if slices.Contains(opts.kinds, k) {
-				return opts, d.Errf("sandbox_proxy names kind %s twice", k)
-			}
-			opts.kinds = append(opts.kinds, k)
-		}
+	var err error
+	if opts.kinds, opts.port, err = sandboxroute.ProxyKinds(args); err != nil {
+		return opts, d.Err(err.Error())
 	}
 	d.DeleteN(len(args))
 

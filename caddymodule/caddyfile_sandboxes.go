@@ -2,10 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -172,11 +169,10 @@ func userOption(dst **sandboxes.SandboxUser) opt.Option {
 		if !d.Args(&name, &uid) || d.NextArg() {
 			return d.ArgErr()
 		}
-		n, err := strconv.Atoi(uid)
-		if err != nil {
-			return d.Errf("user %s: uid %q is not a number", name, uid)
+		var err error
+		if *dst, err = sandboxes.ParseSandboxUser(name, uid); err != nil {
+			return d.Err(err.Error())
 		}
-		*dst = &sandboxes.SandboxUser{Name: name, UID: n}
 		return nil
 	}
 }
@@ -243,36 +239,18 @@ func serviceOption(p *sandboxes.Profile) opt.Option {
 	}
 }
 
-// dependencyOption reads `dependency python|node|r <package> [<version>]` and `dependency apt <package>` (apt only
-// through a derived image: make profile-images).
+// dependencyOption reads `dependency python|node|r <package> [<version>]` and `dependency apt <package>`
+// (sandboxes.AddDependency).
 func dependencyOption(p *sandboxes.Profile) opt.Option {
 	return func(d *caddyfile.Dispenser) error {
-		args := d.RemainingArgs()
 		if p.Dependencies == nil {
 			p.Dependencies = &sandboxes.Dependencies{}
 		}
-		deps := p.Dependencies
-		managers := map[string]*map[string]string{"python": &deps.Python, "node": &deps.Node, "r": &deps.R}
-		switch m := managers[args0(args)]; {
-		case m != nil && len(args) >= 2 && len(args) <= 3:
-			if *m == nil {
-				*m = map[string]string{}
-			}
-			(*m)[args[1]] = append(args[2:], "")[0]
-		case len(args) == 2 && args[0] == "apt":
-			deps.Apt = append(deps.Apt, args[1])
-		default:
-			return d.Errf("dependency: want python|node|r <package> [<version>] or apt <package>")
+		if err := sandboxes.AddDependency(p.Dependencies, d.RemainingArgs()); err != nil {
+			return d.Err(err.Error())
 		}
 		return nil
 	}
-}
-
-func args0(args []string) string {
-	if len(args) == 0 {
-		return ""
-	}
-	return args[0]
 }
 
 // The `sandboxes` app's bounds of snapshots and exports and its store's settings: the config's fields, their
@@ -375,22 +353,8 @@ func parseExportsOption(app *App) opt.Option {
 func parseStoreOption(app *App) opt.Option {
 	return func(d *caddyfile.Dispenser) error {
 		o := &StoreOptions{}
-		keep := opt.Arg(func(v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return fmt.Errorf("backup_keep %q: at least 1", v)
-			}
-			o.BackupKeep = n
-			return nil
-		})
-		warn := opt.Arg(func(v string) error {
-			n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
-			if err != nil || n < 1 || n > 100 {
-				return fmt.Errorf("disk_warn %q: a percentage from 1%% to 100%%", v)
-			}
-			o.DiskWarnPercent = n
-			return nil
-		})
+		keep := opt.Arg(func(v string) (err error) { o.BackupKeep, err = sandboxes.ParseBackupKeep(v); return err })
+		warn := opt.Arg(func(v string) (err error) { o.DiskWarnPercent, err = sandboxes.ParseDiskWarn(v); return err })
 		err := opt.NoArgs(d)
 		if err == nil {
 			err = opt.Block{"backup_interval": opt.DurationOrOff("backup_interval", &o.BackupInterval), "backup_keep": keep, "disk_warn": warn}.

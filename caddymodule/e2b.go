@@ -73,14 +73,10 @@ func (h *SandboxE2B) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("sandbox_e2b: %w", err)
 	}
 	h.storeKey = storeKey
-	svc, err := e2bService(ctx)
-	if err != nil {
-		return fmt.Errorf("sandbox_e2b: %w", err)
-	}
 	repl := caddy.NewReplacer()
 	h.prefix = strings.TrimSuffix(h.Prefix, "/")
 	h.handler = e2b.New(e2b.Config{
-		Service: svc, Keys: checker.keys, Templates: h.Templates, Domain: repl.ReplaceKnown(h.Domain, ""),
+		Service: checker.Service, Keys: checker.Keys, Templates: h.Templates, Domain: repl.ReplaceKnown(h.Domain, ""),
 		Prefix: h.prefix, MaxTimeout: time.Duration(h.MaxTimeout), Logger: ctx.Slogger(),
 	})
 	return nil

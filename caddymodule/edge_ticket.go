@@ -38,11 +38,20 @@ const (
 
 // spentNonces keeps one store of spent ticket nonces per secret across config reloads: a ticket spent before a reload
 // must stay spent after it, whatever else the new config changes. Keyed by a hash of the secret, never the secret.
-var spentNonces = caddy.NewUsagePool()
+var spentNonces = newPool[*tickets.SpentNonces]()
 
-type pooledNonces struct{ *tickets.SpentNonces }
-
-func (pooledNonces) Destruct() error { return nil }
+// verifierSettings are the ticket verifier's options, the same in sandbox_ticket and sandbox_pages: the handlers of
+// one secret share one store of spent tickets (sharedVerifier), so a ticket spent on a page is spent on its routes.
+type verifierSettings struct {
+	// Leeway absorbs clock skew on expiry; 0 means 5s.
+	Leeway caddy.Duration `json:"leeway,omitempty"`
+	// ReplayCache is how many live spent nonces one subject may hold; 0 means 100000.
+	ReplayCache int `json:"replay_cache,omitempty"`
+	// ReplayRedis keeps the spent nonces in the Redis a gateway fleet shares instead of this process's memory, so
+	// a ticket spent through any gateway is refused by all of them. Redis not answering refuses tickets (503,
+	// retryable), never admits them.
+	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
+}
 
 // SandboxTicket is the `http.handlers.sandbox_ticket` handler: it admits a browser request to one sandbox route
 // with a one-time ticket (query `ticket=` or `Authorization: Bearer`) or the session cookie an earlier ticket set,
@@ -58,14 +67,7 @@ type SandboxTicket struct {
 	BaseDomains []string `json:"base_domains,omitempty"`
 	// Session is the lifetime of the session cookie set after an accepted ticket; 0 means 10m, negative disables.
 	Session caddy.Duration `json:"session,omitempty"`
-	// Leeway absorbs clock skew on expiry; 0 means 5s.
-	Leeway caddy.Duration `json:"leeway,omitempty"`
-	// ReplayCache is how many live spent nonces one subject may hold; 0 means 100000.
-	ReplayCache int `json:"replay_cache,omitempty"`
-	// ReplayRedis keeps the spent nonces in the Redis a gateway fleet shares instead of this process's memory, so
-	// a ticket spent through any gateway is refused by all of them. Redis not answering refuses tickets (503,
-	// retryable), never admits them.
-	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
+	verifierSettings
 	// APIKeys admits the sandbox_api's bearer keys (of the API whose data dir is APIDataDir) on mcp routes, for
 	// the sandboxes of the key's owner.
 	APIKeys    bool   `json:"api_keys,omitempty"`
@@ -90,7 +92,7 @@ func (h *SandboxTicket) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
-	v, poolKey, err := sharedVerifier(secret, time.Duration(h.Leeway), h.ReplayCache, h.ReplayRedis)
+	v, poolKey, err := sharedVerifier(secret, h.verifierSettings)
 	if err != nil {
 		return fmt.Errorf("sandbox_ticket: %w", err)
 	}
@@ -131,8 +133,8 @@ func ticketSecret(raw string) (string, error) {
 // shares (sandbox_ticket, sandbox_pages), so a ticket spent on one route is spent on all of them, across reloads:
 // in memory, or with rdb in the fleet's Redis, where every gateway of the fleet shares it. Release the returned
 // pool key with releaseVerifier.
-func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *RedisConfig) (*tickets.Verifier, string, error) {
-	size := replayCache
+func sharedVerifier(secret string, s verifierSettings) (*tickets.Verifier, string, error) {
+	leeway, size, rdb := time.Duration(s.Leeway), s.ReplayCache, s.ReplayRedis
 	if size <= 0 {
 		size = tickets.DefaultReplayCacheSize
 	}
@@ -141,28 +143,21 @@ func sharedVerifier(secret string, leeway time.Duration, replayCache int, rdb *R
 		return redisVerifier(secret, leeway, size, rdb, hex.EncodeToString(sum[:8]))
 	}
 	poolKey := "sandgate.tickets.spent." + hex.EncodeToString(sum[:])
-	pooled, _, err := spentNonces.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
-		s, err := tickets.NewSpentNonces(size, nil)
-		if err != nil {
-			return nil, err
-		}
-		return pooledNonces{s}, nil
-	})
+	spent, err := spentNonces.load(poolKey, func() (*tickets.SpentNonces, error) { return tickets.NewSpentNonces(size, nil) })
 	if err != nil {
 		return nil, "", err
 	}
-	spent := pooled.(pooledNonces).SpentNonces
 	if size > spent.Size() {
 		// Grow only: a smaller setting in a later config must not evict live nonces (it would fail closed, but
 		// refuse good tickets); the store shrinks when the process restarts.
 		if err := spent.Resize(size); err != nil {
-			_, _ = spentNonces.Delete(poolKey)
+			_ = spentNonces.release(poolKey)
 			return nil, "", err
 		}
 	}
 	v, err := tickets.NewVerifier(tickets.VerifierConfig{Secret: []byte(secret), Leeway: leeway, Spent: spent})
 	if err != nil {
-		_, _ = spentNonces.Delete(poolKey)
+		_ = spentNonces.release(poolKey)
 		return nil, "", err
 	}
 	return v, poolKey, nil
@@ -188,14 +183,10 @@ func redisVerifier(secret string, leeway time.Duration, size int, rdb *RedisConf
 
 // releaseVerifier drops a reference taken by sharedVerifier; an empty key is a no-op.
 func releaseVerifier(poolKey string) error {
-	if poolKey == "" {
-		return nil
-	}
 	if strings.HasPrefix(poolKey, "sandgate.redis.") {
 		return releaseRedis(poolKey)
 	}
-	_, err := spentNonces.Delete(poolKey)
-	return err
+	return spentNonces.release(poolKey)
 }
 
 func (h *SandboxTicket) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {

@@ -99,7 +99,7 @@ func TestSandboxTicketSecretRequired(t *testing.T) {
 	if _, err := h.gate.Verifier.Verify(tk.Token, want); err != nil {
 		t.Fatal(err)
 	}
-	h2 := &SandboxTicket{Secret: strings.Repeat("k", 32), Leeway: caddy.Duration(time.Second), ReplayCache: tickets.DefaultReplayCacheSize * 2}
+	h2 := &SandboxTicket{Secret: strings.Repeat("k", 32), verifierSettings: verifierSettings{Leeway: caddy.Duration(time.Second), ReplayCache: tickets.DefaultReplayCacheSize * 2}}
 	if err := h2.Provision(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestSandboxTicketSecretRequired(t *testing.T) {
 	if _, err := h2.gate.Verifier.Verify(tk.Token, want); err == nil {
 		t.Fatal("a ticket spent under one handler passed another handler of the same secret")
 	}
-	pooled, ok := spentNonces.References(h.poolKey)
+	pooled, ok := spentNonces.p.References(h.poolKey)
 	if !ok || pooled != 2 {
 		t.Fatalf("pool references = %d, %v", pooled, ok)
 	}

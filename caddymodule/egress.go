@@ -84,19 +84,9 @@ func (h *SandboxEgress) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	positive := func(name string, dst *caddy.Duration) opt.Option {
-		return opt.Arg(func(v string) error {
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return fmt.Errorf("%s: want a positive duration, got %q", name, v)
-			}
-			*dst = caddy.Duration(dur)
-			return nil
-		})
-	}
 	return opt.Block{
-		"dial_timeout": positive("dial_timeout", &h.DialTimeout),
-		"idle_timeout": positive("idle_timeout", &h.IdleTimeout),
+		"dial_timeout": opt.PositiveDuration("dial_timeout", &h.DialTimeout),
+		"idle_timeout": opt.PositiveDuration("idle_timeout", &h.IdleTimeout),
 		"max_tunnels":  opt.PositiveInt("max_tunnels", &h.MaxTunnels),
 	}.Parse(d, "sandbox_egress: unknown option %q")
 }

@@ -17,7 +17,7 @@ func TestEgressCaddyfileErrors(t *testing.T) {
 	}{
 		{"zero tunnels", site("\t\tmax_tunnels 0"), "max_tunnels: want a positive number"},
 		{"tunnels not a number", site("\t\tmax_tunnels many"), "max_tunnels: want a positive number"},
-		{"negative idle", site("\t\tidle_timeout -1s"), "idle_timeout: want a positive duration"},
+		{"negative idle", site("\t\tidle_timeout -1s"), "idle_timeout must be a positive duration"},
 		{"idle without value", site("\t\tidle_timeout"), "wrong argument count"},
 		{"unknown", site("\t\tmax_conns 3"), `unknown option "max_conns"`},
 		{"zero per source", limit("max_conns_per_source 0"), "max_conns_per_source: want a positive number"},

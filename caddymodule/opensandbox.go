@@ -54,7 +54,7 @@ func (h *SandboxOpenSandbox) Provision(ctx caddy.Context) error {
 	}
 	h.storeKey = storeKey
 	h.handler = opensandbox.New(opensandbox.Config{
-		Service: checker.svc, Keys: checker.keys,
+		Service: checker.Service, Keys: checker.Keys,
 		EndpointHost: caddy.NewReplacer().ReplaceKnown(h.EndpointHost, ""),
 		MaxTimeout:   time.Duration(h.MaxTimeout), StartTimeout: time.Duration(h.StartTimeout),
 		Logger: ctx.Slogger(),

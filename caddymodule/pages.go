@@ -50,11 +50,9 @@ type Pages struct {
 	// ContentBaseURL is the content origin's base (https://sandbox.example.com): the console opens apps at
 	// https://{id}.sandbox.example.com/ there, never on its own origin.
 	ContentBaseURL string `json:"content_base_url,omitempty"`
-	// Leeway and ReplayCache must equal sandbox_ticket's: with them the pages share its verifier (and replay cache).
-	Leeway      caddy.Duration `json:"leeway,omitempty"`
-	ReplayCache int            `json:"replay_cache,omitempty"`
-	// ReplayRedis must equal sandbox_ticket's too: the fleet's shared store of spent tickets.
-	ReplayRedis *RedisConfig `json:"replay_redis,omitempty"`
+	// verifierSettings must equal sandbox_ticket's: with them the pages share its verifier (and replay cache, or
+	// the fleet's shared store of spent tickets).
+	verifierSettings
 
 	handler   *pages.Handler
 	secretKey string
@@ -80,7 +78,7 @@ func (p *Pages) Provision(ctx caddy.Context) error {
 	mgr := app.Manager()
 	// Share sandbox_ticket's store of spent nonces: it is what makes a ticket one-time, so a ticket spent on a page
 	// must count as spent on the WebSocket routes too.
-	verifier, poolKey, err := sharedVerifier(secret, time.Duration(p.Leeway), p.ReplayCache, p.ReplayRedis)
+	verifier, poolKey, err := sharedVerifier(secret, p.verifierSettings)
 	if err != nil {
 		return fmt.Errorf("sandbox_pages: ticket verifier: %w", err)
 	}
@@ -168,22 +166,9 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // consoleKeyOption reads `console_key <key> [owner <name>] [admin]`, repeatable.
 func consoleKeyOption(keys *[]service.KeyConfig) opt.Option {
 	return func(d *caddyfile.Dispenser) error {
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		k := service.KeyConfig{Key: d.Val()}
-		for d.NextArg() {
-			switch d.Val() {
-			case "admin":
-				k.Admin = true
-			case "owner":
-				if !d.NextArg() {
-					return d.ArgErr()
-				}
-				k.Owner = d.Val()
-			default:
-				return d.Errf("console_key: unknown option %q (owner <name>, admin)", d.Val())
-			}
+		k, err := service.ParseConsoleKeyLine(d.RemainingArgs())
+		if err != nil {
+			return d.Err(err.Error())
 		}
 		*keys = append(*keys, k)
 		return nil
@@ -202,10 +187,7 @@ func (p *Pages) Validate() error {
 
 func parsePagesDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	p := new(Pages)
-	if err := p.UnmarshalCaddyfile(h.Dispenser); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, p.UnmarshalCaddyfile(h.Dispenser)
 }
 
 var (

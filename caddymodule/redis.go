@@ -2,9 +2,7 @@ package caddymodule
 
 import (
 	"errors"
-	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -25,11 +23,7 @@ type RedisTLS = redisstore.TLSConfig
 
 // redisClients holds one client (one connection pool) per Redis target across config reloads, shared by every
 // module that names the same target.
-var redisClients = caddy.NewUsagePool()
-
-type pooledRedis struct{ *redis.Client }
-
-func (p pooledRedis) Destruct() error { return p.Close() }
+var redisClients = newPool[*redis.Client]()
 
 // redisClient takes the pooled client of c's target; release it with releaseRedis(key). No I/O: the client dials
 // on its first command.
@@ -40,26 +34,14 @@ func redisClient(c *RedisConfig) (cl *redis.Client, prefix, key string, err erro
 		return nil, "", "", err
 	}
 	key = "sandgate.redis." + target
-	v, _, err := redisClients.LoadOrNew(key, func() (caddy.Destructor, error) {
-		cl, err := redisstore.NewClient(o)
-		if err != nil {
-			return nil, err
-		}
-		return pooledRedis{cl}, nil
-	})
+	cl, err = redisClients.load(key, func() (*redis.Client, error) { return redisstore.NewClient(o) })
 	if err != nil {
 		return nil, "", "", err
 	}
-	return v.(pooledRedis).Client, prefix, key, nil
+	return cl, prefix, key, nil
 }
 
-func releaseRedis(key string) error {
-	if key == "" {
-		return nil
-	}
-	_, err := redisClients.Delete(key)
-	return err
-}
+func releaseRedis(key string) error { return redisClients.release(key) }
 
 // unmarshalRedisBlock reads the block shared by `replay_redis` and `storage redis`:
 //
@@ -74,14 +56,7 @@ func releaseRedis(key string) error {
 //
 // and the options of more, the module's own.
 func unmarshalRedisBlock(d *caddyfile.Dispenser, c *RedisConfig, more opt.Block) error {
-	db := opt.Arg(func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("db must be a database number, not %q", v)
-		}
-		c.DB = n
-		return nil
-	})
+	db := opt.Arg(func(v string) (err error) { c.DB, err = redisstore.ParseDB(v); return err })
 	tls := func(d *caddyfile.Dispenser) error {
 		c.TLS = &RedisTLS{}
 		if err := opt.OptString(&c.TLS.ServerName, "")(d); err != nil {

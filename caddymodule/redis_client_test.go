@@ -73,7 +73,7 @@ func TestRedisConfigErrors(t *testing.T) {
 	}
 	_ = releaseRedis(ka)
 	_ = releaseRedis(kb)
-	if _, loaded := redisClients.References(ka); loaded {
+	if _, loaded := redisClients.p.References(ka); loaded {
 		t.Fatal("the client outlived its last reference")
 	}
 }

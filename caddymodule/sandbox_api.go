@@ -33,6 +33,7 @@ func init() {
 	// First of the responding handlers (before respond and reverse_proxy): it answers only /health and /v1/...
 	// and passes everything else on, so a site can serve the API and respond/proxy the rest without an `order` line.
 	httpcaddyfile.RegisterDirectiveOrder("sandbox_api", httpcaddyfile.Before, "respond")
+	// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sandgate-mcp",
 		Usage: "--url <https://gateway> (--key-file <file> | --key-env <VAR>)",
@@ -57,33 +58,18 @@ func init() {
 // apiKeyRings holds, per API data dir, the key ring the latest sandbox_api of that dir loaded, across reloads: the
 // console, the OpenSandbox dialect and sandbox_ticket's api_keys admit that ring's keys, so a reload that changes
 // the API's keys changes them everywhere. The keys' store is the Manager's one store.
-var apiKeyRings = caddy.NewUsagePool()
-
-type keyRingHolder struct{ keys *service.LiveKeys }
-
-// Destruct has nothing to release: the ring is memory.
-func (keyRingHolder) Destruct() error { return nil }
+// The ring is memory: the last release has nothing to close.
+var apiKeyRings = newPool[*service.LiveKeys]()
 
 // loadAPIKeyRing takes a reference to the key ring of dataDir; release it with releaseKeyRing(key).
 func loadAPIKeyRing(dataDir string) (ring *service.LiveKeys, key string, err error) {
 	key = filepath.Clean(dataDir)
-	val, _, err := apiKeyRings.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return keyRingHolder{keys: new(service.LiveKeys)}, nil
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return val.(keyRingHolder).keys, key, nil
+	ring, err = apiKeyRings.load(key, func() (*service.LiveKeys, error) { return new(service.LiveKeys), nil })
+	return ring, key, err
 }
 
 // releaseKeyRing drops a reference taken by loadAPIKeyRing; an empty key is a no-op.
-func releaseKeyRing(key string) error {
-	if key == "" {
-		return nil
-	}
-	_, err := apiKeyRings.Delete(key)
-	return err
-}
+func releaseKeyRing(key string) error { return apiKeyRings.release(key) }
 
 // apiDataDir is where sandbox_api keeps credentials.json (and finds an old bayapi.db): BAY_DATA_DIR, else
 // configured, else <caddy data dir>/sandgate.
@@ -241,8 +227,7 @@ func (s *SandboxAPI) Cleanup() error {
 	}
 	errs := []error{releaseKeyRing(s.ringKey)}
 	if s.mcp != nil {
-		_, err := mcpServers.Delete(s.ringKey)
-		errs = append(errs, err)
+		errs = append(errs, mcpServers.release(s.ringKey))
 	}
 	return errors.Join(errs...)
 }
@@ -268,11 +253,11 @@ func parseSandboxAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 		return nil, err
 	}
 	key := func(d *caddyfile.Dispenser) error { // key <secret> <owner> [admin], repeatable
-		args := d.RemainingArgs()
-		if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
-			return d.Errf("usage: key <secret> <owner> [admin]")
+		k, err := service.ParseKeyLine(d.RemainingArgs())
+		if err != nil {
+			return d.Err(err.Error())
 		}
-		s.Keys = append(s.Keys, service.KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3})
+		s.Keys = append(s.Keys, k)
 		return nil
 	}
 	return s, opt.Block{
@@ -314,52 +299,33 @@ var (
 
 // mcpServers keeps one MCP server per API data dir across reloads: its sessions live in the server, so a client's
 // session id keeps working after `caddy reload`; the new config only points the tools at its own handler (SetOps).
-var mcpServers = caddy.NewUsagePool()
+// The server has no Close: sessions end with their idle timeout or the process.
+var mcpServers = newPool[*mcpapi.Server]()
 
-type mcpHolder struct{ s *mcpapi.Server }
-
-// Destruct has nothing to release: sessions end with their idle timeout or the process.
-func (mcpHolder) Destruct() error { return nil }
-
-// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.Delete(key).
+// loadMCPServer takes a reference to the MCP server of the API data dir key; release it with mcpServers.release(key).
 func loadMCPServer(key string, logger *slog.Logger) (*mcpapi.Server, error) {
-	val, _, err := mcpServers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return mcpHolder{s: mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger})}, nil
+	return mcpServers.load(key, func() (*mcpapi.Server, error) {
+		return mcpapi.New(mcpapi.Options{Version: sandgateVersion(), Logger: logger}), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return val.(mcpHolder).s, nil
-}
-
-// apiKeyChecker lets sandbox_ticket admit the API's bearer keys on a sandbox's mcp route (service.KeyAllows).
-type apiKeyChecker struct {
-	keys *service.LiveKeys
-	// svc is the lifecycle-only service over the app's Manager: the owner rule is the service's.
-	svc *service.Service
-}
-
-func (k apiKeyChecker) KeyAllows(ctx context.Context, token, sandboxID string) bool {
-	return k.svc.KeyAllows(ctx, k.keys, token, sandboxID)
 }
 
 // newAPIKeyChecker takes a reference to the live key ring of dataDir; release it with releaseKeyRing(key).
-func newAPIKeyChecker(ctx caddy.Context, dataDir string) (apiKeyChecker, string, error) {
+func newAPIKeyChecker(ctx caddy.Context, dataDir string) (service.KeyGate, string, error) {
 	app, err := sandboxesApp(ctx)
 	if err != nil {
-		return apiKeyChecker{}, "", err
+		return service.KeyGate{}, "", err
 	}
 	dir, err := apiDataDir(app.BayEnv(), dataDir)
 	if err != nil {
-		return apiKeyChecker{}, "", err
+		return service.KeyGate{}, "", err
 	}
 	ring, ringKey, err := loadAPIKeyRing(dir)
 	if err != nil {
-		return apiKeyChecker{}, "", fmt.Errorf("the API's keys: %w", err)
+		return service.KeyGate{}, "", fmt.Errorf("the API's keys: %w", err)
 	}
 	// Lifecycle only: no agent client, so whatever reaches an agent through it answers capability_not_supported.
 	svc := service.New(service.Config{Sandboxes: app.Manager(), Logger: ctx.Slogger()})
-	return apiKeyChecker{keys: ring, svc: svc}, ringKey, nil
+	return service.KeyGate{Service: svc, Keys: ring}, ringKey, nil
 }
 
 // buildVersion is set by the build scripts (xcaddy.sh, from scripts/version.sh) with
@@ -368,5 +334,3 @@ var buildVersion string
 
 // sandgateVersion is the semantic version of sandgate in this binary, for /health and the containers' version.
 var sandgateVersion = sync.OnceValue(func() string { return buildversion.Of(buildVersion, "github.com/sandgate/sandgate") })
-
-// `caddy sandgate-mcp` bridges an MCP client that only launches commands (stdio) to a gateway's /mcp.

@@ -3,6 +3,8 @@ package sandboxes
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,4 +84,22 @@ func NewStoreSettings(backupInterval time.Duration, backupKeep, diskWarnPercent 
 		s.DiskWarnRatio = float64(diskWarnPercent) / 100
 	}
 	return s, nil
+}
+
+// ParseBackupKeep reads the store's `backup_keep <n>`: at least 1.
+func ParseBackupKeep(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("backup_keep %q: at least 1", v)
+	}
+	return n, nil
+}
+
+// ParseDiskWarn reads the store's `disk_warn <n>%`: a percentage from 1% to 100% (the sign may be left out).
+func ParseDiskWarn(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
+	if err != nil || n < 1 || n > 100 {
+		return 0, fmt.Errorf("disk_warn %q: a percentage from 1%% to 100%%", v)
+	}
+	return n, nil
 }

@@ -44,3 +44,30 @@ func TestParseLimits(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func TestParseStoreOptionValues(t *testing.T) {
+	for _, tc := range []struct {
+		parse func(string) (int, error)
+		in    string
+		want  int
+		err   string
+	}{
+		{ParseBackupKeep, "7", 7, ""},
+		{ParseBackupKeep, "0", 0, "at least 1"},
+		{ParseBackupKeep, "x", 0, "at least 1"},
+		{ParseDiskWarn, "80%", 80, ""},
+		{ParseDiskWarn, "100", 100, ""},
+		{ParseDiskWarn, "0%", 0, "percentage"},
+		{ParseDiskWarn, "120%", 0, "percentage"},
+		{ParseDiskWarn, "lots", 0, "percentage"},
+	} {
+		got, err := tc.parse(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %d %v, want %q", tc.in, got, err, tc.err)
+			}
+		} else if err != nil || got != tc.want {
+			t.Errorf("%q: %d %v, want %d", tc.in, got, err, tc.want)
+		}
+	}
+}

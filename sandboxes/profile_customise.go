@@ -257,3 +257,29 @@ func WithEgressDefault(profiles []Profile, def *Egress) []Profile {
 	}
 	return out
 }
+
+// AddDependency adds what one `dependency` line names to d: python|node|r <package> [<version>], or apt <package>
+// (apt only through a derived image: make profile-images).
+func AddDependency(d *Dependencies, args []string) error {
+	managers := map[string]*map[string]string{"python": &d.Python, "node": &d.Node, "r": &d.R}
+	var m *map[string]string
+	if len(args) > 0 {
+		m = managers[args[0]]
+	}
+	switch {
+	case m != nil && len(args) >= 2 && len(args) <= 3:
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		version := ""
+		if len(args) == 3 {
+			version = args[2]
+		}
+		(*m)[args[1]] = version
+	case len(args) == 2 && args[0] == "apt":
+		d.Apt = append(d.Apt, args[1])
+	default:
+		return fmt.Errorf("dependency: want python|node|r <package> [<version>] or apt <package>")
+	}
+	return nil
+}

@@ -122,3 +122,20 @@ func TestWithEgressDefault(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 }
+
+func TestAddDependency(t *testing.T) {
+	var d Dependencies
+	for _, args := range [][]string{{"python", "requests", "2.32.0"}, {"node", "lodash"}, {"r", "jsonlite", "1.8"}, {"apt", "jq"}} {
+		if err := AddDependency(&d, args); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	}
+	if d.Python["requests"] != "2.32.0" || d.Node["lodash"] != "" || d.R["jsonlite"] != "1.8" || len(d.Apt) != 1 || d.Apt[0] != "jq" {
+		t.Fatalf("dependencies: %+v", d)
+	}
+	for _, args := range [][]string{nil, {"python"}, {"python", "a", "1", "x"}, {"apt", "jq", "1"}, {"cargo", "serde"}} {
+		if err := AddDependency(&d, args); err == nil || !strings.Contains(err.Error(), "want python|node|r") {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}

@@ -150,3 +150,12 @@ func (m *Manager) identityDir(p Profile) string {
 	}
 	return filepath.Join(m.mcfg.SocketDir, identityDirName)
 }
+
+// ParseSandboxUser reads a profile's `user <name> <uid>`.
+func ParseSandboxUser(name, uid string) (*SandboxUser, error) {
+	n, err := strconv.Atoi(uid)
+	if err != nil {
+		return nil, fmt.Errorf("user %s: uid %q is not a number", name, uid)
+	}
+	return &SandboxUser{Name: name, UID: n}, nil
+}

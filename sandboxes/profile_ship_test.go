@@ -112,3 +112,12 @@ func TestProfileShipEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSandboxUser(t *testing.T) {
+	if u, err := ParseSandboxUser("shipyard", "1000"); err != nil || *u != (SandboxUser{Name: "shipyard", UID: 1000}) {
+		t.Fatalf("%+v %v", u, err)
+	}
+	if _, err := ParseSandboxUser("shipyard", "x"); err == nil || !strings.Contains(err.Error(), "not a number") {
+		t.Fatalf("a uid of x: %v", err)
+	}
+}

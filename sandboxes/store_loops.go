@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The loops that keep the gateway's store for as long as its Manager lives; the gateway (caddymodule's pooled
-// Manager) starts them once and stops them when the last config using the Manager is unloaded.
+// The loops that keep the gateway's store for as long as its Manager lives; the gateway's instance
+// (sandboxes/instance) starts them once and stops them when the last config using the Manager is unloaded.
 
 // StartHistoryReaper runs the store's history reaper (ReapHistory) with src's events; the returned function stops it
 // and waits for it.

@@ -158,6 +158,18 @@ func PositiveDuration(name string, dst *caddy.Duration) Option {
 	})
 }
 
+// NonNegativeDuration reads a Caddy duration that may be zero, named name in its error.
+func NonNegativeDuration(name string, dst *caddy.Duration) Option {
+	return Arg(func(v string) error {
+		dur, err := caddy.ParseDuration(v)
+		if err != nil || dur < 0 {
+			return fmt.Errorf("%s must be a duration, not %q", name, v)
+		}
+		*dst = caddy.Duration(dur)
+		return nil
+	})
+}
+
 // DurationOrOff reads a positive Caddy duration, or off, which is -1 (the JSON's "none").
 func DurationOrOff(name string, dst *caddy.Duration) Option {
 	return Arg(func(v string) error {

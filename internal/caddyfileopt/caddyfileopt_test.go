@@ -14,6 +14,7 @@ type settings struct {
 	n, pos         int
 	f              float64
 	dur, pdur, off caddy.Duration
+	nneg           caddy.Duration
 	flag, flagArg  bool
 	list           []string
 	checked        string
@@ -29,6 +30,7 @@ func (s *settings) block() Block {
 		"f":        Float("f", &s.f),
 		"dur":      Duration(&s.dur),
 		"pdur":     PositiveDuration("pdur", &s.pdur),
+		"nneg":     NonNegativeDuration("nneg", &s.nneg),
 		"off":      DurationOrOff("off", &s.off),
 		"flag":     Flag(&s.flag),
 		"flag_arg": FlagArg(&s.flagArg, &s.opt),
@@ -97,6 +99,11 @@ func TestBlock(t *testing.T) {
 	if s, err := parse("test {\n flag_arg dir\n off 5m\n}"); err != nil || !s.flagArg || s.opt != "dir" || s.off != caddy.Duration(5*time.Minute) {
 		t.Fatalf("flag_arg: %+v, %v", s, err)
 	}
+	for src, want := range map[string]caddy.Duration{"test {\n nneg 0s\n}": 0, "test {\n nneg 5s\n}": caddy.Duration(5 * time.Second)} {
+		if s, err := parse(src); err != nil || s.nneg != want {
+			t.Fatalf("%q: %+v, %v", src, s, err)
+		}
+	}
 	for _, tc := range []struct{ src, want string }{
 		{"test extra", "wrong argument count"},
 		{"test {\n name\n}", "wrong argument count"},
@@ -109,6 +116,8 @@ func TestBlock(t *testing.T) {
 		{"test {\n f x\n}", `f "x" is not a number`},
 		{"test {\n dur soon\n}", `"soon" is not a duration`},
 		{"test {\n pdur 0s\n}", `pdur must be a positive duration, not "0s"`},
+		{"test {\n nneg -1s\n}", `nneg must be a duration, not "-1s"`},
+		{"test {\n nneg soon\n}", `nneg must be a duration, not "soon"`},
 		{"test {\n off -1s\n}", `off "-1s": a positive duration or off`},
 		{"test {\n checked no\n}", "checked: not ok, at Testfile:2"},
 		{"test {\n nested {\n  other 1\n }\n}", `unknown nested option "other"`},

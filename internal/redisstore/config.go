@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 )
 
 // Config says how a gateway reaches the Redis its fleet shares (docs/kubernetes.md, "Gateway fleet: shared
@@ -69,4 +70,13 @@ func (c *Config) Resolve(expand func(string) string) (o Options, prefix, target 
 	id, _ := json.Marshal([]any{o.Addr, o.Username, o.Password, o.DB, c.TLS})
 	sum := sha256.Sum256(id)
 	return o, prefix, hex.EncodeToString(sum[:]), nil
+}
+
+// ParseDB reads a redis block's `db <n>`: a database number, 0 or more.
+func ParseDB(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("db must be a database number, not %q", v)
+	}
+	return n, nil
 }

@@ -44,3 +44,14 @@ func TestConfigResolve(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDB(t *testing.T) {
+	if n, err := ParseDB("3"); err != nil || n != 3 {
+		t.Fatalf("3: %d %v", n, err)
+	}
+	for _, v := range []string{"-1", "x", ""} {
+		if _, err := ParseDB(v); err == nil || !strings.Contains(err.Error(), "database number") {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+}

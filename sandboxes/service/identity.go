@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,6 +44,36 @@ type KeyConfig struct {
 	Key   string `json:"key"`
 	Owner string `json:"owner,omitempty"`
 	Admin bool   `json:"admin,omitempty"`
+}
+
+// ParseKeyLine reads a configured key line, `key <secret> <owner> [admin]`.
+func ParseKeyLine(args []string) (KeyConfig, error) {
+	if len(args) < 2 || len(args) > 3 || (len(args) == 3 && args[2] != "admin") {
+		return KeyConfig{}, errors.New("usage: key <secret> <owner> [admin]")
+	}
+	return KeyConfig{Key: args[0], Owner: args[1], Admin: len(args) == 3}, nil
+}
+
+// ParseConsoleKeyLine reads a console key line's arguments, `<key> [owner <name>] [admin]`.
+func ParseConsoleKeyLine(args []string) (KeyConfig, error) {
+	if len(args) == 0 {
+		return KeyConfig{}, errors.New("console_key: want <key> [owner <name>] [admin]")
+	}
+	k := KeyConfig{Key: args[0]}
+	for i := 1; i < len(args); i++ {
+		switch args[i] {
+		case "admin":
+			k.Admin = true
+		case "owner":
+			if i++; i == len(args) {
+				return KeyConfig{}, errors.New("console_key: owner needs a name")
+			}
+			k.Owner = args[i]
+		default:
+			return KeyConfig{}, fmt.Errorf("console_key: unknown option %q (owner <name>, admin)", args[i])
+		}
+	}
+	return k, nil
 }
 
 // KeySource says where the primary key came from, in Bay's order.

@@ -32,3 +32,42 @@ func TestKeyRing(t *testing.T) {
 		t.Errorf("an empty key was accepted")
 	}
 }
+
+func TestParseKeyLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want KeyConfig
+		ok   bool
+	}{
+		{[]string{"k", "alice"}, KeyConfig{Key: "k", Owner: "alice"}, true},
+		{[]string{"k", "ops", "admin"}, KeyConfig{Key: "k", Owner: "ops", Admin: true}, true},
+		{[]string{"k"}, KeyConfig{}, false},
+		{[]string{"k", "ops", "root"}, KeyConfig{}, false},
+		{[]string{"k", "ops", "admin", "x"}, KeyConfig{}, false},
+	} {
+		got, err := ParseKeyLine(tc.args)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %+v %v", tc.args, got, err)
+		}
+	}
+}
+
+func TestParseConsoleKeyLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want KeyConfig
+		ok   bool
+	}{
+		{[]string{"k"}, KeyConfig{Key: "k"}, true},
+		{[]string{"k", "owner", "alice", "admin"}, KeyConfig{Key: "k", Owner: "alice", Admin: true}, true},
+		{[]string{"k", "admin", "owner", "ops"}, KeyConfig{Key: "k", Owner: "ops", Admin: true}, true},
+		{nil, KeyConfig{}, false},
+		{[]string{"k", "owner"}, KeyConfig{}, false},
+		{[]string{"k", "root"}, KeyConfig{}, false},
+	} {
+		got, err := ParseConsoleKeyLine(tc.args)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %+v %v", tc.args, got, err)
+		}
+	}
+}

@@ -33,3 +33,15 @@ func (s *Service) KeyAllows(ctx context.Context, keys *LiveKeys, token, id strin
 	_, err := s.Visible(ctx, p, id)
 	return err == nil
 }
+
+// KeyGate is a service with the live keys it admits: the edge's check of the API's keys (sandboxroute.KeyChecker),
+// and what the dialects that take the API's keys are built on.
+type KeyGate struct {
+	Service *Service
+	Keys    *LiveKeys
+}
+
+// KeyAllows is Service.KeyAllows over g.Keys.
+func (g KeyGate) KeyAllows(ctx context.Context, token, id string) bool {
+	return g.Service.KeyAllows(ctx, g.Keys, token, id)
+}

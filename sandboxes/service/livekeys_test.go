@@ -37,6 +37,9 @@ func TestLiveKeys(t *testing.T) {
 		if got := svc.KeyAllows(ctx, keys, tc.token, tc.id); got != tc.want {
 			t.Errorf("KeyAllows(%s, %s) = %v, want %v", tc.token, tc.id, got, tc.want)
 		}
+		if got := (KeyGate{Service: svc, Keys: keys}).KeyAllows(ctx, tc.token, tc.id); got != tc.want {
+			t.Errorf("KeyGate.KeyAllows(%s, %s) = %v, want %v", tc.token, tc.id, got, tc.want)
+		}
 	}
 	second, err := NewKeyRing([]KeyConfig{{Key: "sk-alice2", Owner: "alice"}})
 	if err != nil {
