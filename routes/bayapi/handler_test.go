@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,25 +33,8 @@ type testAPI struct {
 	h     *Handler
 	mgr   *sandboxestest.Core
 	agent *fakeAgent
-	clock *fakeClock
+	clock *sandboxestest.Clock
 	store *sandboxes.BoltStore
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // testConfig is the handler's configuration and its service's, for a test to change before the handler is built.
@@ -71,7 +53,7 @@ func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testA
 	t.Helper()
 	st := sandboxes.NewBoltStore(path)
 	t.Cleanup(func() { st.Close() })
-	clock := &fakeClock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	clock := sandboxestest.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	keys, err := service.LoadKeys(context.Background(), st, service.KeySetup{ConfigKey: keyAlice, Extra: []service.KeyConfig{
 		{Key: keyBob, Owner: "bob"}, {Key: keyAdmin, Owner: "ops", Admin: true},
 	}})
