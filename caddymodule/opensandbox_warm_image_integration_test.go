@@ -97,7 +97,7 @@ http://127.0.0.1:%d {
 	}
 	run := func(prefix string) osbFastGPTReport {
 		out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_fastgpt.cjs"),
-			"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+theirs, "OSB_SESSION_PREFIX="+prefix, "NODE_PATH="+mods)
+			"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+theirs, "OSB_SESSION_PREFIX="+prefix, "OSB_WAIT_ENTRYPOINT=1", "NODE_PATH="+mods)
 		var rep osbFastGPTReport
 		if jerr := json.Unmarshal([]byte(lastLineOf(out)), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 1 {
 			t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)

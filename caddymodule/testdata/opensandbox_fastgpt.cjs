@@ -45,10 +45,12 @@ async function fastgpt(spec, i) {
   out.states = await waitState(sbx, 'Running');
   // The SDK's own readiness check (execd's ping through the gateway), then a command as FastGPT runs them.
   await sbx.waitUntilReady({ readyTimeoutSeconds: 240, pollingIntervalMillis: 250 });
-  // The entrypoint may still be writing its files when the agent answers: wait for them, bounded.
+  // The entrypoint may still be writing its files when the agent answers: wait for them, bounded; with
+  // OSB_WAIT_ENTRYPOINT=1 (an image whose own entrypoint writes ~/.entrypoint-ran, after the password), for that one.
+  const ready = process.env.OSB_WAIT_ENTRYPOINT === '1' ? 'test -s ~/.entrypoint-ran && ' : '';
   let ex;
   for (const end = Date.now() + 120000; ;) {
-    ex = await sbx.commands.run('test -s ~/.fastgpt-ide-agent-password && id -u && echo "$HOME" && echo "$FASTGPT_SESSION_ID" && cat ~/.fastgpt-ide-agent-password && echo && cat ~/.entrypoint-ran 2>/dev/null; true', { timeoutSeconds: 60 });
+    ex = await sbx.commands.run(ready + 'test -s ~/.fastgpt-ide-agent-password && id -u && echo "$HOME" && echo "$FASTGPT_SESSION_ID" && cat ~/.fastgpt-ide-agent-password && echo && cat ~/.entrypoint-ran 2>/dev/null; true', { timeoutSeconds: 60 });
     if (ex.logs.stdout.length >= 4 || Date.now() > end) break;
     await sleep(250);
   }
