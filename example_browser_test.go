@@ -24,24 +24,17 @@ import (
 // echoed (wsecho -root serves the directory and echoes WebSockets).
 const exampleAppHTML = `<!doctype html><title>sandbox app</title><p id=msg>sandbox app</p>
 <script>
-// Each step is retried: Chromium aborts requests when Docker changes this machine's interfaces (ERR_NETWORK_CHANGED).
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const echo = (msg) => new Promise((resolve, reject) => {
   const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/echo');
   ws.onopen = () => ws.send(msg);
   ws.onmessage = (e) => { resolve(e.data); ws.close(); };
   ws.onerror = () => reject(new Error('websocket error'));
 });
-async function retry(fn) {
-  for (let i = 0; ; i++) {
-    try { return await fn(); } catch (e) { if (i >= 20) return 'error: ' + e.message; await sleep(500); }
-  }
-}
 (async () => {
-  const http = await retry(async () => (await (await fetch('data.txt')).text()).trim());
-  const ws = await retry(() => echo('ping-' + http));
+  const http = (await (await fetch('data.txt')).text()).trim();
+  const ws = await echo('ping-' + http);
   window.appResult = { http, ws, origin: location.origin };
-})();
+})().catch((e) => { window.appResult = { error: e.message }; });
 </script>
 `
 
@@ -55,14 +48,8 @@ const CONSOLE = %q, VICTIM = %q;
   const out = {};
   async function tryIt(name, fn) { try { out[name] = await fn(); } catch (e) { out[name] = 'blocked: ' + e.message; } }
   const read = async (r) => 'read ' + r.status + ': ' + (await r.text()).slice(0, 300);
-  // The control: this page's own origin answers, so a blocked request below is the browser's refusal. It is retried:
-  // Chromium fails requests in flight on a network change, which other tests' Docker networks cause.
-  await tryIt('control', async () => {
-    for (let i = 0; ; i++) {
-      try { return (await (await fetch('data.txt')).text()).trim(); } catch (e) { if (i >= 5) throw e; }
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  });
+  // The control: this page's own origin answers, so a blocked request below is the browser's refusal.
+  await tryIt('control', async () => (await (await fetch('data.txt')).text()).trim());
   await tryIt('console', async () => read(await fetch(CONSOLE + '/console/', { credentials: 'include' })));
   await tryIt('list', async () => read(await fetch(CONSOLE + '/console/api/sandboxes', { credentials: 'include' })));
   await tryIt('delete', async () => 'sent ' + (await fetch(CONSOLE + '/console/api/sandboxes/' + VICTIM, { method: 'DELETE', credentials: 'include' })).status);

@@ -106,18 +106,11 @@ https://*.sb.localhost:%d {
 		time.Sleep(300 * time.Millisecond)
 	}
 
-	urls := func(format string, args ...any) string { // several, for navigations a network change drops
-		var u []string
-		for range 6 {
-			u = append(u, fmt.Sprintf(format, append(args, ticket(tickets.PermRead))...))
-		}
-		return strings.Join(u, "\n")
-	}
 	out, err := testenv.RunNode(t, filepath.Join(testenv.RepoRoot(), "testdata", "sibling_origin_browser.cjs"),
 		"GW="+gw,
-		"VICTIM_URLS="+urls("%s%sattack.html?ticket=%s", gw, appPath),
+		"VICTIM_URL="+gw+appPath+"attack.html?ticket="+ticket(tickets.PermRead),
 		"WS_URL="+strings.Replace(gw, "https://", "wss://", 1)+appPath+"ws",
-		"ATTACK_URLS="+urls("https://9000-%s.sb.localhost:%d/attack.html?ticket=%s", id, port))
+		fmt.Sprintf("ATTACK_URL=https://9000-%s.sb.localhost:%d/attack.html?ticket=%s", id, port, ticket(tickets.PermRead)))
 	if err != nil {
 		t.Fatalf("browser: %v\n%s", err, out)
 	}

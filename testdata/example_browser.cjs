@@ -2,8 +2,8 @@
 // Chromium with playwright-core. Run by example_browser_test.go, which prepares the sandboxes and the ticket URLs
 // (from the API, as a user would) and passes them in the environment; prints "RESULT <json>" on success.
 const { chromium } = require('playwright-core');
+const { launch } = require('./chromium.cjs');
 const path = require('path');
-const nav = require('./navigation.cjs');
 
 const env = process.env;
 const base = env.BASE; // https://localhost:<port>, the console and API origin
@@ -39,30 +39,6 @@ function watch(context) {
       ws.on('close', () => log(w + ' closed after ' + sent + ' sent, ' + got + ' received frames'));
     });
   });
-}
-
-// goto opens url, again after a network change dropped the navigation (testdata/navigation.cjs).
-function goto(page, url, fresh) {
-  return nav.goto(page, url, { fresh, log, attempts: 6 });
-}
-
-// freshTicket asks the API for a new ticket like the one in url (same sandbox, kind and permission): a navigation
-// Chromium aborted may have reached the gateway and spent the ticket, as a person's second click would need a new link.
-async function freshTicket(url) {
-  const u = new URL(url);
-  const [, id, kind] = u.pathname.match(/^\/sandboxes\/([^/]+)\/([^/]+)\//);
-  const claims = JSON.parse(Buffer.from(u.searchParams.get('ticket').split('.')[1], 'base64url').toString());
-  const res = await fetch(base + '/v1/sandboxes/' + id + '/tickets', {
-    method: 'POST', headers: { Authorization: 'Bearer ' + env.KEY, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ scope: kind, permission: claims.perm, ttl: 900 }),
-  });
-  if (!res.ok) throw new Error('a fresh ' + kind + ' ticket: ' + res.status + ' ' + await res.text());
-  return (await res.json()).url;
-}
-
-// gotoTicket opens a page's ticket URL, and a fresh ticket's URL after a navigation the network change dropped.
-function gotoTicket(page, url) {
-  return goto(page, url, freshTicket);
 }
 
 async function screenText(page) {
@@ -115,7 +91,7 @@ async function waitLit(page, what) {
 // The README: the terminal URL the API answered opens the terminal; typing, resizing and a reconnect work.
 async function terminal(context) {
   const term = await context.newPage();
-  await gotoTicket(term, env.TERMINAL_URL);
+  await term.goto(env.TERMINAL_URL);
   check(!term.url().includes('ticket='), 'the ticket stayed in the address bar: ' + term.url());
   await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 120000 });
   await term.locator('#terminal').click();
@@ -146,7 +122,7 @@ async function terminal(context) {
 // The README's python-isolated: its terminal (the isolated tour's ticket URL) reads gVisor's kernel.
 async function isolatedTerminal(context) {
   const term = await context.newPage();
-  await gotoTicket(term, env.ISOLATED_TERMINAL_URL);
+  await term.goto(env.ISOLATED_TERMINAL_URL);
   await term.waitForFunction(() => window.sandgateTerminal && window.sandgateTerminal.connected, null, { timeout: 120000 });
   await term.locator('#terminal').click();
   await typeLine(term, 'uname -r');
@@ -160,19 +136,10 @@ async function isolatedTerminal(context) {
 
 // The console: log in with the key from credentials.json, create a python-default sandbox and see it ready.
 async function consoleCreate(page) {
-  // Logged in again when Chromium drops the form post on a network change (ERR_NETWORK_CHANGED).
-  for (let i = 0; ; i++) {
-    await goto(page, base + '/console/');
-    await page.getByLabel('API key').fill(env.KEY);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    try {
-      await page.waitForSelector('#sandboxes', { timeout: 30000 });
-      break;
-    } catch (e) {
-      if (i >= 5 || !page.url().startsWith('chrome-error:')) throw e;
-      log('logging in again after a network change');
-    }
-  }
+  await page.goto(base + '/console/');
+  await page.getByLabel('API key').fill(env.KEY);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForSelector('#sandboxes', { timeout: 60000 });
   await page.waitForFunction(() => document.getElementById('live').textContent === 'Live', null, { timeout: 60000 });
   // The list shows the sandboxes made through the API before the new one is told apart from them.
   const known = env.KNOWN.split(',');
@@ -185,24 +152,14 @@ async function consoleCreateFrom(page, profile, shot) {
   const before = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
   await page.getByLabel('Profile').selectOption(profile);
   await page.getByRole('button', { name: 'Create' }).click();
-  let id = null;
-  let clicks = 1;
-  const deadline = Date.now() + 180000;
-  while (!id) {
-    const ids = await page.locator('#sandboxes tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.id));
-    id = ids.find((x) => !before.includes(x)) || null;
-    if (!id) {
-      check(Date.now() < deadline, 'the new sandbox never appeared in the list');
-      // The console says when its create request failed (a network change): click again.
-      const said = await page.evaluate(() => (document.getElementById('message') || {}).textContent || '');
-      if (/failed/i.test(said) && clicks < 5) {
-        log('create again after: ' + said);
-        await page.getByRole('button', { name: 'Create' }).click();
-        clicks++;
-      }
-      await page.waitForTimeout(200);
-    }
-  }
+  const row = await page.waitForFunction((before) => {
+    const fresh = [...document.querySelectorAll('#sandboxes tbody tr')].find((r) => !before.includes(r.dataset.id));
+    if (fresh) return fresh.dataset.id;
+    const said = (document.getElementById('message') || {}).textContent || '';
+    return /failed/i.test(said) ? 'failed: ' + said : null;
+  }, before, { timeout: 180000 });
+  const id = await row.jsonValue();
+  check(!id.startsWith('failed: '), 'the console could not create the sandbox: ' + id);
   await page.locator(`tr[data-id="${id}"] td.status`).filter({ hasText: /^ready$/ }).waitFor({ timeout: 180000 });
   await page.screenshot({ path: path.join(shots, shot) });
   return id;
@@ -223,37 +180,27 @@ async function appResult(page) {
   return page.evaluate(() => window.appResult);
 }
 
-// The console's App button opens the content origin, never a path of the console's own origin. Clicked again
-// (a fresh ticket) when Chromium aborts the navigation with ERR_NETWORK_CHANGED.
+// The console's App button opens the content origin, never a path of the console's own origin.
 async function consoleApp(context, page) {
-  for (let i = 0; ; i++) {
-    const [tab] = await Promise.all([
-      context.waitForEvent('page'),
-      page.locator(`tr[data-id="${env.APP_SANDBOX}"]`).getByRole('button', { name: 'App', exact: true }).click(),
-    ]);
-    try {
-      await tab.waitForURL((u) => u.hostname.endsWith('.sandbox.localhost'), { timeout: 60000 });
-      await tab.waitForLoadState('domcontentloaded');
-      const res = await appResult(tab);
-      const url = tab.url();
-      await tab.close();
-      return { url, res };
-    } catch (e) {
-      const netChange = /ERR_NETWORK_CHANGED/.test(String(e)) || tab.url().startsWith('chrome-error:');
-      await tab.close();
-      if (i >= 5 || !netChange) throw e;
-      log('retrying the App button after a network change');
-    }
-  }
+  const [tab] = await Promise.all([
+    context.waitForEvent('page'),
+    page.locator(`tr[data-id="${env.APP_SANDBOX}"]`).getByRole('button', { name: 'App', exact: true }).click(),
+  ]);
+  await tab.waitForURL((u) => u.hostname.endsWith('.sandbox.localhost'), { timeout: 60000 });
+  await tab.waitForLoadState('domcontentloaded');
+  const res = await appResult(tab);
+  const url = tab.url();
+  await tab.close();
+  return { url, res };
 }
 
 // The attack: an HTML page the sandbox serves, opened by the logged-in operator, tries the console.
 async function attack(context) {
   const page = await context.newPage();
-  await goto(page, env.APP_URL);
+  await page.goto(env.APP_URL);
   const app = await appResult(page);
   await page.screenshot({ path: path.join(shots, 'example-app.png') });
-  await goto(page, new URL('/attack.html', page.url()).toString());
+  await page.goto(new URL('/attack.html', page.url()).toString());
   await page.waitForFunction(() => window.attackResult, null, { timeout: 60000 });
   const res = await page.evaluate(() => window.attackResult);
   await page.close();
@@ -276,13 +223,13 @@ async function download(context) {
 // The desktop of the browser sandbox with a write ticket (canvas renders), then with a read ticket.
 async function desktop(context) {
   const desk = await context.newPage();
-  await gotoTicket(desk, env.DESKTOP_URL);
+  await desk.goto(env.DESKTOP_URL);
   await desk.waitForFunction(() => window.sandgateDesktop && window.sandgateDesktop.connected, null, { timeout: 120000 });
   const lit = await waitLit(desk, 'write ticket');
   await desk.screenshot({ path: path.join(shots, 'example-desktop.png') });
   await desk.close();
   const view = await context.newPage();
-  await gotoTicket(view, env.VIEW_URL);
+  await view.goto(env.VIEW_URL);
   await view.waitForFunction(() => window.sandgateDesktop && (window.sandgateDesktop.connected || window.sandgateDesktop.stopped),
     null, { timeout: 120000 });
   const viewOnly = await view.evaluate(() => window.sandgateDesktop.viewOnly);
@@ -313,11 +260,11 @@ async function cdp() {
 // served in path form under Content-Security-Policy: sandbox, tries the console.
 async function shared(context) {
   const page = await context.newPage();
-  await goto(page, base + '/console/');
+  await page.goto(base + '/console/');
   await page.getByLabel('API key').fill(env.KEY);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.waitForSelector('#sandboxes', { timeout: 60000 });
-  await goto(page, env.ATTACK_URL);
+  await page.goto(env.ATTACK_URL);
   await page.waitForFunction(() => window.attackResult, null, { timeout: 90000 });
   const res = await page.evaluate(() => window.attackResult);
   const origin = await page.evaluate(() => String(self.origin));
@@ -325,11 +272,7 @@ async function shared(context) {
 }
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run',
-      '--disable-quic'],
-  });
+  const browser = await launch();
   const out = {};
   let context;
   try {

@@ -2,8 +2,7 @@
 // the gateway (gw.sb.localhost); a page on an app subdomain of the same site (9000-{id}.sb.localhost) tries to open
 // that route's WebSocket with it. Prints RESULT {"own": ..., "sibling": ...}: what a WebSocket opened from the
 // gateway's own origin and from the sibling page got ("open:<echo>", "blocked" or "timeout").
-const { chromium } = require('playwright-core');
-const nav = require('./navigation.cjs');
+const { launch } = require('./chromium.cjs');
 
 const env = process.env;
 
@@ -18,33 +17,18 @@ async function tryWebSocket(page, url) {
 }
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--no-first-run', '--disable-quic'],
-  });
+  const browser = await launch();
   try {
     const context = await browser.newContext({ ignoreHTTPSErrors: true });
     const page = await context.newPage();
     // The victim opens their route with a ticket: the gateway sets the session cookie.
-    // Ticket URLs come several to a variable, one per line: a navigation a network change dropped (Docker adding
-    // bridges for other tests) may have spent its ticket, and is repeated with the next.
-    const ticketed = (name) => {
-      const urls = env[name].split('\n');
-      return { first: urls.shift(), fresh: () => urls.shift() };
-    };
-    const victim = ticketed('VICTIM_URLS');
-    const first = await nav.goto(page, victim.first, { fresh: victim.fresh });
+    const first = await page.goto(env.VICTIM_URL);
     const cookies = await context.cookies();
     // The gateway's own (unsandboxed) page opens the route's WebSocket on the cookie: allowed.
-    await nav.goto(page, env.GW + '/');
-    let own = await tryWebSocket(page, env.WS_URL);
-    for (let i = 0; own !== 'open:ping' && i < 3; i++) { // a network change can drop the stream too
-      own = await tryWebSocket(page, env.WS_URL);
-    }
+    await page.goto(env.GW + '/');
+    const own = await tryWebSocket(page, env.WS_URL);
     // The attacker's page on a sibling app subdomain tries the same with the victim's cookie.
-    const attack = ticketed('ATTACK_URLS');
-    await nav.goto(page, attack.first, { fresh: attack.fresh });
+    await page.goto(env.ATTACK_URL);
     const sibling = await tryWebSocket(page, env.WS_URL);
     console.log('RESULT ' + JSON.stringify({ victimStatus: first.status(), cookies: cookies.map((c) => c.name + ' ' + c.path + ' ' + c.sameSite), own, sibling }));
   } finally {

@@ -4,7 +4,7 @@
 // until noVNC's canvas shows the desktop. E2B_API_URL, E2B_DOMAIN and E2B_API_KEY come from the environment as an
 // E2B user sets them. Prints one JSON line.
 const { Sandbox } = require('@e2b/desktop')
-const { chromium } = require('playwright-core')
+const { launch } = require('../../testdata/chromium.cjs')
 
 const report = {}
 // The backstop for a hang only: the steps wait for the desktop's state, and on a busy machine (CI, make test-stress)
@@ -88,10 +88,7 @@ async function main() {
 // viewStream opens a noVNC URL in Chromium and waits until its canvas shows more than 1000 non-black pixels
 // (XFCE's backdrop), or, with expectFailure, until noVNC reports the connection failed.
 async function viewStream(url, { expectFailure = false } = {}) {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-quic'],
-  })
+  const browser = await launch()
   try {
     const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1024, height: 768 } })
     context.setDefaultTimeout(remaining())

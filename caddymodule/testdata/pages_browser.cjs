@@ -1,8 +1,7 @@
 // Drives the gateway's pages in Debian's Chromium with playwright-core. Run by pages_browser_test.go with
 // STEP=<name> and the gateway's address in the environment; prints "RESULT <json>" on success.
-const { chromium } = require('playwright-core');
+const { launch } = require('../../testdata/chromium.cjs');
 const path = require('path');
-const nav = require('../../testdata/navigation.cjs');
 
 const base = process.env.BASE;             // https://localhost:<port>
 const key = process.env.CONSOLE_KEY;
@@ -44,34 +43,13 @@ async function litPixels(tab) {
   }
 }
 
-// goto opens url, again after a network change dropped the navigation (testdata/navigation.cjs); other tests keep
-// making containers, so that may repeat for as long as the machine is busy.
-function goto(page, url) {
-  return nav.goto(page, url, { attempts: 100 });
-}
-
-// login signs in to the console. The login form's POST is a navigation too, and Chromium drops it the same way
-// when the network changes (see goto): the tab then shows its error page instead of the console, so log in again.
+// login signs in to the console.
 async function login(page) {
-  for (;;) {
-    await goto(page, base + '/console/');
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    if (await consoleOrNetworkError(page)) break;
-    check(Date.now() < deadline, 'logging in never showed the console');
-  }
+  await page.goto(base + '/console/');
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('#sandboxes').waitFor({ timeout: remaining() });
   await page.waitForFunction(() => document.getElementById('live').textContent === 'Live', null, { timeout: remaining() });
-}
-
-// consoleOrNetworkError waits until the tab shows the console (true) or Chromium's network error page (false).
-async function consoleOrNetworkError(page) {
-  for (;;) {
-    if (page.url().startsWith('chrome-error:')) return false;
-    // Counting during a navigation may meet a destroyed execution context: that is "not yet".
-    if (await page.locator('#sandboxes').count().catch(() => 0) > 0) return true;
-    check(Date.now() < deadline, 'logging in showed neither the console nor an error page');
-    await page.waitForTimeout(200);
-  }
 }
 
 async function screenText(page) {
@@ -99,24 +77,14 @@ async function typeLine(page, line) {
 }
 
 // openFromConsole clicks an open button of the sandbox's row and returns the page it opened.
-// A navigation Chromium drops because the network changed (see goto) ends on its error page: the console mints a
-// fresh ticket on every click, so click again.
 async function openFromConsole(context, page, id, label) {
-  for (;;) {
-    const [tab] = await Promise.all([
-      context.waitForEvent('page'),
-      page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
-    ]);
-    // The page's own load may be cut by a network change too: once the tab is on the page, its scripts (boot.js
-    // reloads a page whose module never arrived) take it from there.
-    await tab.waitForURL((u) => /\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(u.href) || u.href.startsWith('chrome-error:'))
-      .catch((e) => { if (!/ERR_NETWORK_CHANGED/.test(String(e))) throw e; });
-    if (/\/sandboxes\/[^/]+\/(terminal|vnc|app)\//.test(tab.url()) || Date.now() > deadline) {
-      await tab.waitForLoadState('domcontentloaded');
-      return tab;
-    }
-    await tab.close();
-  }
+  const [tab] = await Promise.all([
+    context.waitForEvent('page'),
+    page.locator(`tr[data-id="${id}"]`).getByRole('button', { name: label, exact: true }).click(),
+  ]);
+  await tab.waitForURL(/\/sandboxes\/[^/]+\/(terminal|vnc|app)\//, { timeout: remaining() });
+  await tab.waitForLoadState('domcontentloaded');
+  return tab;
 }
 
 const steps = {
@@ -293,7 +261,7 @@ const steps = {
   },
 
   async expired(context, page) {
-    const res = await goto(page, base + process.env.URL);
+    const res = await page.goto(base + process.env.URL);
     const msg = await page.locator('#message').textContent();
     await page.screenshot({ path: path.join(shots, 'expired.png') });
     return { status: res.status(), message: msg };
@@ -310,12 +278,7 @@ const steps = {
 };
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium', headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run',
-      // Caddy offers HTTP/3; QUIC with the test's internal CA only adds fallbacks to debug. Test over TCP.
-      '--disable-quic'],
-  });
+  const browser = await launch();
   const violations = [];
   try {
     const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 600 } });

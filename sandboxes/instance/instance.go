@@ -6,6 +6,7 @@ package instance
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -43,22 +44,27 @@ type Instance struct {
 }
 
 // Open builds the Manager over cfg.Driver and starts the metrics' and the store's loops. The Manager itself is
-// not started (Manager.Start does that, with I/O).
+// not started (Manager.Start does that, with I/O). When Open fails it has closed what it was given to own: the
+// driver, and the records store cfg.Records made.
 func Open(cfg Config) (*Instance, error) {
 	if cfg.Driver == nil {
-		return nil, errors.New("a sandbox instance needs a driver")
+		return nil, errors.New("opening a sandbox instance: no driver")
 	}
 	store := sandboxes.NewBoltStore(cfg.Path)
 	var records sandboxes.Store = store
 	if cfg.Records != nil {
 		var err error
 		if records, err = cfg.Records(store); err != nil {
-			return nil, err
+			return nil, errors.Join(fmt.Errorf("opening the sandbox records' store: %w", err), cfg.Driver.Close(), store.Close())
 		}
 	}
 	mgr, err := sandboxes.NewManager(sandboxes.ManagerConfig{Namespace: cfg.Namespace}, cfg.Driver, records, cfg.Logger)
 	if err != nil {
-		return nil, err
+		err = fmt.Errorf("building the sandbox manager: %w", err)
+		if records != sandboxes.Store(store) {
+			err = errors.Join(err, records.Close())
+		}
+		return nil, errors.Join(err, cfg.Driver.Close(), store.Close())
 	}
 	disks := sandboxes.NewDiskWatch(cfg.Store.DiskWarnRatio)
 	in := &Instance{Manager: mgr, Store: store, Metrics: metrics.New(mgr, disks)}

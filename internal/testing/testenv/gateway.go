@@ -39,6 +39,11 @@ func buildCaddy(moduleDir, name string) (string, error) {
 	if err := runScript("assets.sh"); err != nil {
 		return "", err
 	}
+	return buildBinary(moduleDir, "./cmd/caddy", name)
+}
+
+// buildBinary builds the package pkg of the Go module in moduleDir into build/<name> of the repository.
+func buildBinary(moduleDir, pkg, name string) (string, error) {
 	// One path per tree, not a temporary directory per process: those were never removed (a test process has no
 	// hook at its exit), and a day of test runs left gigabytes of binaries. Each process builds beside it (the Go
 	// build cache makes that a link) and renames into place: a process running the old file keeps it, and one
@@ -47,19 +52,19 @@ func buildCaddy(moduleDir, name string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(dir, "test-caddy-")
+	tmp, err := os.MkdirTemp(dir, name+"-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, "caddy"), "./cmd/caddy")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, name), pkg)
 	cmd.Dir = moduleDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/caddy in %s: %v\n%s", moduleDir, err, out)
+		return "", fmt.Errorf("go build %s in %s: %v\n%s", pkg, moduleDir, err, out)
 	}
 	bin := filepath.Join(dir, name)
-	if err := os.Rename(filepath.Join(tmp, "caddy"), bin); err != nil {
-		return "", fmt.Errorf("placing the test gateway binary: %w", err)
+	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
+		return "", fmt.Errorf("placing %s: %w", name, err)
 	}
 	return bin, nil
 }
