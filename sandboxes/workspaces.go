@@ -61,6 +61,9 @@ func (m *Manager) CreateWorkspace(ctx context.Context, spec WorkspaceSpec) (*Wor
 	// The record first: a crash before the volume exists leaves a workspace whose first mount creates its volume,
 	// never a volume nobody knows of (caller-named volumes are not swept).
 	if err := ws.PutCargo(w); err != nil {
+		if ErrorCode(err) == CodeStorageFull {
+			return nil, err // a full data disk is the caller's 507, not an engine failure (store_full.go)
+		}
 		return nil, &Error{Code: CodeEngine, Message: "recording workspace " + w.ID, Err: err}
 	}
 	rec := Record{WorkspaceID: w.ID, ManagedWorkspace: false}

@@ -30,6 +30,8 @@ func (f *streamingAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, events)
 	}
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/health": // the Manager's readiness probe
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/exec":
 		var req agentapi.ExecRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
@@ -57,7 +59,7 @@ func TestStreamingAdditions(t *testing.T) {
 	agent := httptest.NewServer(fs)
 	t.Cleanup(agent.Close)
 	a := newTestAPI(t, func(c *testConfig) { c.svc.Streamer = service.NewAgentClient(nil) })
-	a.mgr.AgentAddr = strings.TrimPrefix(agent.URL, "http://")
+	a.engine.AgentAddr = strings.TrimPrefix(agent.URL, "http://") // every container the engine starts runs this agent
 	id := a.create(t, keyAlice, nil)
 	S := a.srv.URL + "/v1/sandboxes/" + id
 

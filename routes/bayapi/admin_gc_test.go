@@ -48,31 +48,26 @@ func TestGCAnswer(t *testing.T) {
 	}
 }
 
-// gcAPI is newTestAPI on the real Manager over sandboxestest's engine (instance i-1, collecting every 90s, on the
-// API's clock) with something to collect: alice's sandbox past its idle timeout and two orphan workspace volumes.
+// gcAPI is newTestAPI on the whole Manager (instance i-1, collecting every 90s) with something to collect: alice's
+// sandbox past its idle timeout and two orphan workspace volumes.
 type gcAPI struct {
 	*testAPI
-	m       *sandboxes.Manager
-	engine  *sandboxestest.Engine
 	idle    string
 	orphans []string
 }
 
 func newGCAPI(t *testing.T) *gcAPI {
 	t.Helper()
-	g := &gcAPI{}
-	g.testAPI = newTestAPI(t, func(c *testConfig) {
-		g.m, g.engine = sandboxestest.NewManagerWith(t, sandboxes.Config{GCInterval: 90 * time.Second, Profiles: bayProfiles},
-			sandboxes.ManagerConfig{Instance: "i-1", Clock: c.Now})
-		c.svc.Sandboxes = g.m
-	})
-	sb, err := g.m.Create(context.Background(), sandboxes.CreateRequest{Owner: "alice", Profile: "python-default"})
+	g := &gcAPI{testAPI: newTestAPI(t, func(c *testConfig) {
+		c.core.GCInterval, c.mcfg.Instance, c.whole = 90*time.Second, "i-1", true
+	})}
+	sb, err := g.mgr.Create(context.Background(), sandboxes.CreateRequest{Owner: "alice", Profile: "python-default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxestest.WaitStatus(t, g.m, sb.ID, sandboxes.StatusReady)
+	sandboxestest.WaitStatus(t, g.mgr, sb.ID, sandboxes.StatusReady)
 	g.idle = sb.ID
-	g.orphans = []string{g.engine.LeaveOrphanWorkspace(g.m), g.engine.LeaveOrphanWorkspace(g.m)}
+	g.orphans = []string{g.engine.LeaveOrphanWorkspace(g.mgr), g.engine.LeaveOrphanWorkspace(g.mgr)}
 	g.clock.Advance(31 * time.Minute) // past python-default's idle timeout
 	return g
 }
@@ -80,7 +75,7 @@ func newGCAPI(t *testing.T) *gcAPI {
 // collected says whether a collection ran: the idle sandbox was stopped and the orphans removed.
 func (g *gcAPI) collected(t *testing.T) bool {
 	t.Helper()
-	sb, err := g.m.Get(context.Background(), g.idle)
+	sb, err := g.mgr.Get(context.Background(), g.idle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +121,8 @@ func TestAdminGCStatusRoute(t *testing.T) {
 	a := newGCAPI(t)
 	release := a.engine.BlockStops(t)
 	done := make(chan error, 1)
-	go func() { _, err := a.m.RunGC(context.Background()); done <- err }()
-	sandboxestest.WaitFor(t, "a collection under way", func() bool { return a.m.GCState().Running })
+	go func() { _, err := a.mgr.RunGC(context.Background()); done <- err }()
+	sandboxestest.WaitFor(t, "a collection under way", func() bool { return a.mgr.GCState().Running })
 	if st, out, _ := a.call(t, "GET", "/v1/admin/gc/status", keyAlice, nil); st != 403 || errCode(out) != "forbidden" {
 		t.Fatalf("tenant: %d %v", st, out)
 	}

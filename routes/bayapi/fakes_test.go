@@ -13,7 +13,6 @@ import (
 
 	"github.com/sandgate/sandgate/agentimage/agentapi"
 	"github.com/sandgate/sandgate/sandboxes"
-	"github.com/sandgate/sandgate/sandboxes/sandboxestest"
 	"github.com/sandgate/sandgate/sandboxes/service"
 )
 
@@ -24,20 +23,9 @@ var bayProfiles = []sandboxes.Profile{
 	{ID: "browser-python", Image: "sandgate/sandbox:browser", Capabilities: []string{"filesystem", "shell", "python", "browser"}},
 }
 
-// newFakeManager is the core's test double as Bay's tests need it: Bay's two profiles, sandboxes that start
-// "sandbox-<12 hex>" and become ready by themselves (a read after the create finds them ready), expiry on the
-// test's clock, workspace records in the API's store, every agent at agent:7777.
-func newFakeManager(now func() time.Time, st *sandboxes.BoltStore) *sandboxestest.Core {
-	m := sandboxestest.New(bayProfiles)
-	m.Now, m.ReadyOnRead, m.CreatedStatus, m.Store = now, true, sandboxes.StatusStarting, st
-	m.NewID = func(int, sandboxes.CreateRequest) string { return service.NewID("sandbox-") }
-	m.NewWorkspaceID = func() string { return service.NewID("ws-") }
-	m.AgentAddr, m.AgentToken = "agent:7777", "t"
-	return m
-}
-
-// lifecycleOnly is a Manager without pause, snapshots or the other optional surfaces: the backend Bay's unit
-// tests run on (TestLifecycleOpsWithoutBackend pins its answers).
+// lifecycleOnly is the real Manager seen through service.Sandboxes alone, without pause, snapshots, the collector
+// or the other optional surfaces: the backend Bay's unit tests run on unless they ask for the whole Manager
+// (TestLifecycleOpsWithoutBackend pins its answers).
 type lifecycleOnly struct{ service.Sandboxes }
 
 // fakeAgent keeps a workspace in memory and runs a few shell commands.
@@ -48,6 +36,14 @@ type fakeAgent struct {
 	pyCount  int
 	browser  []service.BrowserRequest
 	pageText string // what "get text" reads ("text" when empty)
+	nexec    int    // shell and python calls
+}
+
+// execs is how many shell and python calls reached the agent.
+func (a *fakeAgent) execs() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nexec
 }
 
 func newFakeAgent() *fakeAgent { return &fakeAgent{files: map[string][]byte{}} }
@@ -55,6 +51,7 @@ func newFakeAgent() *fakeAgent { return &fakeAgent{files: map[string][]byte{}} }
 func (a *fakeAgent) Exec(_ context.Context, _ sandboxes.Target, req service.ExecRequest) (service.ExecResult, error) {
 	a.mu.Lock()
 	a.lastExec = req
+	a.nexec++
 	a.mu.Unlock()
 	switch {
 	case req.Command == "true":
@@ -71,6 +68,7 @@ func (a *fakeAgent) Exec(_ context.Context, _ sandboxes.Target, req service.Exec
 func (a *fakeAgent) Python(_ context.Context, _ sandboxes.Target, req service.PythonRequest) (service.PythonResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.nexec++
 	a.pyCount++
 	if strings.Contains(req.Code, "raise") {
 		return service.PythonResult{Error: "Traceback: ValueError", ExecutionCount: a.pyCount}, nil

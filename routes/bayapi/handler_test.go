@@ -28,19 +28,29 @@ const (
 	keyAdmin = "sk-bay-admin"
 )
 
+// testAPI is Bay's API over the real Manager (sandboxestest.NewManagerIn) on an in-memory engine, with the test's
+// clock and one store (the API's keys, history and exports, the Manager's sandboxes and cargos), and a fake agent.
 type testAPI struct {
-	srv   *httptest.Server
-	h     *Handler
-	mgr   *sandboxestest.Core
-	agent *fakeAgent
-	clock *sandboxestest.Clock
-	store *sandboxes.BoltStore
+	srv    *httptest.Server
+	h      *Handler
+	mgr    *sandboxes.Manager
+	engine *sandboxestest.Engine
+	agent  *fakeAgent
+	clock  *sandboxestest.Clock
+	store  *sandboxes.BoltStore
 }
 
-// testConfig is the handler's configuration and its service's, for a test to change before the handler is built.
+// testConfig is the handler's configuration, its service's and its Manager's, for a test to change before they are
+// built.
 type testConfig struct {
 	Config
 	svc service.Config
+	// core and mcfg configure the Manager (by default Bay's two profiles, collected hourly so that a test moving
+	// its clock stops nothing behind its back, on the test's clock); whole serves the Manager itself, with its
+	// collector and other optional surfaces, instead of lifecycleOnly.
+	core  sandboxes.Config
+	mcfg  sandboxes.ManagerConfig
+	whole bool
 }
 
 func newTestAPI(t *testing.T, mutate ...func(*testConfig)) *testAPI {
@@ -60,20 +70,27 @@ func newTestAPIAt(t *testing.T, path string, mutate ...func(*testConfig)) *testA
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, agent := newFakeManager(clock.Now, st), newFakeAgent()
+	agent := newFakeAgent()
 	cfg := testConfig{
 		Config: Config{Keys: keys, Version: "test", Now: clock.Now},
-		svc: service.Config{Sandboxes: lifecycleOnly{mgr}, Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
+		svc: service.Config{Agent: agent, History: st, ManagedWorkspace: ManagedCargo(),
 			Exports: st, Skills: st, Fetch: FetchPublic, MaxUploadBytes: 1 << 20, Now: clock.Now},
+		core: sandboxes.Config{GCInterval: time.Hour, Profiles: bayProfiles},
+		mcfg: sandboxes.ManagerConfig{Clock: clock.Now},
 	}
 	for _, m := range mutate {
 		m(&cfg)
+	}
+	mgr, engine := sandboxestest.NewManagerIn(t, st, cfg.core, cfg.mcfg)
+	cfg.svc.Sandboxes = lifecycleOnly{mgr}
+	if cfg.whole {
+		cfg.svc.Sandboxes = mgr
 	}
 	cfg.Service = service.New(cfg.svc)
 	h := New(cfg.Config)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testAPI{srv: srv, h: h, mgr: mgr, agent: agent, clock: clock, store: st}
+	return &testAPI{srv: srv, h: h, mgr: mgr, engine: engine, agent: agent, clock: clock, store: st}
 }
 
 // call sends a raw request and returns status and decoded JSON body.
@@ -136,11 +153,13 @@ func TestAstrBotSequence(t *testing.T) {
 	}
 	anon := client.New(a.srv.URL, "")
 	profiles, err := anon.Profiles(ctx)
-	if err != nil || len(profiles) != 2 || profiles[0].ID != "python-default" || profiles[0].IdleTimeout != 1800 {
-		t.Fatalf("profiles without auth: %+v %v", profiles, err)
+	if err != nil || len(profiles) != 2 || profiles[1].ID != "python-default" || profiles[1].IdleTimeout != 1800 {
+		t.Fatalf("profiles without auth (the Manager's, by id): %+v %v", profiles, err)
 	}
 
-	// The raw create answer carries exactly Bay's SandboxResponse fields, plus sandgate's additive last_error.
+	// The raw create answer carries exactly Bay's SandboxResponse fields, plus sandgate's additive last_error. The
+	// engine holds the start, so the sandbox reads starting until it is released.
+	release := a.engine.BlockStarts(t)
 	st, raw, _ := a.call(t, "POST", "/v1/sandboxes", keyAlice, map[string]any{"profile": "python-default", "ttl": 3600})
 	if st != 201 {
 		t.Fatalf("create: %d %v", st, raw)
@@ -160,12 +179,19 @@ func TestAstrBotSequence(t *testing.T) {
 		t.Errorf("create answer: %v", raw)
 	}
 
-	sb, err := c.WaitReady(ctx, id, time.Millisecond)
-	if err != nil || sb.Status != "ready" || len(sb.Containers) != 1 {
-		t.Fatalf("wait ready: %+v %v", sb, err)
+	// Bay's readiness polling is reads alone: a read of a starting sandbox (idle to Bay's clients, as Bay answers a
+	// create) answers at once, never waiting on the start as a call into the sandbox does, and the sandbox becomes
+	// ready by itself once the engine starts it.
+	if sb, err := c.GetSandbox(ctx, id); err != nil || sb.Status != "idle" || raw["status"] != "idle" || a.engine.Running() != 0 {
+		t.Fatalf("while the start is held: %+v %v (create answered %v), %d containers running", sb, err, raw["status"], a.engine.Running())
 	}
-	if a.mgr.Holds() != 0 {
-		t.Errorf("readiness needed %d exec-triggered starts; the sandbox must become ready by itself", a.mgr.Holds())
+	release()
+	sb, err := c.WaitReady(ctx, id, time.Millisecond)
+	if err != nil || sb.Status != "ready" || len(sb.Containers) != 1 || a.engine.Running() != 1 {
+		t.Fatalf("wait ready: %+v %v, %d containers running", sb, err, a.engine.Running())
+	}
+	if a.agent.execs() != 0 {
+		t.Errorf("readiness needed %d calls into the sandbox; it must become ready by itself", a.agent.execs())
 	}
 
 	if res, err := c.Shell(ctx, id, "echo mkdir -p skills", 30); err != nil || !res.Success || res.ExitCode != 0 ||
@@ -256,12 +282,12 @@ func TestIdleSandboxStartsWithinTheCall(t *testing.T) {
 	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/stop", keyAlice, nil); st != 200 || out["status"] != "stopped" {
 		t.Fatalf("stop: %d %v", st, out)
 	}
-	if st, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "idle" || out["containers"] != nil {
-		t.Fatalf("after stop: %d %v", st, out)
+	if st, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "idle" || out["containers"] != nil || a.engine.Running() != 0 {
+		t.Fatalf("after stop: %d %v, %d containers running", st, out, a.engine.Running())
 	}
 	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/shell/exec", keyAlice, map[string]any{"command": "true"})
-	if st != 200 || out["success"] != true || a.mgr.Holds() != 1 {
-		t.Fatalf("exec on idle: %d %v ensured=%d", st, out, a.mgr.Holds())
+	if st != 200 || out["success"] != true || a.engine.Running() != 1 || a.agent.execs() != 1 {
+		t.Fatalf("exec on idle: %d %v, %d containers running, %d execs", st, out, a.engine.Running(), a.agent.execs())
 	}
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "ready" {
 		t.Errorf("after exec: %v", out)
@@ -390,16 +416,28 @@ func TestShellTimeoutAndCwd(t *testing.T) {
 	}
 }
 
+// TestSessionNotReadyAndExpired: a call into a sandbox being rebuilt after its container died answers Bay's 503
+// session_not_ready with the sandbox and when to retry; past its TTL it is expired.
 func TestSessionNotReadyAndExpired(t *testing.T) {
 	a := newTestAPI(t)
 	id := a.create(t, keyAlice, map[string]any{"ttl": 60})
-	a.mgr.HoldErr = sandboxes.Errorf(sandboxes.CodeNotReady, "sandbox %s is starting", id)
-	st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/python/exec", keyAlice, map[string]any{"code": "1"})
-	d, _ := out["error"].(map[string]any)["details"].(map[string]any)
-	if st != 503 || errCode(out) != "session_not_ready" || d["sandbox_id"] != id || d["retry_after_ms"] == nil {
-		t.Fatalf("not ready: %d %v", st, out)
+	sandboxestest.WaitStatus(t, a.mgr, id, sandboxes.StatusReady)
+	release := a.engine.BlockStarts(t) // the rebuild stays under way
+	if !a.engine.Die(id, false) {
+		t.Fatal("no running container to kill")
 	}
-	a.mgr.HoldErr = nil
+	for i := range 2 { // the call that begins the rebuild, and one during it
+		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/python/exec", keyAlice, map[string]any{"code": "1"})
+		d, _ := out["error"].(map[string]any)["details"].(map[string]any)
+		if st != 503 || errCode(out) != "session_not_ready" || d["sandbox_id"] != id || d["retry_after_ms"] == nil {
+			t.Fatalf("not ready, call %d: %d %v", i+1, st, out)
+		}
+	}
+	if a.agent.execs() != 0 {
+		t.Errorf("%d calls reached the agent of a sandbox being rebuilt", a.agent.execs())
+	}
+	release()
+	sandboxestest.WaitStatus(t, a.mgr, id, sandboxes.StatusReady)
 	a.clock.Advance(2 * time.Minute)
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["status"] != "expired" {
 		t.Fatalf("status after ttl: %v", out)
@@ -413,14 +451,20 @@ func TestSessionNotReadyAndExpired(t *testing.T) {
 }
 
 // TestStartupFailure: a sandbox whose start-up failed answers calls with ship_error 502 and the runtime's message
-// in details.last_error, and shows status failed with last_error; a sandbox that started has last_error null.
+// in details.last_error, and shows status failed with last_error; a sandbox that started has last_error null. The
+// failure is the agent's: stopped, the sandbox is started again within the call, and its agent's /health says its
+// start-up customisation failed.
 func TestStartupFailure(t *testing.T) {
 	a := newTestAPI(t)
 	id := a.create(t, keyAlice, map[string]any{"ttl": 600})
+	sandboxestest.WaitStatus(t, a.mgr, id, sandboxes.StatusReady)
 	if _, out, _ := a.call(t, "GET", "/v1/sandboxes/"+id, keyAlice, nil); out["last_error"] != nil || !hasKey(out, "last_error") {
 		t.Errorf("a healthy sandbox's last_error: %v", out)
 	}
-	a.mgr.StartupFailure = "ERROR: No matching distribution found for nope==1"
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/stop", keyAlice, nil); st != 200 {
+		t.Fatalf("stop: %d %v", st, out)
+	}
+	a.engine.FailStartups("ERROR: No matching distribution found for nope==1")
 	for _, path := range []string{"/shell/exec", "/python/exec"} {
 		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+path, keyAlice, map[string]any{"command": "true", "code": "1"})
 		d, _ := out["error"].(map[string]any)["details"].(map[string]any)
@@ -651,6 +695,16 @@ func TestCargos(t *testing.T) {
 	if _, again, _ := a.call(t, "POST", "/v1/cargos", keyAlice, map[string]any{"size_limit_mb": 256}, "Idempotency-Key", "c1"); again["id"] != cid {
 		t.Errorf("idempotent cargo create: %v", again)
 	}
+	// Whoever names a cargo mounts its workspace: another owner's cargo does not exist for the caller (as in Bay);
+	// an admin key may use any (one sandbox at a time mounts a workspace: the admin's is gone before alice's).
+	if st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyBob, map[string]any{"cargo_id": cid}); st != 404 || errCode(out) != "not_found" {
+		t.Errorf("bob creates on alice's cargo: %d %v", st, out)
+	}
+	adminSB := a.create(t, keyAdmin, map[string]any{"cargo_id": cid})
+	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+adminSB, keyAdmin, nil); sb["cargo_id"] != cid {
+		t.Errorf("admin sandbox on alice's cargo: %v", sb)
+	}
+	a.call(t, "DELETE", "/v1/sandboxes/"+adminSB, keyAdmin, nil)
 	sid := a.create(t, keyAlice, map[string]any{"cargo_id": cid})
 	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+sid, keyAlice, nil); sb["cargo_id"] != cid {
 		t.Errorf("sandbox cargo: %v", sb)
@@ -666,16 +720,6 @@ func TestCargos(t *testing.T) {
 	if st, _, _ := a.call(t, "GET", "/v1/cargos/"+cid, keyBob, nil); st != 404 {
 		t.Errorf("bob sees alice's cargo: %d", st)
 	}
-	// Whoever names a cargo mounts its workspace: another owner's cargo does not exist for the caller (as in Bay);
-	// an admin key may use any.
-	if st, out, _ := a.call(t, "POST", "/v1/sandboxes", keyBob, map[string]any{"cargo_id": cid}); st != 404 || errCode(out) != "not_found" {
-		t.Errorf("bob creates on alice's cargo: %d %v", st, out)
-	}
-	adminSB := a.create(t, keyAdmin, map[string]any{"cargo_id": cid})
-	if _, sb, _ := a.call(t, "GET", "/v1/sandboxes/"+adminSB, keyAdmin, nil); sb["cargo_id"] != cid {
-		t.Errorf("admin sandbox on alice's cargo: %v", sb)
-	}
-	a.call(t, "DELETE", "/v1/sandboxes/"+adminSB, keyAdmin, nil)
 	st, out, _ := a.call(t, "DELETE", "/v1/cargos/"+cid, keyAlice, nil)
 	ids, _ := out["error"].(map[string]any)["details"].(map[string]any)["active_sandbox_ids"].([]any)
 	if st != 409 || len(ids) != 1 || ids[0] != sid {

@@ -1,7 +1,13 @@
+// Package sandboxestest is the one test double of the lifecycle core for the unit tests above it (sandboxes/service
+// and the dialects): NewManager is the real *sandboxes.Manager over Engine, an in-memory engine driver, and a bbolt
+// store in the test's directory (or the test's own store: NewManagerIn). A test sets what the engine answers (starts
+// held, an agent whose start-up fails, a container's death) and reads the real state back. Integration tests use
+// the real Manager on the real engine.
 package sandboxestest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -18,8 +24,9 @@ import (
 
 // Engine is an in-memory container engine (a sandboxes.Driver) for unit tests that want the real Manager and its
 // real lifecycle logic without Docker: containers and volumes are map entries, and every started container's agent
-// is one test server that answers /health as ready. It has only the Driver's methods, so the Manager's optional
-// engine surfaces (pause, usage, logs, snapshots) answer as on an engine without them. Make one with NewEngine.
+// is one test server that answers /health as ready (or, after FailStartups, as an agent whose start-up failed). Of
+// the Manager's optional engine surfaces it has pause alone; usage, logs and snapshots answer as on an engine
+// without them. Make one with NewEngine.
 type Engine struct {
 	// AgentAddr, when set before the first start, is the agent address every start answers instead of the
 	// engine's own server (a test's agent, which must answer /health for the Manager's readiness probe).
@@ -27,6 +34,7 @@ type Engine struct {
 
 	mu         sync.Mutex
 	agent      string
+	startup    string // non-empty: the agent's /health says its start-up customisation failed with this (FailStartups)
 	n          int
 	containers map[string]*sandboxes.ContainerState
 	specs      map[string]sandboxes.ContainerSpec // by container id: what each was created with
@@ -39,16 +47,40 @@ type Engine struct {
 
 // NewEngine makes an empty engine whose agent server is closed when t ends.
 func NewEngine(t testing.TB) *Engine {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/health" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write([]byte(`{"status":"ok"}`)) //nolint:errcheck // the Manager's probe reads the status code
-	}))
+	e := &Engine{containers: map[string]*sandboxes.ContainerState{}, specs: map[string]sandboxes.ContainerSpec{},
+		volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
+	srv := httptest.NewServer(http.HandlerFunc(e.serveAgent))
 	t.Cleanup(srv.Close)
-	return &Engine{agent: strings.TrimPrefix(srv.URL, "http://"), containers: map[string]*sandboxes.ContainerState{},
-		specs: map[string]sandboxes.ContainerSpec{}, volumes: map[string]sandboxes.VolumeInfo{}, events: make(chan sandboxes.ContainerEvent)}
+	e.agent = strings.TrimPrefix(srv.URL, "http://")
+	return e
+}
+
+// serveAgent is the agent of every started container: /health answers ready, or, after FailStartups, the 503 a
+// real agent answers when its start-up customisation (dependencies, init commands) failed.
+func (e *Engine) serveAgent(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/health" {
+		http.NotFound(w, r)
+		return
+	}
+	e.mu.Lock()
+	failure := e.startup
+	e.mu.Unlock()
+	if failure != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(agentapi.Health{Status: agentapi.StartupFailed, Error: failure}) //nolint:errcheck // the probe reads what arrives
+		return
+	}
+	w.Write([]byte(`{"status":"ok"}`)) //nolint:errcheck // the Manager's probe reads the status code
+}
+
+// FailStartups makes the engine's agent answer, from now on, that its start-up customisation failed with msg (a
+// pip install that found no such package, an init command that failed): every start from now on fails as such a
+// sandbox's does, with the Manager's startup_failed. "" makes the agent healthy again.
+func (e *Engine) FailStartups(msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.startup = msg
 }
 
 // namespace is NewManager's: its containers carry "unit.id", the sandbox's id (Die finds them by it).
@@ -72,9 +104,16 @@ func NewManagerAt(t testing.TB, cfg sandboxes.Config, clock func() time.Time) (*
 // are NewManager's.
 func NewManagerWith(t testing.TB, cfg sandboxes.Config, mcfg sandboxes.ManagerConfig) (*sandboxes.Manager, *Engine) {
 	t.Helper()
+	return NewManagerIn(t, sandboxes.NewBoltStore(filepath.Join(t.TempDir(), "store.db")), cfg, mcfg)
+}
+
+// NewManagerIn is NewManagerWith over st, a store the test also gives what it builds above the Manager: as in the
+// gateway, an API's keys, history and exports live in the Manager's one store, beside its sandboxes and
+// workspaces. The Manager closes st when t ends.
+func NewManagerIn(t testing.TB, st *sandboxes.BoltStore, cfg sandboxes.Config, mcfg sandboxes.ManagerConfig) (*sandboxes.Manager, *Engine) {
+	t.Helper()
 	e := NewEngine(t)
 	dir := t.TempDir()
-	st := sandboxes.NewBoltStore(filepath.Join(dir, "store.db"))
 	mcfg.Namespace, mcfg.SocketDir = namespace, filepath.Join(dir, "sockets")
 	m, err := sandboxes.NewManager(mcfg, e, st, nil)
 	if err != nil {

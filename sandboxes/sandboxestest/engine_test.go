@@ -3,6 +3,7 @@ package sandboxestest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,29 @@ func TestEngineKnobs(t *testing.T) {
 	if _, err := m.Hold(ctx, sb.ID); !errors.As(err, &se) || se.Code != sandboxes.CodeContainerDied || se.Details["reason"] != "oom" {
 		t.Fatalf("hold of the dead sandbox: %v", err)
 	}
+}
+
+// TestEngineStartupFailure: after FailStartups the engine's agent answers as one whose start-up customisation failed,
+// and the real Manager fails the start with startup_failed and the agent's message; a healthy agent starts again.
+func TestEngineStartupFailure(t *testing.T) {
+	ctx := context.Background()
+	m, engine := sandboxestest.NewManager(t, sandboxes.Config{Profiles: []sandboxes.Profile{{ID: "base", Image: "img"}}})
+	engine.FailStartups("ERROR: No matching distribution found for nope==1")
+	sb, err := m.Create(ctx, sandboxes.CreateRequest{Owner: "alice", Profile: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxestest.WaitStatus(t, m, sb.ID, sandboxes.StatusFailed)
+	if got, _ := m.Get(ctx, sb.ID); !strings.HasPrefix(got.LastError, sandboxes.CodeStartupFailed+": ") ||
+		!strings.Contains(got.LastError, "nope==1") {
+		t.Fatalf("last error %q", got.LastError)
+	}
+	if _, err := m.Hold(ctx, sb.ID); sandboxes.ErrorCode(err) != sandboxes.CodeStartupFailed || !strings.Contains(err.Error(), "nope==1") {
+		t.Fatalf("hold of a sandbox whose start-up fails: %v", err)
+	}
+	engine.FailStartups("")
+	if _, err := m.Hold(ctx, sb.ID); err != nil {
+		t.Fatalf("hold once the agent is healthy: %v", err)
+	}
+	sandboxestest.WaitStatus(t, m, sb.ID, sandboxes.StatusReady)
 }
