@@ -426,9 +426,13 @@ func TestSessionNotReadyAndExpired(t *testing.T) {
 	if !a.engine.Die(id, false) {
 		t.Fatal("no running container to kill")
 	}
+	// Die returns once the engine's event is read; the sandbox reads idle once its death is recorded, and the next
+	// call rebuilds it.
+	sandboxestest.WaitStatus(t, a.mgr, id, sandboxes.StatusIdle)
 	for i := range 2 { // the call that begins the rebuild, and one during it
 		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+"/python/exec", keyAlice, map[string]any{"code": "1"})
-		d, _ := out["error"].(map[string]any)["details"].(map[string]any)
+		e, _ := out["error"].(map[string]any)
+		d, _ := e["details"].(map[string]any)
 		if st != 503 || errCode(out) != "session_not_ready" || d["sandbox_id"] != id || d["retry_after_ms"] == nil {
 			t.Fatalf("not ready, call %d: %d %v", i+1, st, out)
 		}
@@ -467,7 +471,8 @@ func TestStartupFailure(t *testing.T) {
 	a.engine.FailStartups("ERROR: No matching distribution found for nope==1")
 	for _, path := range []string{"/shell/exec", "/python/exec"} {
 		st, out, _ := a.call(t, "POST", "/v1/sandboxes/"+id+path, keyAlice, map[string]any{"command": "true", "code": "1"})
-		d, _ := out["error"].(map[string]any)["details"].(map[string]any)
+		e, _ := out["error"].(map[string]any)
+		d, _ := e["details"].(map[string]any)
 		msg, _ := d["last_error"].(string)
 		if st != 502 || errCode(out) != "ship_error" || !strings.Contains(msg, "No matching distribution found for nope==1") {
 			t.Errorf("%s on a sandbox whose start-up failed: %d %v", path, st, out)
