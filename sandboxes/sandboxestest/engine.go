@@ -206,15 +206,8 @@ func (e *Engine) Create(_ context.Context, spec sandboxes.ContainerSpec) (string
 // Start runs a container and answers the agent server's address; while starts are blocked (BlockStarts) it
 // first waits for their release or for ctx to end.
 func (e *Engine) Start(ctx context.Context, id string, _ sandboxes.ContainerSpec) (string, error) {
-	e.mu.Lock()
-	blocked := e.blocked
-	e.mu.Unlock()
-	if blocked != nil {
-		select {
-		case <-blocked:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+	if err := e.pass(ctx, &e.blocked); err != nil {
+		return "", err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -232,15 +225,8 @@ func (e *Engine) Start(ctx context.Context, id string, _ sandboxes.ContainerSpec
 // Stop stops a container; a missing one is not an error. While stops are blocked (BlockStops) it first waits for
 // their release or for ctx to end.
 func (e *Engine) Stop(ctx context.Context, id string, _ time.Duration) error {
-	e.mu.Lock()
-	held := e.stopsHeld
-	e.mu.Unlock()
-	if held != nil {
-		select {
-		case <-held:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := e.pass(ctx, &e.stopsHeld); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -405,6 +391,22 @@ func (e *Engine) BlockStarts(t testing.TB) (release func()) {
 // collection stopping an idle sandbox is under way meanwhile.
 func (e *Engine) BlockStops(t testing.TB) (release func()) {
 	return e.block(t, &e.stopsHeld)
+}
+
+// pass waits until the gate a block set (*gate) is released, or for ctx to end; an open gate (nil) passes at once.
+func (e *Engine) pass(ctx context.Context, gate *chan struct{}) error {
+	e.mu.Lock()
+	held := *gate
+	e.mu.Unlock()
+	if held == nil {
+		return nil
+	}
+	select {
+	case <-held:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // block sets *gate to a new channel that release closes (and clears).

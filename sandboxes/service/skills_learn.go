@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -131,8 +132,8 @@ type LearnQueue interface {
 	UpdatePendingLearn(sandboxID, id string, fn func(*sandboxes.HistoryEntry)) (*sandboxes.HistoryEntry, bool, error)
 }
 
-// LearnBrowserRuns runs one pass: the oldest pol.Batch pending runs of every sandbox are learned, then the automatic
-// canaries of the owners of those sandboxes are checked. An owner with no sandbox has no executions, so its
+// LearnBrowserRuns runs one pass: the oldest pol.Batch pending runs of every sandbox are learned (runs of one
+// instant by owner, then sandbox), then the automatic canaries of the owners of those sandboxes are checked. An owner with no sandbox has no executions, so its
 // canaries have no samples and would be neither rolled back nor promoted.
 func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnResult, error) {
 	var res LearnResult
@@ -165,7 +166,12 @@ func (s *Service) LearnBrowserRuns(ctx context.Context, pol LearnPolicy) (LearnR
 	if err != nil {
 		return res, err
 	}
-	slices.SortStableFunc(pending, func(a, b pendingRun) int { return a.entry.CreatedAt.Compare(b.entry.CreatedAt) })
+	// Oldest first; runs of one instant by owner, then sandbox, so that a pass takes the same runs in the same order
+	// whatever order the sandboxes were listed in (their ids are random). Within a sandbox the stable sort keeps the
+	// history's order.
+	slices.SortStableFunc(pending, func(a, b pendingRun) int {
+		return cmp.Or(a.entry.CreatedAt.Compare(b.entry.CreatedAt), strings.Compare(a.sb.Owner, b.sb.Owner), strings.Compare(a.sb.ID, b.sb.ID))
+	})
 	for _, run := range pending[:min(len(pending), pol.Batch)] {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
