@@ -33,49 +33,33 @@ type osbFastGPTReport struct {
 
 const osbFastGPTSecret = "fastgpt-proxy-secret-0123456789abcdef-test"
 
-// TestOpenSandboxFastGPTImages is FastGPT's whole sandbox stack on one gateway: the real npm SDK sends FastGPT's
-// create body (image, entrypoint, resourceLimits, env, metadata, the Docker egress networkPolicy) for our image
-// and for an image shaped like FastGPT's (testenv.FastGPTImage: debian-slim, its own user, a shell entrypoint that
-// writes the IDE password into HOME and sleeps), which runs with our agent injected because the profile's
-// allowed_images admits it; that image is created twice, once under a profile whose agent serves FastGPT's IDE
-// protocol (the default) and once under a profile that leaves it to the image's own IDE agent
-// (SANDGATE_IDE_AGENT image). All answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with
-// HOME; the containers carry the limits asked; and on each of the three, FastGPT's IDE protocol reaches the IDE
-// agent through fastgpt_proxy on the endpoint getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT
-// does: the process that answers is ours or the image's, as the profile says. Limits above the profile's get the
-// profile's.
-func TestOpenSandboxFastGPTImages(t *testing.T) {
-	mods := testenv.NodeModules(t)
-	ours, theirs := testenv.Image(t, "base"), testenv.FastGPTImage(t)
-	ns := testenv.Unique("sgosf")
-	testenv.RemoveNamespace(t, ns)
+// fastGPTStack is FastGPT's sandbox stack on one gateway, as the OpenSandbox tests run it: the OpenSandbox API,
+// fastgpt_proxy in front of a stand-in of FastGPT's main service (its verifyTicket), and the Bay API for alice's key.
+type fastGPTStack struct {
+	gw *testenv.Gateway
+	ns string
+	// ours is our base image, theirs an image shaped like FastGPT's (testenv.FastGPTImage).
+	ours, theirs string
+	// osb is the OpenSandbox API's base URL; proxy is fastgpt_proxy's host:port.
+	osb, proxy string
+	app        *testenv.FastGPTApp
+	mods       string
+}
 
-	// FastGPT's main service, as far as the proxy asks it: verifyTicket answers the sandbox the test points it at.
-	app := testenv.NewFastGPTApp(t, osbFastGPTSecret)
-
+// startFastGPTStack starts the stack with the profiles profiles(ours, theirs) writes into the sandboxes block, on
+// namespace prefix plus a unique suffix.
+func startFastGPTStack(t *testing.T, prefix string, profiles func(ours, theirs string) string) *fastGPTStack {
+	t.Helper()
+	s := &fastGPTStack{mods: testenv.NodeModules(t), ours: testenv.Image(t, "base"), theirs: testenv.FastGPTImage(t), ns: testenv.Unique(prefix)}
+	testenv.RemoveNamespace(t, s.ns)
+	s.app = testenv.NewFastGPTApp(t, osbFastGPTSecret)
 	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	caddyfile := fmt.Sprintf(`{
 	admin {$SANDGATE_ADMIN}
 	sandboxes {
 		namespace %s
 		agent_image %s
-		profile fastgpt {
-			image %s
-			cpus 1
-			memory 1g
-			pids 256
-			capabilities shell python filesystem
-			allowed_images %s
-		}
-		profile fastgpt-image-ide {
-			image %s
-			cpus 1
-			memory 1g
-			pids 256
-			capabilities shell python filesystem
-			allowed_images %s
-			env SANDGATE_IDE_AGENT image
-		}
+%s
 	}
 }
 
@@ -95,21 +79,73 @@ http://127.0.0.1:%d {
 		app_url %s
 	}
 }
-`, ns, ours, ours, theirs, ours, theirs, bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, app.URL)
-	testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
-	osb := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
-	if err := testenv.WaitHTTP(t.Context(), osb+"/health", testenv.WaitLimit); err != nil {
+`, s.ns, s.ours, profiles(s.ours, s.theirs), bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, s.app.URL)
+	s.gw = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
+	s.osb, s.proxy = fmt.Sprintf("http://127.0.0.1:%d", osbPort), fmt.Sprintf("127.0.0.1:%d", fgPort)
+	if err := testenv.WaitHTTP(t.Context(), s.osb+"/health", testenv.WaitLimit); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// runSDK runs FastGPT's call sequence (testdata/opensandbox_fastgpt.cjs) through the npm SDK on images (a comma-separated
+// list; "image|profile" names a profile) with env added, and returns its report, which must cover every image.
+func (s *fastGPTStack) runSDK(t *testing.T, images string, env ...string) osbFastGPTReport {
+	t.Helper()
 	out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_fastgpt.cjs"),
-		"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+ours+","+theirs+","+theirs+"|fastgpt-image-ide", "NODE_PATH="+mods)
+		append([]string{"OSB_DOMAIN=" + s.osb, "OSB_KEY=" + osbKeyAlice, "OSB_IMAGES=" + images, "NODE_PATH=" + s.mods}, env...)...)
 	line := strings.TrimSpace(out)
 	line = line[strings.LastIndex(line, "\n")+1:]
 	var rep osbFastGPTReport
-	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 3 {
+	if jerr := json.Unmarshal([]byte(line), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != strings.Count(images, ",")+1 {
 		t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
 	}
 	t.Logf("sdk report: %s", line)
+	return rep
+}
+
+// ide sends FastGPT's IDE protocol through fastgpt_proxy to the endpoint the SDK gave for port 1318, which
+// verifyTicket hands back with password as FastGPT does: it writes path in the workspace and runs a command that
+// reads it back and names its parent process, the IDE agent that answered.
+func (s *fastGPTStack) ide(t *testing.T, endpoint1318, password, path string) string {
+	t.Helper()
+	s.app.Point(endpoint1318, password)
+	return testenv.FastGPTIDE(t, s.proxy, osbFastGPTSecret, path, "cat /workspace/"+path+"; echo; tr '\\0' ' ' < /proc/$PPID/cmdline")
+}
+
+// TestOpenSandboxFastGPTImages is FastGPT's whole sandbox stack on one gateway: the real npm SDK sends FastGPT's
+// create body (image, entrypoint, resourceLimits, env, metadata, the Docker egress networkPolicy) for our image
+// and for an image shaped like FastGPT's (testenv.FastGPTImage: debian-slim, its own user, a shell entrypoint that
+// writes the IDE password into HOME and sleeps), which runs with our agent injected because the profile's
+// allowed_images admits it; that image is created twice, once under a profile whose agent serves FastGPT's IDE
+// protocol (the default) and once under a profile that leaves it to the image's own IDE agent
+// (SANDGATE_IDE_AGENT image). All answer commands.run; the FastGPT image's entrypoint ran as the sandbox user with
+// HOME; the containers carry the limits asked; and on each of the three, FastGPT's IDE protocol reaches the IDE
+// agent through fastgpt_proxy on the endpoint getEndpointUrl(1318) gave, which verifyTicket hands back as FastGPT
+// does: the process that answers is ours or the image's, as the profile says. Limits above the profile's get the
+// profile's.
+func TestOpenSandboxFastGPTImages(t *testing.T) {
+	s := startFastGPTStack(t, "sgosf", func(ours, theirs string) string {
+		return fmt.Sprintf(`		profile fastgpt {
+			image %s
+			cpus 1
+			memory 1g
+			pids 256
+			capabilities shell python filesystem
+			allowed_images %s
+		}
+		profile fastgpt-image-ide {
+			image %s
+			cpus 1
+			memory 1g
+			pids 256
+			capabilities shell python filesystem
+			allowed_images %s
+			env SANDGATE_IDE_AGENT image
+		}`, ours, theirs, ours, theirs)
+	})
+	ns, theirs, osb := s.ns, s.theirs, s.osb
+	rep := s.runSDK(t, s.ours+","+theirs+","+theirs+"|fastgpt-image-ide")
 
 	for i, im := range rep.Images {
 		lines := strings.Split(im.Run.Stdout, "\n")
@@ -153,10 +189,7 @@ http://127.0.0.1:%d {
 		if len(run) < 4 {
 			continue // reported above
 		}
-		app.Point(im.Endpoint1318, run[3])
-		path := fmt.Sprintf("ide/hello-%d.txt", i)
-		got := testenv.FastGPTIDE(t, fmt.Sprintf("127.0.0.1:%d", fgPort), osbFastGPTSecret, path,
-			"cat /workspace/"+path+"; echo; tr '\\0' ' ' < /proc/$PPID/cmdline")
+		got := s.ide(t, im.Endpoint1318, run[3], fmt.Sprintf("ide/hello-%d.txt", i))
 		if want := "hello ide\n" + answerers[i] + " "; got != want {
 			t.Errorf("%s (profile %q): fs/exec through the relay: %q, want %q", im.Image, im.Profile, got, want)
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,18 +48,8 @@ func imagePools(t *testing.T, admin string) []struct {
 // IDE_AGENT_ENABLED (it started the image's IDE agent, which answers FastGPT's IDE protocol through fastgpt_proxy),
 // and the container runs the image asked with our agent injected and the limits asked.
 func TestOpenSandboxWarmByImage(t *testing.T) {
-	mods := testenv.NodeModules(t)
-	ours, theirs := testenv.Image(t, "base"), testenv.FastGPTImage(t)
-	ns := testenv.Unique("sgosw")
-	testenv.RemoveNamespace(t, ns)
-	app := testenv.NewFastGPTApp(t, osbFastGPTSecret)
-	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
-	caddyfile := fmt.Sprintf(`{
-	admin {$SANDGATE_ADMIN}
-	sandboxes {
-		namespace %s
-		agent_image %s
-		profile fastgpt {
+	s := startFastGPTStack(t, "sgosw", func(ours, theirs string) string {
+		return fmt.Sprintf(`		profile fastgpt {
 			image %s
 			cpus 1
 			memory 1g
@@ -69,40 +58,11 @@ func TestOpenSandboxWarmByImage(t *testing.T) {
 			allowed_images %s
 			warm_images 2
 			env SANDGATE_IDE_AGENT image
-		}
-	}
-}
-
-http://127.0.0.1:%d {
-	sandbox_api {
-		key %s alice
-	}
-}
-
-http://127.0.0.1:%d {
-	sandbox_opensandbox
-}
-
-http://127.0.0.1:%d {
-	fastgpt_proxy {
-		secret %s
-		app_url %s
-	}
-}
-`, ns, ours, ours, theirs, bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, app.URL)
-	gw := testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
-	osb := fmt.Sprintf("http://127.0.0.1:%d", osbPort)
-	if err := testenv.WaitHTTP(t.Context(), osb+"/health", testenv.WaitLimit); err != nil {
-		t.Fatal(err)
-	}
+		}`, ours, theirs)
+	})
+	gw, ns, theirs := s.gw, s.ns, s.theirs
 	run := func(prefix string) osbFastGPTReport {
-		out, err := testenv.RunNode(t, filepath.Join("testdata", "opensandbox_fastgpt.cjs"),
-			"OSB_DOMAIN="+osb, "OSB_KEY="+osbKeyAlice, "OSB_IMAGES="+theirs, "OSB_SESSION_PREFIX="+prefix, "OSB_WAIT_ENTRYPOINT=1", "NODE_PATH="+mods)
-		var rep osbFastGPTReport
-		if jerr := json.Unmarshal([]byte(lastLineOf(out)), &rep); jerr != nil || err != nil || rep.Fatal != "" || len(rep.Images) != 1 {
-			t.Fatalf("sdk script: %v %v\n%s", err, jerr, out)
-		}
-		return rep
+		return s.runSDK(t, theirs, "OSB_SESSION_PREFIX="+prefix, "OSB_WAIT_ENTRYPOINT=1")
 	}
 
 	cold := run("cold-")
@@ -152,17 +112,9 @@ http://127.0.0.1:%d {
 		if len(lines) < 4 {
 			continue
 		}
-		app.Point(im.Endpoint1318, lines[3])
-		path := fmt.Sprintf("ide/%s.txt", kind)
-		got := testenv.FastGPTIDE(t, fmt.Sprintf("127.0.0.1:%d", fgPort), osbFastGPTSecret, path,
-			"cat /workspace/"+path+"; echo; tr '\\0' ' ' < /proc/$PPID/cmdline")
+		got := s.ide(t, im.Endpoint1318, lines[3], fmt.Sprintf("ide/%s.txt", kind))
 		if want := "hello ide\n/usr/local/bin/fastgpt-ide-agent "; got != want {
 			t.Errorf("%s: fs/exec through the relay: %q, want %q", kind, got, want)
 		}
 	}
-}
-
-func lastLineOf(s string) string {
-	s = strings.TrimSpace(s)
-	return s[strings.LastIndex(s, "\n")+1:]
 }
