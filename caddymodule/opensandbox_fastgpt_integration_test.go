@@ -46,11 +46,33 @@ type fastGPTStack struct {
 	mods       string
 }
 
-// startFastGPTStack starts the stack with the profiles profiles(ours, theirs) writes into the sandboxes block, on
-// namespace prefix plus a unique suffix.
-func startFastGPTStack(t *testing.T, prefix string, profiles func(ours, theirs string) string) *fastGPTStack {
+// fastGPTProfile is a profile as FastGPT's provider config writes one: our image, FastGPT's image admitted, 1 CPU,
+// 1g, 256 pids, shell, python and files, and the extra option lines.
+type fastGPTProfile struct {
+	name  string
+	extra []string
+}
+
+// startFastGPTStack starts the stack with profiles, on namespace prefix plus a unique suffix.
+func startFastGPTStack(t *testing.T, prefix string, profiles ...fastGPTProfile) *fastGPTStack {
 	t.Helper()
 	s := &fastGPTStack{mods: testenv.NodeModules(t), ours: testenv.Image(t, "base"), theirs: testenv.FastGPTImage(t), ns: testenv.Unique(prefix)}
+	var blocks strings.Builder
+	for _, p := range profiles {
+		var extra strings.Builder
+		for _, line := range p.extra {
+			extra.WriteString("\t\t\t" + line + "\n")
+		}
+		fmt.Fprintf(&blocks, `		profile %s {
+			image %s
+			cpus 1
+			memory 1g
+			pids 256
+			capabilities shell python filesystem
+			allowed_images %s
+%s		}
+`, p.name, s.ours, s.theirs, extra.String())
+	}
 	testenv.RemoveNamespace(t, s.ns)
 	s.app = testenv.NewFastGPTApp(t, osbFastGPTSecret)
 	bayPort, osbPort, fgPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
@@ -59,8 +81,7 @@ func startFastGPTStack(t *testing.T, prefix string, profiles func(ours, theirs s
 	sandboxes {
 		namespace %s
 		agent_image %s
-%s
-	}
+%s	}
 }
 
 http://127.0.0.1:%d {
@@ -79,7 +100,7 @@ http://127.0.0.1:%d {
 		app_url %s
 	}
 }
-`, s.ns, s.ours, profiles(s.ours, s.theirs), bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, s.app.URL)
+`, s.ns, s.ours, blocks.String(), bayPort, osbKeyAlice, osbPort, fgPort, osbFastGPTSecret, s.app.URL)
 	s.gw = testenv.StartGateway(t, caddyfile, testenv.GatewayOptions{})
 	s.osb, s.proxy = fmt.Sprintf("http://127.0.0.1:%d", osbPort), fmt.Sprintf("127.0.0.1:%d", fgPort)
 	if err := testenv.WaitHTTP(t.Context(), s.osb+"/health", testenv.WaitLimit); err != nil {
@@ -125,25 +146,8 @@ func (s *fastGPTStack) ide(t *testing.T, endpoint1318, password, path string) st
 // does: the process that answers is ours or the image's, as the profile says. Limits above the profile's get the
 // profile's.
 func TestOpenSandboxFastGPTImages(t *testing.T) {
-	s := startFastGPTStack(t, "sgosf", func(ours, theirs string) string {
-		return fmt.Sprintf(`		profile fastgpt {
-			image %s
-			cpus 1
-			memory 1g
-			pids 256
-			capabilities shell python filesystem
-			allowed_images %s
-		}
-		profile fastgpt-image-ide {
-			image %s
-			cpus 1
-			memory 1g
-			pids 256
-			capabilities shell python filesystem
-			allowed_images %s
-			env SANDGATE_IDE_AGENT image
-		}`, ours, theirs, ours, theirs)
-	})
+	s := startFastGPTStack(t, "sgosf", fastGPTProfile{name: "fastgpt"},
+		fastGPTProfile{name: "fastgpt-image-ide", extra: []string{"env SANDGATE_IDE_AGENT image"}})
 	ns, theirs, osb := s.ns, s.theirs, s.osb
 	rep := s.runSDK(t, s.ours+","+theirs+","+theirs+"|fastgpt-image-ide")
 

@@ -48,18 +48,7 @@ func imagePools(t *testing.T, admin string) []struct {
 // IDE_AGENT_ENABLED (it started the image's IDE agent, which answers FastGPT's IDE protocol through fastgpt_proxy),
 // and the container runs the image asked with our agent injected and the limits asked.
 func TestOpenSandboxWarmByImage(t *testing.T) {
-	s := startFastGPTStack(t, "sgosw", func(ours, theirs string) string {
-		return fmt.Sprintf(`		profile fastgpt {
-			image %s
-			cpus 1
-			memory 1g
-			pids 256
-			capabilities shell python filesystem
-			allowed_images %s
-			warm_images 2
-			env SANDGATE_IDE_AGENT image
-		}`, ours, theirs)
-	})
+	s := startFastGPTStack(t, "sgosw", fastGPTProfile{name: "fastgpt", extra: []string{"warm_images 2", "env SANDGATE_IDE_AGENT image"}})
 	gw, ns, theirs := s.gw, s.ns, s.theirs
 	run := func(prefix string) osbFastGPTReport {
 		return s.runSDK(t, theirs, "OSB_SESSION_PREFIX="+prefix, "OSB_WAIT_ENTRYPOINT=1")
