@@ -51,10 +51,12 @@ async function main() {
     const info = await frozen.getInfo()
     report.lifecycle = info.lifecycle
     report.resumableLifecycle = (await resumable.getInfo()).lifecycle
-    const bg = await frozen.commands.run('sleep 600', { background: true })
+    // timeoutMs 0: the SDK's default command timeout (60 s) would end the process itself, and on a busy machine
+    // this script reaches its checks more than 60 s after starting it.
+    const bg = await frozen.commands.run('sleep 600', { background: true, timeoutMs: 0 })
     report.bgPid = bg.pid
     await fsOnly.files.write('/home/user/kept.txt', 'kept')
-    const fsBg = await fsOnly.commands.run('sleep 600', { background: true })
+    const fsBg = await fsOnly.commands.run('sleep 600', { background: true, timeoutMs: 0 })
 
     // The timeout: each one is paused (or stopped) at its TTL, not deleted.
     await Promise.all([frozen, resumable, fsOnly].map((s) => s.setTimeout(3_000)))
